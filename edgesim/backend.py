@@ -1,0 +1,102 @@
+"""The protocol between the engine (the clock) and a learning backend (the learning).
+
+ARCHITECTURE.md, "One round, as the data flows": each round the engine hands the
+backend a :class:`SystemView`; the backend answers with a :class:`RoundPlan`
+(who computes how many cycles per phase, who uploads and downloads how many
+bits); the engine runs that plan on the SimPy clock and hands back a
+:class:`RoundOutcome` (who arrived, who was dropped, when); the backend learns
+from what arrived and returns its metrics as plain floats, which the engine
+stamps with the simulated time at which the round ended.
+
+Plain Python types only: no torch, no numpy arrays in the protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SystemView:
+    """What the base station knows at the start of a round (round index from 0).
+
+    Per-device tuples are indexed by device id ``0..n_devices-1``.
+    ``uplink_rate_bps`` is each device's Shannon rate over the *whole* band with
+    this round's channel gain (Eq. 8); the access scheme decides what it gets.
+    """
+
+    round_index: int
+    start_time_s: float
+    round_budget_s: float
+    n_devices: int
+    bandwidth_hz: float
+    noise_psd_w_per_hz: float
+    access: str
+    cpu_freq_hz: tuple[float, ...]
+    tx_power_w: tuple[float, ...]
+    channel_gain: tuple[float, ...]
+    uplink_rate_bps: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class DeviceWork:
+    """One device's part of a round.
+
+    ``compute_cycles`` maps a phase name (``"train"``, ``"sr"``,
+    ``"pseudo_label"``…) to CPU cycles; phases run back to back.
+    ``upload_bits`` = 0 means the device does not upload this round.
+    ``download_bits`` is what the device receives from the BS at round start.
+    """
+
+    device: int
+    compute_cycles: Mapping[str, float] = field(default_factory=dict)
+    upload_bits: float = 0.0
+    download_bits: float = 0.0
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """The backend's decision for one round: the devices that take part and their work.
+
+    ``info`` carries algorithm decisions worth logging (e.g. ``{"B": 10, "K": 10}``).
+    """
+
+    work: tuple[DeviceWork, ...]
+    info: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    """What happened on the clock in one round.
+
+    ``arrived``: devices whose upload completed, in completion order.
+    ``dropped``: uploading devices whose upload did not complete by the deadline.
+    ``compute_end_s``/``upload_end_s``: absolute simulated times per device.
+    """
+
+    round_index: int
+    start_time_s: float
+    end_time_s: float
+    arrived: tuple[int, ...]
+    dropped: tuple[int, ...]
+    compute_end_s: Mapping[int, float]
+    upload_end_s: Mapping[int, float]
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_time_s - self.start_time_s
+
+
+@runtime_checkable
+class LearningBackend(Protocol):
+    """What the engine calls. Implementations: :class:`edgesim.curve.ParametricBackend`
+    (torch-free) and the algorithms of ``learning/``."""
+
+    def plan_round(self, view: SystemView) -> RoundPlan:
+        """Decide the round's work from the system view."""
+        ...
+
+    def complete_round(self, outcome: RoundOutcome) -> Mapping[str, float]:
+        """Learn from the uploads that arrived; return metrics (e.g. ``{"accuracy": 0.81}``)."""
+        ...

@@ -1,0 +1,208 @@
+"""Frozen configuration dataclasses of the simulator: the system, the budget, the workload.
+
+Each dataclass validates itself in ``__post_init__`` and raises ``ValueError``
+naming the field, the value and what was expected; the scenario loader
+(``scenarios/``) prefixes the file and section. Decibel fields keep their unit
+in their name; the ``*_w``/``*_w_per_hz`` properties give the linear values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Optional, Union
+
+from .units import dbm_per_hz_to_w_per_hz, dbm_to_w, db_to_linear
+
+ACCESS_SCHEMES = ("tdma", "fdma")
+ROUND_MODES = ("sync", "deadline")
+MOBILITY_MODELS = ("static", "random_waypoint")
+
+
+def _fail(field_name: str, value, expected: str):
+    raise ValueError(f"{field_name} = {value!r}: expected {expected}")
+
+
+def _check_number(name: str, value, *, minimum=None, strict=False, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        _fail(name, value, "a finite number")
+    if minimum is not None and (value <= minimum if strict else value < minimum):
+        _fail(name, value, f"a number {'>' if strict else '>='} {minimum}")
+
+
+def _check_int(name: str, value, minimum: int):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        _fail(name, value, f"an integer >= {minimum}")
+
+
+def _check_choice(name: str, value, choices):
+    if value not in choices:
+        _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
+
+
+def _per_device(name: str, value, n_devices: int, *, minimum=None, strict=False) -> tuple[float, ...]:
+    """A scalar or a list of length ``n_devices`` → a tuple of ``n_devices`` floats."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != n_devices:
+            _fail(name, value, f"a number or a list of n_devices (= {n_devices}) numbers, got {len(value)}")
+        for i, v in enumerate(value):
+            _check_number(f"{name}[{i}]", v, minimum=minimum, strict=strict)
+        return tuple(float(v) for v in value)
+    _check_number(name, value, minimum=minimum, strict=strict)
+    return (float(value),) * n_devices
+
+
+Number = Union[int, float]
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """The wireless cell and its devices (SYSTEM_MODEL.md).
+
+    ``tx_power_dbm`` and ``cpu_freq_hz`` are one value for every device or a
+    list with one value per device (heterogeneous devices). When
+    ``channel_gain_db`` is given it fixes the gain of every device and the
+    path-loss model (placement, shadowing, fading, mobility) is not used.
+    ``downlink_rate_bps`` = 0 means the BS broadcast takes no time (the paper's
+    assumption); download bits are still counted.
+    """
+
+    n_devices: int = 25
+    bandwidth_hz: Number = 1e6
+    noise_psd_dbm_per_hz: Number = -174.0
+    tx_power_dbm: Union[Number, list] = 23.0
+    channel_gain_db: Optional[Number] = None
+    cpu_freq_hz: Union[Number, list] = 1e9
+    kappa: Number = 1e-28
+    access: str = "tdma"
+    downlink_rate_bps: Number = 0.0
+    cell_radius_m: Number = 250.0
+    min_distance_m: Number = 10.0
+    path_loss_intercept_db: Number = 128.1
+    path_loss_slope_db: Number = 37.6
+    shadowing_std_db: Number = 0.0
+    rayleigh_fading: bool = False
+    mobility: str = "static"
+    speed_m_per_s: Number = 1.0
+
+    def __post_init__(self):
+        _check_int("n_devices", self.n_devices, 1)
+        _check_number("bandwidth_hz", self.bandwidth_hz, minimum=0, strict=True)
+        _check_number("noise_psd_dbm_per_hz", self.noise_psd_dbm_per_hz)
+        _per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices)
+        _check_number("channel_gain_db", self.channel_gain_db, allow_none=True)
+        _per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, minimum=0, strict=True)
+        _check_number("kappa", self.kappa, minimum=0)
+        _check_choice("access", self.access, ACCESS_SCHEMES)
+        _check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
+        _check_number("cell_radius_m", self.cell_radius_m, minimum=0, strict=True)
+        _check_number("min_distance_m", self.min_distance_m, minimum=0, strict=True)
+        if self.min_distance_m >= self.cell_radius_m:
+            _fail("min_distance_m", self.min_distance_m, f"a distance < cell_radius_m (= {self.cell_radius_m})")
+        _check_number("path_loss_intercept_db", self.path_loss_intercept_db)
+        _check_number("path_loss_slope_db", self.path_loss_slope_db, minimum=0)
+        _check_number("shadowing_std_db", self.shadowing_std_db, minimum=0)
+        if not isinstance(self.rayleigh_fading, bool):
+            _fail("rayleigh_fading", self.rayleigh_fading, "true or false")
+        _check_choice("mobility", self.mobility, MOBILITY_MODELS)
+        _check_number("speed_m_per_s", self.speed_m_per_s, minimum=0)
+
+    @property
+    def noise_psd_w_per_hz(self) -> float:
+        return dbm_per_hz_to_w_per_hz(self.noise_psd_dbm_per_hz)
+
+    @property
+    def tx_power_w(self) -> tuple[float, ...]:
+        """Transmit power of each device in watts."""
+        return tuple(dbm_to_w(p) for p in _per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices))
+
+    @property
+    def cpu_freqs_hz(self) -> tuple[float, ...]:
+        """CPU frequency of each device in cycles/s."""
+        return _per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices)
+
+    @property
+    def fixed_gain(self) -> Optional[float]:
+        """The linear channel gain fixed for every device, or ``None`` (path-loss model)."""
+        return None if self.channel_gain_db is None else db_to_linear(self.channel_gain_db)
+
+    @property
+    def heterogeneous(self) -> bool:
+        """True when devices differ in CPU, power or (path-loss model) channel."""
+        return (
+            len(set(self.cpu_freqs_hz)) > 1
+            or len(set(self.tx_power_w)) > 1
+            or self.channel_gain_db is None
+        )
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    """The training-service budget: ``total_time_s`` (T) over ``rounds`` (G), Eq. (12)–(13).
+
+    ``round_mode`` ``"sync"`` ends a round when the last upload arrives (the
+    paper's); ``"deadline"`` ends it at ``deadline_s`` (default T/G) and drops
+    uploads not finished by then.
+    """
+
+    total_time_s: Number = 250.0
+    rounds: int = 100
+    round_mode: str = "sync"
+    deadline_s: Optional[Number] = None
+
+    def __post_init__(self):
+        _check_number("total_time_s", self.total_time_s, minimum=0, strict=True)
+        _check_int("rounds", self.rounds, 1)
+        _check_choice("round_mode", self.round_mode, ROUND_MODES)
+        _check_number("deadline_s", self.deadline_s, minimum=0, strict=True, allow_none=True)
+
+    @property
+    def round_budget_s(self) -> float:
+        """T/G in seconds."""
+        return float(self.total_time_s) / self.rounds
+
+    @property
+    def round_deadline_s(self) -> float:
+        """The deadline of a round in ``"deadline"`` mode (seconds after round start)."""
+        return float(self.deadline_s) if self.deadline_s is not None else self.round_budget_s
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """Per-device work of a round, in cycles and bits (Eq. (23)).
+
+    ``cycles_per_sample`` is C_tra, ``samples_per_device`` D,
+    ``local_iterations`` I, ``sr_cycles`` C_SR,
+    ``pseudo_label_cycles_per_model`` C_pse, ``model_bits`` m.
+    ``cycles_source`` says where C_tra comes from: ``"given"`` (this file) or
+    ``"flops"`` (the model's forward+backward FLOPs per sample ÷
+    ``flops_per_cycle``, computed by the learning backend).
+    ``model_bits`` = ``"auto"`` means: computed from the learning model.
+    """
+
+    local_iterations: int = 1
+    cycles_per_sample: Number = 1e6
+    samples_per_device: int = 500
+    sr_cycles: Number = 0.0
+    pseudo_label_cycles_per_model: Number = 0.0
+    model_bits: Union[Number, str] = 17_440_000
+    cycles_source: str = "given"
+    flops_per_cycle: Number = 8.0
+
+    def __post_init__(self):
+        _check_int("local_iterations", self.local_iterations, 1)
+        _check_number("cycles_per_sample", self.cycles_per_sample, minimum=0)
+        _check_int("samples_per_device", self.samples_per_device, 1)
+        _check_number("sr_cycles", self.sr_cycles, minimum=0)
+        _check_number("pseudo_label_cycles_per_model", self.pseudo_label_cycles_per_model, minimum=0)
+        if self.model_bits != "auto":
+            _check_number("model_bits", self.model_bits, minimum=0, strict=True)
+        _check_choice("cycles_source", self.cycles_source, ("given", "flops"))
+        _check_number("flops_per_cycle", self.flops_per_cycle, minimum=0, strict=True)
+
+
+def field_names(cls) -> tuple[str, ...]:
+    """The field names of a config dataclass (the keys its TOML section may hold)."""
+    return tuple(f.name for f in fields(cls))

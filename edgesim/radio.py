@@ -1,0 +1,61 @@
+"""Uplink formulas of DoFed-SPP (Ching et al., IEEE TSC 2023), Eqs. (8), (9), (24).
+
+All inputs are linear SI quantities: bandwidth in Hz, power in W, noise power
+spectral density in W/Hz, channel gain as a linear power ratio, sizes in bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._checks import count, non_negative, positive
+
+
+def snr(bandwidth_hz: float, channel_gain: float, tx_power_w: float, noise_psd_w_per_hz: float) -> float:
+    """Signal-to-noise ratio ``g * p / (N0 * b)`` (dimensionless, linear)."""
+    b = positive("bandwidth_hz", bandwidth_hz)
+    g = non_negative("channel_gain", channel_gain)
+    p = non_negative("tx_power_w", tx_power_w)
+    n0 = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
+    return g * p / (n0 * b)
+
+
+def shannon_rate_bps(
+    bandwidth_hz: float, channel_gain: float, tx_power_w: float, noise_psd_w_per_hz: float
+) -> float:
+    """Eq. (8): ``r = b * log2(1 + g * p / (N0 * b))`` in bit/s.
+
+    ``bandwidth_hz`` b is the band given to this device; the noise it sees is
+    ``N0 * b``, so splitting the band (FDMA) also splits the noise.
+    """
+    return float(bandwidth_hz) * math.log2(1.0 + snr(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz))
+
+
+def upload_time_s(model_bits: float, rate_bps: float) -> float:
+    """Eq. (9): ``t_u = m / r`` in seconds, ``m`` in bits, ``r`` in bit/s."""
+    m = non_negative("model_bits", model_bits)
+    r = positive("rate_bps", rate_bps)
+    return m / r
+
+
+def shared_uplink_time_s(
+    n_uploaders: int,
+    model_bits: float,
+    bandwidth_hz: float,
+    channel_gain: float,
+    tx_power_w: float,
+    noise_psd_w_per_hz: float,
+) -> float:
+    """Eq. (24): ``t_u = K * m / (b * log2(1 + g p / (N0 b)))`` in seconds.
+
+    K identical devices upload ``m`` bits each over a shared band ``b``; this
+    equals K sequential full-band uploads (TDMA).
+    """
+    k = count("n_uploaders", n_uploaders)
+    rate = shannon_rate_bps(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)
+    return k * upload_time_s(model_bits, rate)
+
+
+def radio_energy_j(tx_power_w: float, airtime_s: float) -> float:
+    """Transmit energy ``E = p * t_u`` in joules (W × s)."""
+    return non_negative("tx_power_w", tx_power_w) * non_negative("airtime_s", airtime_s)
