@@ -19,38 +19,38 @@ ROUND_MODES = ("sync", "deadline")
 MOBILITY_MODELS = ("static", "random_waypoint")
 
 
-def _fail(field_name: str, value, expected: str):
+def fail(field_name: str, value, expected: str):
     raise ValueError(f"{field_name} = {value!r}: expected {expected}")
 
 
-def _check_number(name: str, value, *, minimum=None, strict=False, allow_none=False):
+def check_number(name: str, value, *, minimum=None, strict=False, allow_none=False):
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        _fail(name, value, "a finite number")
+        fail(name, value, "a finite number")
     if minimum is not None and (value <= minimum if strict else value < minimum):
-        _fail(name, value, f"a number {'>' if strict else '>='} {minimum}")
+        fail(name, value, f"a number {'>' if strict else '>='} {minimum}")
 
 
-def _check_int(name: str, value, minimum: int):
+def check_int(name: str, value, minimum: int):
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(name, value, f"an integer >= {minimum}")
+        fail(name, value, f"an integer >= {minimum}")
 
 
-def _check_choice(name: str, value, choices):
+def check_choice(name: str, value, choices):
     if value not in choices:
-        _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
+        fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
 
 
-def _per_device(name: str, value, n_devices: int, *, minimum=None, strict=False) -> tuple[float, ...]:
+def per_device(name: str, value, n_devices: int, *, minimum=None, strict=False) -> tuple[float, ...]:
     """A scalar or a list of length ``n_devices`` → a tuple of ``n_devices`` floats."""
     if isinstance(value, (list, tuple)):
         if len(value) != n_devices:
-            _fail(name, value, f"a number or a list of n_devices (= {n_devices}) numbers, got {len(value)}")
+            fail(name, value, f"a number or a list of n_devices (= {n_devices}) numbers, got {len(value)}")
         for i, v in enumerate(value):
-            _check_number(f"{name}[{i}]", v, minimum=minimum, strict=strict)
+            check_number(f"{name}[{i}]", v, minimum=minimum, strict=strict)
         return tuple(float(v) for v in value)
-    _check_number(name, value, minimum=minimum, strict=strict)
+    check_number(name, value, minimum=minimum, strict=strict)
     return (float(value),) * n_devices
 
 
@@ -88,26 +88,26 @@ class SystemConfig:
     speed_m_per_s: Number = 1.0
 
     def __post_init__(self):
-        _check_int("n_devices", self.n_devices, 1)
-        _check_number("bandwidth_hz", self.bandwidth_hz, minimum=0, strict=True)
-        _check_number("noise_psd_dbm_per_hz", self.noise_psd_dbm_per_hz)
-        _per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices)
-        _check_number("channel_gain_db", self.channel_gain_db, allow_none=True)
-        _per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, minimum=0, strict=True)
-        _check_number("kappa", self.kappa, minimum=0)
-        _check_choice("access", self.access, ACCESS_SCHEMES)
-        _check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
-        _check_number("cell_radius_m", self.cell_radius_m, minimum=0, strict=True)
-        _check_number("min_distance_m", self.min_distance_m, minimum=0, strict=True)
+        check_int("n_devices", self.n_devices, 1)
+        check_number("bandwidth_hz", self.bandwidth_hz, minimum=0, strict=True)
+        check_number("noise_psd_dbm_per_hz", self.noise_psd_dbm_per_hz)
+        per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices)
+        check_number("channel_gain_db", self.channel_gain_db, allow_none=True)
+        per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, minimum=0, strict=True)
+        check_number("kappa", self.kappa, minimum=0)
+        check_choice("access", self.access, ACCESS_SCHEMES)
+        check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
+        check_number("cell_radius_m", self.cell_radius_m, minimum=0, strict=True)
+        check_number("min_distance_m", self.min_distance_m, minimum=0, strict=True)
         if self.min_distance_m >= self.cell_radius_m:
-            _fail("min_distance_m", self.min_distance_m, f"a distance < cell_radius_m (= {self.cell_radius_m})")
-        _check_number("path_loss_intercept_db", self.path_loss_intercept_db)
-        _check_number("path_loss_slope_db", self.path_loss_slope_db, minimum=0)
-        _check_number("shadowing_std_db", self.shadowing_std_db, minimum=0)
+            fail("min_distance_m", self.min_distance_m, f"a distance < cell_radius_m (= {self.cell_radius_m})")
+        check_number("path_loss_intercept_db", self.path_loss_intercept_db)
+        check_number("path_loss_slope_db", self.path_loss_slope_db, minimum=0)
+        check_number("shadowing_std_db", self.shadowing_std_db, minimum=0)
         if not isinstance(self.rayleigh_fading, bool):
-            _fail("rayleigh_fading", self.rayleigh_fading, "true or false")
-        _check_choice("mobility", self.mobility, MOBILITY_MODELS)
-        _check_number("speed_m_per_s", self.speed_m_per_s, minimum=0)
+            fail("rayleigh_fading", self.rayleigh_fading, "true or false")
+        check_choice("mobility", self.mobility, MOBILITY_MODELS)
+        check_number("speed_m_per_s", self.speed_m_per_s, minimum=0)
 
     @property
     def noise_psd_w_per_hz(self) -> float:
@@ -116,12 +116,12 @@ class SystemConfig:
     @property
     def tx_power_w(self) -> tuple[float, ...]:
         """Transmit power of each device in watts."""
-        return tuple(dbm_to_w(p) for p in _per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices))
+        return tuple(dbm_to_w(p) for p in per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices))
 
     @property
     def cpu_freqs_hz(self) -> tuple[float, ...]:
         """CPU frequency of each device in cycles/s."""
-        return _per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices)
+        return per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices)
 
     @property
     def fixed_gain(self) -> Optional[float]:
@@ -153,10 +153,10 @@ class BudgetConfig:
     deadline_s: Optional[Number] = None
 
     def __post_init__(self):
-        _check_number("total_time_s", self.total_time_s, minimum=0, strict=True)
-        _check_int("rounds", self.rounds, 1)
-        _check_choice("round_mode", self.round_mode, ROUND_MODES)
-        _check_number("deadline_s", self.deadline_s, minimum=0, strict=True, allow_none=True)
+        check_number("total_time_s", self.total_time_s, minimum=0, strict=True)
+        check_int("rounds", self.rounds, 1)
+        check_choice("round_mode", self.round_mode, ROUND_MODES)
+        check_number("deadline_s", self.deadline_s, minimum=0, strict=True, allow_none=True)
 
     @property
     def round_budget_s(self) -> float:
@@ -192,17 +192,41 @@ class WorkloadConfig:
     flops_per_cycle: Number = 8.0
 
     def __post_init__(self):
-        _check_int("local_iterations", self.local_iterations, 1)
-        _check_number("cycles_per_sample", self.cycles_per_sample, minimum=0)
-        _check_int("samples_per_device", self.samples_per_device, 1)
-        _check_number("sr_cycles", self.sr_cycles, minimum=0)
-        _check_number("pseudo_label_cycles_per_model", self.pseudo_label_cycles_per_model, minimum=0)
+        check_int("local_iterations", self.local_iterations, 1)
+        check_number("cycles_per_sample", self.cycles_per_sample, minimum=0)
+        check_int("samples_per_device", self.samples_per_device, 1)
+        check_number("sr_cycles", self.sr_cycles, minimum=0)
+        check_number("pseudo_label_cycles_per_model", self.pseudo_label_cycles_per_model, minimum=0)
         if self.model_bits != "auto":
-            _check_number("model_bits", self.model_bits, minimum=0, strict=True)
-        _check_choice("cycles_source", self.cycles_source, ("given", "flops"))
-        _check_number("flops_per_cycle", self.flops_per_cycle, minimum=0, strict=True)
+            check_number("model_bits", self.model_bits, minimum=0, strict=True)
+        check_choice("cycles_source", self.cycles_source, ("given", "flops"))
+        check_number("flops_per_cycle", self.flops_per_cycle, minimum=0, strict=True)
 
 
 def field_names(cls) -> tuple[str, ...]:
     """The field names of a config dataclass (the keys its TOML section may hold)."""
     return tuple(f.name for f in fields(cls))
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names where, the key, the value and what was expected."""
+
+
+def build_config(cls: type, values, where: str):
+    """Instantiate the config dataclass ``cls`` from a mapping of its fields.
+
+    Unknown keys and invalid values raise :class:`ConfigError` prefixed with
+    ``where`` (e.g. ``"scenarios/x.toml: [system]"``).
+    """
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a table, got {values!r}")
+    names = field_names(cls)
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key {unknown[0]!r} (= {values[unknown[0]]!r}); expected one of: {', '.join(sorted(names))}"
+        )
+    try:
+        return cls(**values)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{where}: {e}") from None

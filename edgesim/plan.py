@@ -1,0 +1,123 @@
+"""The round budget and the (B, K) decision of DoFed-SPP for a scenario, as ``edgesim plan`` shows it.
+
+Identical devices (the paper's §4.4 case): C1, C2, C3 of Ineq. (26) follow
+directly. Heterogeneous devices (different CPU, power or channel): a
+synchronous round waits for its slowest participant, so the plan is made for
+the slowest one, conservatively: the largest training+SR time, the largest
+per-model pseudo-labelling time and the slowest full-band uplink (the
+smallest rate) — every (B, K) it calls feasible is feasible whichever devices
+are chosen. The per-device breakdown is reported alongside.
+
+Under ``fdma`` the K uploads share the band at the same time; Eq. (24) (K
+sequential full-band uploads) is then an upper bound on the upload phase, so
+the plan stays conservative.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .budget import (
+    FeasibilityConstants,
+    examined_pairs,
+    feasibility_constants,
+    feasible_count,
+    infeasibility_message,
+)
+from .channel import ChannelModel
+from .compute import compute_time_s, training_cycles
+from .config import BudgetConfig, SystemConfig, WorkloadConfig
+from .radio import shannon_rate_bps, upload_time_s
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """One device's per-round times with the scenario's workload (seconds) and uplink rate (bit/s)."""
+
+    device: int
+    cpu_freq_hz: float
+    channel_gain: float
+    uplink_rate_bps: float
+    train_s: float
+    sr_s: float
+    pseudo_label_per_model_s: float
+    upload_s: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What ``edgesim plan`` reports (times in seconds, rates in bit/s)."""
+
+    round_budget_s: float
+    c1_s: float
+    c2_s: float
+    c3_s: float
+    uplink_rate_bps: float
+    model_bits: float
+    n_devices: int
+    heterogeneous: bool
+    reference: str
+    pairs: list
+    feasible_count: int
+    devices: list
+
+    @property
+    def feasible(self) -> bool:
+        return bool(self.pairs)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["pairs"] = [list(p) for p in self.pairs]
+        return d
+
+    def infeasibility_message(self) -> str:
+        return infeasibility_message(FeasibilityConstants(self.c1_s, self.c2_s, self.c3_s), self.round_budget_s)
+
+
+def make_plan(
+    system: SystemConfig, budget: BudgetConfig, workload: WorkloadConfig, model_bits: float, seed: int = 0
+) -> Plan:
+    """Per-device times and the (B, K) pairs of Ineq. (26) for round 0 of the scenario."""
+    gains = ChannelModel(system, seed).gains(0)
+    train_cycles = training_cycles(workload.local_iterations, workload.cycles_per_sample, workload.samples_per_device)
+    devices = []
+    for n, (f, p, g) in enumerate(zip(system.cpu_freqs_hz, system.tx_power_w, gains)):
+        rate = shannon_rate_bps(system.bandwidth_hz, float(g), p, system.noise_psd_w_per_hz)
+        devices.append(
+            DevicePlan(
+                device=n,
+                cpu_freq_hz=f,
+                channel_gain=float(g),
+                uplink_rate_bps=rate,
+                train_s=compute_time_s(train_cycles, f),
+                sr_s=compute_time_s(workload.sr_cycles, f),
+                pseudo_label_per_model_s=compute_time_s(workload.pseudo_label_cycles_per_model, f),
+                upload_s=upload_time_s(model_bits, rate),
+            )
+        )
+    slowest_cpu = min(system.cpu_freqs_hz)
+    slowest_rate = min(d.uplink_rate_bps for d in devices)
+    consts = feasibility_constants(
+        budget.round_budget_s,
+        train_cycles,
+        workload.sr_cycles,
+        workload.pseudo_label_cycles_per_model,
+        slowest_cpu,
+        model_bits,
+        slowest_rate,
+    )
+    heterogeneous = len({d.cpu_freq_hz for d in devices}) > 1 or len({d.uplink_rate_bps for d in devices}) > 1
+    return Plan(
+        round_budget_s=budget.round_budget_s,
+        c1_s=consts.c1_s,
+        c2_s=consts.c2_s,
+        c3_s=consts.c3_s,
+        uplink_rate_bps=slowest_rate,
+        model_bits=float(model_bits),
+        n_devices=system.n_devices,
+        heterogeneous=heterogeneous,
+        reference="slowest device (slowest CPU, slowest uplink)" if heterogeneous else "identical devices",
+        pairs=examined_pairs(consts, system.n_devices),
+        feasible_count=feasible_count(consts, system.n_devices),
+        devices=devices,
+    )

@@ -1,0 +1,156 @@
+"""Configuration of the learning side of a scenario: ``[data]``, ``[train]``, ``[run]``, ``[algorithms.*]``.
+
+Torch-free on purpose (``edgesim plan`` loads scenarios without paying for
+torch). Each dataclass validates itself and names the field, the value and
+what was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Optional, Union
+
+from edgesim.config import ConfigError, check_choice, check_int, check_number, fail, build_config
+
+Number = Union[int, float]
+
+DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "cifar100", "pathmnist", "organamnist", "dbpedia", "synthetic")
+PARTITIONS = ("iid", "dirichlet", "subset", "normal", "feddure_iid_iid", "feddure_iid_dir", "feddure_dir_dir", "labels_at_server")
+EXECUTORS = ("auto", "sequential", "vmap")
+MODELS = ("cnn", "peer_cnn", "text", "resnet9")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Which data set, where it lives, and how it is split over the devices.
+
+    ``data_dir`` is required for every data set except ``digits`` (bundled
+    with scikit-learn) and ``synthetic``. ``partition`` names a function of
+    ``learning.data.partitions``; ``alpha`` is the Dirichlet concentration,
+    ``labeled_ratio_alpha`` the Dir₂ concentration of the labelled fraction
+    (UM-pFSSL), ``n_clusters`` the 𝒦 of DoFed-SPP's SUBSET split and
+    ``size_scale`` scales DoFed-SPP's set sizes (500/10/190·C/𝒦).
+    ``test_size`` caps each device's test set (``None``: all eligible).
+    """
+
+    dataset: str = "digits"
+    data_dir: Optional[str] = None
+    partition: str = "dirichlet"
+    alpha: Number = 0.5
+    labeled_ratio_alpha: Number = 0.5
+    n_clusters: int = 5
+    size_scale: Number = 1.0
+    labels_per_class: int = 5
+    server_labeled: int = 1000
+    test_size: Optional[int] = None
+
+    def __post_init__(self):
+        check_choice("dataset", self.dataset, DATASETS)
+        if self.data_dir is not None and not isinstance(self.data_dir, str):
+            fail("data_dir", self.data_dir, "a directory path (string)")
+        check_choice("partition", self.partition, PARTITIONS)
+        check_number("alpha", self.alpha, minimum=0, strict=True)
+        check_number("labeled_ratio_alpha", self.labeled_ratio_alpha, minimum=0, strict=True)
+        check_int("n_clusters", self.n_clusters, 2)
+        check_number("size_scale", self.size_scale, minimum=0, strict=True)
+        check_int("labels_per_class", self.labels_per_class, 1)
+        check_int("server_labeled", self.server_labeled, 1)
+        if self.test_size is not None:
+            check_int("test_size", self.test_size, 1)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Local training: model, SGD hyper-parameters, executor and compute device.
+
+    ``executor = "auto"`` picks the vectorised executor on a GPU and the
+    sequential one on a CPU (where vmap is slower, see docs/executors.md).
+    """
+
+    model: str = "cnn"
+    lr: Number = 0.05
+    momentum: Number = 0.9
+    weight_decay: Number = 0.0
+    batch_size: int = 32
+    local_epochs: int = 1
+    executor: str = "auto"
+    device: str = "auto"
+    eval_batch_size: int = 2048
+
+    def __post_init__(self):
+        check_choice("model", self.model, MODELS)
+        check_number("lr", self.lr, minimum=0, strict=True)
+        check_number("momentum", self.momentum, minimum=0)
+        if self.momentum >= 1:
+            fail("momentum", self.momentum, "a number in [0, 1)")
+        check_number("weight_decay", self.weight_decay, minimum=0)
+        check_int("batch_size", self.batch_size, 1)
+        check_int("local_epochs", self.local_epochs, 1)
+        check_choice("executor", self.executor, EXECUTORS)
+        check_choice("device", self.device, ("auto", "cpu", "cuda"))
+        check_int("eval_batch_size", self.eval_batch_size, 1)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a run does: which algorithms, how many clients per round, when to stop, what to report.
+
+    ``rounds`` defaults to the budget's G; ``max_time_s`` stops an algorithm
+    once its simulated clock passes it. ``plateau_tol`` is the paper's
+    final-accuracy rule (mean accuracy changes by less than it between
+    rounds); ``stop_on_plateau`` also ends the run there.
+    """
+
+    algorithms: list = field(default_factory=lambda: ["fedavg", "fedprox", "local"])
+    clients_per_round: int = 10
+    rounds: Optional[int] = None
+    max_time_s: Optional[Number] = None
+    accuracy_thresholds: list = field(default_factory=lambda: [0.5, 0.6, 0.7, 0.8, 0.9])
+    plateau_tol: Number = 0.01
+    stop_on_plateau: bool = False
+    eval_every: int = 1
+    checkpoint_every: int = 0
+
+    def __post_init__(self):
+        if not isinstance(self.algorithms, list) or not self.algorithms or not all(isinstance(a, str) for a in self.algorithms):
+            fail("algorithms", self.algorithms, "a non-empty list of algorithm names")
+        if len(set(self.algorithms)) != len(self.algorithms):
+            fail("algorithms", self.algorithms, "each algorithm at most once")
+        check_int("clients_per_round", self.clients_per_round, 1)
+        if self.rounds is not None:
+            check_int("rounds", self.rounds, 1)
+        check_number("max_time_s", self.max_time_s, minimum=0, strict=True, allow_none=True)
+        if not isinstance(self.accuracy_thresholds, list):
+            fail("accuracy_thresholds", self.accuracy_thresholds, "a list of accuracies in (0, 1]")
+        for i, a in enumerate(self.accuracy_thresholds):
+            check_number(f"accuracy_thresholds[{i}]", a, minimum=0, strict=True)
+            if a > 1:
+                fail(f"accuracy_thresholds[{i}]", a, "an accuracy in (0, 1]")
+        check_number("plateau_tol", self.plateau_tol, minimum=0)
+        if not isinstance(self.stop_on_plateau, bool):
+            fail("stop_on_plateau", self.stop_on_plateau, "true or false")
+        check_int("eval_every", self.eval_every, 1)
+        check_int("checkpoint_every", self.checkpoint_every, 0)
+
+
+def build_algorithms(values, where: str) -> dict:
+    """``[algorithms.NAME]`` tables → {name: config}; names and keys checked against the registry."""
+    from learning.algorithms import REGISTRY  # the registry imports torch; only `run` needs it
+
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected tables [algorithms.NAME], got {values!r}")
+    out = {}
+    for name, table in values.items():
+        if name not in REGISTRY:
+            raise ConfigError(f"{where}: unknown algorithm {name!r}; expected one of: {', '.join(sorted(REGISTRY))}")
+        out[name] = build_config(REGISTRY[name].config_cls, table, f"{where[:-1]}.{name}]")
+    return out
+
+
+SECTIONS = {
+    "data": partial(build_config, DataConfig),
+    "train": partial(build_config, TrainConfig),
+    "run": partial(build_config, RunConfig),
+    "algorithms": build_algorithms,
+}

@@ -1,0 +1,1 @@
+"""The application: scenario files (TOML), their validation, the ``edgesim`` CLI, sweeps."""

@@ -1,0 +1,101 @@
+"""The ``edgesim`` command line: ``plan``, ``run``, ``sweep``, ``plot``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from edgesim.config import ConfigError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="edgesim: wireless edge-network co-simulator for federated semi-supervised learning.",
+)
+
+SCENARIO_ARG = typer.Argument(None, help="Scenario TOML file (default: the bundled scenarios/default.toml).")
+SET_OPT = typer.Option(None, "--set", help="Override any scenario key: --set system.bandwidth_hz=2e6 (repeatable).")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _print_plan(scenario, plan) -> None:
+    echo = typer.echo
+    echo(f"Scenario: {scenario.name} ({scenario.path})")
+    kind = "heterogeneous — planned for the " + plan.reference if plan.heterogeneous else "identical"
+    echo(f"Devices: {plan.n_devices} ({kind}); access: {scenario.system.access}")
+    echo(
+        f"Round budget T/G = {_fmt(scenario.budget.total_time_s)} s / {scenario.budget.rounds} "
+        f"= {_fmt(plan.round_budget_s)} s"
+    )
+    echo("")
+    echo(f"{'device':>6} {'cpu GHz':>8} {'gain dB':>8} {'uplink Mbit/s':>13} {'train s':>9} {'SR s':>8} {'PL/model s':>10} {'upload s':>9}")
+    import math
+
+    rows = plan.devices if len(plan.devices) <= 12 else plan.devices[:10]
+    for d in rows:
+        echo(
+            f"{d.device:>6} {d.cpu_freq_hz / 1e9:>8.3g} {10 * math.log10(d.channel_gain):>8.2f} "
+            f"{d.uplink_rate_bps / 1e6:>13.4g} {d.train_s:>9.4g} {d.sr_s:>8.4g} "
+            f"{d.pseudo_label_per_model_s:>10.4g} {d.upload_s:>9.4g}"
+        )
+    if len(rows) < len(plan.devices):
+        echo(f"   ... {len(plan.devices) - len(rows)} more devices (--json lists all)")
+    echo("")
+    echo(f"C1 = {_fmt(plan.c1_s)} s  (T/G minus training and similarity ratios: left for pseudo-labelling and uploads)")
+    echo(f"C2 = {_fmt(plan.c2_s)} s  (pseudo-labelling with one downloaded model)")
+    echo(
+        f"C3 = {_fmt(plan.c3_s)} s  (one upload of m = {plan.model_bits:.0f} bits at "
+        f"{_fmt(plan.uplink_rate_bps)} bit/s)"
+    )
+    echo(f"(B, K) pairs examined: {', '.join(f'({b}, {k})' for b, k in plan.pairs) or 'none'}")
+    n = plan.n_devices
+    echo(f"Feasible pairs (1 <= B <= K <= N, B*C2 + K*C3 <= C1): {plan.feasible_count} of {n * (n + 1) // 2}")
+
+
+@app.command()
+def plan(
+    scenario: Optional[Path] = SCENARIO_ARG,
+    set_: Optional[List[str]] = SET_OPT,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """Print the round budget, per-device compute and upload times, C1/C2/C3 and the feasible (B, K) pairs."""
+    from edgesim.plan import make_plan
+    from scenarios.schema import load_scenario
+
+    try:
+        sc = load_scenario(scenario, set_ or [], learning=False)
+        model_bits = sc.workload.model_bits
+        if model_bits == "auto":
+            from learning.sizing import model_bits_for_scenario
+
+            model_bits = model_bits_for_scenario(load_scenario(scenario, set_ or []))
+        result = make_plan(sc.system, sc.budget, sc.workload, model_bits, sc.seed)
+    except ConfigError as e:
+        _fail(str(e))
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        _print_plan(sc, result)
+    if not result.feasible:
+        typer.echo(result.infeasibility_message(), err=True)
+        raise typer.Exit(1)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
