@@ -31,6 +31,10 @@ def non_negative(name: str, value: float) -> float:
 
 def count(name: str, value: int, minimum: int = 0) -> int:
     """``value`` as an int, or ``ValueError`` unless it is an integer >= ``minimum``."""
-    if isinstance(value, bool) or int(value) != value or value < minimum:
+    try:
+        ok = not isinstance(value, bool) and int(value) == value and value >= minimum
+    except (TypeError, ValueError, OverflowError):  # inf, NaN, None, "x": not a count either
+        ok = False
+    if not ok:
         raise ValueError(f"{name}(={value}) must be an integer >= {minimum}")
     return int(value)

@@ -73,24 +73,54 @@ def is_feasible(b: int, k: int, consts: FeasibilityConstants, n_devices: int) ->
     return need <= consts.c1_s + _REL_TOL * max(1.0, abs(consts.c1_s))
 
 
+def _floor_capped(x: float, cap: int) -> int:
+    """``min(cap, floor(x))``, -1 for negative ``x``; safe for ``x = ±inf`` (a tiny C2 or C3)."""
+    if x >= cap:
+        return cap
+    return -1 if x < 0 else _floor(x)
+
+
+def _settle(guess: int, low: int, high: int, fits) -> int:
+    """The largest j in ``low..high`` with ``fits(j)`` (``fits`` true up to some j, false after), from ``guess``.
+
+    ``low - 1`` when none fits. The floors of §4.4 give ``guess``; checking it
+    against :func:`is_feasible` applies that function's tolerance, not the
+    floor's, so both always agree.
+    """
+    j = min(max(guess, low - 1), high)
+    while j < high and fits(j + 1):
+        j += 1
+    while j >= low and not fits(j):
+        j -= 1
+    return j
+
+
+def _largest_b(k: int, consts: FeasibilityConstants, n: int) -> int:
+    """``min(K, ⌊(C1 − K·C3)/C2⌋)``: the largest feasible B for this K (K when C2 = 0), 0 when none."""
+    c2 = consts.c2_s
+    guess = k if c2 == 0 else _floor_capped((consts.c1_s - k * consts.c3_s) / c2, k)
+    return max(0, _settle(guess, 1, k, lambda b: is_feasible(b, k, consts, n)))
+
+
 def examined_pairs(consts: FeasibilityConstants, n_devices: int) -> list[tuple[int, int]]:
     """The (B, K) pairs DoFed-SPP examines (§4.4), in increasing K.
 
     For each K from ``max(1, ⌊C1/(C2+C3)⌋)`` to ``⌊(C1−C2)/C3⌋`` (both capped at
     N), the largest feasible B: ``B = min(K, ⌊(C1 − K·C3)/C2⌋)``, kept when
     B >= 1. With ``C2 = 0`` (free pseudo-labelling) B = K. Empty when no pair
-    is feasible.
+    is feasible. Every feasible pair is dominated (smaller or equal B and K)
+    by one of these.
     """
     n = count("n_devices", n_devices, 1)
     c1, c2, c3 = consts.c1_s, consts.c2_s, consts.c3_s
-    if c1 < c2 + c3 and not is_feasible(1, 1, consts, n):
+    k_high = _settle(_floor_capped((c1 - c2) / c3, n), 1, n, lambda k: is_feasible(1, k, consts, n))
+    if k_high < 1:
         return []
-    k_low = min(n, max(1, _floor(c1 / (c2 + c3))))
-    k_high = min(n, _floor((c1 - c2) / c3))
+    k_low = max(1, _settle(_floor_capped(c1 / (c2 + c3), k_high), 1, k_high, lambda k: is_feasible(k, k, consts, n)))
     pairs = []
     for k in range(k_low, k_high + 1):
-        b = k if c2 == 0 else min(k, _floor((c1 - k * c3) / c2))
-        if b >= 1 and is_feasible(b, k, consts, n):
+        b = _largest_b(k, consts, n)
+        if b >= 1:
             pairs.append((b, k))
     return pairs
 
@@ -98,14 +128,7 @@ def examined_pairs(consts: FeasibilityConstants, n_devices: int) -> list[tuple[i
 def feasible_count(consts: FeasibilityConstants, n_devices: int) -> int:
     """How many pairs with ``1 <= B <= K <= N`` satisfy ``B·C2 + K·C3 <= C1``."""
     n = count("n_devices", n_devices, 1)
-    total = 0
-    for k in range(1, n + 1):
-        if consts.c2_s == 0:
-            total += k if is_feasible(1, k, consts, n) else 0
-            continue
-        b_max = min(k, _floor((consts.c1_s - k * consts.c3_s) / consts.c2_s))
-        total += sum(1 for b in range(1, max(b_max, 0) + 1) if is_feasible(b, k, consts, n))
-    return total
+    return sum(_largest_b(k, consts, n) for k in range(1, n + 1))
 
 
 def feasible_pairs(consts: FeasibilityConstants, n_devices: int) -> list[tuple[int, int]]:

@@ -7,9 +7,8 @@ energy in joules. ``kappa`` is the effective switched capacitance
 
 from __future__ import annotations
 
-import math
 
-from ._checks import non_negative, positive
+from ._checks import count, non_negative, positive
 
 
 def compute_time_s(cycles: float, cpu_freq_hz: float) -> float:
@@ -45,7 +44,7 @@ def dofed_round_cycles(
 
     Returns ``{"train": I*C_tra*D, "sr": C_SR, "pseudo_label": B*C_pse}``.
     """
-    b = non_negative("n_pseudo_label_models", n_pseudo_label_models)
+    b = count("n_pseudo_label_models", n_pseudo_label_models)
     return {
         "train": training_cycles(local_iterations, cycles_per_sample, samples),
         "sr": non_negative("sr_cycles", sr_cycles),

@@ -28,7 +28,8 @@ def shannon_rate_bps(
     ``bandwidth_hz`` b is the band given to this device; the noise it sees is
     ``N0 * b``, so splitting the band (FDMA) also splits the noise.
     """
-    return float(bandwidth_hz) * math.log2(1.0 + snr(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz))
+    # log1p keeps full precision at low SNR, where log2(1.0 + snr) loses the digits of snr
+    return float(bandwidth_hz) * math.log1p(snr(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)) / math.log(2)
 
 
 def upload_time_s(model_bits: float, rate_bps: float) -> float:

@@ -81,7 +81,7 @@ def _check_b_k(b: int, k: int, n_devices: int) -> tuple[int, int]:
 
 
 def _value(rho: np.ndarray, ids: Sequence[int], b: int) -> float:
-    vals = rho[:, list(ids)]
+    vals = rho[:, sorted(ids)]  # a set function: the same sum whatever order ids come in
     if vals.shape[1] > b:
         vals = -np.partition(-vals, b - 1, axis=1)[:, :b]
     return float(vals.sum())
@@ -141,11 +141,11 @@ def brute_force_select(rho, b: int, k: int) -> tuple[int, ...]:
     n_subsets = math.comb(n_devices, k)
     if n_subsets > _MAX_SUBSETS:
         raise ValueError(f"C(N, k)(=C({n_devices}, {k}) = {n_subsets}) subsets exceed {_MAX_SUBSETS}; use greedy_select")
-    best_set: tuple[int, ...] = ()
-    best_value = -math.inf
+    best_set: tuple[int, ...] | None = None
+    best_value = 0.0
     for subset in itertools.combinations(range(n_devices), k):
         value = _value(arr, subset, b)
-        if value > best_value + _REL_TOL * abs(best_value):
+        if best_set is None or value > best_value + _REL_TOL * best_value:
             best_set, best_value = subset, value
     return best_set
 

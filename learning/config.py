@@ -64,6 +64,9 @@ class DataConfig:
 class TrainConfig:
     """Local training: model, SGD hyper-parameters, executor and compute device.
 
+    The number of local epochs is the workload's ``local_iterations`` (I of
+    Eq. (7)), so that what is trained is what the clock charges for.
+
     ``executor = "auto"`` picks the vectorised executor on a GPU and the
     sequential one on a CPU (where vmap is slower, see docs/executors.md).
     """
@@ -73,7 +76,6 @@ class TrainConfig:
     momentum: Number = 0.9
     weight_decay: Number = 0.0
     batch_size: int = 32
-    local_epochs: int = 1
     executor: str = "auto"
     device: str = "auto"
     eval_batch_size: int = 2048
@@ -86,7 +88,6 @@ class TrainConfig:
             fail("momentum", self.momentum, "a number in [0, 1)")
         check_number("weight_decay", self.weight_decay, minimum=0)
         check_int("batch_size", self.batch_size, 1)
-        check_int("local_epochs", self.local_epochs, 1)
         check_choice("executor", self.executor, EXECUTORS)
         check_choice("device", self.device, ("auto", "cpu", "cuda"))
         check_int("eval_batch_size", self.eval_batch_size, 1)

@@ -1,0 +1,42 @@
+"""Run-level metrics over a sequence of rounds: time-to-accuracy and the papers' final-accuracy rule.
+
+Pure functions of plain lists. Times are simulated seconds (never host time).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+
+def time_to_accuracy(times_s: Sequence[float], accuracies: Sequence[float], threshold: float) -> Optional[float]:
+    """The first simulated time at which ``accuracy >= threshold``; ``None`` if never reached."""
+    if len(times_s) != len(accuracies):
+        raise ValueError(f"times_s and accuracies differ in length ({len(times_s)} vs {len(accuracies)})")
+    for t, a in zip(times_s, accuracies):
+        if a is not None and not math.isnan(a) and a >= threshold:
+            return float(t)
+    return None
+
+
+def plateau_index(accuracies: Sequence[float], tol: float) -> Optional[int]:
+    """DoFed-SPP's stopping rule: the first index i >= 1 with ``|acc[i] − acc[i−1]| < tol``.
+
+    ``None`` if the accuracy never settles within the rounds given.
+    """
+    if tol < 0:
+        raise ValueError(f"tol(={tol}) must be >= 0")
+    for i in range(1, len(accuracies)):
+        if abs(accuracies[i] - accuracies[i - 1]) < tol:
+            return i
+    return None
+
+
+def final_accuracy(accuracies: Sequence[float], tol: float) -> tuple[float, int, bool]:
+    """(accuracy, index, settled): the accuracy where the plateau rule first holds, else the last one."""
+    if not accuracies:
+        raise ValueError("final_accuracy needs at least one accuracy")
+    i = plateau_index(accuracies, tol)
+    if i is None:
+        return float(accuracies[-1]), len(accuracies) - 1, False
+    return float(accuracies[i]), i, True

@@ -1,0 +1,1 @@
+"""Figures from run folders (reads run outputs only: rounds.csv, summary.json)."""
