@@ -31,7 +31,10 @@ class DataConfig:
     ``labeled_ratio_alpha`` the Dir₂ concentration of the labelled fraction
     (UM-pFSSL), ``n_clusters`` the 𝒦 of DoFed-SPP's SUBSET split and
     ``size_scale`` scales DoFed-SPP's set sizes (500/10/190·C/𝒦).
-    ``test_size`` caps each device's test set (``None``: all eligible).
+    ``labeled_fraction`` is the labelled share of each client under ``iid``;
+    ``labels_per_class`` and ``server_labeled`` serve FedDure's and the
+    labels-at-server splits. ``test_size`` caps each device's test set
+    (``None``: all eligible).
     """
 
     dataset: str = "digits"
@@ -41,6 +44,7 @@ class DataConfig:
     labeled_ratio_alpha: Number = 0.5
     n_clusters: int = 5
     size_scale: Number = 1.0
+    labeled_fraction: Number = 1.0
     labels_per_class: int = 5
     server_labeled: int = 1000
     test_size: Optional[int] = None
@@ -54,6 +58,9 @@ class DataConfig:
         check_number("labeled_ratio_alpha", self.labeled_ratio_alpha, minimum=0, strict=True)
         check_int("n_clusters", self.n_clusters, 2)
         check_number("size_scale", self.size_scale, minimum=0, strict=True)
+        check_number("labeled_fraction", self.labeled_fraction, minimum=0)
+        if self.labeled_fraction > 1:
+            fail("labeled_fraction", self.labeled_fraction, "a fraction in [0, 1]")
         check_int("labels_per_class", self.labels_per_class, 1)
         check_int("server_labeled", self.server_labeled, 1)
         if self.test_size is not None:

@@ -1,0 +1,4 @@
+"""Federated algorithms, one module each, registered by name in :data:`REGISTRY`."""
+
+from learning.algorithms.registry import REGISTRY, AlgorithmSpec, get, register  # noqa: F401
+from learning.algorithms import fedavg, local  # noqa: F401,E402  (registration side effects)

@@ -1,0 +1,104 @@
+"""Pieces every algorithm calls: client sampling, evaluation, divergence checks, state (de)serialisation."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from learning.context import Context
+from learning.executors import LocalTrainResult, evaluate
+
+Params = dict[str, torch.Tensor]
+
+
+class DivergenceError(RuntimeError):
+    """Training produced a NaN or infinite loss; the message names the algorithm, device and round."""
+
+
+def sample_clients(ctx: Context, round_index: int, k: int) -> tuple[int, ...]:
+    """K of the N devices, uniformly without replacement, from rng(seed, "sample", round); sorted."""
+    n = ctx.n_devices
+    k = min(k, n)
+    return tuple(sorted(int(i) for i in ctx.rng("sample", round_index).choice(n, size=k, replace=False)))
+
+
+def check_losses(algorithm: str, round_index: int, devices: Sequence[int], result: LocalTrainResult) -> None:
+    """Raise :class:`DivergenceError` naming the first device whose training loss is NaN or infinite.
+
+    A device that took no step (no samples) reports NaN by design and is not divergence.
+    """
+    for d, loss, steps in zip(devices, result.mean_loss, result.n_steps):
+        if steps > 0 and not math.isfinite(loss):
+            raise DivergenceError(
+                f"{algorithm}: training diverged on device {d} in round {round_index} (mean loss = {loss}); "
+                f"lower train.lr or check the data"
+            )
+
+
+def mean_loss(result: LocalTrainResult) -> float:
+    """Mean training loss over the devices that took at least one step (NaN if none did)."""
+    vals = [l for l, s in zip(result.mean_loss, result.n_steps) if s > 0]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def accuracy_metrics(accuracies: Sequence[float], prefix: str = "accuracy") -> dict[str, float]:
+    """Mean, std, min and max over devices (NaN accuracies — devices without test data — are skipped)."""
+    a = np.asarray([x for x in accuracies if not math.isnan(x)], dtype=float)
+    if a.size == 0:
+        return {prefix: float("nan")}
+    return {
+        prefix: float(a.mean()),
+        f"{prefix}_std": float(a.std()),
+        f"{prefix}_min": float(a.min()),
+        f"{prefix}_max": float(a.max()),
+    }
+
+
+def evaluate_shared(ctx: Context, state: Mapping[str, torch.Tensor]) -> list[float]:
+    """Accuracy of one model on every device's test set (one forward pass over their union)."""
+    xs = torch.cat([c.x_test for c in ctx.clients])
+    ys = torch.cat([c.y_test for c in ctx.clients])
+    if xs.shape[0] == 0:
+        return [float("nan")] * ctx.n_devices
+    with torch.no_grad():
+        from torch.func import functional_call
+
+        was = ctx.model.training
+        ctx.model.eval()
+        try:
+            preds = torch.cat(
+                [functional_call(ctx.model, dict(state), (xb,)).argmax(-1) for xb in xs.split(ctx.train_cfg.eval_batch_size)]
+            )
+        finally:
+            ctx.model.train(was)
+    correct = (preds == ys).float()
+    out, start = [], 0
+    for c in ctx.clients:
+        n = c.y_test.shape[0]
+        out.append(float(correct[start : start + n].mean()) if n else float("nan"))
+        start += n
+    return out
+
+
+def evaluate_personal(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]) -> list[float]:
+    """Accuracy of device n's own model on device n's test set, for every device."""
+    return [
+        evaluate(ctx.model, [s], c.x_test, c.y_test, ctx.train_cfg.eval_batch_size)[0]
+        for s, c in zip(states, ctx.clients)
+    ]
+
+
+def clone_state(state: Mapping[str, torch.Tensor]) -> Params:
+    return {k: v.detach().clone() for k, v in state.items()}
+
+
+def to_cpu(state: Mapping[str, torch.Tensor]) -> Params:
+    """A state dict on the CPU (for checkpoints)."""
+    return {k: v.detach().cpu().clone() for k, v in state.items()}
+
+
+def to_device(ctx: Context, state: Mapping[str, torch.Tensor]) -> Params:
+    return {k: v.to(ctx.device) for k, v in state.items()}

@@ -1,0 +1,56 @@
+"""Local: every device trains its own model on its own labelled data and never communicates.
+
+The lower baseline of DoFed-SPP's Table 1 (ALGORITHMS.md §1.5): all N
+devices train I local epochs each round; no uploads, no downloads, so a
+round lasts as long as its slowest device computes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
+from learning.algorithms.common import accuracy_metrics, check_losses, evaluate_personal, mean_loss, to_cpu, to_device
+from learning.algorithms.registry import register
+from learning.context import Context
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """Local training only (no options)."""
+
+
+class Local:
+    def __init__(self, ctx: Context, name: str = "local"):
+        self.ctx, self.name = ctx, name
+        first = ctx.init_state()
+        self.states = [dict(first) for _ in range(ctx.n_devices)]
+
+    def plan_round(self, view: SystemView) -> RoundPlan:
+        ctx = self.ctx
+        work = tuple(
+            DeviceWork(device=d, compute_cycles={"train": ctx.train_cycles(c.y_sup.shape[0])})
+            for d, c in enumerate(ctx.clients)
+        )
+        return RoundPlan(work)
+
+    def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
+        ctx = self.ctx
+        devices = list(range(ctx.n_devices))
+        data = [(c.x_sup, c.y_sup) for c in ctx.clients]
+        gens = [ctx.generator("train", self.name, outcome.round_index, d) for d in devices]
+        result = ctx.executor.train_with_stats(ctx.model, self.states, data, gens, ctx.local_cfg)
+        check_losses(self.name, outcome.round_index, devices, result)
+        self.states = result.params
+        return {**accuracy_metrics(evaluate_personal(ctx, self.states)), "train_loss": mean_loss(result)}
+
+    def state_dict(self) -> dict:
+        return {"states": [to_cpu(s) for s in self.states]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.states = [to_device(self.ctx, s) for s in state["states"]]
+
+
+@register("local", LocalConfig, "Local: each device trains alone, no communication")
+def build_local(ctx: Context, cfg: LocalConfig) -> Local:
+    return Local(ctx)

@@ -1,0 +1,199 @@
+"""Everything an algorithm needs for a run, built once: data on the compute device, the model, the executor.
+
+Each client's data lives as tensors on the compute device (GPU when there is
+one), gathered once from the partition's index arrays — no per-client
+DataLoaders. Randomness is derived, never global: :meth:`Context.seed_for`
+turns (run seed, round, client, stream) into an independent integer seed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from edgesim.compute import training_cycles
+from edgesim.config import WorkloadConfig
+from learning.config import DataConfig, RunConfig, TrainConfig
+from learning.data import partitions as P
+from learning.data.datasets import Dataset, load_dataset
+from learning.device import compute_device
+from learning.executors import LocalTrainConfig, make_executor
+from learning.models import build_model, flops_per_sample, model_bits
+
+Params = dict[str, torch.Tensor]
+
+
+@dataclass
+class ClientData:
+    """One device's tensors (on the compute device).
+
+    ``x_sup``/``y_sup``: what a supervised learner trains on — the reciprocal
+    train set and the labelled target set together (ALGORITHMS.md §1.5).
+    ``x_train``/``y_train``: the reciprocal train set alone (DoFed-SPP).
+    ``x_lab``/``y_lab``: labelled target data. ``x_unl``: unlabelled data;
+    ``y_unl_hidden`` its true labels, used only to score pseudo-labels.
+    ``x_test``/``y_test``: the device's test set.
+    """
+
+    x_sup: torch.Tensor
+    y_sup: torch.Tensor
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_lab: torch.Tensor
+    y_lab: torch.Tensor
+    x_unl: torch.Tensor
+    y_unl_hidden: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    split: P.ClientSplit = field(repr=False)
+
+
+@dataclass
+class Context:
+    """The shared, read-only setting of one run (all algorithms of the run see the same one)."""
+
+    seed: int
+    data_cfg: DataConfig
+    train_cfg: TrainConfig
+    run_cfg: RunConfig
+    workload: WorkloadConfig
+    dataset_name: str
+    n_classes: int
+    input_shape: tuple
+    vocab_size: Optional[int]
+    device: torch.device
+    clients: list
+    model: nn.Module
+    model_bits: int
+    cycles_per_sample: float
+    local_cfg: LocalTrainConfig
+    executor: object
+    server_x: Optional[torch.Tensor] = None
+    server_y: Optional[torch.Tensor] = None
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.clients)
+
+    def seed_for(self, *keys) -> int:
+        """An integer seed derived from (run seed, *keys); strings are hashed stably (crc32)."""
+        ints = [self.seed] + [zlib.crc32(k.encode()) if isinstance(k, str) else int(k) for k in keys]
+        return int(np.random.SeedSequence(ints).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+    def rng(self, *keys) -> np.random.Generator:
+        return np.random.default_rng(self.seed_for(*keys))
+
+    def generator(self, *keys) -> torch.Generator:
+        """A CPU torch generator for sample orders (same on every device type)."""
+        return torch.Generator().manual_seed(self.seed_for(*keys))
+
+    def init_state(self, *keys) -> Params:
+        """A freshly initialised model state (params + buffers) on the device, seeded by ``keys``."""
+        m = build_model(self.train_cfg.model, self.input_shape, self.n_classes, self.vocab_size, seed=self.seed_for("init", *keys))
+        return {k: v.detach().to(self.device).clone() for k, v in m.state_dict().items()}
+
+    def train_cycles(self, n_samples: int) -> float:
+        """CPU cycles of local training on ``n_samples`` samples: ``I · C_tra · D`` (Eq. 7)."""
+        return training_cycles(self.workload.local_iterations, self.cycles_per_sample, n_samples)
+
+
+def make_partition(dataset: Dataset, cfg: DataConfig, n_devices: int, rng: np.random.Generator):
+    """The clients' index sets (and the server's labelled indices, for labels-at-server)."""
+    y_tr, y_te, c = dataset.y_train, dataset.y_test, dataset.n_classes
+    kw = dict(n_classes=c)
+    if cfg.partition == "iid":
+        return None, P.iid_partition(y_tr, y_te, n_devices, rng, cfg.labeled_fraction, test_size=cfg.test_size, **kw)
+    if cfg.partition == "dirichlet":
+        return None, P.dirichlet_partition(
+            y_tr, y_te, n_devices, cfg.alpha, rng, cfg.labeled_ratio_alpha, test_size=cfg.test_size, **kw
+        )
+    if cfg.partition in ("subset", "normal"):
+        sizes = P.dofed_sizes(c, cfg.n_clusters, cfg.size_scale)
+        if cfg.partition == "subset":
+            return None, P.subset_partition(y_tr, y_te, n_devices, cfg.n_clusters, rng, *sizes, cfg.test_size, **kw)
+        return None, P.normal_partition(y_tr, y_te, n_devices, rng, *sizes, cfg.test_size, **kw)
+    if cfg.partition.startswith("feddure_"):
+        return None, P.feddure_partition(
+            y_tr, y_te, n_devices, cfg.partition[len("feddure_"):], rng, cfg.labels_per_class, cfg.alpha, **kw
+        )
+    if cfg.partition == "labels_at_server":
+        return P.labels_at_server_partition(y_tr, y_te, n_devices, cfg.server_labeled, rng, cfg.alpha, **kw)
+    raise ValueError(f"partition(={cfg.partition!r}) is not implemented")
+
+
+def _gather(x: torch.Tensor, y: torch.Tensor, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    i = torch.as_tensor(np.asarray(idx, dtype=np.int64), device=x.device)
+    return x.index_select(0, i), y.index_select(0, i)
+
+
+def build_context(
+    seed: int,
+    data_cfg: DataConfig,
+    train_cfg: TrainConfig,
+    run_cfg: RunConfig,
+    workload: WorkloadConfig,
+    n_devices: int,
+    dataset: Optional[Dataset] = None,
+) -> Context:
+    """Load (or take) the data set, partition it over ``n_devices``, move it to the device, build the model."""
+    ds = dataset if dataset is not None else load_dataset(data_cfg.dataset, data_cfg.data_dir)
+    device = compute_device(train_cfg.device)
+    server_idx, splits = make_partition(ds, data_cfg, n_devices, np.random.default_rng([seed, 0x5EED]))
+    x_train = torch.as_tensor(ds.x_train, device=device)
+    y_train = torch.as_tensor(ds.y_train, device=device)
+    x_test = torch.as_tensor(ds.x_test, device=device)
+    y_test = torch.as_tensor(ds.y_test, device=device)
+    clients = []
+    for s in splits:
+        sup = np.concatenate([s.train, s.labeled])
+        clients.append(
+            ClientData(
+                *_gather(x_train, y_train, sup),
+                *_gather(x_train, y_train, s.train),
+                *_gather(x_train, y_train, s.labeled),
+                *_gather(x_train, y_train, s.unlabeled),
+                *_gather(x_test, y_test, s.test),
+                split=s,
+            )
+        )
+    template = build_model(train_cfg.model, ds.input_shape, ds.n_classes, ds.vocab_size, seed=seed).to(device)
+    bits = model_bits(template) if workload.model_bits == "auto" else int(workload.model_bits)
+    if workload.cycles_source == "flops":
+        cycles = flops_per_sample(template, ds.input_shape) / workload.flops_per_cycle
+    else:
+        cycles = float(workload.cycles_per_sample)
+    local_cfg = LocalTrainConfig(
+        lr=float(train_cfg.lr),
+        momentum=float(train_cfg.momentum),
+        weight_decay=float(train_cfg.weight_decay),
+        batch_size=train_cfg.batch_size,
+        epochs=workload.local_iterations,
+    )
+    server_x = server_y = None
+    if server_idx is not None:
+        server_x, server_y = _gather(x_train, y_train, server_idx)
+    return Context(
+        seed=seed,
+        data_cfg=data_cfg,
+        train_cfg=train_cfg,
+        run_cfg=run_cfg,
+        workload=workload,
+        dataset_name=ds.name,
+        n_classes=ds.n_classes,
+        input_shape=ds.input_shape,
+        vocab_size=ds.vocab_size,
+        device=device,
+        clients=clients,
+        model=template,
+        model_bits=bits,
+        cycles_per_sample=cycles,
+        local_cfg=local_cfg,
+        executor=make_executor(train_cfg.executor, device),
+        server_x=server_x,
+        server_y=server_y,
+    )

@@ -1,0 +1,39 @@
+"""Data for the learning backend: on-disk benchmark loaders (``datasets``) and client splits (``partitions``).
+
+Numpy only; nothing here imports torch. See docs/data.md.
+"""
+
+from learning.data.datasets import (
+    DATASET_NAMES,
+    Dataset,
+    DatasetError,
+    load_cifar,
+    load_dataset,
+    load_dbpedia,
+    load_digits,
+    load_idx,
+    load_medmnist,
+    load_mnist,
+    make_synthetic,
+    to_offsets,
+)
+from learning.data.partitions import (
+    FEDDURE_MODES,
+    ClientSplit,
+    DofedSizes,
+    class_clusters,
+    dirichlet_partition,
+    dofed_sizes,
+    feddure_partition,
+    iid_partition,
+    labels_at_server_partition,
+    normal_partition,
+    subset_partition,
+)
+
+__all__ = [
+    "DATASET_NAMES", "Dataset", "DatasetError", "load_cifar", "load_dataset", "load_dbpedia", "load_digits",
+    "load_idx", "load_medmnist", "load_mnist", "make_synthetic", "to_offsets",
+    "FEDDURE_MODES", "ClientSplit", "DofedSizes", "class_clusters", "dirichlet_partition", "dofed_sizes",
+    "feddure_partition", "iid_partition", "labels_at_server_partition", "normal_partition", "subset_partition",
+]
