@@ -1,0 +1,89 @@
+"""How fast is the engine at scale? Rounds of the SimPy engine with the torch-free ParametricBackend.
+
+By default every device takes part in every round (K = N) to stress the
+uplink: with ``--access fdma`` up to N transfers share the band at once
+(processor sharing, O(n) NumPy work per start/end), with ``tdma`` up to N
+wait in the FIFO queue. Devices are placed at random in the cell (path-loss
+channel), so their rates differ and their uploads end one by one.
+
+    python benchmarks/engine_scale.py --devices 10000 --rounds 100 --access fdma
+
+Prints the wall-clock seconds per round (host time, measured here, outside
+the simulator) and the trace events emitted per second, with the versions
+and the CPU it ran on. Results: benchmarks/RESULTS.md, "Engine at scale".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import simpy  # noqa: E402
+
+from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig  # noqa: E402
+from edgesim.curve import ParametricBackend  # noqa: E402
+from edgesim.engine import Simulation  # noqa: E402
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--devices", type=int, default=10_000, help="N, devices in the cell")
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--clients-per-round", type=int, default=None, help="K (default: N, everyone)")
+    parser.add_argument("--access", choices=("tdma", "fdma"), default="tdma")
+    parser.add_argument("--model-bits", type=float, default=17_440_000.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--record-events", action="store_true", help="keep every Event in memory too")
+    args = parser.parse_args(argv)
+
+    n = args.devices
+    k = n if args.clients_per_round is None else args.clients_per_round
+    system = SystemConfig(n_devices=n, access=args.access)
+    budget = BudgetConfig(total_time_s=1e12, rounds=args.rounds)
+    workload = WorkloadConfig(model_bits=args.model_bits)
+    backend = ParametricBackend(n, k, workload, seed=args.seed)
+    sim = Simulation(system, budget, backend, seed=args.seed, record_events=args.record_events, keep_records=False)
+
+    print(f"python {platform.python_version()}, simpy {simpy.__version__}, numpy {np.__version__}")
+    print(f"cpu: {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.machine()}")
+    print(f"N={n} K={k} access={args.access} rounds={args.rounds} model_bits={args.model_bits:g}")
+
+    per_round, sim_s = [], []
+    start_events = sim.event_count
+    t_all = time.perf_counter()
+    for _ in range(args.rounds):
+        t0 = time.perf_counter()
+        record = sim.run_round()
+        per_round.append(time.perf_counter() - t0)
+        sim_s.append(record.duration_s)
+    wall = time.perf_counter() - t_all
+    events = sim.event_count - start_events
+
+    print(f"wall {wall:.2f} s for {args.rounds} rounds: "
+          f"{wall / args.rounds:.4f} s/round (median {statistics.median(per_round):.4f}, "
+          f"min {min(per_round):.4f}, max {max(per_round):.4f})")
+    print(f"trace events {events} ({events / args.rounds:.0f}/round): {events / wall:,.0f} events/s")
+    print(f"simulated {sim.now_s:.6g} s ({statistics.mean(sim_s):.6g} s/round); "
+          f"final accuracy {record.metrics['accuracy']:.4f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""A torch-free learning backend whose accuracy follows a parametric curve, for tests and benchmarks.
+
+Each round it picks ``clients_per_round`` (K) of the ``n_devices`` devices at
+random with ``np.random.default_rng((seed, round_index))`` (sorted ids), gives
+each the training cycles of Eq. (7), ``I * C * D`` (``WorkloadConfig``:
+``local_iterations * cycles_per_sample * samples_per_device``), and asks it to
+upload ``model_bits`` (and optionally to download ``download_bits`` first).
+After the round its accuracy is
+
+``accuracy = a_max - (a_max - a0) * exp(-rate * U / n_devices)``
+
+with ``U`` the cumulative number of uploads that arrived, so dropped uploads
+slow learning down. No learning happens; the curve only gives the engine
+something plausible to log.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Optional
+
+import numpy as np
+
+from ._checks import count, finite, non_negative, positive
+from .backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
+from .compute import training_cycles
+from .config import WorkloadConfig
+
+
+class ParametricBackend:
+    """A :class:`~edgesim.backend.LearningBackend` with a saturating-exponential accuracy curve."""
+
+    def __init__(
+        self,
+        n_devices: int,
+        clients_per_round: int,
+        workload: Optional[WorkloadConfig] = None,
+        seed: int = 0,
+        *,
+        a0: float = 0.1,
+        a_max: float = 0.9,
+        rate: float = 0.5,
+        download_bits: float = 0.0,
+    ):
+        self.n_devices = count("n_devices", n_devices, 1)
+        self.clients_per_round = count("clients_per_round", clients_per_round, 1)
+        if self.clients_per_round > self.n_devices:
+            raise ValueError(f"clients_per_round(={clients_per_round}) must be <= n_devices(={n_devices})")
+        self.workload = WorkloadConfig() if workload is None else workload
+        if isinstance(self.workload.model_bits, str):
+            raise ValueError(f"workload.model_bits(={self.workload.model_bits!r}) must be a number of bits")
+        self.seed = count("seed", seed)
+        self.a0 = finite("a0", a0)
+        self.a_max = finite("a_max", a_max)
+        self.rate = non_negative("rate", rate)
+        self.download_bits = non_negative("download_bits", download_bits)
+        self.model_bits = positive("model_bits", self.workload.model_bits)
+        self.cycles = training_cycles(
+            self.workload.local_iterations, self.workload.cycles_per_sample, self.workload.samples_per_device
+        )
+        self.arrived_uploads = 0
+
+    def accuracy(self, arrived_uploads: int) -> float:
+        """The curve at ``arrived_uploads`` cumulative arrived uploads."""
+        return self.a_max - (self.a_max - self.a0) * math.exp(-self.rate * arrived_uploads / self.n_devices)
+
+    def plan_round(self, view: SystemView) -> RoundPlan:
+        if view.n_devices != self.n_devices:
+            raise ValueError(f"view.n_devices(={view.n_devices}) differs from the backend's n_devices(={self.n_devices})")
+        rng = np.random.default_rng((self.seed, view.round_index))
+        chosen = np.sort(rng.choice(self.n_devices, size=self.clients_per_round, replace=False))
+        work = tuple(
+            DeviceWork(int(d), {"train": self.cycles}, self.model_bits, self.download_bits) for d in chosen
+        )
+        return RoundPlan(work, {"K": float(self.clients_per_round)})
+
+    def complete_round(self, outcome: RoundOutcome) -> Mapping[str, float]:
+        self.arrived_uploads += len(outcome.arrived)
+        return {"accuracy": self.accuracy(self.arrived_uploads)}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"arrived_uploads": self.arrived_uploads}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.arrived_uploads = count("arrived_uploads", state["arrived_uploads"])

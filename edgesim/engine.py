@@ -1,0 +1,779 @@
+"""The discrete-event engine: federated rounds on a SimPy clock (SYSTEM_MODEL.md, "What a round looks like").
+
+One round, for every device of the backend's :class:`~edgesim.backend.RoundPlan`
+(a SimPy process each, all started at the round's start):
+
+1. **download** ``download_bits`` from the BS broadcast, at
+   ``system.downlink_rate_bps`` (every device in parallel; rate 0 = instantaneous,
+   the paper's assumption, but the bits are still counted);
+2. **compute** all phases back to back: ``sum(compute_cycles) / f_n`` seconds
+   (Eqs. (7), (23));
+3. **upload** ``upload_bits`` (when > 0) on the shared uplink: :class:`TdmaUplink`
+   (one transfer at a time over the whole band, FIFO: Eq. (24) for identical
+   devices) or :class:`FdmaUplink` (processor sharing of the band, Eq. (8) with
+   ``b / n_active``). The delay lives in the link; devices only ask it.
+
+The round ends when every participant is done (``budget.round_mode = "sync"``,
+the paper's) or at ``min(all done, start + budget.round_deadline_s)``
+(``"deadline"``): devices not done by then are *dropped*; bits they put on
+air count as wasted, and the energy they spent (radio ``p * airtime``, compute
+``kappa * f² * cycles`` for the cycles executed) is still counted. Work that
+finishes exactly at the deadline counts as done.
+
+Every step is recorded as an :class:`Event`; every round as a
+:class:`RoundRecord` with per-device :class:`DeviceRound` rows. Same inputs
+give identical records and events; :meth:`Simulation.state_dict` and
+:meth:`Simulation.load_state_dict` checkpoint and resume a run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Optional
+
+import numpy as np
+import simpy
+
+from ._checks import count, finite, non_negative, positive
+from .backend import DeviceWork, LearningBackend, RoundOutcome, RoundPlan, SystemView
+from .channel import ChannelModel
+from .compute import compute_energy_j, compute_time_s
+from .config import ACCESS_SCHEMES, BudgetConfig, SystemConfig
+from .radio import radio_energy_j, shannon_rate_bps
+
+EVENT_KINDS = (
+    "round_start",
+    "download_start",
+    "download_end",
+    "compute_start",
+    "compute_end",
+    "upload_start",
+    "upload_end",
+    "upload_dropped",
+    "round_end",
+)
+
+# Transfers whose predicted completion is within this relative distance of the
+# earliest one complete together (identical devices finish at the same instant).
+_SIMULTANEOUS_REL = 1e-12
+
+
+# --------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One step of the trace. ``device`` is -1 for round-level events.
+
+    ``bits``: the bits to download/upload for ``*_start``, the bits delivered
+    for ``*_end``, the wasted bits (sent on air before the deadline) for
+    ``upload_dropped``, else 0. ``upload_dropped`` marks any device that is
+    dropped at the deadline, whatever phase it was in; ``upload_start`` is the
+    moment the device goes on air (after its TDMA queueing).
+    """
+
+    time_s: float
+    round_index: int
+    device: int
+    kind: str
+    bits: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRound:
+    """One participating device in one round (seconds, bits, joules).
+
+    ``rate_bps`` is the device's full-band Shannon rate with this round's gain
+    (Eq. (8)); under FDMA it actually gets less while it shares the band.
+    ``upload_airtime_s`` is the time it was on air (queueing excluded);
+    ``idle_s = duration − download_s − compute_s − upload_airtime_s``.
+    ``bits_up`` counts an upload that arrived; ``wasted_bits`` what a dropped
+    upload had sent.
+    """
+
+    round_index: int
+    device: int
+    channel_gain: float
+    rate_bps: float
+    download_s: float
+    compute_s: float
+    upload_airtime_s: float
+    idle_s: float
+    bits_up: float
+    bits_down: float
+    wasted_bits: float
+    radio_energy_j: float
+    compute_energy_j: float
+    arrived: bool
+    dropped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RoundRecord:
+    """One round: when, who arrived (completion order) and who was dropped (by id), bits, energy, metrics.
+
+    ``cum_*`` are totals since the start of the run, this round included;
+    ``cum_energy_j`` is radio plus compute. ``info`` is the plan's ``info``;
+    ``metrics`` the backend's answer, valid at ``end_time_s``.
+    """
+
+    round_index: int
+    start_time_s: float
+    end_time_s: float
+    arrived: tuple[int, ...]
+    dropped: tuple[int, ...]
+    bits_up: float
+    bits_down: float
+    wasted_bits: float
+    radio_energy_j: float
+    compute_energy_j: float
+    cum_bits_up: float
+    cum_bits_down: float
+    cum_wasted_bits: float
+    cum_energy_j: float
+    metrics: Mapping[str, float]
+    info: Mapping[str, float]
+    devices: tuple[DeviceRound, ...]
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_time_s - self.start_time_s
+
+
+# --------------------------------------------------------------------------- links
+
+
+class Transfer:
+    """One upload as the uplink sees it; the uplink fills in the times and progress.
+
+    ``start_s``: when it went on air (``None`` while queued); ``end_s``: when
+    it completed (``None`` if aborted); ``sent_bits``/``airtime_s``: progress,
+    final once the transfer completed or was aborted.
+    """
+
+    __slots__ = ("device", "bits", "channel_gain", "tx_power_w", "queued_s", "start_s", "end_s",
+                 "sent_bits", "airtime_s", "aborted", "slot", "done")
+
+    def __init__(self, device: int, bits: float, channel_gain: float, tx_power_w: float, queued_s: float):
+        self.device = device
+        self.bits = non_negative("bits", bits)
+        self.channel_gain = positive("channel_gain", channel_gain)
+        self.tx_power_w = positive("tx_power_w", tx_power_w)
+        self.queued_s = queued_s
+        self.start_s: Optional[float] = None
+        self.end_s: Optional[float] = None
+        self.sent_bits = 0.0
+        self.airtime_s = 0.0
+        self.aborted = False
+        self.slot: Optional[int] = None
+        self.done: Optional[simpy.Event] = None
+
+    def __repr__(self) -> str:
+        return f"Transfer(device={self.device}, bits={self.bits}, start_s={self.start_s}, end_s={self.end_s})"
+
+
+OnAir = Optional[Callable[[Transfer], None]]
+
+
+class TdmaUplink:
+    """Time division: one transfer at a time over the whole band ``b``, first come first served.
+
+    A transfer runs at ``shannon_rate_bps(b, g_n, p_n, N0)`` (Eq. (8)) for
+    ``bits / rate`` seconds; K identical uploads take ``K * m / r`` (Eq. (24)).
+    """
+
+    access = "tdma"
+
+    def __init__(self, env: simpy.Environment, bandwidth_hz: float, noise_psd_w_per_hz: float):
+        self.env = env
+        self.bandwidth_hz = positive("bandwidth_hz", bandwidth_hz)
+        self.noise_psd_w_per_hz = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
+        self._band = simpy.Resource(env, capacity=1)
+
+    def transmit(
+        self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
+        on_air: OnAir = None,
+    ) -> Iterator[simpy.Event]:
+        """Process step: ``transfer = yield from uplink.transmit(env, ...)``.
+
+        Calls ``on_air(transfer)`` when the band is granted. On
+        :class:`simpy.Interrupt` the transfer is aborted (its partial progress
+        recorded, the band released) and the interrupt re-raised.
+        """
+        transfer = Transfer(device, bits, channel_gain, tx_power_w, env.now)
+        rate = shannon_rate_bps(self.bandwidth_hz, channel_gain, tx_power_w, self.noise_psd_w_per_hz)
+        if not rate > 0:
+            raise ValueError(f"rate(={rate}) of device {device} must be > 0 (channel_gain={channel_gain})")
+        with self._band.request() as request:
+            try:
+                yield request
+            except simpy.Interrupt:
+                transfer.aborted = True
+                raise
+            transfer.start_s = env.now
+            if on_air is not None:
+                on_air(transfer)
+            try:
+                yield env.timeout(transfer.bits / rate)
+            except simpy.Interrupt:
+                transfer.airtime_s = env.now - transfer.start_s
+                transfer.sent_bits = min(transfer.bits, transfer.airtime_s * rate)
+                transfer.aborted = True
+                raise
+        transfer.end_s = env.now
+        transfer.airtime_s = transfer.end_s - transfer.start_s
+        transfer.sent_bits = transfer.bits
+        return transfer
+
+
+class FdmaUplink:
+    """Frequency division with processor sharing: the ``n`` transmitting devices share the band equally.
+
+    Device i gets ``b / n`` Hz with noise ``N0 * b / n``, so its rate is
+    ``shannon_rate_bps(b/n, g_i, p_i, N0) = (b/n) log2(1 + n * g_i p_i / (N0 b))``.
+    Whenever a transfer starts or ends, all shares are recomputed and each
+    transfer keeps the bits it has left. A central process wakes at the next
+    completion or at a new arrival (or abort), brings every transfer's progress
+    up to now, and schedules the next completion: O(n) NumPy work per event.
+    """
+
+    access = "fdma"
+
+    def __init__(self, env: simpy.Environment, bandwidth_hz: float, noise_psd_w_per_hz: float):
+        self.env = env
+        self.bandwidth_hz = positive("bandwidth_hz", bandwidth_hz)
+        self.noise_psd_w_per_hz = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
+        # One slot per admitted transfer; a free slot has snr = rate = 0, rem = inf and no transfer.
+        self._snr = np.zeros(0)  # full-band SNR g p / (N0 b)
+        self._rem = np.zeros(0)  # bits left at self._last_s
+        self._rates = np.zeros(0)  # bit/s since self._last_s
+        self._slots: list[Optional[Transfer]] = []
+        self._n_active = 0
+        self._pending: list[Transfer] = []
+        self._last_s = env.now
+        self._next_s = math.inf
+        self._next_slots: list[int] = []
+        self._timer: Optional[simpy.Event] = None
+        self._wake = env.event()
+        env.process(self._serve(env))
+
+    @property
+    def n_active(self) -> int:
+        """Transfers on air now (admitted or about to be)."""
+        return self._n_active + len(self._pending)
+
+    def transmit(
+        self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
+        on_air: OnAir = None,
+    ) -> Iterator[simpy.Event]:
+        """Process step: ``transfer = yield from uplink.transmit(env, ...)``; on air at once."""
+        transfer = Transfer(device, bits, channel_gain, tx_power_w, env.now)
+        transfer.start_s = env.now
+        if on_air is not None:
+            on_air(transfer)
+        if transfer.bits == 0:
+            transfer.end_s = env.now
+            return transfer
+        transfer.done = env.event()
+        self._pending.append(transfer)
+        self._poke()
+        try:
+            yield transfer.done
+        except simpy.Interrupt:
+            self._abort(transfer, env.now)
+            raise
+        return transfer
+
+    # -- the central process
+    def _poke(self, _event: Any = None) -> None:
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    def _on_timer(self, event: simpy.Event) -> None:
+        if event is self._timer:  # a superseded timer does nothing
+            self._poke()
+
+    def _serve(self, env: simpy.Environment):
+        while True:
+            yield self._wake
+            self._wake = env.event()
+            self._update(env.now)
+
+    def _update(self, now: float) -> None:
+        dt = now - self._last_s
+        if dt > 0 and self._n_active:
+            self._rem -= self._rates * dt
+        self._last_s = now
+        if self._next_s <= now:
+            for s in self._next_slots:
+                transfer = self._slots[s]
+                if transfer is not None:
+                    self._release(s)
+                    transfer.end_s = now
+                    transfer.airtime_s = now - transfer.start_s
+                    transfer.sent_bits = transfer.bits
+                    transfer.done.succeed(transfer)
+        if self._pending:
+            first = len(self._slots)
+            new = self._pending
+            self._pending = []
+            scale = 1.0 / (self.noise_psd_w_per_hz * self.bandwidth_hz)
+            for i, transfer in enumerate(new):
+                transfer.slot = first + i
+            self._snr = np.concatenate([self._snr, [t.channel_gain * t.tx_power_w * scale for t in new]])
+            self._rem = np.concatenate([self._rem, [t.bits for t in new]])
+            self._rates = np.concatenate([self._rates, np.zeros(len(new))])
+            self._slots.extend(new)
+            self._n_active += len(new)
+        if len(self._slots) > 1.25 * self._n_active + 32:
+            self._compact()
+        self._next_s, self._next_slots, self._timer = math.inf, [], None
+        n = self._n_active
+        if n == 0:
+            self._rates[:] = 0.0
+            return
+        # rate_i = (b/n) log2(1 + n g_i p_i / (N0 b)); a free slot has snr 0, so rate 0.
+        rates = np.multiply(self._snr, float(n))
+        rates += 1.0
+        np.log2(rates, out=rates)
+        rates *= self.bandwidth_hz / n
+        self._rates = rates
+        with np.errstate(divide="ignore"):
+            to_finish_s = self._rem / rates  # a free slot: inf / 0 = inf
+        delay_s = max(float(to_finish_s.min()), 0.0)
+        if not math.isfinite(delay_s):
+            raise ValueError(f"FDMA uplink: no transfer can finish (rates {rates[rates > 0][:3]}...)")
+        self._next_slots = np.flatnonzero(to_finish_s <= delay_s * (1.0 + _SIMULTANEOUS_REL)).tolist()
+        self._next_s = now + delay_s
+        self._timer = self.env.timeout(delay_s)
+        self._timer.callbacks.append(self._on_timer)
+
+    def _release(self, s: int) -> None:
+        self._slots[s] = None
+        self._snr[s] = 0.0
+        self._rem[s] = math.inf
+        self._rates[s] = 0.0
+        self._n_active -= 1
+
+    def _compact(self) -> None:
+        keep = [s for s, t in enumerate(self._slots) if t is not None]
+        idx = np.asarray(keep, dtype=np.intp)
+        self._snr, self._rem, self._rates = self._snr[idx], self._rem[idx], self._rates[idx]
+        self._slots = [self._slots[s] for s in keep]
+        for s, transfer in enumerate(self._slots):
+            transfer.slot = s
+
+    def _abort(self, transfer: Transfer, now: float) -> None:
+        transfer.aborted = True
+        transfer.airtime_s = now - transfer.start_s
+        if transfer.slot is None:  # not admitted yet: sent nothing
+            self._pending.remove(transfer)
+            return
+        s = transfer.slot
+        left = float(self._rem[s] - self._rates[s] * (now - self._last_s))
+        transfer.sent_bits = min(transfer.bits, max(0.0, transfer.bits - left))
+        self._release(s)
+        self._poke()
+
+
+def make_uplink(env: simpy.Environment, access: str, bandwidth_hz: float, noise_psd_w_per_hz: float):
+    """The uplink object for ``access`` (``"tdma"`` or ``"fdma"``)."""
+    if access == "tdma":
+        return TdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz)
+    if access == "fdma":
+        return FdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz)
+    raise ValueError(f"access(={access!r}) must be one of {ACCESS_SCHEMES}")
+
+
+class Downlink:
+    """The BS broadcast: every device receives its bits in parallel at ``rate_bps`` (0 = instantaneous)."""
+
+    def __init__(self, rate_bps: float):
+        self.rate_bps = non_negative("rate_bps", rate_bps)
+
+    def duration_s(self, bits: float) -> float:
+        bits = non_negative("bits", bits)
+        return 0.0 if self.rate_bps == 0 else bits / self.rate_bps
+
+    def received_bits(self, bits: float, elapsed_s: float) -> float:
+        """Bits of a ``bits`` download received after ``elapsed_s`` seconds."""
+        return bits if self.rate_bps == 0 else min(bits, self.rate_bps * elapsed_s)
+
+    def receive(self, env: simpy.Environment, device: int, bits: float) -> Iterator[simpy.Event]:
+        """Process step: ``yield from downlink.receive(env, device, bits)``."""
+        duration_s = self.duration_s(bits)
+        if duration_s > 0:
+            yield env.timeout(duration_s)
+        return bits
+
+
+# --------------------------------------------------------------------------- the simulation
+
+
+class _Device:
+    """Mutable book-keeping of one device during a round."""
+
+    __slots__ = ("work", "device", "gain", "rate_bps", "cpu_freq_hz", "tx_power_w", "cycles", "compute_s",
+                 "phase", "phase_start_s", "download_s", "bits_down", "compute_done_s", "cycles_done",
+                 "transfer", "compute_end_s", "upload_end_s", "arrived", "dropped", "finished")
+
+    def __init__(self, work: DeviceWork, gain: float, rate_bps: float, cpu_freq_hz: float, tx_power_w: float,
+                 cycles: float):
+        self.work = work
+        self.device = work.device
+        self.gain = gain
+        self.rate_bps = rate_bps
+        self.cpu_freq_hz = cpu_freq_hz
+        self.tx_power_w = tx_power_w
+        self.cycles = cycles
+        self.compute_s = compute_time_s(cycles, cpu_freq_hz)
+        self.phase = "start"
+        self.phase_start_s = 0.0
+        self.download_s = 0.0
+        self.bits_down = 0.0
+        self.compute_done_s = 0.0
+        self.cycles_done = 0.0
+        self.transfer: Optional[Transfer] = None
+        self.compute_end_s: Optional[float] = None
+        self.upload_end_s: Optional[float] = None
+        self.arrived = False
+        self.dropped = False
+        self.finished = False
+
+
+class _Round:
+    __slots__ = ("index", "start_s", "devices", "remaining", "all_done", "arrived")
+
+    def __init__(self, index: int, start_s: float, devices: list[_Device], all_done: simpy.Event):
+        self.index = index
+        self.start_s = start_s
+        self.devices = devices
+        self.remaining = len(devices)
+        self.all_done = all_done
+        self.arrived: list[int] = []
+
+
+class Simulation:
+    """A federated-learning run on the simulated wireless cell: one persistent SimPy clock, round after round.
+
+    ``seed`` drives the channel (placement, shadowing, fading, mobility); the
+    backend has its own. ``record_events=False`` keeps only
+    :attr:`event_count` (long benchmarks); ``keep_records=False`` does not
+    keep the :class:`RoundRecord` s (they are still returned).
+    """
+
+    def __init__(
+        self,
+        system: SystemConfig,
+        budget: BudgetConfig,
+        backend: LearningBackend,
+        seed: int = 0,
+        record_events: bool = True,
+        *,
+        keep_records: bool = True,
+    ):
+        self.system = system
+        self.budget = budget
+        self.backend = backend
+        self.seed = count("seed", seed)
+        self.record_events = bool(record_events)
+        self.keep_records = bool(keep_records)
+        self.channel = ChannelModel(system, self.seed)
+        self._noise_psd_w_per_hz = system.noise_psd_w_per_hz
+        self._tx_power_w = system.tx_power_w
+        self._cpu_freqs_hz = system.cpu_freqs_hz
+        self._tx_power_arr = np.asarray(self._tx_power_w)
+        self._events: list[Event] = []
+        self._records: list[RoundRecord] = []
+        self._event_count = 0
+        self._round_index = 0
+        self._cum = {"bits_up": 0.0, "bits_down": 0.0, "wasted_bits": 0.0, "energy_j": 0.0}
+        self._reset_clock(0.0)
+
+    def _reset_clock(self, now_s: float) -> None:
+        self._env = simpy.Environment(initial_time=now_s)
+        self._uplink = make_uplink(self._env, self.system.access, self.system.bandwidth_hz, self._noise_psd_w_per_hz)
+        self._downlink = Downlink(self.system.downlink_rate_bps)
+
+    # -- read-only views
+    @property
+    def now_s(self) -> float:
+        """The simulated clock in seconds."""
+        return float(self._env.now)
+
+    @property
+    def round_index(self) -> int:
+        """The index of the next round (= rounds run so far)."""
+        return self._round_index
+
+    @property
+    def events(self) -> list[Event]:
+        """The trace since construction or the last :meth:`load_state_dict`, in processing (= time) order."""
+        return list(self._events)
+
+    @property
+    def event_count(self) -> int:
+        """Events emitted so far, recorded or not."""
+        return self._event_count
+
+    @property
+    def records(self) -> list[RoundRecord]:
+        """The round records since construction or the last :meth:`load_state_dict`."""
+        return list(self._records)
+
+    # -- running
+    def run(
+        self,
+        rounds: Optional[int] = None,
+        max_time_s: Optional[float] = None,
+        on_round: Optional[Callable[[RoundRecord], Any]] = None,
+    ) -> list[RoundRecord]:
+        """Run ``rounds`` rounds (default: those left to reach ``budget.rounds``); return their records.
+
+        No round starts at or after the simulated time ``max_time_s``.
+        ``on_round(record)`` is called after each round; a truthy return stops the run.
+        """
+        rounds = max(0, self.budget.rounds - self._round_index) if rounds is None else count("rounds", rounds)
+        if max_time_s is not None:
+            max_time_s = finite("max_time_s", max_time_s)
+        out = []
+        for _ in range(rounds):
+            if max_time_s is not None and self.now_s >= max_time_s:
+                break
+            record = self.run_round()
+            out.append(record)
+            if on_round is not None and on_round(record):
+                break
+        return out
+
+    def system_view(self, gains: Optional[np.ndarray] = None) -> SystemView:
+        """What the BS knows at the start of the next round."""
+        if gains is None:
+            gains = self.channel.gains(self._round_index)
+        b, n0 = float(self.system.bandwidth_hz), self._noise_psd_w_per_hz
+        rates = b * np.log2(1.0 + gains * self._tx_power_arr / (n0 * b))
+        return SystemView(
+            round_index=self._round_index,
+            start_time_s=self.now_s,
+            round_budget_s=self.budget.round_budget_s,
+            n_devices=self.system.n_devices,
+            bandwidth_hz=b,
+            noise_psd_w_per_hz=n0,
+            access=self.system.access,
+            cpu_freq_hz=self._cpu_freqs_hz,
+            tx_power_w=self._tx_power_w,
+            channel_gain=tuple(gains.tolist()),
+            uplink_rate_bps=tuple(rates.tolist()),
+        )
+
+    def run_round(self) -> RoundRecord:
+        """Plan, run on the clock, let the backend learn, record; then move the devices."""
+        env = self._env
+        view = self.system_view()
+        plan = self.backend.plan_round(view)
+        devices = self._devices_of(plan, view)
+        rnd = _Round(self._round_index, env.now, devices, env.event())
+        env.run(until=env.process(self._round_process(env, rnd)))
+        record = self._finish_round(rnd, plan)
+        self.channel.advance(record.duration_s)
+        return record
+
+    def _devices_of(self, plan: RoundPlan, view: SystemView) -> list[_Device]:
+        if not isinstance(plan, RoundPlan):
+            raise ValueError(f"plan_round returned {plan!r}, expected a RoundPlan")
+        n = self.system.n_devices
+        seen: set[int] = set()
+        devices = []
+        for work in plan.work:
+            d = work.device
+            if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d < n:
+                raise ValueError(f"DeviceWork.device(={d!r}) must be a device id in 0..{n - 1}")
+            if d in seen:
+                raise ValueError(f"DeviceWork.device(={d}) appears twice in the round plan")
+            seen.add(d)
+            cycles = sum(non_negative(f"compute_cycles[{k!r}]", v) for k, v in work.compute_cycles.items())
+            non_negative("upload_bits", work.upload_bits)
+            non_negative("download_bits", work.download_bits)
+            devices.append(_Device(work, view.channel_gain[d], view.uplink_rate_bps[d], self._cpu_freqs_hz[d],
+                                   self._tx_power_w[d], cycles))
+        return devices
+
+    def _emit(self, time_s: float, round_index: int, device: int, kind: str, bits: float = 0.0) -> None:
+        self._event_count += 1
+        if self.record_events:
+            self._events.append(Event(time_s, round_index, device, kind, bits))
+
+    def _round_process(self, env: simpy.Environment, rnd: _Round):
+        self._emit(env.now, rnd.index, -1, "round_start")
+        processes = [env.process(self._device_process(env, rnd, dev)) for dev in rnd.devices]
+        if not processes:
+            rnd.all_done.succeed()
+        if self.budget.round_mode == "deadline":
+            yield rnd.all_done | env.timeout(self.budget.round_deadline_s)
+            # Let everything else due at this very instant happen first: work
+            # that ends exactly at the deadline is done, not dropped.
+            while rnd.remaining > 0 and env.peek() <= env.now:
+                yield env.timeout(0)
+            if rnd.remaining > 0:
+                for process, dev in zip(processes, rnd.devices):
+                    if not dev.finished:
+                        process.interrupt("deadline")
+        yield rnd.all_done
+        self._emit(env.now, rnd.index, -1, "round_end")
+
+    def _device_process(self, env: simpy.Environment, rnd: _Round, dev: _Device):
+        work, r, d = dev.work, rnd.index, dev.device
+        try:
+            if work.download_bits > 0:
+                dev.phase, dev.phase_start_s = "download", env.now
+                self._emit(env.now, r, d, "download_start", float(work.download_bits))
+                yield from self._downlink.receive(env, d, work.download_bits)
+                dev.download_s = env.now - dev.phase_start_s
+                dev.bits_down = float(work.download_bits)
+                self._emit(env.now, r, d, "download_end", dev.bits_down)
+            dev.phase, dev.phase_start_s = "compute", env.now
+            self._emit(env.now, r, d, "compute_start")
+            yield env.timeout(dev.compute_s)
+            dev.compute_done_s, dev.cycles_done, dev.compute_end_s = dev.compute_s, dev.cycles, env.now
+            self._emit(env.now, r, d, "compute_end")
+            if work.upload_bits > 0:
+                dev.phase = "upload"
+
+                def on_air(transfer: Transfer) -> None:
+                    dev.transfer = transfer
+                    self._emit(env.now, r, d, "upload_start", transfer.bits)
+
+                transfer = yield from self._uplink.transmit(env, d, work.upload_bits, dev.gain, dev.tx_power_w, on_air)
+                dev.upload_end_s, dev.arrived = env.now, True
+                rnd.arrived.append(d)
+                self._emit(env.now, r, d, "upload_end", transfer.bits)
+            dev.phase = "done"
+        except simpy.Interrupt:
+            elapsed_s = env.now - dev.phase_start_s
+            if dev.phase == "download":
+                dev.download_s = elapsed_s
+                dev.bits_down = self._downlink.received_bits(float(work.download_bits), elapsed_s)
+            elif dev.phase == "compute":
+                dev.compute_done_s = elapsed_s
+                dev.cycles_done = min(dev.cycles, elapsed_s * dev.cpu_freq_hz)
+            dev.dropped = True
+            wasted = dev.transfer.sent_bits if dev.transfer is not None else 0.0
+            self._emit(env.now, r, d, "upload_dropped", wasted)
+        dev.finished = True
+        rnd.remaining -= 1
+        if rnd.remaining == 0:
+            rnd.all_done.succeed()
+
+    def _finish_round(self, rnd: _Round, plan: RoundPlan) -> RoundRecord:
+        end_s = self.now_s
+        duration_s = end_s - rnd.start_s
+        kappa = float(self.system.kappa)
+        rows = []
+        for dev in sorted(rnd.devices, key=lambda x: x.device):
+            transfer = dev.transfer
+            airtime_s = transfer.airtime_s if transfer is not None else 0.0
+            bits_up = float(dev.work.upload_bits) if dev.arrived else 0.0
+            wasted = transfer.sent_bits if (dev.dropped and transfer is not None) else 0.0
+            rows.append(DeviceRound(
+                round_index=rnd.index,
+                device=dev.device,
+                channel_gain=dev.gain,
+                rate_bps=dev.rate_bps,
+                download_s=dev.download_s,
+                compute_s=dev.compute_done_s,
+                upload_airtime_s=airtime_s,
+                idle_s=max(0.0, duration_s - dev.download_s - dev.compute_done_s - airtime_s),
+                bits_up=bits_up,
+                bits_down=dev.bits_down,
+                wasted_bits=wasted,
+                radio_energy_j=radio_energy_j(dev.tx_power_w, airtime_s),
+                compute_energy_j=compute_energy_j(kappa, dev.cpu_freq_hz, dev.cycles_done),
+                arrived=dev.arrived,
+                dropped=dev.dropped,
+            ))
+        arrived = tuple(rnd.arrived)
+        dropped = tuple(row.device for row in rows if row.dropped)
+        outcome = RoundOutcome(
+            round_index=rnd.index,
+            start_time_s=rnd.start_s,
+            end_time_s=end_s,
+            arrived=arrived,
+            dropped=dropped,
+            compute_end_s={dev.device: dev.compute_end_s for dev in rnd.devices if dev.compute_end_s is not None},
+            upload_end_s={dev.device: dev.upload_end_s for dev in rnd.devices if dev.upload_end_s is not None},
+        )
+        metrics = {str(k): float(v) for k, v in self.backend.complete_round(outcome).items()}
+        totals = {
+            "bits_up": sum(row.bits_up for row in rows),
+            "bits_down": sum(row.bits_down for row in rows),
+            "wasted_bits": sum(row.wasted_bits for row in rows),
+            "radio_energy_j": sum(row.radio_energy_j for row in rows),
+            "compute_energy_j": sum(row.compute_energy_j for row in rows),
+        }
+        cum = self._cum
+        cum["bits_up"] += totals["bits_up"]
+        cum["bits_down"] += totals["bits_down"]
+        cum["wasted_bits"] += totals["wasted_bits"]
+        cum["energy_j"] += totals["radio_energy_j"] + totals["compute_energy_j"]
+        record = RoundRecord(
+            round_index=rnd.index,
+            start_time_s=rnd.start_s,
+            end_time_s=end_s,
+            arrived=arrived,
+            dropped=dropped,
+            **totals,
+            cum_bits_up=cum["bits_up"],
+            cum_bits_down=cum["bits_down"],
+            cum_wasted_bits=cum["wasted_bits"],
+            cum_energy_j=cum["energy_j"],
+            metrics=metrics,
+            info={str(k): float(v) for k, v in plan.info.items()},
+            devices=tuple(rows),
+        )
+        if self.keep_records:
+            self._records.append(record)
+        self._round_index += 1
+        return record
+
+    # -- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The engine's state between rounds as plain numbers and lists (JSON-ready).
+
+        The backend is checkpointed by its owner; records and events are
+        outputs, written elsewhere, and are not part of the state.
+        """
+        return {
+            "version": 1,
+            "seed": self.seed,
+            "now_s": self.now_s,
+            "round_index": self._round_index,
+            "event_count": self._event_count,
+            "cum_bits_up": self._cum["bits_up"],
+            "cum_bits_down": self._cum["bits_down"],
+            "cum_wasted_bits": self._cum["wasted_bits"],
+            "cum_energy_j": self._cum["energy_j"],
+            "channel": self.channel.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (same configs and seed): a fresh clock at the saved time.
+
+        Clears :attr:`events` and :attr:`records`; the next round is the saved ``round_index``.
+        """
+        if state.get("version") != 1:
+            raise ValueError(f"state version(={state.get('version')!r}) must be 1")
+        if int(state["seed"]) != self.seed:
+            raise ValueError(f"state seed(={state['seed']}) differs from this simulation's seed(={self.seed})")
+        self.channel.load_state_dict(state["channel"])
+        self._round_index = count("round_index", state["round_index"])
+        self._event_count = count("event_count", state["event_count"])
+        self._cum = {
+            "bits_up": non_negative("cum_bits_up", state["cum_bits_up"]),
+            "bits_down": non_negative("cum_bits_down", state["cum_bits_down"]),
+            "wasted_bits": non_negative("cum_wasted_bits", state["cum_wasted_bits"]),
+            "energy_j": non_negative("cum_energy_j", state["cum_energy_j"]),
+        }
+        self._events = []
+        self._records = []
+        self._reset_clock(non_negative("now_s", state["now_s"]))
