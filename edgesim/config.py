@@ -179,14 +179,16 @@ class WorkloadConfig:
     ``cycles_source`` says where C_tra comes from: ``"given"`` (this file) or
     ``"flops"`` (the model's forward+backward FLOPs per sample ÷
     ``flops_per_cycle``, computed by the learning backend).
-    ``model_bits`` = ``"auto"`` means: computed from the learning model.
+    ``model_bits``, ``sr_cycles`` and ``pseudo_label_cycles_per_model`` may
+    be ``"auto"``: computed by the learning backend from the model and the
+    data (see ``learning/sizing.py``); ``edgesim plan`` shows the numbers used.
     """
 
     local_iterations: int = 1
     cycles_per_sample: Number = 1e6
     samples_per_device: int = 500
-    sr_cycles: Number = 0.0
-    pseudo_label_cycles_per_model: Number = 0.0
+    sr_cycles: Union[Number, str] = 0.0
+    pseudo_label_cycles_per_model: Union[Number, str] = 0.0
     model_bits: Union[Number, str] = 17_440_000
     cycles_source: str = "given"
     flops_per_cycle: Number = 8.0
@@ -195,8 +197,9 @@ class WorkloadConfig:
         check_int("local_iterations", self.local_iterations, 1)
         check_number("cycles_per_sample", self.cycles_per_sample, minimum=0)
         check_int("samples_per_device", self.samples_per_device, 1)
-        check_number("sr_cycles", self.sr_cycles, minimum=0)
-        check_number("pseudo_label_cycles_per_model", self.pseudo_label_cycles_per_model, minimum=0)
+        for name in ("sr_cycles", "pseudo_label_cycles_per_model"):
+            if getattr(self, name) != "auto":
+                check_number(name, getattr(self, name), minimum=0)
         if self.model_bits != "auto":
             check_number("model_bits", self.model_bits, minimum=0, strict=True)
         check_choice("cycles_source", self.cycles_source, ("given", "flops"))

@@ -107,7 +107,9 @@ class RunConfig:
     ``rounds`` defaults to the budget's G; ``max_time_s`` stops an algorithm
     once its simulated clock passes it. ``plateau_tol`` is the paper's
     final-accuracy rule (mean accuracy changes by less than it between
-    rounds); ``stop_on_plateau`` also ends the run there.
+    rounds), held for ``plateau_patience`` consecutive rounds (1 = the
+    paper's literal rule; see docs/metrics.md); ``stop_on_plateau`` also
+    ends the run there.
     """
 
     algorithms: list = field(default_factory=lambda: ["fedavg", "fedprox", "local"])
@@ -116,6 +118,7 @@ class RunConfig:
     max_time_s: Optional[Number] = None
     accuracy_thresholds: list = field(default_factory=lambda: [0.5, 0.6, 0.7, 0.8, 0.9])
     plateau_tol: Number = 0.01
+    plateau_patience: int = 5
     stop_on_plateau: bool = False
     eval_every: int = 1
     checkpoint_every: int = 0
@@ -136,6 +139,7 @@ class RunConfig:
             if a > 1:
                 fail(f"accuracy_thresholds[{i}]", a, "an accuracy in (0, 1]")
         check_number("plateau_tol", self.plateau_tol, minimum=0)
+        check_int("plateau_patience", self.plateau_patience, 1)
         if not isinstance(self.stop_on_plateau, bool):
             fail("stop_on_plateau", self.stop_on_plateau, "true or false")
         check_int("eval_every", self.eval_every, 1)

@@ -55,7 +55,13 @@ class ClientData:
 
 @dataclass
 class Context:
-    """The shared, read-only setting of one run (all algorithms of the run see the same one)."""
+    """The shared, read-only setting of one run (all algorithms of the run see the same one).
+
+    ``server_x``/``server_y``: the server's labelled set (labels-at-server
+    partitions). ``pool_x``/``pool_y``: the train-pool samples no device
+    holds — where a server-side unlabelled set comes from (FedBE); their
+    labels are for scoring only.
+    """
 
     seed: int
     data_cfg: DataConfig
@@ -75,6 +81,8 @@ class Context:
     executor: object
     server_x: Optional[torch.Tensor] = None
     server_y: Optional[torch.Tensor] = None
+    pool_x: Optional[torch.Tensor] = None
+    pool_y: Optional[torch.Tensor] = None
 
     @property
     def n_devices(self) -> int:
@@ -175,8 +183,12 @@ def build_context(
         epochs=workload.local_iterations,
     )
     server_x = server_y = None
+    used = [s.train for s in splits] + [s.labeled for s in splits] + [s.unlabeled for s in splits]
     if server_idx is not None:
         server_x, server_y = _gather(x_train, y_train, server_idx)
+        used.append(np.asarray(server_idx))
+    unused = np.setdiff1d(np.arange(len(ds.y_train)), np.concatenate(used).astype(np.int64))
+    pool_x, pool_y = _gather(x_train, y_train, unused)
     return Context(
         seed=seed,
         data_cfg=data_cfg,
@@ -196,4 +208,6 @@ def build_context(
         executor=make_executor(train_cfg.executor, device),
         server_x=server_x,
         server_y=server_y,
+        pool_x=pool_x,
+        pool_y=pool_y,
     )

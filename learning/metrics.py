@@ -19,24 +19,32 @@ def time_to_accuracy(times_s: Sequence[float], accuracies: Sequence[float], thre
     return None
 
 
-def plateau_index(accuracies: Sequence[float], tol: float) -> Optional[int]:
-    """DoFed-SPP's stopping rule: the first index i >= 1 with ``|acc[i] − acc[i−1]| < tol``.
+def plateau_index(accuracies: Sequence[float], tol: float, patience: int = 1) -> Optional[int]:
+    """DoFed-SPP's stopping rule: mean accuracy changes by less than ``tol`` between rounds.
 
-    ``None`` if the accuracy never settles within the rounds given.
+    Returns the first index i such that ``|acc[j] − acc[j−1]| < tol`` for the
+    ``patience`` consecutive rounds j = i−patience+1 … i; ``None`` if the
+    accuracy never settles within the rounds given. ``patience = 1`` is the
+    paper's literal rule (one calm round); a larger patience keeps a single
+    chance small step of a noisy early curve from counting as convergence.
     """
     if tol < 0:
         raise ValueError(f"tol(={tol}) must be >= 0")
+    if patience < 1:
+        raise ValueError(f"patience(={patience}) must be >= 1")
+    calm = 0
     for i in range(1, len(accuracies)):
-        if abs(accuracies[i] - accuracies[i - 1]) < tol:
+        calm = calm + 1 if abs(accuracies[i] - accuracies[i - 1]) < tol else 0
+        if calm >= patience:
             return i
     return None
 
 
-def final_accuracy(accuracies: Sequence[float], tol: float) -> tuple[float, int, bool]:
+def final_accuracy(accuracies: Sequence[float], tol: float, patience: int = 1) -> tuple[float, int, bool]:
     """(accuracy, index, settled): the accuracy where the plateau rule first holds, else the last one."""
     if not accuracies:
         raise ValueError("final_accuracy needs at least one accuracy")
-    i = plateau_index(accuracies, tol)
+    i = plateau_index(accuracies, tol, patience)
     if i is None:
         return float(accuracies[-1]), len(accuracies) - 1, False
     return float(accuracies[i]), i, True

@@ -76,12 +76,14 @@ def plan(
 
     try:
         sc = load_scenario(scenario, set_ or [], learning=False)
-        model_bits = sc.workload.model_bits
-        if model_bits == "auto":
-            from learning.sizing import model_bits_for_scenario
+        workload = sc.workload
+        if "auto" in (workload.model_bits, workload.sr_cycles, workload.pseudo_label_cycles_per_model) or (
+            workload.cycles_source == "flops"
+        ):
+            from learning.sizing import resolve_workload
 
-            model_bits = model_bits_for_scenario(load_scenario(scenario, set_ or []))
-        result = make_plan(sc.system, sc.budget, sc.workload, model_bits, sc.seed)
+            workload = resolve_workload(load_scenario(scenario, set_ or []))
+        result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed)
     except ConfigError as e:
         _fail(str(e))
     if as_json:
@@ -91,6 +93,52 @@ def plan(
     if not result.feasible:
         typer.echo(result.infeasibility_message(), err=True)
         raise typer.Exit(1)
+
+
+@app.command()
+def run(
+    scenario: Optional[Path] = SCENARIO_ARG,
+    set_: Optional[List[str]] = SET_OPT,
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: runs/<scenario name>)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Directory of the data set files (data.data_dir)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, PNG)."""
+    from scenarios.run import run_scenario
+    from scenarios.schema import load_scenario
+
+    overrides = list(set_ or [])
+    if seed is not None:
+        overrides.append(f"seed={seed}")
+    if data_dir is not None:
+        overrides.append(f"data.data_dir={json.dumps(str(data_dir))}")
+    try:
+        sc = load_scenario(scenario, overrides)
+    except ConfigError as e:
+        _fail(str(e))
+    out = out or Path("runs") / sc.name
+    run_cfg = sc.learning["run"]
+    total = len(run_cfg.algorithms) * (run_cfg.rounds or sc.budget.rounds)
+    from scenarios.progress import Progress
+
+    with Progress(total, enabled=not quiet) as progress:
+        try:
+            folder = run_scenario(sc, out, on_round=progress.update)
+        except ConfigError as e:
+            _fail(str(e))
+    typer.echo(f"run folder: {folder}")
+    summary = json.loads((folder / "summary.json").read_text())
+    for name, a in summary["algorithms"].items():
+        final = (
+            f"final {a['final_accuracy']:.3f} (plateau at round {a['final_round']}, {a['final_time_s']:.1f} s)"
+            if a["plateau_reached"]
+            else "no plateau yet"
+        )
+        typer.echo(
+            f"  {name:<10} accuracy {a['last_accuracy']:.3f} after {a['simulated_time_s']:.1f} s simulated; {final}; "
+            f"uplink {a['total_bits_up'] / 1e6:.1f} Mbit; energy {a['total_energy_j']:.3g} J"
+        )
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -120,11 +120,24 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     )
 
 
+def resolve_paths(raw: dict, path: Path) -> dict:
+    """A relative ``data.data_dir`` in a scenario file is relative to the file's own folder.
+
+    (A ``--set data.data_dir=…`` or ``--data-dir`` on the command line is
+    relative to the current directory, as any command-line path.)
+    """
+    data = raw.get("data")
+    if isinstance(data, dict) and isinstance(data.get("data_dir"), str) and not Path(data["data_dir"]).is_absolute():
+        raw = {**raw, "data": {**data, "data_dir": str((path.resolve().parent / data["data_dir"]).resolve())}}
+    return raw
+
+
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None, *, learning: bool = True) -> Scenario:
     """Read, override and validate a scenario file (default: the bundled ``default.toml``).
 
     ``learning=False`` validates only the simulator sections (what ``edgesim plan`` needs).
     """
     path = Path(path) if path is not None else DEFAULT_SCENARIO
-    raw = apply_overrides(read_toml(path), overrides or [])
+    raw = resolve_paths(read_toml(path), path)
+    raw = apply_overrides(raw, overrides or [])
     return validate(raw, str(path), learning=learning)

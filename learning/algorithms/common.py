@@ -91,6 +91,23 @@ def evaluate_personal(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]
     ]
 
 
+def labeling_accuracy(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]) -> list[float]:
+    """Accuracy of device n's model as a labeller of its unlabelled data (vs the hidden true labels).
+
+    DoFed-SPP's labelling metric for a baseline whose one classifier also
+    labels the unlabelled target set (ALGORITHMS.md §1.5). NaN for a device
+    without unlabelled data.
+    """
+    return [
+        evaluate(ctx.model, [s], c.x_unl, c.y_unl_hidden, ctx.train_cfg.eval_batch_size)[0]
+        for s, c in zip(states, ctx.clients)
+    ]
+
+
+def has_unlabeled(ctx: Context) -> bool:
+    return any(c.x_unl.shape[0] for c in ctx.clients)
+
+
 def clone_state(state: Mapping[str, torch.Tensor]) -> Params:
     return {k: v.detach().clone() for k, v in state.items()}
 

@@ -32,6 +32,8 @@ from learning.algorithms.common import (
     clone_state,
     evaluate_personal,
     evaluate_shared,
+    has_unlabeled,
+    labeling_accuracy,
     mean_loss,
     sample_clients,
     to_cpu,
@@ -129,11 +131,12 @@ class FedAvg:
                 updates.append((shared, weight))
         if updates and sum(w for _, w in updates) > 0:
             self.global_state = weighted_average(updates)
-        if any(self.personal):
-            accs = evaluate_personal(ctx, [merge(self.global_state, p) for p in self.personal])
-        else:
-            accs = evaluate_shared(ctx, self.global_state)
-        return {**accuracy_metrics(accs), "train_loss": mean_loss(result)}
+        models = [merge(self.global_state, p) for p in self.personal]
+        accs = evaluate_personal(ctx, models) if any(self.personal) else evaluate_shared(ctx, self.global_state)
+        metrics = {**accuracy_metrics(accs), "train_loss": mean_loss(result)}
+        if has_unlabeled(ctx):
+            metrics.update(accuracy_metrics(labeling_accuracy(ctx, models), "labeling_accuracy"))
+        return metrics
 
     def state_dict(self) -> dict:
         return {

@@ -10,7 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from learning.algorithms.common import accuracy_metrics, check_losses, evaluate_personal, mean_loss, to_cpu, to_device
+from learning.algorithms.common import (
+    accuracy_metrics,
+    check_losses,
+    evaluate_personal,
+    has_unlabeled,
+    labeling_accuracy,
+    mean_loss,
+    to_cpu,
+    to_device,
+)
 from learning.algorithms.registry import register
 from learning.context import Context
 
@@ -42,7 +51,10 @@ class Local:
         result = ctx.executor.train_with_stats(ctx.model, self.states, data, gens, ctx.local_cfg)
         check_losses(self.name, outcome.round_index, devices, result)
         self.states = result.params
-        return {**accuracy_metrics(evaluate_personal(ctx, self.states)), "train_loss": mean_loss(result)}
+        metrics = {**accuracy_metrics(evaluate_personal(ctx, self.states)), "train_loss": mean_loss(result)}
+        if has_unlabeled(ctx):
+            metrics.update(accuracy_metrics(labeling_accuracy(ctx, self.states), "labeling_accuracy"))
+        return metrics
 
     def state_dict(self) -> dict:
         return {"states": [to_cpu(s) for s in self.states]}

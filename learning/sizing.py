@@ -1,0 +1,41 @@
+"""Numbers the clock needs that come from the model and the data: ``"auto"`` workload fields.
+
+``model_bits = "auto"``: the model's parameters and float buffers × 32 bits.
+``cycles_source = "flops"``: C_tra = forward+backward FLOPs per sample ÷
+``flops_per_cycle``. ``edgesim plan`` resolves a scenario's workload here so
+that it shows the numbers a run would use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from edgesim.config import WorkloadConfig
+from learning.data.datasets import load_dataset
+from learning.models import build_model, flops_per_sample, model_bits
+
+
+def resolve_workload(scenario) -> WorkloadConfig:
+    """The scenario's workload with every ``"auto"`` replaced by the number a run would use."""
+    w = scenario.workload
+    data, train = scenario.learning["data"], scenario.learning["train"]
+    needs_model = w.model_bits == "auto" or w.cycles_source == "flops" or "auto" in (
+        w.sr_cycles,
+        w.pseudo_label_cycles_per_model,
+    )
+    if not needs_model:
+        return w
+    ds = load_dataset(data.dataset, data.data_dir)
+    model = build_model(train.model, ds.input_shape, ds.n_classes, ds.vocab_size, seed=0)
+    changes = {}
+    if w.model_bits == "auto":
+        changes["model_bits"] = model_bits(model)
+    if w.cycles_source == "flops":
+        changes["cycles_per_sample"] = flops_per_sample(model, ds.input_shape) / w.flops_per_cycle
+        changes["cycles_source"] = "given"
+    for name in ("sr_cycles", "pseudo_label_cycles_per_model"):
+        if getattr(w, name) == "auto":
+            from learning.algorithms.dofed_spp import auto_cycles  # DoFed-SPP defines what its phases cost
+
+            changes[name] = auto_cycles(name, scenario, model, ds, changes.get("cycles_per_sample", w.cycles_per_sample))
+    return dataclasses.replace(w, **changes)

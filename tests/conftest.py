@@ -1,0 +1,61 @@
+"""Shared fixtures: a tiny scenario that runs end to end in seconds, and the shared data folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Tests share a 2-core machine; one intra-op thread keeps tiny models fast and runs reproducible.
+torch.set_num_threads(1)
+
+TINY_SCENARIO = """
+name = "tiny"
+seed = 3
+
+[system]
+n_devices = 6
+bandwidth_hz = 1e6
+cpu_freq_hz = 1e9
+
+[budget]
+total_time_s = 30
+rounds = 3
+
+[workload]
+cycles_per_sample = 1e7
+samples_per_device = 50
+model_bits = "auto"
+
+[data]
+dataset = "digits"
+partition = "dirichlet"
+alpha = 1.0
+
+[train]
+model = "cnn"
+lr = 0.05
+batch_size = 16
+
+[run]
+algorithms = ["fedavg", "fedprox", "local"]
+clients_per_round = 3
+"""
+
+
+@pytest.fixture
+def tiny_scenario(tmp_path) -> Path:
+    p = tmp_path / "tiny.toml"
+    p.write_text(TINY_SCENARIO)
+    return p
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not (SHARED_DATA / "fashion-mnist").exists():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA

@@ -1,0 +1,381 @@
+"""Executors: the sequential loop and the vmap one compute the same local training."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from learning.device import compute_device
+from learning.executors import (
+    LocalObjective,
+    LocalTrainConfig,
+    SequentialExecutor,
+    VmapExecutor,
+    client_schedule,
+    evaluate,
+    make_executor,
+    predict_proba,
+    sgd_momentum_step,
+    stack_params,
+)
+from learning.models import build_model
+
+SIZES = (37, 64, 5, 0, 50)  # unequal, one client without data
+TOL = 1e-5
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny tensors: one intra-op thread avoids OpenMP spin-waits on a shared 2-core host."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def state_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def max_diff(a: list[dict], b: list[dict]) -> float:
+    return max(float((x[k] - y[k]).abs().max()) for x, y in zip(a, b) for k in x)
+
+
+def all_equal(a: list[dict], b: list[dict]) -> bool:
+    return all(torch.equal(x[k], y[k]) for x, y in zip(a, b) for k in x)
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    return build_model("cnn", (1, 8, 8), 10, seed=0)
+
+
+@pytest.fixture(scope="module")
+def clients():
+    g = torch.Generator().manual_seed(123)
+    return [(torch.randn(n, 1, 8, 8, generator=g), torch.randint(0, 10, (n,), generator=g)) for n in SIZES]
+
+
+def starts(model: nn.Module, k: int) -> list[dict]:
+    """Different start points per client (as after personalised aggregation)."""
+    base = state_of(model)
+    g = torch.Generator().manual_seed(99)
+    return [{n: v + 0.01 * torch.randn(v.shape, generator=g) for n, v in base.items()} for _ in range(k)]
+
+
+def seeds(k: int, round_: int = 0) -> list[torch.Generator]:
+    return [torch.Generator().manual_seed(1000 * round_ + c) for c in range(k)]
+
+
+# --------------------------------------------------------------------------- sequential == vmap
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        LocalTrainConfig(lr=0.05, batch_size=16, epochs=2),
+        LocalTrainConfig(lr=0.05, momentum=0.9, weight_decay=1e-3, prox_mu=0.1, batch_size=16, epochs=2),
+    ],
+    ids=["sgd", "momentum-wd-prox"],
+)
+def test_sequential_and_vmap_agree_with_unequal_clients(cnn, clients, cfg):
+    sp = starts(cnn, len(clients))
+    a = SequentialExecutor().train_with_stats(cnn, sp, clients, seeds(len(clients)), cfg)
+    b = VmapExecutor().train_with_stats(cnn, sp, clients, seeds(len(clients)), cfg)
+    assert max_diff(a.params, b.params) < TOL
+    assert a.n_steps == b.n_steps == [6, 8, 2, 0, 8]
+    assert all(torch.equal(a.params[3][k], sp[3][k]) for k in sp[3])  # no data: unchanged
+    assert max_diff(a.params, sp) > 1e-3  # and the others did move
+    for la, lb in zip(a.mean_loss, b.mean_loss):
+        assert la == pytest.approx(lb, rel=1e-5, nan_ok=True)
+
+
+def test_vmap_in_chunks_equals_all_at_once(cnn, clients):
+    cfg = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16)
+    sp = starts(cnn, len(clients))
+    a = VmapExecutor().train(cnn, sp, clients, seeds(len(clients)), cfg)
+    b = VmapExecutor(max_clients=2).train(cnn, sp, clients, seeds(len(clients)), cfg)
+    assert max_diff(a, b) < TOL
+
+
+def test_both_executors_consume_the_generators_alike(cnn, clients):
+    cfg = LocalTrainConfig(lr=0.05, batch_size=16, epochs=3)
+    ga, gb = seeds(len(clients)), seeds(len(clients))
+    SequentialExecutor().train(cnn, starts(cnn, 5), clients, ga, cfg)
+    VmapExecutor().train(cnn, starts(cnn, 5), clients, gb, cfg)
+    assert all(torch.equal(x.get_state(), y.get_state()) for x, y in zip(ga, gb))
+
+
+def test_int_seeds_equal_generators(cnn, clients):
+    cfg = LocalTrainConfig(lr=0.05, batch_size=16)
+    a = SequentialExecutor().train(cnn, starts(cnn, 5), clients, [0, 1, 2, 3, 4], cfg)
+    b = SequentialExecutor().train(cnn, starts(cnn, 5), clients, seeds(5), cfg)
+    assert all_equal(a, b)
+
+
+# --------------------------------------------------------------------------- exactly torch.optim.SGD
+
+
+@pytest.mark.parametrize("momentum, wd", [(0.0, 0.0), (0.9, 0.0), (0.9, 1e-2), (0.5, 5e-4)])
+def test_functional_sgd_step_is_torch_sgd_bit_for_bit(momentum, wd):
+    g = torch.Generator().manual_seed(0)
+    p_ref = torch.randn(7, 5, generator=g).requires_grad_(True)
+    opt = torch.optim.SGD([p_ref], lr=0.1, momentum=momentum, weight_decay=wd)
+    p, buf = p_ref.detach().clone(), None
+    for step in range(5):
+        grad_ = torch.randn(7, 5, generator=g)
+        p_ref.grad = grad_.clone()
+        opt.step()
+        p, buf = sgd_momentum_step(p, grad_, buf, lr=0.1, momentum=momentum, weight_decay=wd, first_step=step == 0)
+        assert torch.equal(p, p_ref.detach())
+
+
+def test_sequential_executor_is_the_plain_torch_loop(cnn, clients):
+    """One client: load_state_dict + torch.optim.SGD over randperm batches gives identical bits."""
+    cfg = LocalTrainConfig(lr=0.05, momentum=0.9, weight_decay=1e-3, batch_size=16, epochs=2)
+    x, y = clients[0]
+    sp = starts(cnn, 1)[0]
+    model = build_model("cnn", (1, 8, 8), 10)
+    model.load_state_dict(sp)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(len(x), generator=gen)
+        for i in range(0, len(x), cfg.batch_size):
+            idx = perm[i : i + cfg.batch_size]
+            opt.zero_grad()
+            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            opt.step()
+    got = SequentialExecutor().train(cnn, [sp], [(x, y)], [torch.Generator().manual_seed(5)], cfg)[0]
+    assert all(torch.equal(got[k], model.state_dict()[k]) for k in got)
+
+
+def test_vmap_step_on_one_client_is_torch_sgd(cnn, clients):
+    """The vectorised executor with a single full-batch step equals torch.optim.SGD (to rounding)."""
+    x, y = clients[1]
+    sp = starts(cnn, 1)[0]
+    cfg = LocalTrainConfig(lr=0.1, momentum=0.9, weight_decay=1e-3, batch_size=len(x))
+    model = build_model("cnn", (1, 8, 8), 10)
+    model.load_state_dict(sp)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    perm = client_schedule(len(x), len(x), 1, torch.Generator().manual_seed(0))[0]
+    F.cross_entropy(model(x[perm]), y[perm]).backward()
+    opt.step()
+    got = VmapExecutor().train(cnn, [sp], [(x, y)], [0], cfg)[0]
+    assert max(float((got[k] - model.state_dict()[k]).abs().max()) for k in got) < 1e-6
+
+
+# --------------------------------------------------------------------------- FedProx and the loss hooks
+
+
+def test_fedprox_mu_zero_is_plain_training_exactly(cnn, clients):
+    plain = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16)
+    prox0 = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16, prox_mu=0.0)
+    for ex in (SequentialExecutor(), VmapExecutor()):
+        a = ex.train(cnn, starts(cnn, 5), clients, seeds(5), plain)
+        b = ex.train(cnn, starts(cnn, 5), clients, seeds(5), prox0)
+        assert all_equal(a, b)
+
+
+def test_fedprox_equals_its_penalty_written_as_a_loss_and_pulls_to_start(cnn, clients):
+    mu = 0.5
+    cfg = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16, epochs=2)
+    by_cfg = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16, epochs=2, prox_mu=mu)
+
+    def prox(p, p0):
+        return 0.5 * mu * sum(((p[n] - p0[n]) ** 2).sum() for n in p)
+
+    sp = starts(cnn, 5)
+    a = SequentialExecutor().train(cnn, sp, clients, seeds(5), by_cfg)
+    b = SequentialExecutor().train(cnn, sp, clients, seeds(5), cfg, objective=LocalObjective(penalty=prox))
+    c = VmapExecutor().train(cnn, sp, clients, seeds(5), cfg, objective=LocalObjective(penalty=prox))
+    free = SequentialExecutor().train(cnn, sp, clients, seeds(5), cfg)
+    assert max_diff(a, b) < TOL and max_diff(a, c) < TOL
+
+    def dist(p, p0):
+        return sum(float(((p[n] - p0[n]) ** 2).sum()) for n in p)
+
+    for i in (0, 1, 4):
+        assert dist(a[i], sp[i]) < dist(free[i], sp[i])
+
+
+def test_sample_weights_and_soft_targets_hook(cnn, clients):
+    """A pseudo-label style objective: KL to soft labels, per-sample confidence weights."""
+    g = torch.Generator().manual_seed(4)
+    soft = [(x, F.softmax(torch.randn(len(x), 10, generator=g), -1), (torch.rand(len(x), generator=g) > 0.3).float())
+            for x, _ in clients]
+
+    def kl(out, target):
+        return F.kl_div(F.log_softmax(out, -1), target, reduction="none").sum(-1)
+
+    obj = LocalObjective(sample_loss=kl)
+    cfg = LocalTrainConfig(lr=0.1, momentum=0.9, batch_size=16)
+    sp = starts(cnn, 5)
+    a = SequentialExecutor().train(cnn, sp, soft, seeds(5), cfg, objective=obj)
+    b = VmapExecutor().train(cnn, sp, soft, seeds(5), cfg, objective=obj)
+    assert max_diff(a, b) < TOL
+    # weights of one are no weights at all
+    ones = [(x, y, torch.ones(len(x))) for x, y in clients]
+    c = SequentialExecutor().train(cnn, sp, ones, seeds(5), cfg)
+    d = SequentialExecutor().train(cnn, sp, clients, seeds(5), cfg)
+    assert all_equal(c, d)
+
+
+def test_sample_loss_must_be_per_sample(cnn, clients):
+    obj = LocalObjective(sample_loss=lambda out, y: F.cross_entropy(out, y))
+    cfg = LocalTrainConfig(lr=0.1)
+    for ex in (SequentialExecutor(), VmapExecutor()):
+        with pytest.raises(ValueError, match="one loss per sample"):
+            ex.train(cnn, starts(cnn, 2), clients[:2], seeds(2), cfg, objective=obj)
+
+
+# --------------------------------------------------------------------------- determinism, inputs
+
+
+def test_same_inputs_same_bits(cnn, clients):
+    cfg = LocalTrainConfig(lr=0.05, momentum=0.9, prox_mu=0.01, batch_size=16)
+    template = state_of(cnn)
+    for ex in (SequentialExecutor(), VmapExecutor()):
+        a = ex.train(cnn, starts(cnn, 5), clients, seeds(5), cfg)
+        b = ex.train(cnn, starts(cnn, 5), clients, seeds(5), cfg)
+        assert all_equal(a, b)
+        c = ex.train(cnn, starts(cnn, 5), clients, seeds(5, round_=1), cfg)
+        assert max_diff(a, c) > 1e-4  # another round, another order
+    assert all(torch.equal(template[k], cnn.state_dict()[k]) for k in template)  # template untouched
+
+
+def test_bad_inputs_raise(cnn, clients):
+    cfg = LocalTrainConfig(lr=0.1)
+    sp = starts(cnn, 2)
+    with pytest.raises(ValueError, match="one entry per client"):
+        SequentialExecutor().train(cnn, sp, clients[:2], seeds(3), cfg)
+    with pytest.raises(ValueError, match="missing"):
+        VmapExecutor().train(cnn, [{"conv1.weight": sp[0]["conv1.weight"]}] * 2, clients[:2], seeds(2), cfg)
+    with pytest.raises(ValueError, match="differ in length"):
+        SequentialExecutor().train(cnn, sp[:1], [(clients[0][0], clients[1][1])], seeds(1), cfg)
+    with pytest.raises(ValueError, match="generator"):
+        SequentialExecutor().train(cnn, sp[:1], clients[:1], ["0"], cfg)
+    for bad in ({"lr": 0}, {"lr": 0.1, "momentum": 1.0}, {"lr": 0.1, "batch_size": 0}, {"lr": 0.1, "prox_mu": -1}):
+        with pytest.raises(ValueError):
+            LocalTrainConfig(**bad)
+
+
+# --------------------------------------------------------------------------- models vmap cannot take
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return build_model("resnet9", (1, 8, 8), 10, seed=0)
+
+
+def test_batchnorm_dropout_model_falls_back_to_sequential(resnet):
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(n, 1, 8, 8, generator=g), torch.randint(0, 10, (n,), generator=g)) for n in (6, 3)]
+    sp = [state_of(resnet)] * 2
+    cfg = LocalTrainConfig(lr=0.01, momentum=0.9, batch_size=4)
+    assert "buffers" in VmapExecutor.unsupported_reason(resnet)
+    with pytest.warns(UserWarning, match="SequentialExecutor"):
+        v = VmapExecutor().train(resnet, sp, data, seeds(2), cfg)
+    s = SequentialExecutor().train(resnet, sp, data, seeds(2), cfg)
+    s2 = SequentialExecutor().train(resnet, sp, data, seeds(2), cfg)
+    assert all_equal(v, s) and all_equal(s, s2)  # dropout masks come from the client seeds
+    # running statistics were trained, one batch count per step
+    assert not torch.equal(s[0]["prep.1.running_mean"], sp[0]["prep.1.running_mean"])
+    assert int(s[0]["prep.1.num_batches_tracked"]) == 2 and int(s[1]["prep.1.num_batches_tracked"]) == 1
+    with pytest.raises(ValueError, match="cannot vectorise"):
+        VmapExecutor(fallback="error").train(resnet, sp, data, seeds(2), cfg)
+
+
+def test_dropout_only_model_is_refused_by_vmap():
+    model = nn.Sequential(nn.Flatten(), nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 2))
+    assert "dropout" in VmapExecutor.unsupported_reason(model)
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+def test_text_model_vmap_equals_sequential():
+    model = build_model("text", (6,), 4, vocab_size=30, seed=0)
+    g = torch.Generator().manual_seed(2)
+    data = []
+    for n in (9, 4):
+        tok = torch.randint(1, 30, (n, 6), generator=g)
+        tok[:, 4:] = 0
+        data.append((tok, torch.randint(0, 4, (n,), generator=g)))
+    cfg = LocalTrainConfig(lr=0.5, batch_size=4)
+    sp = [state_of(model)] * 2
+    a = SequentialExecutor().train(model, sp, data, seeds(2), cfg)
+    b = VmapExecutor().train(model, sp, data, seeds(2), cfg)
+    assert max_diff(a, b) < TOL
+
+
+# --------------------------------------------------------------------------- inference
+
+
+def plain_logits(model_fn, params, x):
+    model = model_fn()
+    model.load_state_dict(params)
+    model.eval()
+    with torch.no_grad():
+        return model(x)
+
+
+@pytest.mark.parametrize("name", ["cnn", "resnet9"])
+def test_evaluate_and_predict_proba_agree_with_a_plain_loop(name, cnn, resnet):
+    template = {"cnn": cnn, "resnet9": resnet}[name]
+    template.train()
+    params = starts(template, 3)
+    if name == "resnet9":  # distinct running statistics per model, so eval-mode BN matters
+        for i, p in enumerate(params):
+            p["prep.1.running_mean"] = torch.full_like(p["prep.1.running_mean"], 0.1 * i)
+    g = torch.Generator().manual_seed(8)
+    x, y = torch.randn(21, 1, 8, 8, generator=g), torch.randint(0, 10, (21,), generator=g)
+    ref = torch.stack([plain_logits(lambda: build_model(name, (1, 8, 8), 10), p, x) for p in params])
+    probs = predict_proba(template, params, x, batch_size=8)
+    assert probs.shape == (3, 21, 10)
+    assert torch.allclose(probs, F.softmax(ref, -1), atol=1e-6)
+    assert torch.allclose(predict_proba(template, stack_params(params), x), probs, atol=1e-6)
+    assert torch.allclose(predict_proba(template, params, x, vectorize=False), probs, atol=1e-6)
+    acc = evaluate(template, params, x, y, 8)
+    assert acc == [int((r.argmax(-1) == y).sum()) / 21 for r in ref]
+    assert evaluate(template, params, x, y, 5, vectorize=False) == acc
+    assert all(m.training for m in template.modules())  # train mode restored
+
+
+def test_evaluate_hand_made():
+    lin = nn.Linear(2, 2, bias=False)
+    eye = {"weight": torch.eye(2)}
+    swap = {"weight": torch.tensor([[0.0, 1.0], [1.0, 0.0]])}
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 1.0], [0.0, 3.0]])
+    y = torch.tensor([0, 1, 0, 0])
+    assert evaluate(lin, [eye, swap], x, y, 3) == [0.75, 0.25]
+    assert evaluate(lin, [eye], x[:0], y[:0]) != evaluate(lin, [eye], x[:0], y[:0])  # NaN on empty
+
+
+# --------------------------------------------------------------------------- device and choice
+
+
+def test_compute_device(monkeypatch):
+    assert compute_device("cpu") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert compute_device() == torch.device("cpu")
+    with pytest.raises(RuntimeError, match="no CUDA"):
+        compute_device("cuda")
+    with pytest.raises(ValueError):
+        compute_device("tpu")
+
+
+def test_make_executor():
+    assert isinstance(make_executor("auto", "cpu"), SequentialExecutor)
+    assert isinstance(make_executor("auto", "cuda"), VmapExecutor)
+    assert isinstance(make_executor("vmap"), VmapExecutor)
+    with pytest.raises(ValueError):
+        make_executor("ray")
+
+
+def test_no_warning_for_vmappable_models(cnn, clients):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        VmapExecutor().train(cnn, starts(cnn, 2), clients[:2], seeds(2), LocalTrainConfig(lr=0.1, batch_size=32))

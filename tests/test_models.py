@@ -1,0 +1,239 @@
+"""Models: sizes, shapes, bits, FLOPs and MC-dropout (ALGORITHMS.md §1.5, §2.5)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode
+
+from learning.models import (
+    MODEL_NAMES,
+    DoFedCNN,
+    PeerCNN,
+    ResNet9,
+    TextClassifier,
+    build_model,
+    flops_per_sample,
+    mc_dropout_predict,
+    model_bits,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny tensors: one intra-op thread avoids OpenMP spin-waits on a shared 2-core host."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def n_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+def test_dofed_cnn_has_545098_parameters_on_cifar():
+    assert n_params(DoFedCNN(3, 32, 10)) == 545_098
+    # 545,098 float32 = 2.08 MiB, the paper's "≈2.1 MB"
+    assert model_bits(DoFedCNN(3, 32, 10)) / 8 / 2**20 == pytest.approx(2.079, abs=1e-3)
+
+
+def test_peer_cnn_is_the_benchmark_net():
+    m = PeerCNN()
+    assert n_params(m) == 466_122
+    assert [n for n, _ in m.named_parameters()] == [
+        "conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+        "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
+    ]
+    assert m.fc1.in_features == 1600
+
+
+@pytest.mark.parametrize(
+    "name, shape, n_classes",
+    [
+        ("cnn", (3, 32, 32), 10),
+        ("cnn", (1, 28, 28), 10),
+        ("cnn", (1, 8, 8), 10),
+        ("peer_cnn", (3, 32, 32), 10),
+        ("resnet9", (1, 28, 28), 10),
+        ("resnet9", (3, 32, 32), 100),
+    ],
+)
+def test_image_models_output_shape(name, shape, n_classes):
+    m = build_model(name, shape, n_classes, seed=0).eval()
+    with torch.no_grad():
+        out = m(torch.randn(2, *shape))
+    assert out.shape == (2, n_classes)
+
+
+def test_cnn_feature_map_sizes():
+    assert DoFedCNN(1, 28, 10).fc1.in_features == 64 * 7 * 7
+    assert DoFedCNN(1, 8, 10).fc1.in_features == 64 * 2 * 2
+
+
+def test_text_model_shape_init_and_padding():
+    m = build_model("text", (12,), 14, vocab_size=50, seed=0)
+    assert isinstance(m, TextClassifier)
+    tokens = torch.tensor([[5, 7, 9, 0, 0, 0], [3, 0, 0, 0, 0, 0]])
+    out = m(tokens)
+    assert out.shape == (2, 14)
+    # padding (token 0) is not part of the mean
+    assert torch.allclose(out[0], m(torch.tensor([[5, 7, 9]]))[0], atol=1e-6)
+    assert torch.allclose(out[1], m(torch.tensor([[3]]))[0], atol=1e-6)
+    # torchtext tutorial init: U(-0.5, 0.5), bias 0
+    assert m.embedding.weight.abs().max() <= 0.5 and m.fc.weight.abs().max() <= 0.5
+    assert torch.equal(m.fc.bias, torch.zeros(14))
+    assert n_params(m) == 50 * 64 + 64 * 14 + 14
+
+
+def test_resnet9_layout():
+    m = ResNet9(3, 10)
+    drops = [mod for mod in m.modules() if isinstance(mod, nn.Dropout)]
+    assert len(drops) == 2 and all(d.p == 0.5 for d in drops)
+    assert all(isinstance(mod, nn.Dropout) for mod in (m.res3.block[1], m.res3.block[3]))
+    assert sum(isinstance(mod, nn.BatchNorm2d) for mod in m.modules()) == 8
+    assert m.fc.in_features == 512
+
+
+# --------------------------------------------------------------------------- build
+
+
+def test_build_model_unknown_name_lists_the_valid_ones():
+    with pytest.raises(ValueError) as e:
+        build_model("vgg", (3, 32, 32), 10)
+    for name in MODEL_NAMES:
+        assert repr(name) in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("text", (10,), 14), {}),  # no vocab_size
+        (("text", (1, 10), 14), {"vocab_size": 10}),
+        (("cnn", (32, 32), 10), {}),
+        (("cnn", (3, 32, 32), 1), {}),
+        (("cnn", (3, 2, 2), 10), {}),
+    ],
+)
+def test_build_model_bad_arguments(args, kwargs):
+    with pytest.raises(ValueError):
+        build_model(*args, **kwargs)
+
+
+def test_build_model_seed_is_explicit_and_leaves_global_rng_alone():
+    state = torch.get_rng_state()
+    a = build_model("cnn", (1, 8, 8), 10, seed=3)
+    b = build_model("cnn", (1, 8, 8), 10, seed=3)
+    c = build_model("cnn", (1, 8, 8), 10, seed=4)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
+    assert not torch.equal(a.conv1.weight, c.conv1.weight)
+
+
+# --------------------------------------------------------------------------- bits and flops
+
+
+def test_model_bits_counts_params_times_32():
+    m = DoFedCNN(1, 8, 10)
+    assert model_bits(m) == n_params(m) * 32
+    assert model_bits(m, bits_per_param=16) == n_params(m) * 16
+    with pytest.raises(ValueError):
+        model_bits(m, bits_per_param=0)
+
+
+def test_model_bits_counts_batchnorm_statistics_but_not_the_step_counter():
+    m = ResNet9(1, 10)
+    bn_stats = sum(2 * mod.num_features for mod in m.modules() if isinstance(mod, nn.BatchNorm2d))
+    assert model_bits(m) == (n_params(m) + bn_stats) * 32
+
+
+@pytest.mark.parametrize("name, shape", [("peer_cnn", (3, 32, 32)), ("cnn", (1, 28, 28))])
+def test_flops_per_sample_matches_torch_flop_counter(name, shape):
+    m = build_model(name, shape, 10, seed=0)
+    x, y = torch.randn(4, *shape), torch.randint(0, 10, (4,))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        F.cross_entropy(m(x), y).backward()
+    assert flops_per_sample(m, shape) == pytest.approx(counter.get_total_flops() / 4, rel=0.01)
+
+
+def test_flops_per_sample_hand_count_and_about_three_forwards():
+    # Linear-only check: a 2-layer MLP, 8 -> 4 -> 3; MACs 32 and 12
+    m = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3))
+    # the first layer reads the raw input (no input gradient): 4x MACs; the second 6x
+    assert flops_per_sample(m, (8,)) == 4 * 32 + 6 * 12
+    peer = PeerCNN()
+    assert 40e6 < flops_per_sample(peer, (3, 32, 32)) < 41e6  # peer benchmark: 407.6 GFLOP / 10 000 samples
+    text = TextClassifier(100, 64, 14)
+    assert flops_per_sample(text, (20,)) == 2 * 20 * 64 + 6 * 64 * 14
+
+
+# --------------------------------------------------------------------------- MC dropout
+
+
+@pytest.fixture(scope="module")
+def small_resnet():
+    m = build_model("resnet9", (1, 8, 8), 10, seed=0)
+    with torch.no_grad():  # non-trivial running statistics
+        for mod in m.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.1, 0.1)
+                mod.running_var.uniform_(0.5, 1.5)
+    return m
+
+
+def test_mc_dropout_is_stochastic_but_reproducible(small_resnet):
+    x = torch.randn(4, 1, 8, 8)
+    a = mc_dropout_predict(small_resnet, x, 1, torch.Generator().manual_seed(0))
+    b = mc_dropout_predict(small_resnet, x, 1, torch.Generator().manual_seed(1))
+    a2 = mc_dropout_predict(small_resnet, x, 1, torch.Generator().manual_seed(0))
+    assert not torch.allclose(a, b)
+    assert torch.equal(a, a2)
+    g = torch.Generator().manual_seed(0)
+    first, second = mc_dropout_predict(small_resnet, x, 1, g), mc_dropout_predict(small_resnet, x, 1, g)
+    assert not torch.allclose(first, second)  # the generator advances
+    probs = mc_dropout_predict(small_resnet, x, 5, torch.Generator().manual_seed(0))
+    assert probs.shape == (4, 10)
+    assert torch.allclose(probs.sum(-1), torch.ones(4), atol=1e-6)
+
+
+def test_mc_dropout_mean_of_passes_and_batching(small_resnet):
+    x = torch.randn(5, 1, 8, 8)
+    whole = mc_dropout_predict(small_resnet, x, 3, torch.Generator().manual_seed(7))
+    batched = mc_dropout_predict(small_resnet, x, 3, torch.Generator().manual_seed(7), batch_size=2)
+    assert batched.shape == whole.shape
+    assert torch.all(whole >= 0) and torch.all(whole <= 1)
+
+
+def test_mc_dropout_keeps_batchnorm_in_eval_and_restores_modes(small_resnet):
+    m = small_resnet
+    m.train()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    x = torch.randn(4, 1, 8, 8) * 3 + 1
+    rng = torch.get_rng_state()
+    got = mc_dropout_predict(m, x, 2, torch.Generator().manual_seed(0))
+    after = m.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # running stats untouched
+    assert all(mod.training for mod in m.modules())  # modes restored
+    assert torch.equal(torch.get_rng_state(), rng)  # global RNG untouched
+    # with p -> 0 the MC mean equals the plain eval-mode prediction (BN from running stats)
+    for mod in m.modules():
+        if isinstance(mod, nn.Dropout):
+            mod.p = 0.0
+    try:
+        m.eval()
+        with torch.no_grad():
+            ref = F.softmax(m(x), -1)
+        assert torch.allclose(mc_dropout_predict(m, x, 2, torch.Generator().manual_seed(0)), ref, atol=1e-6)
+    finally:
+        for mod in m.modules():
+            if isinstance(mod, nn.Dropout):
+                mod.p = 0.5
+    assert got.shape == (4, 10)
+    with pytest.raises(ValueError):
+        mc_dropout_predict(m, x, 0, torch.Generator())

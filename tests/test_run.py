@@ -1,0 +1,83 @@
+"""`edgesim run` end to end: determinism, the run-folder contract, crashes and divergence."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+from edgesim.config import ConfigError
+from learning.algorithms import REGISTRY
+from learning.algorithms.common import DivergenceError, check_losses
+from learning.executors import LocalTrainResult
+from scenarios.run import run_scenario
+from scenarios.runfolder import MARKER
+from scenarios.schema import load_scenario
+
+
+def test_same_scenario_and_seed_give_identical_rounds_csv(tiny_scenario, tmp_path):
+    sc = load_scenario(tiny_scenario)
+    a = run_scenario(sc, tmp_path / "a")
+    b = run_scenario(sc, tmp_path / "b")
+    for name in ("rounds.csv", "devices.csv", "events.csv"):
+        assert (a / name).read_text() == (b / name).read_text(), name
+    c = run_scenario(load_scenario(tiny_scenario, ["seed=4"]), tmp_path / "c")
+    assert (a / "rounds.csv").read_text() != (c / "rounds.csv").read_text()
+
+
+def test_rounds_csv_is_on_the_simulated_clock(tiny_scenario, tmp_path):
+    out = run_scenario(load_scenario(tiny_scenario), tmp_path / "r")
+    rows = list(csv.DictReader(open(out / "rounds.csv")))
+    assert {r["algorithm"] for r in rows} == {"fedavg", "fedprox", "local"}
+    for alg in ("fedavg", "local"):
+        mine = [r for r in rows if r["algorithm"] == alg]
+        assert [int(r["round"]) for r in mine] == [0, 1, 2]
+        ends = [float(r["time_s"]) for r in mine]
+        assert all(b > a for a, b in zip(ends, ends[1:]))  # simulated time only moves forward
+        for r in mine:
+            assert math.isclose(float(r["duration_s"]), float(r["time_s"]) - float(r["start_time_s"]))
+            assert 0.0 <= float(r["accuracy"]) <= 1.0
+    fedavg = [r for r in rows if r["algorithm"] == "fedavg"]
+    assert all(int(r["n_selected"]) == 3 for r in fedavg)
+    local = [r for r in rows if r["algorithm"] == "local"]
+    assert all(float(r["cum_bits_up"]) == 0 for r in local)  # Local never communicates
+
+
+def test_a_crash_leaves_a_marked_incomplete_folder(tiny_scenario, tmp_path, monkeypatch):
+    spec = REGISTRY["fedprox"]
+
+    def exploding(ctx, cfg):
+        backend = spec.build(ctx, cfg)
+
+        def boom(outcome):
+            raise RuntimeError("simulated crash")
+
+        backend.complete_round = boom
+        return backend
+
+    monkeypatch.setitem(REGISTRY, "fedprox", spec.__class__(spec.name, spec.config_cls, exploding, spec.summary))
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_scenario(load_scenario(tiny_scenario), tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+    marker = (tmp_path / "r.incomplete" / MARKER).read_text()
+    assert "INCOMPLETE" in marker and "failed: RuntimeError: simulated crash" in marker
+
+
+def test_unknown_algorithm_in_run_list_fails_before_writing(tiny_scenario, tmp_path):
+    sc = load_scenario(tiny_scenario, ["run.algorithms=['fedavg', 'fedmagic']"])
+    with pytest.raises(ConfigError, match="unknown algorithm 'fedmagic'"):
+        run_scenario(sc, tmp_path / "r")
+    assert not list(tmp_path.glob("r*"))
+
+
+def test_divergence_names_algorithm_device_and_round(tiny_scenario, tmp_path):
+    result = LocalTrainResult(params=[{}, {}], mean_loss=[0.5, float("nan")], n_steps=[3, 3])
+    with pytest.raises(DivergenceError, match="fedavg: training diverged on device 7 in round 4"):
+        check_losses("fedavg", 4, [2, 7], result)
+    # a device without samples reports NaN by design: not divergence
+    check_losses("fedavg", 4, [2, 7], LocalTrainResult([{}, {}], [0.5, float("nan")], [3, 0]))
+    sc = load_scenario(tiny_scenario, ["train.lr=1e12", "run.algorithms=['fedavg']"])
+    with pytest.raises(DivergenceError, match=r"fedavg: training diverged on device \d+ in round \d+"):
+        run_scenario(sc, tmp_path / "r")
+    assert (tmp_path / "r.incomplete" / MARKER).exists()
