@@ -33,8 +33,11 @@ class DataConfig:
     ``size_scale`` scales DoFed-SPP's set sizes (500/10/190·C/𝒦).
     ``labeled_fraction`` is the labelled share of each client under ``iid``;
     ``labels_per_class`` and ``server_labeled`` serve FedDure's and the
-    labels-at-server splits. ``test_size`` caps each device's test set
-    (``None``: all eligible).
+    labels-at-server splits. ``train_pool_size`` draws a random subset of
+    the train split (stratified by nothing: uniform without replacement,
+    from the run seed) before partitioning — a smaller federation of the
+    same data set (``None``: the whole split). ``test_size`` caps each
+    device's test set (``None``: all eligible).
     """
 
     dataset: str = "digits"
@@ -47,6 +50,7 @@ class DataConfig:
     labeled_fraction: Number = 1.0
     labels_per_class: int = 5
     server_labeled: int = 1000
+    train_pool_size: Optional[int] = None
     test_size: Optional[int] = None
 
     def __post_init__(self):
@@ -63,6 +67,8 @@ class DataConfig:
             fail("labeled_fraction", self.labeled_fraction, "a fraction in [0, 1]")
         check_int("labels_per_class", self.labels_per_class, 1)
         check_int("server_labeled", self.server_labeled, 1)
+        if self.train_pool_size is not None:
+            check_int("train_pool_size", self.train_pool_size, 1)
         if self.test_size is not None:
             check_int("test_size", self.test_size, 1)
 

@@ -8,6 +8,7 @@ turns (run seed, round, client, stream) into an independent integer seed.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from dataclasses import dataclass, field
 from typing import Optional
@@ -134,6 +135,15 @@ def make_partition(dataset: Dataset, cfg: DataConfig, n_devices: int, rng: np.ra
     raise ValueError(f"partition(={cfg.partition!r}) is not implemented")
 
 
+def subsample_train_pool(ds: Dataset, size: int, rng: np.random.Generator) -> Dataset:
+    """``ds`` with a uniformly drawn ``size``-sample subset of its train split (order kept)."""
+    n = len(ds.y_train)
+    if size > n:
+        raise ValueError(f"train_pool_size(={size}) exceeds the {n} training samples of {ds.name}")
+    idx = np.sort(rng.choice(n, size=size, replace=False))
+    return dataclasses.replace(ds, x_train=ds.x_train[idx], y_train=ds.y_train[idx])
+
+
 def _gather(x: torch.Tensor, y: torch.Tensor, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     i = torch.as_tensor(np.asarray(idx, dtype=np.int64), device=x.device)
     return x.index_select(0, i), y.index_select(0, i)
@@ -150,6 +160,8 @@ def build_context(
 ) -> Context:
     """Load (or take) the data set, partition it over ``n_devices``, move it to the device, build the model."""
     ds = dataset if dataset is not None else load_dataset(data_cfg.dataset, data_cfg.data_dir)
+    if data_cfg.train_pool_size is not None:
+        ds = subsample_train_pool(ds, data_cfg.train_pool_size, np.random.default_rng([seed, 0x9001]))
     device = compute_device(train_cfg.device)
     server_idx, splits = make_partition(ds, data_cfg, n_devices, np.random.default_rng([seed, 0x5EED]))
     x_train = torch.as_tensor(ds.x_train, device=device)
