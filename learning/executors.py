@@ -377,8 +377,9 @@ class VmapExecutor:
     def unsupported_reason(model: nn.Module) -> str | None:
         """Why ``model`` cannot be trained vectorised with results equal to the loop; ``None`` if it can.
 
-        - Buffers (BatchNorm): batch statistics would include the padding rows
-          of shorter clients, and running statistics are updated in place.
+        - Buffers (BatchNorm): in train mode the batch statistics would include
+          the padding rows of shorter clients (and the forward of clients whose
+          steps are over), so results would differ from the loop.
         - Dropout: under vmap the masks come from one batched random stream,
           not from each client's own seed, so results would differ from the
           sequential executor (and from run to run of different client sets).
