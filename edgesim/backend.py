@@ -71,7 +71,8 @@ class RoundOutcome:
     """What happened on the clock in one round.
 
     ``arrived``: devices whose upload completed, in completion order.
-    ``dropped``: uploading devices whose upload did not complete by the deadline.
+    ``dropped``: devices not done by the deadline (``"deadline"`` rounds) —
+    still downloading, computing or uploading; whatever they sent is wasted.
     ``compute_end_s``/``upload_end_s``: absolute simulated times per device.
     """
 

@@ -16,6 +16,7 @@ the plan stays conservative.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Sequence
 
 from .budget import (
     FeasibilityConstants,
@@ -28,6 +29,35 @@ from .channel import ChannelModel
 from .compute import compute_time_s, training_cycles
 from .config import BudgetConfig, SystemConfig, WorkloadConfig
 from .radio import shannon_rate_bps, upload_time_s
+
+
+def slowest_device_constants(
+    round_budget_s: float,
+    training_cycles: Sequence[float],
+    sr_cycles: Sequence[float],
+    pseudo_label_cycles_per_model: Sequence[float],
+    cpu_freq_hz: Sequence[float],
+    model_bits: float,
+    uplink_rate_bps: Sequence[float],
+) -> FeasibilityConstants:
+    """C1, C2, C3 of Ineq. (26) for the slowest device, from per-device sequences (one entry per device).
+
+    Each device's constants come from :func:`edgesim.budget.feasibility_constants`;
+    the plan takes the smallest C1 (the largest training + SR time), the
+    largest C2 (per-model pseudo-labelling time) and the largest C3 (the
+    slowest full-band uplink). Identical devices give their common constants.
+    """
+    per = [training_cycles, sr_cycles, pseudo_label_cycles_per_model, cpu_freq_hz, uplink_rate_bps]
+    n = len(cpu_freq_hz)
+    if n == 0 or any(len(v) != n for v in per):
+        raise ValueError(f"per-device sequences must be non-empty and of equal length (got {[len(v) for v in per]})")
+    consts = [
+        feasibility_constants(round_budget_s, t, s, p, f, model_bits, r)
+        for t, s, p, f, r in zip(*per)
+    ]
+    return FeasibilityConstants(
+        min(c.c1_s for c in consts), max(c.c2_s for c in consts), max(c.c3_s for c in consts)
+    )
 
 
 @dataclass(frozen=True)
@@ -95,16 +125,16 @@ def make_plan(
                 upload_s=upload_time_s(model_bits, rate),
             )
         )
-    slowest_cpu = min(system.cpu_freqs_hz)
     slowest_rate = min(d.uplink_rate_bps for d in devices)
-    consts = feasibility_constants(
+    n = len(devices)
+    consts = slowest_device_constants(
         budget.round_budget_s,
-        train_cycles,
-        workload.sr_cycles,
-        workload.pseudo_label_cycles_per_model,
-        slowest_cpu,
+        [train_cycles] * n,
+        [workload.sr_cycles] * n,
+        [workload.pseudo_label_cycles_per_model] * n,
+        [d.cpu_freq_hz for d in devices],
         model_bits,
-        slowest_rate,
+        [d.uplink_rate_bps for d in devices],
     )
     heterogeneous = len({d.cpu_freq_hz for d in devices}) > 1 or len({d.uplink_rate_bps for d in devices}) > 1
     return Plan(
