@@ -2,15 +2,16 @@
 
 Figures are sized for a paper column (3.4 in wide), with units on every axis and
 a legend that names the algorithms. Several runs of the same algorithm (seeds)
-are drawn as their mean with a min–max band, on a common time grid.
+are drawn as their mean with a min–max band, on a common grid of the x axis.
 """
 
 from __future__ import annotations
 
 import csv
+import warnings
 from collections import defaultdict
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 import matplotlib
 
@@ -19,11 +20,36 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.4
+PAGE_WIDTH_IN = 7.0
 X_AXES = {
     "time_s": ("Simulated time (s)", 1.0),
     "cum_bits_up": ("Cumulative uplink (Mbit)", 1e-6),
     "cum_energy_j": ("Cumulative device energy (J)", 1.0),
 }
+# How the papers write the names; anything else is shown as registered.
+DISPLAY_NAMES = {
+    "fedavg": "FedAvg", "fedprox": "FedProx", "fedbn": "FedBN", "local": "Local", "dofed_spp": "DoFed-SPP",
+    "dofedspp": "DoFed-SPP", "dofed-spp": "DoFed-SPP", "fedfomo": "FedFomo", "fedbe": "FedBE",
+}
+ALGORITHM_ORDER = ("dofed_spp", "dofedspp", "dofed-spp", "fedavg", "fedprox", "fedbn", "fedfomo", "fedbe", "local")
+
+
+def display_name(algorithm: str) -> str:
+    return DISPLAY_NAMES.get(algorithm, algorithm)
+
+
+def algorithm_colors(algorithms: Iterable[str]) -> dict[str, str]:
+    """One colour per algorithm, the same in every figure of a set (papers' order first, then by name)."""
+    known = {a: i for i, a in enumerate(ALGORITHM_ORDER)}
+    ordered = sorted(set(algorithms), key=lambda a: (known.get(a, len(known)), a))
+    return {a: f"C{i % 10}" for i, a in enumerate(ordered)}
+
+
+def style_axes(ax, xlabel: str, ylabel: str) -> None:
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3, lw=0.5)
 
 
 def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
@@ -37,49 +63,105 @@ def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
             for k, v in row.items():
                 if k == "algorithm":
                     continue
-                cols[row["algorithm"]][k].append(float(v) if v not in ("", None) else np.nan)
+                try:
+                    cols[row["algorithm"]][k].append(float(v) if v not in ("", None) else np.nan)
+                except ValueError:  # a text column
+                    cols[row["algorithm"]][k].append(np.nan)
     return {alg: {k: np.asarray(v, dtype=float) for k, v in c.items()} for alg, c in cols.items()}
 
 
-def _with_origin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    keep = ~np.isnan(y)
-    return x[keep], y[keep]
-
-
-def plot_accuracy(
-    run_dirs: Iterable[Path], out_png: Path, x: str = "time_s", metric: str = "accuracy", title: str | None = None
-) -> Path:
-    """Accuracy (``metric``) against ``x`` per algorithm; runs of one algorithm form a mean and a band."""
+def collect(run_dirs: Iterable[Path], x: str, metric: str = "accuracy") -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """{algorithm: [(x, metric) of each run]} with the x axis scaled to its display unit and NaN rows dropped."""
     if x not in X_AXES:
         raise ValueError(f"x(={x!r}) must be one of {sorted(X_AXES)}")
-    xlabel, scale = X_AXES[x]
+    scale = X_AXES[x][1]
     series: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     for run_dir in run_dirs:
         for alg, cols in read_rounds(run_dir).items():
             if metric in cols and x in cols:
-                series[alg].append(_with_origin(cols[x] * scale, cols[metric]))
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.6), dpi=200)
-    for i, (alg, runs) in enumerate(sorted(series.items())):
-        color = f"C{i}"
-        if len(runs) == 1:
-            xs, ys = runs[0]
-            ax.plot(xs, ys, color=color, lw=1.2, label=alg)
+                keep = ~np.isnan(cols[metric])
+                series[alg].append((cols[x][keep] * scale, cols[metric][keep]))
+    return dict(series)
+
+
+def mean_band(runs: list[tuple[np.ndarray, np.ndarray]], n: int = 200) -> tuple[np.ndarray, ...]:
+    """(grid, mean, min, max) of several curves on a common grid up to the shortest curve's end."""
+    end = min(xs.max() for xs, _ in runs)
+    grid = np.linspace(min(xs.min() for xs, _ in runs), end, n)
+    stack = np.array([np.interp(grid, xs, ys, left=np.nan) for xs, ys in runs])
+    with warnings.catch_warnings():  # columns where every run is still NaN (before its first round) stay NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return grid, np.nanmean(stack, 0), np.nanmin(stack, 0), np.nanmax(stack, 0)
+
+
+def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = True, lw: float = 1.2) -> list[str]:
+    """Mean line and min–max band per algorithm on ``ax``; returns the algorithms left out (flat x, e.g. no uplink)."""
+    k = 100.0 if percent else 1.0
+    skipped = []
+    for alg in sorted(series, key=lambda a: list(colors).index(a) if a in colors else len(colors)):
+        runs = [(xs, ys) for xs, ys in series[alg] if len(xs)]
+        if not runs:
             continue
-        grid = np.linspace(0, min(r[0].max() for r in runs if len(r[0])), 200)
-        stack = np.array([np.interp(grid, xs, ys, left=np.nan) for xs, ys in runs])
-        ax.plot(grid, np.nanmean(stack, 0), color=color, lw=1.2, label=f"{alg} (n={len(runs)})")
-        ax.fill_between(grid, np.nanmin(stack, 0), np.nanmax(stack, 0), color=color, alpha=0.2, lw=0)
-    ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel("Mean test accuracy" if metric == "accuracy" else metric.replace("_", " "), fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.3, lw=0.5)
-    ax.set_ylim(0, 1)
+        if max(xs.max() for xs, _ in runs) <= 0:  # never moves along x (Local never uploads)
+            skipped.append(alg)
+            continue
+        label = display_name(alg) + (f" ({len(runs)} runs)" if len(runs) > 1 else "")
+        if len(runs) == 1:
+            ax.plot(runs[0][0], runs[0][1] * k, color=colors[alg], lw=lw, label=label)
+            continue
+        grid, mean, lo, hi = mean_band(runs)
+        ax.plot(grid, mean * k, color=colors[alg], lw=lw, label=label)
+        ax.fill_between(grid, lo * k, hi * k, color=colors[alg], alpha=0.2, lw=0)
+    return skipped
+
+
+def accuracy_label(metric: str = "accuracy") -> str:
+    if metric == "accuracy":
+        return "Test accuracy (%)"
+    return metric.replace("_", " ") + (" (%)" if "accuracy" in metric else "")
+
+
+def plot_accuracy(
+    run_dirs: Iterable[Path], out_png: Path, x: str = "time_s", metric: str = "accuracy", title: Optional[str] = None
+) -> Path:
+    """Accuracy (``metric``) against ``x`` per algorithm; runs of one algorithm form a mean and a min–max band.
+
+    Accuracy is the mean over devices of each device's test accuracy, in percent.
+    An algorithm that never moves along ``x`` (Local never uploads) is named in
+    a note instead of drawn as a vertical line at zero.
+    """
+    series = collect(list(run_dirs), x, metric)
+    colors = algorithm_colors(series)
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.5), dpi=200)
+    skipped = draw_accuracy(ax, series, colors, percent="accuracy" in metric)
+    style_axes(ax, X_AXES[x][0], accuracy_label(metric))
+    if "accuracy" in metric:
+        ax.set_ylim(0, 100)
     ax.set_xlim(left=0)
     if title:
         ax.set_title(title, fontsize=8)
-    ax.legend(fontsize=6.5, frameon=False)
+    if skipped:
+        ax.text(0.98, 0.03, "not shown (no uplink): " + ", ".join(display_name(a) for a in skipped),
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=6, color="0.35")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=6.5, frameon=False, loc="lower right" if not skipped else "center right")
     fig.tight_layout()
     out_png = Path(out_png)
     fig.savefig(out_png)
     plt.close(fig)
     return out_png
+
+
+RUN_FIGURES = {
+    "accuracy_vs_time.png": "time_s",
+    "accuracy_vs_uplink_bits.png": "cum_bits_up",
+    "accuracy_vs_energy.png": "cum_energy_j",
+}
+
+
+def plot_runs(run_dirs: Iterable[Path], out_dir: Path, title: Optional[str] = None) -> list[Path]:
+    """The three accuracy figures of one or several runs (seeds: mean and band) into ``out_dir``."""
+    run_dirs = list(run_dirs)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [plot_accuracy(run_dirs, out_dir / name, x=x, title=title) for name, x in RUN_FIGURES.items()]

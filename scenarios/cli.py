@@ -102,10 +102,15 @@ def run(
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: runs/<scenario name>)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Directory of the data set files (data.data_dir)."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Go on from the last checkpoint of a killed run in <out>.incomplete/ (run.checkpoint_every)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, PNG)."""
-    from scenarios.run import run_scenario
+    from learning.algorithms.common import DivergenceError
+    from scenarios.run import is_finished, run_scenario
+    from scenarios.runfolder import RunFolder
     from scenarios.schema import load_scenario
 
     overrides = list(set_ or [])
@@ -118,15 +123,19 @@ def run(
     except ConfigError as e:
         _fail(str(e))
     out = out or Path("runs") / sc.name
+    if resume and is_finished(out):
+        typer.echo(f"{out} has already finished; nothing to resume", err=True)
     run_cfg = sc.learning["run"]
     total = len(run_cfg.algorithms) * (run_cfg.rounds or sc.budget.rounds)
     from scenarios.progress import Progress
 
-    with Progress(total, enabled=not quiet) as progress:
-        try:
-            folder = run_scenario(sc, out, on_round=progress.update)
-        except ConfigError as e:
-            _fail(str(e))
+    try:
+        with Progress(total, enabled=not quiet) as progress:
+            folder = run_scenario(sc, out, on_round=progress.update, resume=resume)
+    except ConfigError as e:
+        _fail(str(e))
+    except DivergenceError as e:
+        _fail(f"{e} (run folder left incomplete: {RunFolder(out).work})", code=1)
     typer.echo(f"run folder: {folder}")
     summary = json.loads((folder / "summary.json").read_text())
     for name, a in summary["algorithms"].items():
@@ -139,6 +148,85 @@ def run(
             f"  {name:<10} accuracy {a['last_accuracy']:.3f} after {a['simulated_time_s']:.1f} s simulated; {final}; "
             f"uplink {a['total_bits_up'] / 1e6:.1f} Mbit; energy {a['total_energy_j']:.3g} J"
         )
+
+
+@app.command()
+def sweep(
+    scenario: Optional[Path] = SCENARIO_ARG,
+    grid: Optional[List[str]] = typer.Option(
+        None, "--grid", help="KEY=V1,V2,... : a scenario key and its values (TOML), e.g. system.bandwidth_hz=5e5,1e6,2e6 "
+        "(repeatable; runs the cartesian product)."
+    ),
+    seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per grid point: the scenario's seed, +1, ... (default 1)."),
+    set_: Optional[List[str]] = SET_OPT,
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (default: CPU cores / --threads)."),
+    executor: str = typer.Option("local", "--executor", help="local (process pool) or ray."),
+    ray_address: Optional[str] = typer.Option(
+        None, "--ray-address", help="Join this Ray cluster (e.g. 127.0.0.1:6379 from `ray start --head`); "
+        "default with --executor ray: start a local Ray."
+    ),
+    threads: int = typer.Option(
+        1, "--threads", help="Torch threads per run. Results depend on it, never on --jobs or --executor."
+    ),
+    out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default: sweeps/<scenario name>)."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Do not draw the sweep's figures."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+) -> None:
+    """Run a scenario over a parameter grid and seeds: one run folder each, plus sweep.csv and figures.
+
+    Started again with the same arguments, a killed sweep skips its finished runs
+    and resumes the others from their checkpoints.
+    """
+    from scenarios.sweep import default_out, make_spec, run_sweep
+
+    try:
+        spec = make_spec(scenario, grid or [], seeds, set_ or [])
+        out = out or default_out(spec)
+        result = run_sweep(spec, out, jobs=jobs, executor=executor, ray_address=ray_address, threads=threads,
+                           progress=not quiet, plots=not no_plots)
+    except ConfigError as e:
+        _fail(str(e))
+    n_ok = len(result.runs) - len(result.failed)
+    typer.echo(f"sweep folder: {result.out} ({n_ok} of {len(result.runs)} runs finished; {result.jobs} at a time "
+               f"on {executor}, {threads} torch thread(s) each)")
+    typer.echo(f"  {result.out / 'sweep.csv'}")
+    for name, status in result.failed.items():
+        typer.echo(f"  {name}: {status}", err=True)
+    if result.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def plot(
+    folders: List[Path] = typer.Argument(..., help="Run folders (their seeds are drawn as mean and band) or sweep folders."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the PNGs (default: the folder itself)."),
+    threshold: Optional[str] = typer.Option(None, "--threshold", help="Accuracy threshold of the sweep's time-to-accuracy figure (e.g. 0.8)."),
+) -> None:
+    """Draw the figures of run folders or sweep folders (PNG, sized for a paper column)."""
+    from plots.curves import plot_runs
+    from plots.sweep import plot_sweep
+
+    sweeps, runs, written = [], [], []
+    for f in folders:
+        if (f / "sweep.json").exists() and (f / "sweep.csv").exists():
+            sweeps.append(f)
+        elif (f / "rounds.csv").exists():
+            runs.append(f)
+        else:
+            _fail(f"{f}: neither a run folder (rounds.csv) nor a sweep folder (sweep.json, sweep.csv)")
+    for f in sweeps:
+        # several sources into one --out: each sweep in its own sub-folder
+        where = out if out is None or len(sweeps) + bool(runs) == 1 else out / f.resolve().name
+        try:
+            written += plot_sweep(f, where, threshold)
+        except ValueError as e:
+            _fail(f"{f}: {e}")
+    if runs:
+        if out is None and len(runs) > 1:
+            _fail("several run folders: give --out DIR for their common figures")
+        written += plot_runs(runs, out or runs[0], title=None)
+    for p in written:
+        typer.echo(str(p))
 
 
 def main() -> None:  # pragma: no cover - console entry point

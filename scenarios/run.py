@@ -5,14 +5,18 @@ over the same channel realisation (same seed) and the same data partition,
 so their curves are comparable point for point. Rounds stop at ``run.rounds``
 (default: the budget's G), at ``run.max_time_s`` of simulated time, or — with
 ``run.stop_on_plateau`` — when the paper's final-accuracy rule is met.
+
+With ``run.checkpoint_every = N`` each algorithm saves its engine and learning
+state every N rounds (:mod:`scenarios.checkpoint`); ``resume=True`` goes on
+from the last checkpoint of a killed run and writes the same bytes as a run
+that was never stopped.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import platform
-import sys
+import shutil
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -24,7 +28,9 @@ from learning.algorithms import REGISTRY
 from learning.context import build_context
 from learning.data.datasets import DatasetError
 from learning.metrics import final_accuracy, time_to_accuracy
-from scenarios.runfolder import RunFolder
+from scenarios import checkpoint
+from scenarios.checkpoint import AlgorithmRun
+from scenarios.runfolder import MARKER, RunFolder
 from scenarios.schema import Scenario
 
 ROUND_FIELDS = (
@@ -50,6 +56,7 @@ def versions() -> dict:
         "torch": torch.__version__,
         "numpy": numpy.__version__,
         "simpy": simpy.__version__,
+        "torch_threads": torch.get_num_threads(),
     }
 
 
@@ -76,27 +83,70 @@ def resolved_config(sc: Scenario) -> dict:
     return _drop_none(out)
 
 
-def run_algorithm(sc: Scenario, ctx, name: str, on_round: Optional[Callable] = None) -> Simulation:
-    """Run one algorithm on its own clock; returns the finished simulation (records and events)."""
+def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
+    """Whether the algorithm stops before another round (rounds, simulated time, plateau)."""
     run_cfg = sc.learning["run"]
+    if sim.round_index >= (run_cfg.rounds or sc.budget.rounds):
+        return True
+    if run_cfg.max_time_s is not None and sim.now_s >= run_cfg.max_time_s:
+        return True
+    return bool(accs) and run_cfg.stop_on_plateau and final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience)[2]
+
+
+def run_algorithm(
+    sc: Scenario,
+    ctx,
+    name: str,
+    on_round: Optional[Callable] = None,
+    *,
+    checkpoint_dir: Optional[Path] = None,
+    fingerprint: str = "",
+    resume: bool = False,
+) -> AlgorithmRun:
+    """Run one algorithm on its own clock; returns its records, events and final clock.
+
+    With ``checkpoint_dir`` and ``run.checkpoint_every > 0`` the state is saved
+    every that many rounds and when the algorithm finishes; ``resume`` starts
+    from the checkpoint found there (a finished algorithm is not run again).
+    """
+    every = sc.learning["run"].checkpoint_every if checkpoint_dir is not None else 0
+    saved = checkpoint.load(checkpoint_dir, name, fingerprint) if (resume and checkpoint_dir is not None) else None
+    out = AlgorithmRun(name)
+    if saved is not None:
+        out.records, out.events, out.now_s = saved["records"], saved["events"], float(saved["now_s"])
+        if on_round is not None:
+            for rec in out.records:
+                on_round(name, rec)
+        if saved["done"]:
+            return out
     cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
     backend = REGISTRY[name].build(ctx, cfg)
+    if every:
+        checkpoint.check_resumable(backend, name)
     sim = Simulation(sc.system, sc.budget, backend, seed=sc.seed)
-    n_rounds = run_cfg.rounds or sc.budget.rounds
-    accs: list[float] = []
-    for _ in range(n_rounds):
-        if run_cfg.max_time_s is not None and sim.now_s >= run_cfg.max_time_s:
-            break
+    if saved is not None:
+        sim.load_state_dict(saved["engine"])
+        backend.load_state_dict(saved["backend"])
+    accs = [r.metrics.get("accuracy", float("nan")) for r in out.records]
+    n_events = len(out.events)
+    while not _finished(sc, sim, accs):
         rec = sim.run_round()
+        out.records.append(rec)
         accs.append(rec.metrics.get("accuracy", float("nan")))
         if on_round is not None:
             on_round(name, rec)
-        if run_cfg.stop_on_plateau and final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience)[2]:
-            break
-    return sim
+        if every:
+            done = _finished(sc, sim, accs)
+            if done or sim.round_index % every == 0:
+                events = out.events[:n_events] + sim.events
+                checkpoint.save(checkpoint_dir, name, fingerprint=fingerprint, sim=sim, backend=backend,
+                                records=out.records, events=events, done=done)
+    out.events = out.events[:n_events] + sim.events
+    out.now_s = sim.now_s
+    return out
 
 
-def summarize(sc: Scenario, sims: dict, model_bits: int) -> dict:
+def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int) -> dict:
     run_cfg = sc.learning["run"]
     algs = {}
     for name, sim in sims.items():
@@ -130,7 +180,7 @@ def summarize(sc: Scenario, sims: dict, model_bits: int) -> dict:
     }
 
 
-def _round_rows(name: str, sim: Simulation, metric_keys: list[str], info_keys: list[str]):
+def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys: list[str]):
     for r in sim.records:
         yield [
             name, r.round_index, r.start_time_s, r.end_time_s, r.duration_s, len(r.devices), len(r.arrived),
@@ -140,7 +190,7 @@ def _round_rows(name: str, sim: Simulation, metric_keys: list[str], info_keys: l
         ]
 
 
-def write_results(folder: RunFolder, sc: Scenario, sims: dict, model_bits: int) -> None:
+def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int) -> None:
     from plots.curves import plot_accuracy
 
     metric_keys = sorted({k for s in sims.values() for r in s.records for k in r.metrics})
@@ -172,16 +222,43 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict, model_bits: int) 
     plot_accuracy([folder.work], folder.path("accuracy_vs_energy.png"), x="cum_energy_j", title=sc.name)
 
 
-def run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable] = None) -> Path:
+def _fail_if_other_config(config_toml: Path, expected: str) -> None:
+    found = checkpoint.config_fingerprint(config_toml)
+    if found is not None and found != expected:
+        raise ConfigError(
+            f"{config_toml.parent}: holds a run of a different scenario or overrides (its config.toml differs); "
+            f"choose another --out, or run without --resume to replace it"
+        )
+
+
+def is_finished(out: Path) -> bool:
+    """A finished run folder: ``summary.json`` present, no ``INCOMPLETE`` marker."""
+    out = Path(out)
+    return (out / "summary.json").is_file() and not (out / MARKER).exists()
+
+
+def run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable] = None, *, resume: bool = False) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
     Bad data or configuration raise :class:`ConfigError` before anything is written.
+    ``resume``: a finished ``out`` of the same scenario is returned as it is; an
+    unfinished ``out.incomplete`` goes on from its checkpoints (from scratch
+    where it has none). A folder of a different scenario is an error.
     """
     data_cfg = sc.learning["data"]
     for name in sc.learning["run"].algorithms:
         if name not in REGISTRY:
             raise ConfigError(f"{sc.path}: [run] algorithms: unknown algorithm {name!r}; expected one of: "
                               f"{', '.join(sorted(REGISTRY))}")
+    config = resolved_config(sc)
+    fp = checkpoint.fingerprint(config)
+    folder = RunFolder(out)
+    if resume:
+        if is_finished(folder.final):
+            _fail_if_other_config(folder.final / "config.toml", fp)
+            return folder.final
+        if folder.work.exists():
+            _fail_if_other_config(folder.work / "config.toml", fp)
     try:
         ctx = build_context(
             sc.seed, data_cfg, sc.learning["train"], sc.learning["run"], sc.workload, sc.system.n_devices
@@ -190,13 +267,26 @@ def run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable] = None) -
         raise ConfigError(f"{sc.path}: [data] {e}") from None
     except ValueError as e:
         raise ConfigError(f"{sc.path}: [data] partition {data_cfg.partition!r}: {e}") from None
-    folder = RunFolder(out)
-    folder.start()
+    resuming = resume and (folder.work / "config.toml").exists()
+    folder.start(resume=resuming)
+    if resuming:
+        folder.mark(f"resumed {_now()} from the checkpoints in {checkpoint.CHECKPOINT_DIR}/")
     try:
-        folder.write_text("config.toml", tomli_w.dumps(resolved_config(sc)))
-        sims = {name: run_algorithm(sc, ctx, name, on_round) for name in sc.learning["run"].algorithms}
+        if not resuming:
+            folder.write_text("config.toml", tomli_w.dumps(config))
+        sims = {
+            name: run_algorithm(sc, ctx, name, on_round, checkpoint_dir=folder.work, fingerprint=fp, resume=resuming)
+            for name in sc.learning["run"].algorithms
+        }
         write_results(folder, sc, sims, ctx.model_bits)
+        shutil.rmtree(folder.path(checkpoint.CHECKPOINT_DIR), ignore_errors=True)  # only an unfinished run needs them
     except BaseException as e:
         folder.mark(f"failed: {type(e).__name__}: {e}")
         raise
     return folder.finish()
+
+
+def _now() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

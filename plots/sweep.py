@@ -1,0 +1,296 @@
+"""Figures of a sweep folder (``sweep.json``, ``sweep.csv`` and its run folders).
+
+- ``accuracy_vs_time.png``, ``accuracy_vs_uplink_bits.png``,
+  ``accuracy_vs_energy.png``: one panel per grid point (rows: transmit
+  power, columns: bandwidth, when both are swept), each algorithm's mean over
+  seeds with its min–max band;
+- ``tta_vs_bandwidth.png``: time to an accuracy threshold against the
+  bandwidth, one line style per transmit power, one colour per algorithm;
+- ``final_accuracy_heatmap.png``: final accuracy over (bandwidth, power),
+  one panel per algorithm.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from plots.curves import (  # noqa: E402
+    COLUMN_WIDTH_IN,
+    PAGE_WIDTH_IN,
+    RUN_FIGURES,
+    X_AXES,
+    accuracy_label,
+    algorithm_colors,
+    collect,
+    display_name,
+    draw_accuracy,
+    style_axes,
+)
+
+BANDWIDTH_KEY = "system.bandwidth_hz"
+POWER_KEY = "system.tx_power_dbm"
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v")
+
+
+def value_label(key: str, value) -> str:
+    """A grid value as a reader wants it: ``1 MHz``, ``23 dBm``, ``seed 0``, else ``key=value``."""
+    if key == BANDWIDTH_KEY:
+        return f"{value / 1e6:g} MHz" if value >= 1e6 else f"{value / 1e3:g} kHz"
+    if key.endswith("_dbm"):
+        return f"{value:g} dBm"
+    if key.endswith("_hz"):
+        return f"{value / 1e9:g} GHz" if value >= 1e9 else f"{value / 1e6:g} MHz"
+    if key.endswith("_s"):
+        return f"{value:g} s"
+    return f"{key.split('.')[-1]}={value}"
+
+
+class Sweep:
+    """A finished (or partly finished) sweep folder, read back."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        spec_path, csv_path = self.folder / "sweep.json", self.folder / "sweep.csv"
+        if not spec_path.exists() or not csv_path.exists():
+            raise FileNotFoundError(f"{self.folder}: no sweep.json/sweep.csv — is it a sweep folder?")
+        self.spec = json.loads(spec_path.read_text())
+        self.keys = [a["key"] for a in self.spec["grid"] if a["key"] != "seed"]
+        self.values = {a["key"]: a["values"] for a in self.spec["grid"]}
+        with open(csv_path, newline="") as f:
+            self.rows = [r for r in csv.DictReader(f)]
+        self.ok = [r for r in self.rows if r["status"] == "ok"]
+        self.algorithms = sorted({c.split("_final_accuracy")[0] for c in (self.rows[0] if self.rows else {})
+                                  if c.endswith("_final_accuracy")})
+        # as summary.json wrote them ("0.8"), lowest first
+        self.thresholds = sorted({c.split("_time_to_")[1][:-2] for c in (self.rows[0] if self.rows else {})
+                                  if "_time_to_" in c}, key=float)
+
+    def point(self, row: dict) -> tuple:
+        """The grid point (values of the non-seed keys) of a row."""
+        return tuple(_parse(row[k]) for k in self.keys)
+
+    def points(self) -> list[tuple]:
+        """Grid points in the grid's own order."""
+        import itertools
+
+        return list(itertools.product(*[self.values[k] for k in self.keys]))
+
+    def run_dirs(self, point: tuple) -> list[Path]:
+        return [self.folder / r["run"] for r in self.ok if self.point(r) == tuple(point)]
+
+    def metric(self, point: tuple, column: str) -> list[Optional[float]]:
+        """The column's value for every finished seed of a grid point (``None`` where empty)."""
+        return [float(r[column]) if r.get(column) not in ("", None) else None
+                for r in self.ok if self.point(r) == tuple(point)]
+
+
+def _parse(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _panel_grid(sweep: Sweep) -> tuple[list[list[Optional[tuple]]], str, str]:
+    """Grid points laid out as rows × columns (power × bandwidth when both are swept)."""
+    points = sweep.points()
+    if BANDWIDTH_KEY in sweep.keys and POWER_KEY in sweep.keys and len(sweep.keys) == 2:
+        bi, pi = sweep.keys.index(BANDWIDTH_KEY), sweep.keys.index(POWER_KEY)
+        powers = sorted(sweep.values[POWER_KEY], reverse=True)
+        bws = sorted(sweep.values[BANDWIDTH_KEY])
+        layout = [[next(p for p in points if p[pi] == pw and p[bi] == bw) for bw in bws] for pw in powers]
+        return layout, "row", "col"
+    ncols = min(3, len(points))
+    layout = [points[i : i + ncols] for i in range(0, len(points), ncols)]
+    layout[-1] = layout[-1] + [None] * (ncols - len(layout[-1]))
+    return layout, "", ""
+
+
+def _point_title(sweep: Sweep, point: tuple) -> str:
+    return ", ".join(value_label(k, v) for k, v in zip(sweep.keys, point)) or "all runs"
+
+
+def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s") -> Path:
+    """One panel per grid point; each algorithm's mean over seeds with a min–max band."""
+    layout, _, _ = _panel_grid(sweep)
+    nrows, ncols = len(layout), len(layout[0])
+    colors = algorithm_colors(sweep.algorithms)
+    width = COLUMN_WIDTH_IN if ncols == 1 else PAGE_WIDTH_IN
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 0.4 + 1.75 * nrows), dpi=200, sharex=True, sharey=True,
+                             squeeze=False)
+    skipped_all: set[str] = set()
+    n_seeds = 0
+    for r, row in enumerate(layout):
+        for c, point in enumerate(row):
+            ax = axes[r][c]
+            if point is None:
+                ax.axis("off")
+                continue
+            dirs = sweep.run_dirs(point)
+            n_seeds = max(n_seeds, len(dirs))
+            series = collect(dirs, x)
+            skipped_all |= set(draw_accuracy(ax, series, colors, lw=1.0))
+            ax.set_title(_point_title(sweep, point), fontsize=7.5, pad=3)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3, lw=0.5)
+            ax.set_ylim(0, 100)
+            if r == nrows - 1:
+                ax.set_xlabel(X_AXES[x][0], fontsize=8)
+            if c == 0:
+                ax.set_ylabel(accuracy_label(), fontsize=8)
+    axes[0][0].set_xlim(left=0)  # once all panels are drawn: the shared axis spans every panel's data
+    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a)) for a in colors if a not in skipped_all]
+    note = f"mean and min–max over {n_seeds} seeds" if n_seeds > 1 else ""
+    if skipped_all:
+        note += ("; " if note else "") + "not shown (no uplink): " + ", ".join(display_name(a) for a in sorted(skipped_all))
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False,
+               bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1 - 0.22 / (0.4 + 1.75 * nrows)))
+    if note:
+        fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=6.5, color="0.35")
+    fig.savefig(out_png)
+    plt.close(fig)
+    return Path(out_png)
+
+
+def choose_threshold(sweep: Sweep, algorithms: list[str]) -> Optional[str]:
+    """The highest accuracy threshold reached in at least 3/4 of the (run, algorithm) cells."""
+    for t in reversed(sweep.thresholds):
+        cells = [r.get(f"{a}_time_to_{t}_s", "") for r in sweep.ok for a in algorithms]
+        if cells and sum(c not in ("", None) for c in cells) >= 0.75 * len(cells):
+            return t
+    return sweep.thresholds[0] if sweep.thresholds else None
+
+
+def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] = None) -> Optional[Path]:
+    """Time to ``threshold`` accuracy (mean over seeds, min–max bars) against bandwidth; a line style per power.
+
+    ``threshold`` is one of the run's ``accuracy_thresholds`` (default: the highest
+    one reached in 3/4 of the cells). Needs bandwidth (and optionally power) as the only grid keys.
+    """
+    others = [k for k in sweep.keys if k not in (BANDWIDTH_KEY, POWER_KEY)]
+    if BANDWIDTH_KEY not in sweep.keys or others:
+        return None
+    algorithms = list(algorithm_colors(sweep.algorithms))
+    if threshold is not None and str(threshold) not in sweep.thresholds:
+        matches = [t for t in sweep.thresholds if float(t) == float(threshold)]
+        if not matches:
+            raise ValueError(f"threshold(={threshold}) must be one of the sweep's thresholds {sweep.thresholds}")
+        threshold = matches[0]
+    threshold = threshold if threshold is not None else choose_threshold(sweep, algorithms)
+    if threshold is None:
+        return None
+    col = f"_time_to_{threshold}_s"
+    colors = algorithm_colors(algorithms)
+    powers = sorted(sweep.values.get(POWER_KEY, [None]))
+    bws = sorted(sweep.values[BANDWIDTH_KEY])
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.6), dpi=200)
+    missing = False
+    for a in algorithms:
+        for j, pw in enumerate(powers):
+            means, lo, hi = [], [], []
+            for bw in bws:
+                vals = []
+                for p in sweep.points():
+                    d = dict(zip(sweep.keys, p))
+                    if d[BANDWIDTH_KEY] == bw and (pw is None or d.get(POWER_KEY) == pw):
+                        vals += sweep.metric(p, a + col)
+                if vals and all(v is not None for v in vals):
+                    means.append(np.mean(vals)), lo.append(min(vals)), hi.append(max(vals))
+                else:
+                    missing = missing or bool(vals)
+                    means.append(np.nan), lo.append(np.nan), hi.append(np.nan)
+            means, lo, hi = map(np.asarray, (means, lo, hi))
+            xs = np.asarray(bws) / 1e6
+            ax.errorbar(xs, means, yerr=[means - lo, hi - means], color=colors[a], ls=LINESTYLES[j % 4],
+                        marker=MARKERS[j % 5], ms=3, lw=1.0, capsize=2, elinewidth=0.7)
+    ax.set_xscale("log")
+    ax.set_xticks(np.asarray(bws) / 1e6)
+    ax.set_xticklabels([f"{b / 1e6:g}" for b in bws])
+    ax.minorticks_off()
+    style_axes(ax, "Uplink bandwidth (MHz)", f"Time to {float(threshold) * 100:g} % accuracy (s)")
+    ax.set_ylim(bottom=0)
+    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a)) for a in algorithms]
+    if powers != [None]:
+        handles += [Line2D([], [], color="0.3", ls=LINESTYLES[j % 4], marker=MARKERS[j % 5], ms=3, lw=1.0,
+                           label=value_label(POWER_KEY, pw)) for j, pw in enumerate(powers)]
+    ax.legend(handles=handles, fontsize=6.5, frameon=False, ncol=2)
+    if missing:
+        ax.text(0.02, 0.02, "gaps: threshold not reached by every seed", transform=ax.transAxes, fontsize=6,
+                color="0.35")
+    fig.tight_layout()
+    fig.savefig(out_png)
+    plt.close(fig)
+    return Path(out_png)
+
+
+def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path) -> Optional[Path]:
+    """Final accuracy (mean over seeds, %) over (bandwidth, power), one panel per algorithm."""
+    if not (BANDWIDTH_KEY in sweep.keys and POWER_KEY in sweep.keys and len(sweep.keys) == 2):
+        return None
+    algorithms = list(algorithm_colors(sweep.algorithms))
+    bws, powers = sorted(sweep.values[BANDWIDTH_KEY]), sorted(sweep.values[POWER_KEY])
+    bi, pi = sweep.keys.index(BANDWIDTH_KEY), sweep.keys.index(POWER_KEY)
+    grids = {}
+    for a in algorithms:
+        g = np.full((len(powers), len(bws)), np.nan)
+        for p in sweep.points():
+            vals = [v for v in sweep.metric(p, f"{a}_final_accuracy") if v is not None]
+            if vals:
+                g[powers.index(p[pi]), bws.index(p[bi])] = 100 * np.mean(vals)
+        grids[a] = g
+    finite = np.concatenate([g[np.isfinite(g)] for g in grids.values()])
+    vmin, vmax = (math.floor(finite.min()), math.ceil(finite.max())) if finite.size else (0, 100)
+    n = len(algorithms)
+    width = COLUMN_WIDTH_IN if n <= 3 else PAGE_WIDTH_IN
+    fig, axes = plt.subplots(1, n, figsize=(width, 1.05 + 0.3 * len(powers)), dpi=200, squeeze=False, sharey=True,
+                             layout="constrained")
+    im = None
+    for ax, a in zip(axes[0], algorithms):
+        g = grids[a]
+        im = ax.imshow(g, origin="lower", cmap="viridis", vmin=vmin, vmax=vmax, aspect="auto")
+        for i in range(len(powers)):
+            for j in range(len(bws)):
+                if np.isfinite(g[i, j]):
+                    dark = (g[i, j] - vmin) / max(vmax - vmin, 1e-9) < 0.6
+                    ax.text(j, i, f"{g[i, j]:.0f}", ha="center", va="center", fontsize=6.5,
+                            color="white" if dark else "black")
+        ax.set_xticks(range(len(bws)), [f"{b / 1e6:g}" for b in bws])
+        ax.set_yticks(range(len(powers)), [f"{p:g}" for p in powers])
+        ax.set_title(display_name(a), fontsize=7.5, pad=3)
+        ax.tick_params(labelsize=6.5, length=2)
+    axes[0][0].set_ylabel("Transmit power (dBm)", fontsize=7.5)
+    fig.supxlabel("Uplink bandwidth (MHz)", fontsize=7.5)
+    cbar = fig.colorbar(im, ax=list(axes[0]), fraction=0.05, pad=0.02)
+    cbar.set_label("Final accuracy (%)", fontsize=7)
+    cbar.ax.tick_params(labelsize=6.5)
+    fig.savefig(out_png, bbox_inches="tight")
+    plt.close(fig)
+    return Path(out_png)
+
+
+def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional[str] = None) -> list[Path]:
+    """Every figure of a sweep folder into ``out_dir`` (default: the sweep folder); returns their paths."""
+    sweep = Sweep(folder)
+    out_dir = Path(out_dir) if out_dir is not None else sweep.folder
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not sweep.ok:
+        return []
+    paths = [plot_sweep_curves(sweep, out_dir / name, x) for name, x in RUN_FIGURES.items()]
+    for p in (plot_tta_vs_bandwidth(sweep, out_dir / "tta_vs_bandwidth.png", threshold),
+              plot_final_accuracy_heatmap(sweep, out_dir / "final_accuracy_heatmap.png")):
+        if p is not None:
+            paths.append(p)
+    return paths

@@ -1,0 +1,492 @@
+"""``edgesim sweep``: one scenario over the cartesian product of a parameter grid and seeds.
+
+Every grid point × seed is one ordinary run folder under the sweep folder,
+named by its values (``system.bandwidth_hz=1e6,system.tx_power_dbm=20,seed=0``).
+``sweep.json`` records what was asked; ``sweep.csv`` has one row per run
+(grid values, seed, and per algorithm the final accuracy, time to each
+accuracy threshold, bits up/down and energy, read from its ``summary.json``).
+
+- Every combination's scenario is validated before anything runs.
+- A killed sweep, started again with the same arguments, skips finished runs
+  (``summary.json`` and no ``INCOMPLETE`` marker) and resumes unfinished ones
+  from their checkpoints (``run.checkpoint_every``).
+- Executors: ``local`` (a process pool, spawn context; ``--jobs 1`` runs in
+  this process) or ``ray`` (a local Ray, or a cluster given by its address);
+  runs are Ray tasks that declare their CPUs (and a GPU share on a GPU cluster).
+- Every run trains with the same number of torch threads (``threads``,
+  default 1), whatever the executor and the number of jobs: torch's CPU
+  reductions depend on the thread count, so this is what makes the results
+  independent of how the sweep was executed (and keeps OpenMP from
+  spin-waiting on a shared machine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from edgesim.config import ConfigError
+from scenarios.runfolder import RunFolder, atomic_write_bytes, csv_text
+from scenarios.schema import DEFAULT_SCENARIO, load_scenario, parse_override
+
+EXECUTORS = ("local", "ray")
+SWEEP_JSON = "sweep.json"
+SWEEP_CSV = "sweep.csv"
+MAX_NAME_CHARS = 200
+
+
+# --------------------------------------------------------------------------- the grid
+
+
+@dataclass(frozen=True)
+class GridAxis:
+    """One ``--grid KEY=V1,V2,…``: the key, the parsed values and their text as typed (for folder names)."""
+
+    key: str
+    values: tuple
+    texts: tuple[str, ...]
+
+
+def split_values(text: str) -> list[str]:
+    """``"1e6,2e6"`` → ``["1e6", "2e6"]``; commas inside ``[…]``, ``{…}`` or quotes do not split."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+def parse_grid(text: str) -> GridAxis:
+    """Parse one ``--grid KEY=V1,V2,…`` (each value as TOML, else a plain string, as ``--set``)."""
+    if "=" not in text:
+        raise ConfigError(f"--grid {text!r}: expected KEY=V1,V2,..., e.g. --grid system.bandwidth_hz=5e5,1e6,2e6")
+    key, values_text = (s.strip() for s in text.split("=", 1))
+    texts = split_values(values_text)
+    if any(t == "" for t in texts):
+        raise ConfigError(f"--grid {text!r}: an empty value; expected KEY=V1,V2,... with no empty item")
+    values = []
+    for t in texts:
+        path, value = parse_override(f"{key}={t}")
+        if value in values:
+            raise ConfigError(f"--grid {text!r}: value {t} appears twice")
+        values.append(value)
+    return GridAxis(".".join(path), tuple(values), tuple(texts))
+
+
+_QUOTES = re.compile("[\"']")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=,:\[\]-]")
+
+
+def _name_part(key: str, text: str) -> str:
+    """``key=text`` safe as a folder name: quotes dropped, other odd characters as ``_``."""
+    return key + "=" + _UNSAFE.sub("_", _QUOTES.sub("", text))
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One run of the sweep: its folder name, its ``--set`` overrides and its grid values."""
+
+    name: str
+    overrides: tuple[str, ...]
+    values: tuple[tuple[str, Any], ...]  # (key, value) in grid order, the seed last
+    seed: int
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What a sweep runs: the scenario, fixed overrides, the grid axes and the seeds."""
+
+    scenario: Optional[str]
+    overrides: tuple[str, ...]
+    axes: tuple[GridAxis, ...]
+    seeds: tuple[int, ...] = field(default=())
+
+    @property
+    def keys(self) -> list[str]:
+        return [a.key for a in self.axes]
+
+    def runs(self) -> list[SweepRun]:
+        """The cartesian product in grid order, seeds innermost; names are unique and deterministic."""
+        has_seed_axis = "seed" in self.keys
+        seeds = [None] if has_seed_axis else list(self.seeds)
+        out = []
+        for combo in itertools.product(*[list(zip(a.values, a.texts)) for a in self.axes], seeds):
+            points, seed = combo[:-1], combo[-1]
+            parts = [_name_part(a.key, text) for a, (_, text) in zip(self.axes, points)]
+            overrides = [f"{a.key}={text}" for a, (_, text) in zip(self.axes, points)]
+            values = [(a.key, v) for a, (v, _) in zip(self.axes, points)]
+            if not has_seed_axis:
+                parts.append(f"seed={seed}")
+                overrides.append(f"seed={seed}")
+                values.append(("seed", seed))
+            else:
+                seed = dict(values)["seed"]
+            name = ",".join(parts)
+            if len(name) > MAX_NAME_CHARS:
+                name = name[: MAX_NAME_CHARS - 11] + "~" + hashlib.sha1(name.encode()).hexdigest()[:10]
+            out.append(SweepRun(name, tuple(self.overrides) + tuple(overrides), tuple(values), int(seed)))
+        names = [r.name for r in out]
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise ConfigError(f"--grid: two runs would share the folder name {dup!r}; write the values differently")
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "scenario": self.scenario,
+            "overrides": list(self.overrides),
+            "grid": [{"key": a.key, "values": list(a.values), "texts": list(a.texts)} for a in self.axes],
+            "seeds": list(self.seeds),
+        }
+
+
+def make_spec(scenario: Optional[Path], grid: Sequence[str], seeds: Optional[int], overrides: Sequence[str]) -> SweepSpec:
+    """Parse the command line's grid and seeds (``seeds`` runs: the scenario's seed, +1, …)."""
+    axes = [parse_grid(g) for g in grid]
+    keys = [a.key for a in axes]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise ConfigError(f"--grid {dup}: the key is given twice; list all its values in one --grid")
+    if "seed" in keys and seeds is not None:
+        raise ConfigError("--seeds and --grid seed=... both set the seeds; give one of them")
+    if seeds is not None and seeds < 1:
+        raise ConfigError(f"--seeds {seeds}: expected an integer >= 1")
+    path = str(Path(scenario).resolve()) if scenario is not None else None
+    base = load_scenario(path, list(overrides), learning=False).seed if "seed" not in keys else 0
+    return SweepSpec(path, tuple(overrides), tuple(axes), tuple(base + i for i in range(seeds or 1)))
+
+
+def validate_runs(spec: SweepSpec, out: Path) -> list[SweepRun]:
+    """Load every combination's scenario (clear error naming the run); check finished runs match it."""
+    from learning.algorithms import REGISTRY
+    from scenarios import checkpoint
+    from scenarios.run import is_finished, resolved_config
+
+    runs = spec.runs()
+    for run in runs:
+        try:
+            sc = load_scenario(spec.scenario, list(run.overrides))
+        except ConfigError as e:
+            raise ConfigError(f"sweep run {run.name}: {e}") from None
+        unknown = [a for a in sc.learning["run"].algorithms if a not in REGISTRY]
+        if unknown:
+            raise ConfigError(f"sweep run {run.name}: [run] algorithms: unknown algorithm {unknown[0]!r}; "
+                              f"expected one of: {', '.join(sorted(REGISTRY))}")
+        # A finished run is skipped and an unfinished one resumed: both must be of this very scenario.
+        folder = Path(out) / run.name
+        for where in ([folder] if is_finished(folder) else []) + [RunFolder(folder).work]:
+            found = checkpoint.config_fingerprint(where / "config.toml")
+            if found is not None and found != checkpoint.fingerprint(resolved_config(sc)):
+                raise ConfigError(
+                    f"{where}: holds a run of a different configuration than this sweep's {run.name}; "
+                    f"use another --out (or remove that folder)"
+                )
+    return runs
+
+
+# --------------------------------------------------------------------------- running
+
+
+def set_threads(n: int) -> None:
+    """This process trains with ``n`` torch threads (and OpenMP/MKL are told so)."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(n)
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def run_one(task: dict) -> dict:
+    """Run (or resume, or skip if finished) one sweep run; never raises: failures come back as a status.
+
+    ``task``: ``scenario``, ``overrides``, ``out`` (absolute), ``name``, ``threads``, ``cwd`` (the
+    sweep's working directory, where relative paths given with ``--set`` are resolved).
+    """
+    t0 = time.monotonic()
+    try:
+        set_threads(task["threads"])
+        if task.get("cwd") and os.path.isdir(task["cwd"]) and os.getcwd() != task["cwd"]:
+            os.chdir(task["cwd"])  # a Ray worker starts elsewhere
+        from scenarios.run import run_scenario
+
+        sc = load_scenario(task["scenario"], list(task["overrides"]))
+        run_scenario(sc, Path(task["out"]), resume=True)
+        status = "ok"
+    except Exception as e:  # noqa: BLE001 - one run's failure must not end the sweep
+        status = f"failed: {type(e).__name__}: {e}"
+    return {"name": task["name"], "status": status, "seconds": time.monotonic() - t0}
+
+
+def _worker_init(threads: int) -> None:
+    set_threads(threads)
+
+
+def default_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dict], None]) -> None:
+    """A spawn-context process pool of ``jobs`` workers (``jobs == 1``: in this process)."""
+    if jobs == 1:
+        import torch
+
+        before = torch.get_num_threads(), {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+        try:
+            for task in tasks:
+                on_done(run_one(task))
+        finally:
+            torch.set_num_threads(before[0])
+            for var, value in before[1].items():
+                if value is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = value
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
+        futures = {pool.submit(run_one, t): t for t in tasks}
+        for fut in as_completed(futures):
+            try:
+                on_done(fut.result())
+            except Exception as e:  # a worker died (killed, out of memory)
+                on_done({"name": futures[fut]["name"], "status": f"failed: {type(e).__name__}: {e}", "seconds": 0.0})
+
+
+def _ray_auth_env() -> None:
+    """Joining a cluster by address: use the local auth token if there is one (Ray only does so for ``auto``)."""
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
+    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "--executor ray needs Ray: pip install -c constraints.txt -e '.[ray]' (or: pip install ray)"
+        ) from None
+    return ray
+
+
+def run_ray(
+    tasks: list[dict], jobs: Optional[int], threads: int, address: Optional[str], on_done: Callable[[dict], None]
+) -> int:
+    """Runs as Ray tasks (``num_cpus = threads``; a GPU share where the cluster has GPUs); returns the jobs used.
+
+    No ``address``: a local Ray of ``jobs × threads`` CPUs, stopped at the end.
+    With one: join that cluster (``ray start --head`` prints it) and leave it running.
+    """
+    import logging
+
+    ray = import_ray()
+    if address:
+        _ray_auth_env()
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    else:
+        jobs = jobs or max(1, default_cores() // threads)
+        ray.init(address="local", num_cpus=jobs * threads, include_dashboard=False, log_to_driver=False,
+                 logging_level=logging.WARNING)
+    try:
+        resources = ray.cluster_resources()
+        cpus = int(resources.get("CPU", 1))
+        jobs = jobs or max(1, cpus // threads)
+        gpus = float(resources.get("GPU", 0))
+        options: dict[str, Any] = {"num_cpus": threads, "max_retries": 0}
+        if gpus > 0:
+            options["num_gpus"] = math.floor(min(1.0, gpus / jobs) * 1e4) / 1e4
+        remote = ray.remote(run_one).options(**options)
+        pending, waiting = {}, list(tasks)
+        while waiting or pending:
+            while waiting and len(pending) < jobs:
+                task = waiting.pop(0)
+                pending[remote.remote(task)] = task
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                task = pending.pop(ref)
+                try:
+                    on_done(ray.get(ref))
+                except Exception as e:  # the worker died
+                    on_done({"name": task["name"], "status": f"failed: {type(e).__name__}: {e}", "seconds": 0.0})
+    finally:
+        ray.shutdown()
+    return jobs
+
+
+# --------------------------------------------------------------------------- results
+
+
+def _fmt_value(v) -> Any:
+    return json.dumps(v) if isinstance(v, (list, dict)) else v
+
+
+def sweep_rows(spec: SweepSpec, runs: list[SweepRun], out: Path, status: dict[str, str]) -> tuple[list, list]:
+    """(header, rows) of ``sweep.csv`` from the runs' ``summary.json``."""
+    summaries = {}
+    for run in runs:
+        p = Path(out) / run.name / "summary.json"
+        summaries[run.name] = json.loads(p.read_text()) if p.exists() and status.get(run.name) == "ok" else None
+    algorithms, thresholds = [], []
+    for s in summaries.values():
+        for alg, a in (s or {}).get("algorithms", {}).items():
+            if alg not in algorithms:
+                algorithms.append(alg)
+            for t in a["time_to_accuracy_s"]:
+                if t not in thresholds:
+                    thresholds.append(t)
+    thresholds.sort(key=float)
+    per_alg = ["final_accuracy", "last_accuracy", *[f"time_to_{t}_s" for t in thresholds], "bits_up", "bits_down",
+               "energy_j", "simulated_time_s", "rounds"]
+    keys = [k for k, _ in runs[0].values] if runs else []
+    header = ["run", *keys, "status", *[f"{alg}_{m}" for alg in algorithms for m in per_alg]]
+    rows = []
+    for run in runs:
+        s = summaries[run.name]
+        row = [run.name, *[_fmt_value(v) for _, v in run.values], status.get(run.name, "not run")]
+        for alg in algorithms:
+            a = (s or {}).get("algorithms", {}).get(alg)
+            if a is None:
+                row += [None] * len(per_alg)
+                continue
+            tta = a["time_to_accuracy_s"]
+            row += [a["final_accuracy"], a["last_accuracy"], *[tta.get(t) for t in thresholds], a["total_bits_up"],
+                    a["total_bits_down"], a["total_energy_j"], a["simulated_time_s"], a["rounds"]]
+        rows.append(row)
+    return header, rows
+
+
+class SweepProgress:
+    """``[#####.....] 5/12 runs (2 skipped, 0 failed) 1m05s elapsed, ~2m10s left  last: NAME ok (31 s)``."""
+
+    def __init__(self, total: int, enabled: bool = True, width: int = 24, stream=None):
+        self.total, self.enabled, self.width = max(total, 1), enabled, width
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = self.skipped = self.failed = 0
+        self.t0 = time.monotonic()
+
+    @staticmethod
+    def _clock(s: float) -> str:
+        s = int(round(s))
+        return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+    def update(self, result: dict, skipped: bool = False) -> None:
+        self.done += 1
+        self.skipped += skipped
+        self.failed += result["status"] != "ok"
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.t0
+        ran = self.done - self.skipped
+        left = self.total - self.done
+        eta = f", ~{self._clock(elapsed / ran * left)} left" if ran and left else ""
+        n = int(self.done / self.total * self.width)
+        what = "skipped (finished)" if skipped else f"{result['status']} ({result['seconds']:.0f} s)"
+        self.stream.write(
+            f"[{'#' * n}{'.' * (self.width - n)}] {self.done}/{self.total} runs ({self.skipped} skipped, "
+            f"{self.failed} failed) {self._clock(elapsed)} elapsed{eta}  {result['name']}: {what}\n"
+        )
+        self.stream.flush()
+
+
+@dataclass
+class SweepResult:
+    out: Path
+    runs: list[SweepRun]
+    status: dict[str, str]
+    jobs: int
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return {k: v for k, v in self.status.items() if v != "ok"}
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out: Path,
+    *,
+    jobs: Optional[int] = None,
+    executor: str = "local",
+    ray_address: Optional[str] = None,
+    threads: int = 1,
+    progress: bool = True,
+    plots: bool = True,
+    stream=None,
+) -> SweepResult:
+    """Validate every run, run those not finished, write ``sweep.csv`` (and the sweep's figures)."""
+    if executor not in EXECUTORS:
+        raise ConfigError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if ray_address and executor != "ray":
+        raise ConfigError("--ray-address needs --executor ray")
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: expected an integer >= 1")
+    if threads < 1:
+        raise ConfigError(f"--threads {threads}: expected an integer >= 1")
+    if executor == "ray":
+        import_ray()
+    out = Path(out).resolve()
+    runs = validate_runs(spec, out)
+    from scenarios.run import is_finished
+
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / SWEEP_JSON, (json.dumps({**spec.to_json(), "runs": [r.name for r in runs]}, indent=2) + "\n").encode())
+    bar = SweepProgress(len(runs), enabled=progress, stream=stream)
+    status: dict[str, str] = {}
+    tasks = []
+    for run in runs:
+        if is_finished(out / run.name):
+            status[run.name] = "ok"
+            bar.update({"name": run.name, "status": "ok", "seconds": 0.0}, skipped=True)
+        else:
+            tasks.append({"scenario": spec.scenario, "overrides": list(run.overrides), "out": str(out / run.name),
+                          "name": run.name, "threads": threads, "cwd": os.getcwd()})
+
+    def on_done(result: dict) -> None:
+        status[result["name"]] = result["status"]
+        bar.update(result)
+
+    if executor == "ray":
+        jobs = run_ray(tasks, jobs, threads, ray_address, on_done) if tasks else (jobs or 1)
+    else:
+        jobs = jobs or max(1, default_cores() // threads)
+        if tasks:
+            run_local(tasks, min(jobs, len(tasks)), threads, on_done)
+    header, rows = sweep_rows(spec, runs, out, status)
+    atomic_write_bytes(out / SWEEP_CSV, csv_text(header, rows).encode())
+    if plots and any(s == "ok" for s in status.values()):
+        from plots.sweep import plot_sweep
+
+        plot_sweep(out)
+    return SweepResult(out, runs, status, jobs)
+
+
+def default_out(spec: SweepSpec) -> Path:
+    path = Path(spec.scenario) if spec.scenario else DEFAULT_SCENARIO
+    return Path("sweeps") / load_scenario(path, list(spec.overrides), learning=False).name
