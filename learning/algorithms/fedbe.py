@@ -1,0 +1,235 @@
+"""FedBE (Chen & Chao, ICLR 2021), a DoFed-SPP baseline (ALGORITHMS.md §5.2).
+
+Each round K devices (sampled as in FedAvg) download the global model, train
+I local epochs on their labelled data and upload. The server then builds a
+Bayesian model ensemble and distils it into the next global model:
+
+1. ``w̄`` = FedAvg of the uploads that arrived (by sample count);
+2. SWAG-style samples around the previous global ``w_prev`` (hongyouc/FedBE
+   ``swag.py``, ``mode="gaussian"``), per state-dict entry k:
+   ``Δ_i = (w_i − w_prev)/‖w_i − w_prev‖₂``, ``μ = mean Δ_i``,
+   ``σ² = clamp(mean Δ_i² − μ², 1e-5)``, ``ν = mean ‖w_i − w_prev‖₂``,
+   ``w_s = w_prev + swag_stepsize·ν·(μ + var_scale·σ·ε)``, ε ~ N(0, I);
+   or (``mode="dirichlet"``) ``w_s = Σ_i π_i w_i``, π ~ Dir(α·1);
+3. teachers = [w̄] + ``n_samples`` samples + the client models; their mean
+   softmax on the server's unlabelled set, sharpened with temperature T
+   (``p^(1/T)`` renormalised), is the target;
+4. the student starts from w̄ and is trained on those soft targets
+   (cross-entropy with probability targets = KL up to a constant) for
+   ``distill_epochs`` epochs of SGD (lr 1e-3, momentum 0.9, wd 1e-5, batch
+   128, FedBE's values); it becomes the global model.
+
+Choices (docs/dofed_spp.md): the server's unlabelled set is
+``server_fraction`` (5%, ALGORITHMS.md §1.5) of the train split — the train
+pool plus every device's samples — drawn from the samples no device holds
+(``ctx.pool_x``), or ``server_samples`` of them; its labels are never used.
+FedBE averages the student's weights (SWA) from step 500 on; with the few
+distillation steps affordable here (``distill_epochs`` default 2) that
+point is never reached, so SWA is left out. The BS's distillation is
+computation at the base station, negligible in the paper's system model
+(§3.1), so it takes no simulated time. Evaluation as FedAvg: the global
+model on every device's target test set, and as the labeller of its
+unlabelled set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+
+from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
+from edgesim.config import check_choice, check_int, check_number
+from learning.aggregation import weighted_average
+from learning.algorithms.common import (
+    accuracy_metrics,
+    check_losses,
+    evaluate_shared,
+    has_unlabeled,
+    labeling_accuracy,
+    mean_loss,
+    sample_clients,
+    to_cpu,
+    to_device,
+)
+from learning.algorithms.registry import register
+from learning.context import Context
+from learning.executors import LocalTrainConfig, predict_proba
+
+Params = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class FedBEConfig:
+    """See the module docstring; defaults are FedBE's (``run.sh``) except ``distill_epochs`` (20 there)."""
+
+    server_fraction: float = 0.05
+    server_samples: Optional[int] = None
+    n_samples: int = 10
+    mode: str = "gaussian"
+    var_scale: float = 0.1
+    swag_stepsize: float = 1.0
+    dirichlet_alpha: float = 1.0
+    temperature: float = 0.5
+    distill_epochs: int = 2
+    distill_lr: float = 1e-3
+    distill_momentum: float = 0.9
+    distill_weight_decay: float = 1e-5
+    distill_batch_size: int = 128
+    weighting: str = "samples"
+
+    def __post_init__(self):
+        check_number("server_fraction", self.server_fraction, minimum=0, strict=True)
+        if self.server_fraction > 1:
+            raise ValueError(f"server_fraction = {self.server_fraction!r}: expected a fraction in (0, 1]")
+        if self.server_samples is not None:
+            check_int("server_samples", self.server_samples, 1)
+        check_int("n_samples", self.n_samples, 0)
+        check_choice("mode", self.mode, ("gaussian", "dirichlet"))
+        check_number("var_scale", self.var_scale, minimum=0)
+        check_number("swag_stepsize", self.swag_stepsize, minimum=0)
+        check_number("dirichlet_alpha", self.dirichlet_alpha, minimum=0, strict=True)
+        check_number("temperature", self.temperature, minimum=0, strict=True)
+        check_int("distill_epochs", self.distill_epochs, 0)
+        check_number("distill_lr", self.distill_lr, minimum=0, strict=True)
+        check_number("distill_momentum", self.distill_momentum, minimum=0)
+        if self.distill_momentum >= 1:
+            raise ValueError(f"distill_momentum = {self.distill_momentum!r}: expected a number in [0, 1)")
+        check_number("distill_weight_decay", self.distill_weight_decay, minimum=0)
+        check_int("distill_batch_size", self.distill_batch_size, 1)
+        check_choice("weighting", self.weighting, ("samples", "uniform"))
+
+
+def swag_sample(base: Params, clients: list[Params], generator: torch.Generator, var_scale: float = 0.1,
+                stepsize: float = 1.0, var_clamp: float = 1e-5) -> Params:
+    """One Gaussian sample around ``base`` from the clients' normalised updates (FedBE ``swag.py``)."""
+    out: Params = {}
+    for k, b in base.items():
+        if not b.is_floating_point():
+            out[k] = clients[0][k]
+            continue
+        deltas = [c[k].double() - b.double() for c in clients]
+        norms = [d.norm() for d in deltas]
+        units = [d / n if n > 0 else torch.zeros_like(d) for d, n in zip(deltas, norms)]
+        mean = torch.stack(units).mean(0)
+        sq = torch.stack([u * u for u in units]).mean(0)
+        var = torch.clamp(sq - mean * mean, min=var_clamp)
+        eps = torch.randn(mean.shape, generator=generator, dtype=torch.float64).to(mean.device)
+        avg_norm = torch.stack(norms).mean()
+        out[k] = (b.double() + stepsize * avg_norm * (mean + var_scale * var.sqrt() * eps)).to(b.dtype)
+    return out
+
+
+def dirichlet_sample(clients: list[Params], rng: np.random.Generator, alpha: float) -> Params:
+    """``Σ_i π_i w_i`` with π ~ Dir(α·1) (FedBE ``mode="dir"``)."""
+    pi = rng.dirichlet(np.full(len(clients), alpha))
+    return weighted_average([(c, float(p)) for c, p in zip(clients, pi)])
+
+
+def sharpen(p: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``p^(1/T)`` renormalised over the last dim."""
+    q = p.clamp_min(1e-12) ** (1.0 / temperature)
+    return q / q.sum(dim=-1, keepdim=True)
+
+
+def server_set_size(ctx: Context, cfg: FedBEConfig) -> int:
+    """How many pool samples the server holds: ``server_samples``, or ``server_fraction`` of the train split."""
+    pool = 0 if ctx.pool_x is None else int(ctx.pool_x.shape[0])
+    if cfg.server_samples is not None:
+        want = cfg.server_samples
+    else:
+        total = pool + sum(c.y_train.shape[0] + c.y_lab.shape[0] + c.x_unl.shape[0] for c in ctx.clients)
+        want = max(1, int(round(cfg.server_fraction * total)))
+    if pool < want:
+        raise ValueError(
+            f"fedbe: the server needs {want} unlabelled samples but only {pool} train samples are left over by "
+            f"the partition; lower [algorithms.fedbe] server_fraction/server_samples or data.size_scale"
+        )
+    return want
+
+
+class FedBE:
+    name = "fedbe"
+
+    def __init__(self, ctx: Context, cfg: FedBEConfig):
+        self.ctx, self.cfg = ctx, cfg
+        self.global_state = ctx.init_state()
+        size = server_set_size(ctx, cfg)
+        idx = ctx.rng(self.name, "server").choice(ctx.pool_x.shape[0], size=size, replace=False)
+        self.server_x = ctx.pool_x[torch.as_tensor(np.sort(idx), device=ctx.pool_x.device)]
+        self.distill_cfg = LocalTrainConfig(
+            lr=cfg.distill_lr, momentum=cfg.distill_momentum, weight_decay=cfg.distill_weight_decay,
+            batch_size=cfg.distill_batch_size, epochs=cfg.distill_epochs,
+        )
+        self.selected: tuple[int, ...] = ()
+
+    def plan_round(self, view: SystemView) -> RoundPlan:
+        ctx = self.ctx
+        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
+        work = tuple(
+            DeviceWork(
+                device=d,
+                compute_cycles={"train": ctx.train_cycles(ctx.clients[d].y_sup.shape[0])},
+                upload_bits=ctx.model_bits,
+                download_bits=ctx.model_bits,
+            )
+            for d in self.selected
+        )
+        return RoundPlan(work, info={"K": len(self.selected)})
+
+    def teachers(self, base: Params, clients: list[Params], weights: list[float], round_index: int) -> tuple[Params, list[Params]]:
+        """``(w̄, teachers)`` for one round: w̄, the ``n_samples`` samples and the client models."""
+        cfg = self.cfg
+        avg = weighted_average(list(zip(clients, weights)))
+        samples = []
+        for s in range(cfg.n_samples):
+            if cfg.mode == "gaussian":
+                samples.append(swag_sample(base, clients, self.ctx.generator(self.name, "swag", round_index, s),
+                                           cfg.var_scale, cfg.swag_stepsize))
+            else:
+                samples.append(dirichlet_sample(clients, self.ctx.rng(self.name, "dir", round_index, s), cfg.dirichlet_alpha))
+        return avg, [avg] + samples + list(clients)
+
+    def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
+        ctx, cfg, r = self.ctx, self.cfg, outcome.round_index
+        sel = list(self.selected)
+        gens = [ctx.generator("train", self.name, r, d) for d in sel]
+        data = [(ctx.clients[d].x_sup, ctx.clients[d].y_sup) for d in sel]
+        result = ctx.executor.train_with_stats(ctx.model, [self.global_state] * len(sel), data, gens, ctx.local_cfg)
+        check_losses(self.name, r, sel, result)
+        arrived = set(outcome.arrived)
+        ups = [(s, 1.0 if cfg.weighting == "uniform" else float(ctx.clients[d].y_sup.shape[0]))
+               for d, s in zip(sel, result.params) if d in arrived]
+        metrics: dict[str, float] = {"train_loss": mean_loss(result)}
+        if ups:
+            avg, teachers = self.teachers(self.global_state, [s for s, _ in ups], [w for _, w in ups], r)
+            probs = predict_proba(ctx.model, teachers, self.server_x, batch_size=ctx.train_cfg.eval_batch_size,
+                                  vectorize=ctx.device.type == "cuda")
+            target = sharpen(probs.mean(0), cfg.temperature)
+            if cfg.distill_epochs > 0:
+                student = ctx.executor.train_with_stats(
+                    ctx.model, [avg], [(self.server_x, target)], [ctx.generator(self.name, "distill", r)], self.distill_cfg
+                )
+                check_losses(f"{self.name} (distillation)", r, [-1], student)
+                self.global_state = student.params[0]
+                metrics["distill_loss"] = student.mean_loss[0]
+            else:
+                self.global_state = avg
+        accs = evaluate_shared(ctx, self.global_state)
+        metrics.update(accuracy_metrics(accs))
+        if has_unlabeled(ctx):
+            metrics.update(accuracy_metrics(labeling_accuracy(ctx, [self.global_state] * ctx.n_devices), "labeling_accuracy"))
+        return metrics
+
+    def state_dict(self) -> dict:
+        return {"global": to_cpu(self.global_state)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.global_state = to_device(self.ctx, state["global"])
+
+
+@register("fedbe", FedBEConfig, "FedBE: FedAvg + SWAG-sampled Bayesian ensemble distilled on server unlabelled data")
+def build_fedbe(ctx: Context, cfg: FedBEConfig) -> FedBE:
+    return FedBE(ctx, cfg)

@@ -1,0 +1,242 @@
+"""DoFed-SPP (learning/algorithms/dofed_spp.py): the B/K decision handed to the engine, Eqs. (23)–(24)
+on the clock, the infeasible budget, "auto" cycles, determinism, and a tiny end-to-end run."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import numpy as np
+import pytest
+
+from edgesim.budget import InfeasibleBudgetError, examined_pairs
+from edgesim.engine import Simulation
+from edgesim.plan import slowest_device_constants
+from edgesim.radio import shannon_rate_bps
+from edgesim.selection import assignment, best_selection
+from learning.algorithms import REGISTRY
+from learning.algorithms.dofed_spp import DofedSppConfig, auto_cycles, phase_cycles
+from learning.context import build_context
+from learning.pca import compressed_bits
+from learning.sizing import resolve_workload
+from scenarios.run import run_scenario
+from scenarios.schema import load_scenario
+
+# Digits, SUBSET over 3 class clusters, 6 identical devices (fixed channel gain): per device 83 train,
+# 2 labelled and 32 unlabelled target samples. T/G = 1 s leaves room for only some (B, K).
+TINY = """
+name = "tiny_dofed"
+seed = 1
+
+[system]
+n_devices = 6
+bandwidth_hz = 1e6
+channel_gain_db = -100
+cpu_freq_hz = 1e9
+
+[budget]
+total_time_s = 10
+rounds = 10
+
+[workload]
+cycles_per_sample = 3e6
+samples_per_device = 117
+sr_cycles = "auto"
+pseudo_label_cycles_per_model = "auto"
+model_bits = "auto"
+
+[data]
+dataset = "digits"
+partition = "subset"
+n_clusters = 3
+size_scale = 0.05
+test_size = 10
+
+[train]
+model = "cnn"
+lr = 0.05
+batch_size = 16
+
+[run]
+algorithms = ["dofed_spp"]
+clients_per_round = 3
+rounds = 3
+
+[algorithms.dofed_spp]
+warmup_rounds = 1
+g1 = "zero"
+g2 = "zero"
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    p = tmp_path / "tiny_dofed.toml"
+    p.write_text(TINY)
+    return p
+
+
+def _setup(path, *overrides):
+    sc = load_scenario(path, list(overrides))
+    ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                        sc.system.n_devices)
+    alg = REGISTRY["dofed_spp"].build(ctx, sc.learning["algorithms"]["dofed_spp"])
+    return sc, ctx, alg
+
+
+class Recorder:
+    """Wraps a backend and keeps the plans it gave the engine."""
+
+    def __init__(self, backend):
+        self.backend, self.plans = backend, []
+
+    def plan_round(self, view):
+        plan = self.backend.plan_round(view)
+        self.plans.append(plan)
+        return plan
+
+    def complete_round(self, outcome):
+        return self.backend.complete_round(outcome)
+
+
+def test_the_decided_round_is_what_the_engine_times(tiny):
+    sc, ctx, alg = _setup(tiny)
+    rec = Recorder(alg)
+    sim = Simulation(sc.system, sc.budget, rec, seed=sc.seed)
+    n, m, f = 6, ctx.model_bits, 1e9
+    rate = shannon_rate_bps(1e6, 10 ** (-100 / 10), sc.system.tx_power_w[0], sc.system.noise_psd_w_per_hz)
+    sizes = {(len(c.y_train), len(c.y_lab), len(c.x_unl)) for c in ctx.clients}
+    assert sizes == {(83, 2, 32)}
+    c_tra = 3e6
+    sr, pse = phase_cycles(n, 2, 32, sum(p.numel() for p in ctx.model.parameters()), c_tra, 8.0, "zero", "zero")
+    assert pse == pytest.approx(1e6 * 32)  # C_pse = (C_tra / 3)·|D_ul|
+    pca = int(round(m * compressed_bits(ctx.model.state_dict(), 0.5) / compressed_bits(ctx.model.state_dict(), 1.0)))
+    assert pca < m
+
+    # Round 0 (Phase 0): warm-up + SR everywhere, all N upload, all N downsized models come down.
+    r0 = sim.run_round()
+    plan0 = rec.plans[0]
+    for w in plan0.work:
+        assert dict(w.compute_cycles) == pytest.approx({"train": 1 * c_tra * 83, "sr": sr})
+        assert w.upload_bits == m and w.download_bits == n * pca
+    assert r0.duration_s == pytest.approx((c_tra * 83 + sr) / f + n * m / rate, rel=1e-12)
+
+    # Round 1: (B, K) from Ineq. (26) and Algorithm 1 over the examined pairs, with the SRs of round 0.
+    rho = alg.rho.copy()
+    r1 = sim.run_round()
+    plan1 = rec.plans[1]
+    train = c_tra * 83 + c_tra * (32 + 2)
+    consts = slowest_device_constants(1.0, [train] * n, [sr] * n, [pse] * n, [f] * n, m, [rate] * n)
+    sel = best_selection(rho, examined_pairs(consts, n))
+    b, k = int(plan1.info["B"]), int(plan1.info["K"])
+    assert (b, k) == (sel.b, sel.k) and plan1.info["sr_value"] == pytest.approx(sel.value)
+    assert 1 <= b <= k < n  # the budget binds: not every device may upload
+    uploaders = [w.device for w in plan1.work if w.upload_bits > 0]
+    assert sorted(uploaders) == sorted(sel.devices) and len(uploaders) == k
+    for w in plan1.work:
+        assert dict(w.compute_cycles) == pytest.approx({"train": train, "sr": sr, "pseudo_label": b * pse})
+        assert w.upload_bits in (0.0, m)
+        assert w.download_bits == b * pca
+    # Eq. (23) + Eq. (24): t = (I·C_tra·D + C_SR + B·C_pse)/f + K·m / (b·log2(1 + g·p/(N0·b)))
+    assert r1.duration_s == pytest.approx((train + sr + b * pse) / f + k * m / rate, rel=1e-12)
+    assert r1.bits_up == pytest.approx(k * m) and r1.bits_down == pytest.approx(n * b * pca)
+    assert r1.info == {"B": b, "K": k, "sr_value": pytest.approx(sel.value)}
+    # each device's [B] is the top-B of its row among the uploaders: its cache now holds those versions
+    for d, ids in assignment(rho, sel.devices, b).items():
+        for i in ids:
+            if i != d:
+                assert alg.cache[d, i] > n  # a version uploaded in round 1 (round 0 used ids 1..n)
+
+
+def test_an_infeasible_budget_is_an_error_with_the_numbers(tiny):
+    sc, ctx, alg = _setup(tiny, "budget.total_time_s=1", "budget.rounds=10")  # T/G = 0.1 s < training alone
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    sim.run_round()  # Phase 0 has no (B, K) decision
+    with pytest.raises(InfeasibleBudgetError, match=r"round 1: No \(B, K\) pair fits the budget.*needs .* s") as e:
+        sim.run_round()
+    assert "T/G gives only 0.1 s" in str(e.value)
+
+
+def test_caps_reproduce_the_papers_fixed_k_and_b(tiny):
+    sc, ctx, alg = _setup(tiny, "budget.total_time_s=1000", "algorithms.dofed_spp.max_b=2",
+                          "algorithms.dofed_spp.max_k=3")
+    rec = Recorder(alg)
+    sim = Simulation(sc.system, sc.budget, rec, seed=sc.seed)
+    sim.run(2)
+    assert rec.plans[1].info["K"] == 3 and rec.plans[1].info["B"] <= 2
+    assert sum(w.upload_bits > 0 for w in rec.plans[1].work) == 3
+
+
+def test_auto_cycles_follow_the_documented_formula(tiny):
+    sc = load_scenario(tiny, ['algorithms.dofed_spp.g1="empirical"', 'algorithms.dofed_spp.g2="empirical"'])
+    w = resolve_workload(sc)
+    _, ctx, _ = _setup(tiny)
+    p = sum(t.numel() for t in ctx.model.parameters())
+    fwd = 3e6 / 3
+    # C_pse = C_fwd·|D_ul|; C_SR = (N+1)·C_fwd·|D_l| + N·C_tra·|D_l| + 3·P·(N + N(N−1)/2)/flops_per_cycle
+    assert w.pseudo_label_cycles_per_model == pytest.approx(fwd * 32)
+    assert w.sr_cycles == pytest.approx(7 * fwd * 2 + 6 * 3e6 * 2 + 3 * p * (6 + 15) / 8)
+    with pytest.raises(ValueError, match="subset"):
+        auto_cycles("sr_cycles", load_scenario(tiny, ['data.partition="iid"']), ctx.model, None, 3e6)
+
+
+def test_same_seed_same_metrics(tiny):
+    runs = []
+    for _ in range(2):
+        sc, ctx, alg = _setup(tiny)
+        runs.append([r.metrics for r in Simulation(sc.system, sc.budget, alg, seed=sc.seed).run(3)])
+    assert runs[0] == runs[1]
+    sc, ctx, alg = _setup(tiny, "seed=2")
+    assert [r.metrics for r in Simulation(sc.system, sc.budget, alg, seed=sc.seed).run(3)] != runs[0]
+
+
+def test_similarity_rows_and_metrics_are_sane(tiny):
+    sc, ctx, alg = _setup(tiny)
+    recs = Simulation(sc.system, sc.budget, alg, seed=sc.seed).run(3)
+    assert np.allclose(alg.rho.sum(1), 1.0) and (alg.rho >= 0).all()
+    for r in recs:
+        for key in ("accuracy", "labeling_accuracy"):
+            assert 0.0 <= r.metrics[key] <= 1.0
+            assert r.metrics[f"{key}_min"] <= r.metrics[key] <= r.metrics[f"{key}_max"]
+    live = set(alg.cache.ravel().tolist()) | {0}
+    assert set(alg.store) == live  # unreferenced downsized copies are dropped
+
+
+def test_config_is_validated():
+    for bad in ({"g1": "big"}, {"pca_rank_fraction": 0.0}, {"max_b": 0}, {"vectorize": "yes"}, {"warmup_rounds": -1}):
+        with pytest.raises(ValueError):
+            DofedSppConfig(**bad)
+
+
+def test_end_to_end_through_run_scenario(tiny, tmp_path):
+    sc = load_scenario(tiny, ['run.algorithms=["dofed_spp", "fedfomo", "fedbe"]', "budget.total_time_s=100",
+                              'algorithms.dofed_spp.g1="empirical"', "algorithms.fedbe.server_samples=40",
+                              "algorithms.fedfomo.n_download=2"])
+    out = run_scenario(sc, tmp_path / "run")
+    rows = list(csv.DictReader(open(out / "rounds.csv")))
+    assert {r["algorithm"] for r in rows} == {"dofed_spp", "fedfomo", "fedbe"}
+    dofed = [r for r in rows if r["algorithm"] == "dofed_spp"]
+    assert [int(r["round"]) for r in dofed] == [0, 1, 2]
+    assert [float(r["K"]) for r in dofed][0] == 6 and all(float(r["B"]) >= 1 for r in dofed[1:])
+    for r in rows:
+        assert 0.0 <= float(r["accuracy"]) <= 1.0 and 0.0 <= float(r["labeling_accuracy"]) <= 1.0
+        assert math.isfinite(float(r["time_s"]))
+
+
+def test_pseudo_labels_per_device_equal_one_stacked_call(tiny):
+    import torch
+
+    from learning.executors import predict_proba
+    from learning.pseudo_labels import batched_pseudo_labels, weight_matrix
+
+    sc, ctx, alg = _setup(tiny)
+    Simulation(sc.system, sc.budget, alg, seed=sc.seed).run_round()
+    up = [0, 2, 3, 5]
+    versions = alg._publish(up)
+    for b in (2, 4):  # B < K: one B-model stack per device; B = K: one call for everyone
+        assign = assignment(alg.rho, up, b)
+        got = alg._pseudo_labels(up, versions, assign)
+        x = torch.cat([c.x_unl for c in ctx.clients])
+        probs = predict_proba(ctx.model, [alg.store[versions[i]] for i in up], x)
+        want = batched_pseudo_labels(probs, torch.as_tensor(weight_matrix(alg.rho, assign, up)), alg.owner)
+        assert torch.equal(got, want)
