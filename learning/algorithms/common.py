@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from edgesim.backend import DeviceWork, RoundPlan
 from learning.context import Context
 from learning.executors import LocalTrainResult, evaluate
 
@@ -23,6 +24,21 @@ def sample_clients(ctx: Context, round_index: int, k: int) -> tuple[int, ...]:
     n = ctx.n_devices
     k = min(k, n)
     return tuple(sorted(int(i) for i in ctx.rng("sample", round_index).choice(n, size=k, replace=False)))
+
+
+def sampled_training_plan(ctx: Context, selected: Sequence[int]) -> RoundPlan:
+    """The round plan of a FedAvg-style round: each selected device downloads the model (m bits),
+    trains on its labelled data (I·C_tra·D cycles) and uploads it (m bits)."""
+    work = tuple(
+        DeviceWork(
+            device=d,
+            compute_cycles={"train": ctx.train_cycles(ctx.clients[d].y_sup.shape[0])},
+            upload_bits=ctx.model_bits,
+            download_bits=ctx.model_bits,
+        )
+        for d in selected
+    )
+    return RoundPlan(work, info={"K": len(selected)})
 
 
 def check_losses(algorithm: str, round_index: int, devices: Sequence[int], result: LocalTrainResult) -> None:

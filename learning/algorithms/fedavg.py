@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import torch.nn as nn
 
-from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
+from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.config import check_choice, check_number
 from learning.aggregation import merge, split_keys, weighted_average
 from learning.algorithms.common import (
@@ -36,6 +36,7 @@ from learning.algorithms.common import (
     labeling_accuracy,
     mean_loss,
     sample_clients,
+    sampled_training_plan,
     to_cpu,
     to_device,
 )
@@ -103,16 +104,7 @@ class FedAvg:
         ctx = self.ctx
         self.round_index = view.round_index
         self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
-        work = tuple(
-            DeviceWork(
-                device=d,
-                compute_cycles={"train": ctx.train_cycles(ctx.clients[d].y_sup.shape[0])},
-                upload_bits=ctx.model_bits,
-                download_bits=ctx.model_bits,
-            )
-            for d in self.selected
-        )
-        return RoundPlan(work, info={"K": len(self.selected)})
+        return sampled_training_plan(ctx, self.selected)
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, sel = self.ctx, self.selected

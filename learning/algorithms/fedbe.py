@@ -40,7 +40,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
+from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.config import check_choice, check_int, check_number
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
@@ -51,6 +51,7 @@ from learning.algorithms.common import (
     labeling_accuracy,
     mean_loss,
     sample_clients,
+    sampled_training_plan,
     to_cpu,
     to_device,
 )
@@ -168,16 +169,7 @@ class FedBE:
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
         self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
-        work = tuple(
-            DeviceWork(
-                device=d,
-                compute_cycles={"train": ctx.train_cycles(ctx.clients[d].y_sup.shape[0])},
-                upload_bits=ctx.model_bits,
-                download_bits=ctx.model_bits,
-            )
-            for d in self.selected
-        )
-        return RoundPlan(work, info={"K": len(self.selected)})
+        return sampled_training_plan(ctx, self.selected)
 
     def teachers(self, base: Params, clients: list[Params], weights: list[float], round_index: int) -> tuple[Params, list[Params]]:
         """``(w̄, teachers)`` for one round: w̄, the ``n_samples`` samples and the client models."""
