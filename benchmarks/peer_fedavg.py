@@ -34,6 +34,7 @@ with ``s_per_round``, ``startup_s`` (process start -> round 0 begins), ``warmup_
     .venv/bin/python benchmarks/peer_fedavg.py --executor vmap
     .venv/bin/python benchmarks/peer_fedavg.py --executor vmap --device cuda   # on a GPU (also sequential)
     .venv/bin/python benchmarks/peer_fedavg.py --summarize runs/peer-bench   # table of an interleaved run
+    .venv/bin/python benchmarks/peer_fedavg.py --ab-clients 40 --mallopt     # in-process A/B of one client
 """
 
 from __future__ import annotations
@@ -266,6 +267,49 @@ def keep_freed_memory() -> bool:
         return False
 
 
+def ab_clients(pairs: int) -> str:
+    """In one process, alternate one client's local training by the peers' loop and by edgesim's executor.
+
+    The peers' ``fl_workload.train_client`` on their ``Net`` (``load_state_dict`` first, as
+    plain_loop.py) and ``SequentialExecutor.train_with_stats`` on ``PeerCNN``, same client,
+    start and sample order, ``pairs`` times each in alternating order. A busy host slows single
+    runs by 10x; over many short (~0.5 s) alternations, the low quantiles of each side's times
+    are where both ran undisturbed, so their ratio isolates the executor's own overhead.
+    """
+    import statistics
+
+    x, y = W.make_partition(0)
+    net = W.initial_model()
+    start = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    template = PeerCNN(W.NUM_CLASSES)
+    cfg = LocalTrainConfig(lr=W.LR, momentum=W.MOMENTUM, batch_size=W.BATCH_SIZE, epochs=W.LOCAL_EPOCHS)
+    ex = SequentialExecutor()
+
+    def peer():
+        net.load_state_dict(start)
+        W.train_client(net, x, y, W.client_perm(0, 0))
+        return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+    def edge():
+        g = torch.Generator().manual_seed(W.SEED * 1_000_003 + 0)  # = fl_workload.client_perm(0, 0)'s
+        return ex.train_with_stats(template, [start], [(x, y)], [g], cfg).params[0]
+
+    diff = W.max_abs_diff(peer(), edge())
+    tp, te = [], []
+    for i in range(pairs):
+        for f, t in ((peer, tp), (edge, te)) if i % 2 == 0 else ((edge, te), (peer, tp)):
+            t0 = W.now()
+            f()
+            t.append(W.now() - t0)
+    q = lambda v, p: float(np.quantile(v, p))  # noqa: E731
+    return (f"{pairs} alternations, {torch.get_num_threads()} threads, one client (20 steps): "
+            f"bare loop min {min(tp):.3f} s q10 {q(tp, .1):.3f} median {statistics.median(tp):.3f}; "
+            f"edgesim min {min(te):.3f} s q10 {q(te, .1):.3f} median {statistics.median(te):.3f}; "
+            f"ratio edgesim/bare: min {min(te) / min(tp):.3f}, q10 {q(te, .1) / q(tp, .1):.3f}, "
+            f"q25 {q(te, .25) / q(tp, .25):.3f}, median of pairs {statistics.median(b / a for a, b in zip(tp, te)):.3f}; "
+            f"max |diff| of the trained models {diff:.1e}")
+
+
 def main() -> None:
     if len(sys.argv) >= 2 and sys.argv[1] == "--summarize":
         print(summarize_results(sys.argv[2] if len(sys.argv) > 2 else W.RESULTS_DIR), end="")
@@ -285,12 +329,18 @@ def main() -> None:
                     help="where data and model live (cuda: the GPU comparison of the executors; name gets _cuda)")
     ap.add_argument("--mallopt", action="store_true",
                     help="keep freed memory in the process (glibc mallopt, see keep_freed_memory); name gets _mallopt")
+    ap.add_argument("--ab-clients", type=int, metavar="PAIRS", default=0,
+                    help="instead of the run: alternate one client's training by the bare loop and by "
+                         "SequentialExecutor PAIRS times in this process and print the time ratios")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
     mallopt = keep_freed_memory() if args.mallopt else False
     total_rounds = W.WARMUP_ROUNDS + args.timed_rounds
 
     torch.set_num_threads(args.threads)
+    if args.ab_clients:
+        print(ab_clients(args.ab_clients) + f"; mallopt {mallopt}")
+        return
     mem = W.MemSampler().start()
 
     # start-up: data of all clients, model, context, backend, engine (as plain_loop.py: data + model)

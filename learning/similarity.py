@@ -25,10 +25,12 @@ Choices the paper leaves open (docs/dofed_spp.md):
   G1 = G2 = 0) keeps the previous round's row, or is uniform (1/N) when there
   is none; NaN scores (no labelled data) count as 0.
 
-Batched: all losses come from one stacked forward call over the distinct
-models and the concatenated labelled sets (:func:`cross_entropy_losses`); all
-distances from one Gram matrix (:func:`pairwise_distances`); gradient norms
-from ``vmap(grad)`` over each device's models — no N² Python loop of models.
+Batched: the losses come from one stacked forward call over the distinct
+models and the concatenated labelled sets, or (on a CPU, where vmap'd
+convolutions are slower) one call per distinct model on the sets of the
+devices holding it (:func:`held_losses`); all distances from one Gram
+matrix (:func:`pairwise_distances`); gradient norms from ``vmap(grad)`` over
+each device's models — no N² Python loop of (model, device) pairs.
 """
 
 from __future__ import annotations
@@ -242,6 +244,39 @@ def gradient_norms(
         return torch.stack(out).cpu()
 
 
+def held_losses(
+    model: nn.Module,
+    models: Sequence[Mapping[str, torch.Tensor]],
+    index: np.ndarray,
+    xs: Sequence[torch.Tensor],
+    ys: Sequence[torch.Tensor],
+    *,
+    batch_size: int = 2048,
+    vectorize: bool = True,
+) -> np.ndarray:
+    """``[n, i]`` = mean cross-entropy of ``models[index[n, i]]`` on ``(xs[n], ys[n])``: ``(N, N)`` float64.
+
+    ``vectorize``: one vmapped call of all models on all sets (a GPU does the
+    extra pairs for free). Otherwise one call per distinct model, on the
+    concatenated sets of the devices that hold it: exactly the N² (model,
+    device) pairs' forward passes, in Q ≤ N² calls.
+    """
+    index = np.asarray(index, dtype=np.int64)
+    n = index.shape[0]
+    rows = np.arange(n)[:, None]
+    if vectorize:
+        return cross_entropy_losses(model, models, xs, ys, batch_size=batch_size, vectorize=True).numpy()[index, rows]
+    out = np.full((n, n), np.nan)
+    for q in np.unique(index):
+        holders = sorted(set(np.nonzero(index == q)[0].tolist()))
+        losses = cross_entropy_losses(model, [models[q]], [xs[d] for d in holders], [ys[d] for d in holders],
+                                      batch_size=batch_size, vectorize=False).numpy()[0]
+        where = dict(zip(holders, losses))
+        for d, i in zip(*np.nonzero(index == q)):
+            out[d, i] = where[int(d)]
+    return out
+
+
 # --------------------------------------------------------------------------- one round's ratios
 
 
@@ -292,9 +327,7 @@ def device_similarity(
         raise ValueError(f"index(shape={index.shape}) must be (N, N) = ({n}, {n}) with entries in 0..{len(models) - 1}")
     g1 = check_bound("g1", g1)
     g2 = check_bound("g2", g2)
-    rows = np.arange(n)[:, None]
-    all_losses = cross_entropy_losses(model, models, x_lab, y_lab, batch_size=batch_size, vectorize=vectorize).numpy()
-    rec_loss = all_losses[index, rows]  # [n, i] = loss of the copy n holds of model i, on n's labelled set
+    rec_loss = held_losses(model, models, index, x_lab, y_lab, batch_size=batch_size, vectorize=vectorize)
     target_loss = paired_losses(model, targets, x_lab, y_lab, batch_size=batch_size).numpy()
     q = len(models)
     dist_all = pairwise_distances(flatten_states(list(models) + list(reference))).numpy()

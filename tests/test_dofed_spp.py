@@ -240,3 +240,31 @@ def test_pseudo_labels_per_device_equal_one_stacked_call(tiny):
         probs = predict_proba(ctx.model, [alg.store[versions[i]] for i in up], x)
         want = batched_pseudo_labels(probs, torch.as_tensor(weight_matrix(alg.rho, assign, up)), alg.owner)
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["cifar10", "cifar100", "dbpedia"])
+def test_paper_scenarios_give_the_models_numbers(name):
+    """The paper-setting scenarios hold explicit numbers (no data here): they must be the models' own."""
+    from pathlib import Path
+
+    from learning.data.partitions import dofed_sizes
+    from learning.models import build_model, flops_per_sample, model_bits
+
+    shape, classes, vocab, model = {
+        "cifar10": ((3, 32, 32), 10, None, "cnn"),
+        "cifar100": ((3, 32, 32), 100, None, "cnn"),
+        "dbpedia": ((100,), 14, 199_000, "text"),
+    }[name]
+    m = build_model(model, shape, classes, vocab, seed=0)
+    c_tra = flops_per_sample(m, shape) / 8
+    for split in ("subset", "normal"):
+        sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / f"dofed_{name}_{split}.toml")
+        w, d = sc.workload, sc.learning["data"]
+        s = dofed_sizes(classes, d.n_clusters, d.size_scale)
+        sr, pse = phase_cycles(25, s.labeled, s.unlabeled, sum(p.numel() for p in m.parameters()), c_tra, 8.0,
+                               "zero", "zero")
+        assert w.model_bits == model_bits(m) and w.cycles_per_sample == pytest.approx(c_tra)
+        assert w.sr_cycles == pytest.approx(sr, rel=1e-9) and w.pseudo_label_cycles_per_model == pytest.approx(pse)
+        assert w.samples_per_device == s.train + s.labeled + s.unlabeled
+        cfg = sc.learning["algorithms"]["dofed_spp"]
+        assert (cfg.max_b, cfg.max_k, cfg.g1, cfg.g2) == (10, 10, "zero", "zero")

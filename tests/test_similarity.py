@@ -122,8 +122,9 @@ def test_losses_distances_and_gradients_equal_naive_loops(vectorize):
         assert float(g[m]) == pytest.approx(float(want), rel=1e-5)
 
 
+@pytest.mark.parametrize("vectorize", [True, False])
 @pytest.mark.parametrize("bounds", [("zero", "zero"), ("empirical", "empirical"), (0.3, 1.5)])
-def test_device_similarity_equals_a_naive_loop(bounds):
+def test_device_similarity_equals_a_naive_loop(bounds, vectorize):
     model = _model()
     n = 3
     models = _states(5)  # 0..2: cached copies, 3..4: own models of devices 0, 1 (device 2 holds copy 2 as its own)
@@ -131,7 +132,8 @@ def test_device_similarity_equals_a_naive_loop(bounds):
     reference = _states(3, seed=10)
     targets = _states(3, seed=20)
     xs, ys = _data(n)
-    res = device_similarity(model, models, index, reference, targets, xs, ys, gamma=0.1, g1=bounds[0], g2=bounds[1])
+    res = device_similarity(model, models, index, reference, targets, xs, ys, gamma=0.1, g1=bounds[0], g2=bounds[1],
+                            vectorize=vectorize)
 
     def loss(s, k):
         return float(F.cross_entropy(torch.func.functional_call(model, s, (xs[k],)).double(), ys[k]))
@@ -162,3 +164,15 @@ def test_device_similarity_equals_a_naive_loop(bounds):
     assert np.allclose(res.distance, dist, rtol=1e-6)
     assert np.allclose(res.rho, want, rtol=1e-5, atol=1e-9)
     assert np.allclose(res.rho.sum(1), 1.0)
+
+
+def test_held_losses_vectorised_equals_per_model_calls():
+    from learning.similarity import held_losses
+
+    model = _model()
+    models = _states(5)
+    xs, ys = _data(3)
+    index = np.array([[3, 0, 1], [2, 4, 1], [0, 1, 2]])
+    a = held_losses(model, models, index, xs, ys, vectorize=True)
+    b = held_losses(model, models, index, xs, ys, vectorize=False)
+    assert np.allclose(a, b, rtol=1e-6) and not np.isnan(a).any()
