@@ -1,62 +1,255 @@
-"""Local training of many clients: the same update, run one client at a time or vectorised.
+"""Local training of many clients: one client step, run one client at a time or vectorised.
 
-What is computed (both executors, ALGORITHMS.md §1.5 / §5.6): for each client,
-``epochs`` passes over its samples in a fresh random order drawn from that
-client's own generator, mini-batches of ``batch_size`` (the last one may be
-smaller), SGD exactly as ``torch.optim.SGD`` (momentum buffer = first gradient,
-dampening 0, no Nesterov, weight decay added to the gradient), fresh optimizer
-state per client per call. The objective of one batch ``b`` is
+An algorithm describes *what* a client computes as a :class:`LocalTask`:
 
-    L_b(w) = (1/|b|) Σ_{i∈b} ω_i ℓ(f_w(x_i), y_i) + penalty(w, w_start) + (μ/2)‖w − w_start‖²
-
-with ``ℓ`` the per-sample loss hook (cross-entropy by default; soft targets
-work too), ``ω_i`` optional per-sample weights (default 1) and ``μ`` FedProx's
-``prox_mu`` (Li et al., MLSys 2020, Eq. 2), whose gradient ``μ(w − w_start)`` is
-added to the data gradient directly, so μ = 0 is plain training bit for bit.
+- its **loss** ``loss(net, batch, key) -> (loss, aux)`` over a :class:`Batch` —
+  a mapping of named tensors (``x``, ``y``, ``u``, ``u_weak``, ``u_strong``,
+  soft targets, weights…) drawn from one or more **streams** (e.g. the
+  labelled data in batches of B and the unlabelled data in batches of μB,
+  each with its own sampler) — and ``net``, a :class:`Net` that runs the
+  model on the current parameters (``net(x)``, ``net.logits(batch, "x",
+  "u_strong")`` for one joint forward pass, ``net.params``, ``net.start``);
+  ``key`` is the step's random key (an int64 tensor, per client);
+- or, instead of a loss, a whole client **step** (pFedMe's inner loop,
+  FedDure's bi-level update) ``step(StepInputs) -> (params, opt_state, aux)``;
+- its **views**: augmentations (``learning.augment``) applied to a batch key
+  on the compute device, with randomness from the client's generator;
+- which keys **train** (``trainable``; everything else of the state is a
+  frozen input, never mutated — nothing leaks through a shared template);
+- its **optimizer** and **schedule** (``learning.optim``: SGD with
+  momentum/Nesterov/weight decay, Adam; constant or cosine), ``epochs`` and
+  FedProx's ``prox_mu`` (Li et al., MLSys 2020, Eq. 2: ``μ(w − w_start)`` is
+  added to the gradient, so μ = 0 is plain training bit for bit).
 
 How it runs is separate (STYLE.md, FedJAX + torch.func):
 
-- :class:`SequentialExecutor` — a plain loop: ``functional_call`` on per-client
-  tensors and ``torch.optim.SGD``; the reference, and fastest on a CPU.
-- :class:`VmapExecutor` — all clients at once: parameters stacked along a
-  leading client dimension, ``vmap(grad(loss))`` over them and
-  :func:`sgd_momentum_step` on the stacked tensors. Clients with fewer samples
-  get padded, masked batches and, once done, no-op steps, so the result equals
-  the sequential one (to float rounding, ~1e-6). Models it cannot vectorise
-  exactly (BatchNorm running statistics, dropout) go to the sequential loop
-  with a warning — see :meth:`VmapExecutor.unsupported_reason`.
+- :class:`SequentialExecutor` — one client after another; the reference,
+  and the fastest on a CPU.
+- :class:`VmapExecutor` — all clients at once: the trainable tensors stacked
+  along a leading client dimension, ``vmap(grad(loss))`` (or ``vmap(step)``)
+  over them. Shorter clients get padded, masked rows and, once done, no-op
+  steps (``torch.where``), so the result equals the sequential one to float
+  rounding. BatchNorm statistics are carried functionally and computed over
+  real rows only, dropout masks come from each client's own key
+  (``learning.layers``), so ResNet-9 and MC-dropout models take this path too.
+  Each step gathers its rows from each client's own tensors (no concatenated
+  copy of all clients' data).
 
-Randomness is explicit: one CPU ``torch.Generator`` (or int seed) per client;
-sample orders are drawn on the CPU so they are the same on every device.
+**Sampling (both executors).** Per client, every stream is cut into batches
+from random orders drawn on the CPU from the client's generator, stream by
+stream in the task's order: an *epoch* is as many steps as the stream with
+the most batches needs (``⌈n_s / B_s⌉``, the last batch of each of its
+epochs may be smaller); every other stream cycles through fresh
+permutations in batches of ``min(B_s, n_s)``. Then (models with dropout) one
+int64 dropout seed, then per step each view's augmentation parameters. A
+single-stream task is exactly the classic loop: ``epochs`` random
+permutations of the client's samples in batches of ``batch_size``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
-from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Protocol, Sequence, Union
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence, Union
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
+from learning.layers import ForwardState, forward_state, mix64, name_layers
 from learning.models import draw_seed, seeded_torch_rng, stochastic_modules
+from learning.optim import SGD, Constant, Optimizer, Schedule
+from learning.state import Params, stack_params, unstack_params  # noqa: F401  (re-exported)
 
-Params = dict[str, torch.Tensor]
-ClientData = Union[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 GeneratorLike = Union[torch.Generator, int]
+ClientStreams = Mapping[str, Mapping[str, torch.Tensor]]
 SampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Penalty = Callable[[Params, Params], torch.Tensor]
 
+ROW_SLOT = 1 << 24  # row ids of batch key number s are s·2²⁴ + position (dropout masks, learning.layers)
 
-# --------------------------------------------------------------------------- configuration
+
+# --------------------------------------------------------------------------- the task
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A named stream of a client's data, drawn in batches of ``batch_size``."""
+
+    name: str
+    batch_size: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.batch_size, int) and self.batch_size >= 1):
+            raise ValueError(f"stream {self.name!r}: batch_size(={self.batch_size}) must be an int >= 1")
+
+
+@dataclass(frozen=True)
+class View:
+    """Batch key ``out`` = augmentation ``augmentation`` of batch key ``src`` (drawn per step)."""
+
+    out: str
+    src: str
+    augmentation: Any
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    """What a custom client step receives (one client; under vmap, one slice of the stack).
+
+    ``net`` runs the model with the current trainable parameters;
+    ``params``/``opt_state`` the trainable tensors and optimizer state;
+    ``batch``, ``key``, ``step`` (0-based), ``lr_scale`` (the schedule's factor).
+    """
+
+    net: "Net"
+    params: Params
+    opt_state: dict
+    batch: "Batch"
+    key: torch.Tensor
+    step: int
+    lr_scale: Any
+
+
+@dataclass(frozen=True)
+class LocalTask:
+    """What a client computes in one round of local training (see the module docstring).
+
+    ``loss(net, batch, key) -> (loss, aux)``: a scalar to minimise and a dict
+    of scalar tensors to report (``aux["loss"]``, if present, is the reported
+    training loss; else the minimised loss). ``step``: a custom client step
+    replacing gradient + optimizer (then ``loss`` may be ``None``).
+    ``trainable``: the state keys that train (``None``: every parameter of the
+    model); state keys that are not model keys are extra per-client tensors
+    (e.g. pFedMe's local model), trainable only when listed.
+    ``report_stream``: the stream whose real row count weighs the reported
+    loss of each step (default: the first).
+    """
+
+    loss: Optional[Callable[["Net", "Batch", torch.Tensor], tuple[torch.Tensor, Mapping[str, torch.Tensor]]]]
+    optimizer: Optimizer
+    epochs: int = 1
+    streams: tuple[Stream, ...] = (Stream("main", 32),)
+    views: tuple[View, ...] = ()
+    schedule: Schedule = Constant()
+    trainable: Optional[frozenset] = None
+    prox_mu: float = 0.0
+    step: Optional[Callable[[StepInputs], tuple[Params, dict, Mapping[str, torch.Tensor]]]] = None
+    report_stream: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.loss is None and self.step is None:
+            raise ValueError("a LocalTask needs a loss or a step")
+        if not (isinstance(self.epochs, int) and self.epochs >= 0):
+            raise ValueError(f"epochs(={self.epochs}) must be an int >= 0")
+        if not self.prox_mu >= 0:
+            raise ValueError(f"prox_mu(={self.prox_mu}) must be >= 0")
+        names = [s.name for s in self.streams]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"streams(={names}) must be one or more distinct names")
+        if self.report_stream is not None and self.report_stream not in names:
+            raise ValueError(f"report_stream(={self.report_stream!r}) is not one of the streams {names}")
+
+
+@dataclass(frozen=True)
+class LocalTrainResult:
+    """Per client: final state, mean reported loss over its steps (weighted by rows), steps taken, aux means.
+
+    ``mean_loss`` is NaN for a client that took no step; ``aux[name]`` the
+    mean of that aux value over the client's steps.
+    """
+
+    params: list[Params]
+    mean_loss: list[float]
+    n_steps: list[int]
+    aux: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- batches and the net
+
+
+class Batch(Mapping):
+    """One client's batch: named tensors, plus for each key its stream's mask, real-row count and row ids."""
+
+    def __init__(self, tensors: Mapping[str, torch.Tensor], stream_of: Mapping[str, str], slot_of: Mapping[str, int],
+                 padded: bool):
+        self._t, self._stream, self._slot, self.padded = tensors, stream_of, slot_of, padded
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self._t[key]
+
+    def __iter__(self):
+        return (k for k in self._t if not k.startswith("__"))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def mask(self, key: str) -> torch.Tensor:
+        """1.0 for the real rows of ``key``'s stream, 0.0 for padding."""
+        return self._t[f"__mask:{self._stream[key]}"]
+
+    def count(self, key: str) -> torch.Tensor:
+        """Real rows of ``key``'s stream (at least 1, to divide by)."""
+        return self.mask(key).sum().clamp(min=1.0)
+
+    def rows(self, key: str) -> torch.Tensor:
+        """Row ids of ``key`` (for dropout masks): slot·2²⁴ + position."""
+        n = self._t[key].shape[0]
+        return torch.arange(n, device=self._t[key].device) + self._slot[key] * ROW_SLOT
+
+    def mean(self, per_row: torch.Tensor, key: str) -> torch.Tensor:
+        """``Σ mask·v / n_real`` over the rows of ``key``'s stream."""
+        return (per_row * self.mask(key)).sum() / self.count(key)
+
+
+class Net:
+    """The model as a loss sees it: a forward pass on the current parameters, in training mode.
+
+    ``net(x, mask=None, rows=None)``; ``net.logits(batch, *keys)`` — one joint
+    forward over the rows of several batch keys (their masks and row ids
+    concatenated), split back per key; ``net.apply(params, x, ...)`` with other
+    trainable values (a virtual step); ``net.params`` (trainable),
+    ``net.start`` (their values at the start of local training), ``net.fixed``.
+    """
+
+    def __init__(self, model: nn.Module, params: Params, fixed: Params, start: Params, fs: ForwardState,
+                 padded: bool, has_bn: bool, model_keys: frozenset):
+        self.model, self.params, self.fixed, self.start = model, params, fixed, start
+        self._fs, self._padded, self._has_bn, self._model_keys = fs, padded, has_bn, model_keys
+
+    def apply(self, params: Params, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
+              rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if mask is None and self._padded and self._has_bn:
+            raise ValueError("inside a vectorised step a model with BatchNorm needs the rows' mask: "
+                             "call net(x, mask=batch.mask(key)) or net.logits(batch, key)")
+        fs = self._fs
+        fs.mask, fs.rows = mask, rows
+        state = {k: v for k, v in {**self.fixed, **params}.items() if k in self._model_keys}
+        try:
+            return functional_call(self.model, state, (x,))
+        finally:
+            fs.mask, fs.rows = None, None
+
+    def __call__(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, rows: Optional[torch.Tensor] = None):
+        return self.apply(self.params, x, mask, rows)
+
+    def logits(self, batch: Batch, *keys: str, params: Optional[Params] = None) -> tuple[torch.Tensor, ...]:
+        xs = [batch[k] for k in keys]
+        mask = torch.cat([batch.mask(k) for k in keys]) if batch.padded else None
+        rows = torch.cat([batch.rows(k) for k in keys])
+        out = self.apply(self.params if params is None else params, torch.cat(xs) if len(xs) > 1 else xs[0], mask, rows)
+        return tuple(out.split([x.shape[0] for x in xs])) if len(xs) > 1 else (out,)
+
+
+# --------------------------------------------------------------------------- the supervised task (classic API)
 
 
 @dataclass(frozen=True)
 class LocalTrainConfig:
-    """SGD hyper-parameters of one round of local training.
+    """SGD hyper-parameters of one round of supervised local training (the classic API).
 
     ``lr`` step size; ``momentum``, ``weight_decay`` as ``torch.optim.SGD``;
     ``batch_size`` samples per step (last batch of an epoch may be smaller);
@@ -84,6 +277,9 @@ class LocalTrainConfig:
         if not self.prox_mu >= 0:
             raise ValueError(f"prox_mu(={self.prox_mu}) must be >= 0")
 
+    def optimizer(self) -> SGD:
+        return SGD(self.lr, self.momentum, self.weight_decay)
+
 
 def cross_entropy_per_sample(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Per-sample cross-entropy; ``target`` is class indices ``(B,)`` or probabilities ``(B, C)``."""
@@ -92,19 +288,11 @@ def cross_entropy_per_sample(output: torch.Tensor, target: torch.Tensor) -> torc
 
 @dataclass(frozen=True)
 class LocalObjective:
-    """The extension point for what a client minimises (FedProx's μ lives in the config).
+    """The supervised objective of the classic API: ``(1/|b|) Σ ω_i ℓ(f(x_i), y_i) + penalty(w, w_start)``.
 
-    ``sample_loss(output, target) -> (B,)``: loss of each sample of a batch;
-    ``target`` is the batch of the client's ``y`` (any tensor indexed by sample:
-    labels, soft pseudo-labels, …). The executor weights it by the optional
-    per-sample weights and divides by the number of real samples in the batch.
-    ``penalty(params, start_params) -> scalar`` (optional): a term on the
-    trainable parameters, e.g. a proximal or distillation regulariser; it is
-    differentiated by autograd.
-
-    Both must be pure torch functions of their arguments (no ``.item()``, no
-    data-dependent Python branches, no in-place updates of inputs), so that
-    ``torch.func.vmap`` can run them for many clients at once.
+    ``sample_loss(output, target) -> (B,)``; ``penalty(params, start) -> scalar``
+    on the trainable parameters. Pure torch (no ``.item()``, no branches on
+    values), so that vmap can run them.
     """
 
     sample_loss: SampleLoss = cross_entropy_per_sample
@@ -114,47 +302,53 @@ class LocalObjective:
 DEFAULT_OBJECTIVE = LocalObjective()
 
 
-@dataclass(frozen=True)
-class LocalTrainResult:
-    """Per client: final state (params + buffers), mean data loss over its training samples, steps taken.
+def supervised_loss(objective: LocalObjective = DEFAULT_OBJECTIVE) -> Callable:
+    """The batch loss of :class:`LocalObjective` on stream keys ``x``, ``y`` and optional weights ``w``."""
 
-    ``mean_loss`` is the sample-weighted mean of the batch data losses (before
-    each step; penalty and prox terms excluded); NaN for a client that took no
-    step.
-    """
+    def loss(net: Net, batch: Batch, key: torch.Tensor):
+        (out,) = net.logits(batch, "x")
+        per = objective.sample_loss(out, batch["y"])
+        if per.shape != batch["x"].shape[:1]:
+            raise ValueError(f"sample_loss must return one loss per sample, shape ({batch['x'].shape[0]},); "
+                             f"got {tuple(per.shape)}")
+        if "w" in batch:
+            per = per * batch["w"]
+        data = (per * batch.mask("x")).sum() / batch.count("x") if batch.padded else per.sum() / per.shape[0]
+        total = data if objective.penalty is None else data + objective.penalty(net.params, net.start)
+        return total, {"loss": data}
 
-    params: list[Params]
-    mean_loss: list[float]
-    n_steps: list[int]
+    return loss
+
+
+def supervised_task(cfg: LocalTrainConfig, objective: LocalObjective = DEFAULT_OBJECTIVE) -> LocalTask:
+    """The classic supervised SGD round as a :class:`LocalTask` (one stream ``main`` of ``x``, ``y``[, ``w``])."""
+    return LocalTask(
+        loss=supervised_loss(objective),
+        optimizer=cfg.optimizer(),
+        epochs=cfg.epochs,
+        streams=(Stream("main", cfg.batch_size),),
+        prox_mu=cfg.prox_mu,
+    )
+
+
+def as_streams(data: Union[Sequence[torch.Tensor], Mapping]) -> dict:
+    """``(x, y)`` / ``(x, y, w)`` → ``{"main": {"x", "y"[, "w"]}}``; a mapping of streams is returned as is."""
+    if isinstance(data, Mapping):
+        return dict(data)
+    if len(data) not in (2, 3):
+        raise ValueError(f"dataset must be (x, y) or (x, y, sample_weights), got {len(data)} tensors")
+    return {"main": dict(zip(("x", "y", "w"), data))}
 
 
 # --------------------------------------------------------------------------- shared pieces
 
 
-def sgd_momentum_step(
-    param: torch.Tensor,
-    grad_: torch.Tensor,
-    buf: torch.Tensor | None,
-    *,
-    lr: float,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    first_step: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One ``torch.optim.SGD`` step (dampening 0, no Nesterov), functional: returns ``(param, buf)``.
-
-    ``d = g + weight_decay·p``; with momentum ``buf = d`` on the first step, else
-    ``buf = momentum·buf + d``, and ``d = buf``; then ``p ← p − lr·d``. The same
-    operations in the same order as torch's single-tensor SGD, so one client's
-    result is bit-identical; works on stacked (client-leading) tensors as is.
-    """
-    d = grad_
-    if weight_decay != 0:
-        d = d.add(param, alpha=weight_decay)
-    if momentum != 0:
-        buf = d.detach().clone() if first_step or buf is None else buf.mul(momentum).add(d)
-        d = buf
-    return param.add(d, alpha=-lr), buf
+def sgd_momentum_step(param, grad_, buf, *, lr, momentum=0.0, weight_decay=0.0, first_step=True):
+    """One ``torch.optim.SGD`` step on one tensor (see :class:`learning.optim.SGD`): ``(param, buf)``."""
+    opt = SGD(lr, momentum, weight_decay)
+    state = {"buf": {"p": buf}} if buf is not None else {"buf": {"p": torch.zeros_like(param)}}
+    p, st = opt.update({"p": param}, {"p": grad_}, state, 0 if first_step or buf is None else 1)
+    return p["p"], (st["buf"]["p"] if momentum != 0 else None)
 
 
 def as_generator(g: GeneratorLike) -> torch.Generator:
@@ -169,10 +363,7 @@ def as_generator(g: GeneratorLike) -> torch.Generator:
 
 
 def client_schedule(n_samples: int, batch_size: int, epochs: int, generator: torch.Generator) -> list[torch.Tensor]:
-    """The client's mini-batches as CPU index tensors: per epoch ``randperm(n)`` split into ``batch_size`` chunks.
-
-    Both executors use this, so they visit the same samples in the same order.
-    """
+    """One stream's batches for ``epochs`` epochs: per epoch ``randperm(n)`` split into ``batch_size`` chunks."""
     steps: list[torch.Tensor] = []
     for _ in range(epochs):
         if n_samples == 0:
@@ -181,40 +372,34 @@ def client_schedule(n_samples: int, batch_size: int, epochs: int, generator: tor
     return steps
 
 
-def _trainable_names(model: nn.Module) -> list[str]:
-    return [n for n, p in model.named_parameters() if p.requires_grad]
+def _cycle_schedule(n: int, batch: int, n_steps: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """``n_steps`` batches of ``min(batch, n)`` from consecutive random permutations (empty if n = 0)."""
+    if n == 0:
+        return [torch.zeros(0, dtype=torch.long)] * n_steps
+    b = min(batch, n)
+    need = n_steps * b
+    perms = [torch.randperm(n, generator=generator) for _ in range(math.ceil(need / n))]
+    flat = torch.cat(perms) if perms else torch.zeros(0, dtype=torch.long)
+    return list(flat[:need].split(b)) if need else []
 
 
-def _check_inputs(
-    model: nn.Module,
-    start_params: Sequence[Mapping[str, torch.Tensor]],
-    datasets: Sequence[ClientData],
-    generators: Sequence[GeneratorLike],
-) -> list[str]:
-    keys = list(model.state_dict().keys())
-    if not (len(start_params) == len(datasets) == len(generators)):
-        raise ValueError(
-            f"start_params, datasets and generators must have one entry per client "
-            f"(got {len(start_params)}, {len(datasets)}, {len(generators)})"
-        )
-    for k, (sp, data) in enumerate(zip(start_params, datasets)):
-        missing, extra = set(keys) - set(sp), set(sp) - set(keys)
-        if missing or extra:
-            raise ValueError(
-                f"client {k}: start_params keys must be the model's state_dict keys; "
-                f"missing {sorted(missing)}, unexpected {sorted(extra)}"
-            )
-        if len(data) not in (2, 3):
-            raise ValueError(f"client {k}: dataset must be (x, y) or (x, y, sample_weights), got {len(data)} tensors")
-        n = data[0].shape[0]
-        if any(t.shape[0] != n for t in data[1:]):
-            raise ValueError(f"client {k}: x, y (and weights) differ in length {[t.shape[0] for t in data]}")
-    return keys
+def task_schedule(task: LocalTask, sizes: Mapping[str, int], generator: torch.Generator) -> dict[str, list[torch.Tensor]]:
+    """One client's batches per stream (see "Sampling" in the module docstring)."""
+    per_epoch = {s.name: math.ceil(sizes[s.name] / s.batch_size) for s in task.streams}
+    lead = max(task.streams, key=lambda s: per_epoch[s.name]).name  # first of the largest
+    n_steps = task.epochs * per_epoch[lead]
+    out = {}
+    for s in task.streams:
+        if s.name == lead:
+            out[s.name] = client_schedule(sizes[s.name], s.batch_size, task.epochs, generator)
+        else:
+            out[s.name] = _cycle_schedule(sizes[s.name], s.batch_size, n_steps, generator)
+    return out
 
 
-def _check_sample_loss(loss: torch.Tensor, n: int) -> None:
-    if loss.shape != (n,):
-        raise ValueError(f"sample_loss must return one loss per sample, shape ({n},); got {tuple(loss.shape)}")
+def step_keys(base_seed: int, n_steps: int) -> torch.Tensor:
+    """int64 key of each step, ``mix64(seed + step)`` (CPU)."""
+    return mix64(torch.arange(n_steps, dtype=torch.int64) + int(base_seed))
 
 
 @contextlib.contextmanager
@@ -228,139 +413,257 @@ def _mode(model: nn.Module, training: bool) -> Iterator[None]:
             m.training = t
 
 
-class Executor(Protocol):
-    def train(
-        self,
-        model: nn.Module,
-        start_params: list[Params],
-        datasets: list[ClientData],
-        generators: list[GeneratorLike],
-        cfg: LocalTrainConfig,
-        *,
-        objective: LocalObjective = DEFAULT_OBJECTIVE,
-    ) -> list[Params]: ...
+def _has_bn(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats for m in model.modules())
 
-    def train_with_stats(
-        self,
-        model: nn.Module,
-        start_params: list[Params],
-        datasets: list[ClientData],
-        generators: list[GeneratorLike],
-        cfg: LocalTrainConfig,
-        *,
-        objective: LocalObjective = DEFAULT_OBJECTIVE,
-    ) -> LocalTrainResult: ...
+
+class _Plan:
+    """Everything about a call that does not depend on the executor: keys, schedules, checks."""
+
+    def __init__(self, model: nn.Module, task: LocalTask, starts, data, generators):
+        if not (len(starts) == len(data) == len(generators)):
+            raise ValueError(
+                f"start_params, datasets and generators must have one entry per client "
+                f"(got {len(starts)}, {len(data)}, {len(generators)})"
+            )
+        name_layers(model)
+        self.model, self.task = model, task
+        self.model_keys = list(model.state_dict().keys())
+        self.model_key_set = frozenset(self.model_keys)
+        self.buffer_keys = [n for n, _ in model.named_buffers()]
+        params = [n for n, p in model.named_parameters()]
+        self.trainable = [k for k in (params if task.trainable is None else self._order(task.trainable, starts))]
+        self.streams = [s.name for s in task.streams]
+        self.data = [as_streams(d) for d in data]
+        self.stream_of, self.slot_of = {}, {}
+        for c, (sp, d) in enumerate(zip(starts, self.data)):
+            missing = set(self.model_keys) - set(sp)
+            if missing:
+                raise ValueError(f"client {c}: start_params keys must include the model's state_dict keys; "
+                                 f"missing {sorted(missing)}")
+            absent = set(self.trainable) - set(sp)
+            if absent:
+                raise ValueError(f"client {c}: trainable keys {sorted(absent)} are not in its state")
+            if set(d) != set(self.streams):
+                raise ValueError(f"client {c}: data streams {sorted(d)} differ from the task's {self.streams}")
+            for s, tensors in d.items():
+                lengths = {k: t.shape[0] for k, t in tensors.items()}
+                if len(set(lengths.values())) > 1:
+                    raise ValueError(f"client {c}: stream {s!r} tensors differ in length {lengths}")
+                for k in tensors:
+                    self.stream_of.setdefault(k, s)
+        for v in task.views:
+            if v.src not in self.stream_of:
+                raise ValueError(f"view {v.out!r}: source key {v.src!r} is in no stream")
+            self.stream_of[v.out] = self.stream_of[v.src]
+        for i, k in enumerate(self.stream_of):
+            self.slot_of[k] = i
+        self.fixed = [k for k in starts[0] if k not in self.trainable and k not in self.buffer_keys] if starts else []
+        self.gens = [as_generator(g) for g in generators]
+        self.sizes = [{s: (next(iter(d[s].values())).shape[0] if d[s] else 0) for s in self.streams} for d in self.data]
+        self.schedules = [task_schedule(task, sz, g) for sz, g in zip(self.sizes, self.gens)]
+        self.n_steps = [max((len(v) for v in sch.values()), default=0) for sch in self.schedules]
+        self.stochastic = bool(stochastic_modules(model))
+        self.seeds = [draw_seed(g) if self.stochastic else 0 for g in self.gens]
+        self.keys = [step_keys(s, n) for s, n in zip(self.seeds, self.n_steps)]
+        self.has_bn = _has_bn(model)
+        self.report = task.report_stream or self.streams[0]
+
+    @staticmethod
+    def _order(trainable, starts) -> list[str]:
+        order = list(starts[0]) if starts else sorted(trainable)
+        return [k for k in order if k in trainable]
+
+    def lr_scale(self, c: int, s: int) -> float:
+        return self.task.schedule.factor(s, self.n_steps[c])
+
+    def draw_views(self, c: int, s: int, widths: Mapping[str, int]) -> list:
+        """This client's augmentation parameters for step ``s`` (one per view, in order)."""
+        return [v.augmentation.draw(widths[self.stream_of[v.src]], self.gens[c]) for v in self.task.views]
+
+    def collect(self, c: int, state: Params, loss_sum: float, rows: int, aux_sums: dict) -> tuple:
+        mean = loss_sum / rows if rows else float("nan")
+        return state, mean, {k: v / self.n_steps[c] for k, v in aux_sums.items()} if self.n_steps[c] else {}
+
+
+def _apply_views(task: LocalTask, tensors: dict, params_per_client: list, real_rows: list, padded: bool) -> None:
+    """Add each view's augmented tensor to ``tensors`` (clients' real rows augmented together, then re-padded)."""
+    if not task.views:
+        return
+    from learning.augment import concat_params
+
+    for i, v in enumerate(task.views):
+        src = tensors[v.src]
+        if not padded:
+            tensors[v.out] = v.augmentation.apply(src, params_per_client[0][i])
+            continue
+        parts = [src[c, :n] for c, n in enumerate(real_rows[v.src])]
+        out = v.augmentation.apply(torch.cat(parts), concat_params([p[i] for p in params_per_client]))
+        full = src.clone()
+        start = 0
+        for c, n in enumerate(real_rows[v.src]):
+            full[c, :n] = out[start:start + n]
+            start += n
+        tensors[v.out] = full
+
+
+def _finite_mean(values: list[float]) -> float:
+    return float("nan") if not values else sum(values) / len(values)
+
+
+class Executor(Protocol):
+    name: str
+
+    def run(self, model: nn.Module, task: LocalTask, start_params: list[Params], data: list, generators: list) -> LocalTrainResult: ...
+
+
+class _Base:
+    """The classic API on top of :meth:`run`: supervised training from ``(x, y[, w])`` tuples."""
+
+    def train(self, model, start_params, datasets, generators, cfg, *, objective=DEFAULT_OBJECTIVE) -> list[Params]:
+        """Final state of each client after supervised local training."""
+        return self.train_with_stats(model, start_params, datasets, generators, cfg, objective=objective).params
+
+    def train_with_stats(self, model, start_params, datasets, generators, cfg: LocalTrainConfig, *,
+                         objective: LocalObjective = DEFAULT_OBJECTIVE) -> LocalTrainResult:
+        """Supervised local training (:func:`supervised_task`) of every client."""
+        return self.run(model, supervised_task(cfg, objective), start_params, [as_streams(d) for d in datasets],
+                        generators)
+
+
+def _step_loss(plan: _Plan, padded: bool):
+    """The per-client function: ``(train, fixed, start, batch, key) -> (loss, (aux, buffers))``."""
+    task, model = plan.task, plan.model
+
+    def fn(train: Params, fixed: Params, start: Params, batch: dict, key: torch.Tensor):
+        fs = ForwardState(key=key if plan.stochastic else None)
+        with forward_state(fs):
+            net = Net(model, train, fixed, start, fs, padded, plan.has_bn, plan.model_key_set)
+            b = Batch(batch, plan.stream_of, plan.slot_of, padded)
+            loss, aux = task.loss(net, b, key)
+        aux = dict(aux)
+        aux.setdefault("loss", loss)
+        return loss, ({k: v.detach() for k, v in aux.items()}, fs.buffers)
+
+    return fn
+
+
+def _custom_step(plan: _Plan, padded: bool, s: int):
+    task, model = plan.task, plan.model
+
+    def fn(train: Params, fixed: Params, start: Params, opt_state: dict, batch: dict, key: torch.Tensor, lr_scale):
+        fs = ForwardState(key=key if plan.stochastic else None)
+        with forward_state(fs):
+            net = Net(model, train, fixed, start, fs, padded, plan.has_bn, plan.model_key_set)
+            b = Batch(batch, plan.stream_of, plan.slot_of, padded)
+            new, new_opt, aux = task.step(StepInputs(net, train, opt_state, b, key, s, lr_scale))
+        aux = {k: v.detach() for k, v in dict(aux).items()}
+        return new, new_opt, aux, fs.buffers
+
+    return fn
+
+
+def _add_prox(task: LocalTask, grads: Params, params: Params, start: Params, model_keys) -> Params:
+    if task.prox_mu == 0:
+        return grads
+    return {k: (g.add(params[k] - start[k], alpha=task.prox_mu) if k in model_keys else g) for k, g in grads.items()}
 
 
 # --------------------------------------------------------------------------- sequential
 
 
-class SequentialExecutor:
-    """One client after another: ``functional_call`` + autograd + ``torch.optim.SGD``.
+class SequentialExecutor(_Base):
+    """One client after another: ``functional_call`` + autograd + the task's functional optimizer.
 
     ``model`` is only a template (its structure and train/eval behaviour); its
-    own parameters are not touched. Works for every model: BatchNorm running
-    statistics are updated in the returned state, and dropout draws its masks
-    under a seed drawn from the client's generator (after its sample orders),
-    with torch's global RNG restored afterwards.
+    own tensors are never touched.
     """
 
     name = "sequential"
 
-    def train(self, model, start_params, datasets, generators, cfg, *, objective=DEFAULT_OBJECTIVE) -> list[Params]:
-        """Final state of each client after local training (see the module docstring)."""
-        return self.train_with_stats(model, start_params, datasets, generators, cfg, objective=objective).params
-
-    def train_with_stats(
-        self,
-        model: nn.Module,
-        start_params: list[Params],
-        datasets: list[ClientData],
-        generators: list[GeneratorLike],
-        cfg: LocalTrainConfig,
-        *,
-        objective: LocalObjective = DEFAULT_OBJECTIVE,
-    ) -> LocalTrainResult:
-        _check_inputs(model, start_params, datasets, generators)
-        trainable = _trainable_names(model)
-        stochastic = bool(stochastic_modules(model))
-        out_params, losses, steps = [], [], []
+    def run(self, model: nn.Module, task: LocalTask, start_params: list[Params], data: list, generators: list) -> LocalTrainResult:
+        plan = _Plan(model, task, start_params, data, generators)
+        out, means, auxes = [], [], []
         with _mode(model, True):
-            for sp, data, g in zip(start_params, datasets, generators):
-                p, loss, n_steps = self._train_one(model, trainable, stochastic, sp, data, as_generator(g), cfg, objective)
-                out_params.append(p)
-                losses.append(loss)
-                steps.append(n_steps)
-        return LocalTrainResult(out_params, losses, steps)
+            for c in range(len(start_params)):
+                state, mean, aux = self._one(plan, c, start_params[c])
+                out.append(state)
+                means.append(mean)
+                auxes.append(aux)
+        names = sorted({k for a in auxes for k in a})
+        return LocalTrainResult(out, means, plan.n_steps, {k: [a.get(k, float("nan")) for a in auxes] for k in names})
 
     @staticmethod
-    def _train_one(model, trainable, stochastic, sp, data, gen, cfg, objective) -> tuple[Params, float, int]:
-        x, y = data[0], data[1]
-        w = data[2] if len(data) == 3 else None
-        schedule = client_schedule(x.shape[0], cfg.batch_size, cfg.epochs, gen)
-        rng = seeded_torch_rng(draw_seed(gen), x.device) if stochastic else contextlib.nullcontext()
-        state = {k: v.detach().clone() for k, v in sp.items()}
-        start = {n: sp[n].detach() for n in trainable}
-        live = [state[n].requires_grad_(True) for n in trainable]
-        opt = torch.optim.SGD(live, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay) if live else None
-        loss_sum = torch.zeros((), dtype=torch.float64, device=x.device)
-        n_seen = 0
+    def _one(plan: _Plan, c: int, sp: Params):
+        task = plan.task
+        train = {k: sp[k].detach() for k in plan.trainable}
+        start = dict(train)
+        fixed = {k: sp[k] for k in plan.fixed}
+        buffers = {k: sp[k] for k in plan.buffer_keys}
+        opt_state = task.optimizer.init(train)
+        loss_fn = _step_loss(plan, padded=False) if task.step is None else None
+        device = next(iter(sp.values())).device if sp else torch.device("cpu")
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        rows, aux_sums = 0, {}
+        # torch's own dropout layers (not learning.layers') draw from the global RNG: seed it from the client
+        rng = seeded_torch_rng(plan.seeds[c], device) if plan.stochastic else contextlib.nullcontext()
         with rng:
-            for idx in schedule:
-                idx = idx.to(x.device)
-                nb = idx.numel()
-                out = functional_call(model, state, (x[idx],))
-                per = objective.sample_loss(out, y[idx])
-                _check_sample_loss(per, nb)
-                if w is not None:
-                    per = per * w[idx]
-                data_loss = per.sum() / nb
-                total = data_loss
-                if objective.penalty is not None:
-                    total = total + objective.penalty({n: state[n] for n in trainable}, start)
-                if opt is None:
-                    continue
-                opt.zero_grad(set_to_none=True)
-                total.backward()
-                if cfg.prox_mu != 0:
-                    for n in trainable:
-                        state[n].grad.add_(state[n].detach() - start[n], alpha=cfg.prox_mu)
-                opt.step()
-                loss_sum += data_loss.detach().double() * nb
-                n_seen += nb
-        final = {k: v.detach() for k, v in state.items()}
-        mean = float(loss_sum) / n_seen if n_seen else float("nan")
-        return final, mean, len(schedule)
+            for s in range(plan.n_steps[c]):
+                train, opt_state, buffers, loss_sum, rows = SequentialExecutor._step(
+                    plan, c, s, sp, train, start, fixed, buffers, opt_state, loss_fn, loss_sum, rows, aux_sums, device)
+        state = {k: (train[k] if k in train else buffers[k] if k in buffers else sp[k]) for k in sp}
+        return plan.collect(c, state, float(loss_sum), rows, aux_sums)
+
+    @staticmethod
+    def _step(plan, c, s, sp, train, start, fixed, buffers, opt_state, loss_fn, loss_sum, rows, aux_sums, device):
+        """One step of client ``c``: gather its batch, views, loss and gradient (or custom step), update."""
+        task, data, sched = plan.task, plan.data[c], plan.schedules[c]
+        idx = {name: sched[name][s] for name in plan.streams}
+        batch = {}
+        for name in plan.streams:
+            i = idx[name].to(device)
+            for k, t in data[name].items():
+                batch[k] = t[i]
+            batch[f"__mask:{name}"] = torch.ones(idx[name].numel(), device=device)
+        widths = {name: idx[name].numel() for name in plan.streams}
+        if task.views:
+            _apply_views(task, batch, [plan.draw_views(c, s, widths)], {}, padded=False)
+        key = plan.keys[c][s].to(device)
+        scale = plan.lr_scale(c, s)
+        if task.step is None:
+            live = {k: v.detach().requires_grad_(True) for k, v in train.items()}
+            loss, (aux, new_buf) = loss_fn(live, {**fixed, **buffers}, start, batch, key)
+            grads = dict(zip(live, torch.autograd.grad(loss, list(live.values()), allow_unused=True)))
+            grads = {k: (g if g is not None else torch.zeros_like(live[k])) for k, g in grads.items()}
+            grads = _add_prox(task, grads, train, start, plan.model_keys)
+            train, opt_state = task.optimizer.update(train, grads, opt_state, s, scale)
+            train = {k: v.detach() for k, v in train.items()}
+        else:
+            fn = _custom_step(plan, False, s)
+            train, opt_state, aux, new_buf = fn(train, {**fixed, **buffers}, start, opt_state, batch, key, scale)
+        buffers = {**buffers, **{k: v.detach() for k, v in new_buf.items()}}
+        n = widths[plan.report]
+        loss_sum = loss_sum + aux["loss"].detach().double() * n
+        rows += n
+        for k, v in aux.items():
+            if k != "loss":
+                aux_sums[k] = aux_sums.get(k, 0.0) + float(v)
+        return train, opt_state, buffers, loss_sum, rows
 
 
 # --------------------------------------------------------------------------- vectorised
 
 
-def stack_params(params_list: Sequence[Mapping[str, torch.Tensor]]) -> Params:
-    """Stack per-model dicts along a new leading dimension (same keys in every dict)."""
-    if not params_list:
-        raise ValueError("params_list is empty")
-    keys = list(params_list[0].keys())
-    for i, p in enumerate(params_list):
-        if set(p) != set(keys):
-            raise ValueError(f"params_list[{i}] has keys {sorted(p)}, expected {sorted(keys)}")
-    return {k: torch.stack([p[k].detach() for p in params_list]) for k in keys}
-
-
-def unstack_params(stacked: Mapping[str, torch.Tensor]) -> list[Params]:
-    """Inverse of :func:`stack_params` (views, no copies)."""
-    n = next(iter(stacked.values())).shape[0]
-    return [{k: v[i] for k, v in stacked.items()} for i in range(n)]
-
-
-class VmapExecutor:
+class VmapExecutor(_Base):
     """All clients at once with ``torch.func``: ``vmap(grad(loss))`` over stacked parameters.
 
-    ``fallback``: what to do with a model that cannot be vectorised exactly
-    (:meth:`unsupported_reason`): ``"sequential"`` (default) trains it with
-    :class:`SequentialExecutor` and warns; ``"error"`` raises ``ValueError``.
     ``max_clients`` bounds memory by vectorising at most that many clients per
-    pass (``None``: all of them).
+    pass (``None``: all of them). Every model runs here: BatchNorm and dropout
+    are handled functionally (``learning.layers``). A model whose layers are
+    torch's own ``nn.BatchNorm*``/``nn.Dropout*`` rather than ours would
+    silently differ, so :meth:`unsupported_reason` names them and ``run``
+    trains such a model with :class:`SequentialExecutor` (with a warning) or,
+    with ``fallback="error"``, refuses it.
     """
 
     name = "vmap"
@@ -375,237 +678,131 @@ class VmapExecutor:
 
     @staticmethod
     def unsupported_reason(model: nn.Module) -> str | None:
-        """Why ``model`` cannot be trained vectorised with results equal to the loop; ``None`` if it can.
+        """Why ``model`` cannot be trained vectorised with results equal to the loop; ``None`` if it can."""
+        from learning.layers import BatchNorm2d, Dropout
 
-        - Buffers (BatchNorm): in train mode the batch statistics would include
-          the padding rows of shorter clients (and the forward of clients whose
-          steps are over), so results would differ from the loop.
-        - Dropout: under vmap the masks come from one batched random stream,
-          not from each client's own seed, so results would differ from the
-          sequential executor (and from run to run of different client sets).
-        """
-        bufs = [n for n, _ in model.named_buffers()]
-        if bufs:
-            return f"model has buffers ({', '.join(bufs[:3])}{', ...' if len(bufs) > 3 else ''}: BatchNorm statistics)"
-        drop = stochastic_modules(model)
-        if drop:
-            return f"model has dropout ({', '.join(drop[:3])}): per-client random masks"
+        foreign = [n for n, m in model.named_modules()
+                   if (isinstance(m, nn.modules.batchnorm._BatchNorm) and not isinstance(m, BatchNorm2d))
+                   or (n in stochastic_modules(model) and not isinstance(m, Dropout))]
+        if foreign:
+            return (f"layers {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''} are torch's own "
+                    f"BatchNorm/dropout, not learning.layers' functional ones")
         return None
 
-    def train(self, model, start_params, datasets, generators, cfg, *, objective=DEFAULT_OBJECTIVE) -> list[Params]:
-        """Final state of each client after local training (see the module docstring)."""
-        return self.train_with_stats(model, start_params, datasets, generators, cfg, objective=objective).params
-
-    def train_with_stats(
-        self,
-        model: nn.Module,
-        start_params: list[Params],
-        datasets: list[ClientData],
-        generators: list[GeneratorLike],
-        cfg: LocalTrainConfig,
-        *,
-        objective: LocalObjective = DEFAULT_OBJECTIVE,
-    ) -> LocalTrainResult:
-        _check_inputs(model, start_params, datasets, generators)
+    def run(self, model: nn.Module, task: LocalTask, start_params: list[Params], data: list, generators: list) -> LocalTrainResult:
         reason = self.unsupported_reason(model)
         if reason is not None:
             if self.fallback == "error":
                 raise ValueError(f"VmapExecutor cannot vectorise {type(model).__name__}: {reason}")
-            warnings.warn(
-                f"VmapExecutor: {type(model).__name__} {reason}; training it with SequentialExecutor",
-                stacklevel=2,
-            )
-            return SequentialExecutor().train_with_stats(
-                model, start_params, datasets, generators, cfg, objective=objective
-            )
-        k = len(datasets)
+            warnings.warn(f"VmapExecutor: {type(model).__name__}: {reason}; training it with SequentialExecutor",
+                          stacklevel=2)
+            return SequentialExecutor().run(model, task, start_params, data, generators)
+        k = len(start_params)
+        plan = _Plan(model, task, start_params, data, generators)
         if k == 0:
             return LocalTrainResult([], [], [])
         chunk = self.max_clients or k
-        parts = []
+        states, means, auxes = [], [], []
         with _mode(model, True):
             for i in range(0, k, chunk):
-                sl = slice(i, i + chunk)
-                parts.append(
-                    self._train_stacked(
-                        model, start_params[sl], datasets[sl], [as_generator(g) for g in generators[sl]], cfg, objective
-                    )
-                )
-        return LocalTrainResult(
-            [p for r in parts for p in r.params],
-            [v for r in parts for v in r.mean_loss],
-            [s for r in parts for s in r.n_steps],
-        )
+                s, m, a = self._stacked(plan, list(range(i, min(k, i + chunk))), start_params)
+                states += s
+                means += m
+                auxes += a
+        names = sorted({n for a in auxes for n in a})
+        return LocalTrainResult(states, means, plan.n_steps, {n: [a.get(n, float("nan")) for a in auxes] for n in names})
 
     @staticmethod
-    def _train_stacked(model, start_params, datasets, gens, cfg, objective) -> LocalTrainResult:
-        k = len(datasets)
-        trainable = _trainable_names(model)
-        fixed = [n for n in start_params[0] if n not in trainable]
-        device = datasets[0][0].device
-        sizes = [d[0].shape[0] for d in datasets]
-        shapes = {(tuple(d[0].shape[1:]), d[0].dtype, d[0].device) for d in datasets}
-        if len(shapes) > 1:
-            raise ValueError(f"clients' x differ in sample shape/dtype/device: {sorted(map(str, shapes))}")
-        schedules = [client_schedule(n, cfg.batch_size, cfg.epochs, g) for n, g in zip(sizes, gens)]
-        n_steps = [len(s) for s in schedules]
-
-        stacked = stack_params(start_params)
-        params = {n: stacked[n].clone() for n in trainable}
-        start = {n: stacked[n] for n in trainable}
-        frozen = {n: stacked[n] for n in fixed}
-        bufs = {n: torch.zeros_like(p) for n, p in params.items()} if cfg.momentum != 0 else {n: None for n in params}
-        loss_sum = torch.zeros(k, dtype=torch.float64, device=device)
+    def _stacked(plan: _Plan, clients: list[int], start_params: list[Params]):
+        task, k = plan.task, len(clients)
+        starts = [start_params[c] for c in clients]
+        device = next(iter(starts[0].values())).device
+        stacked = stack_params([{key: sp[key] for key in plan.trainable + plan.fixed + plan.buffer_keys} for sp in starts])
+        train = {n: stacked[n] for n in plan.trainable}
+        start = dict(train)
+        fixed = {n: stacked[n] for n in plan.fixed}
+        buffers = {n: stacked[n] for n in plan.buffer_keys}
+        opt_state = task.optimizer.init(train)
+        n_steps = [plan.n_steps[c] for c in clients]
         max_steps = max(n_steps)
-        if max_steps == 0 or not trainable:
-            return LocalTrainResult(
-                [{key: stacked[key][i] for key in stacked} for i in range(k)], [float("nan")] * k, n_steps
-            )
-
-        x_all = torch.cat([d[0] for d in datasets])
-        y_all = torch.cat([d[1] for d in datasets])
-        weighted = any(len(d) == 3 for d in datasets)
-        w_all = (
-            torch.cat([d[2] if len(d) == 3 else torch.ones(n, dtype=torch.float32, device=device)
-                       for d, n in zip(datasets, sizes)])
-            if weighted else None
-        )
-        offsets = torch.tensor([0] + sizes[:-1]).cumsum(0).tolist()
-        sample_loss, penalty = objective.sample_loss, objective.penalty
-
-        def client_loss(p, fz, p0, xb, yb, wb, n_real):
-            out = functional_call(model, {**p, **fz}, (xb,))
-            per = sample_loss(out, yb)
-            _check_sample_loss(per, xb.shape[0])
-            data_loss = (per * wb).sum() / n_real
-            total = data_loss if penalty is None else data_loss + penalty(p, p0)
-            return total, data_loss
-
-        grad_fn = vmap(grad(client_loss, has_aux=True))
+        loss_sum = torch.zeros(k, dtype=torch.float64, device=device)
+        rows = torch.zeros(k, dtype=torch.float64)
+        aux_sums: dict[str, torch.Tensor] = {}
+        if task.step is None:
+            step_fn = vmap(grad(_step_loss(plan, padded=True), has_aux=True))
         for s in range(max_steps):
-            width = max((schedules[c][s].numel() for c in range(k) if s < n_steps[c]), default=0)
-            gidx = torch.zeros((k, width), dtype=torch.long)
-            mask = torch.zeros((k, width), dtype=torch.float32)
-            active = torch.tensor([s < n for n in n_steps])
-            for c in range(k):
-                if s < n_steps[c]:
-                    b = schedules[c][s]
-                    gidx[c, : b.numel()] = b + offsets[c]
-                    gidx[c, b.numel():] = offsets[c]  # padding: a real sample of the same client, masked out
-                    mask[c, : b.numel()] = 1.0
-                else:
-                    gidx[c] = offsets[c] if sizes[c] else 0
-            n_real = mask.sum(1)
-            gidx, mask, n_real = gidx.to(device), mask.to(device), n_real.to(device)
-            xb, yb = x_all[gidx], y_all[gidx]
-            wb = mask if w_all is None else w_all[gidx] * mask.to(w_all.dtype)
-            grads, data_loss = grad_fn(params, frozen, start, xb, yb, wb, n_real.clamp(min=1.0))
-            loss_sum += data_loss.detach().double() * n_real.double()
-            all_active = bool(active.all())
-            act = active.to(device)
-            for n in trainable:
-                g = grads[n]
-                if cfg.prox_mu != 0:
-                    g = g.add(params[n] - start[n], alpha=cfg.prox_mu)
-                new_p, new_b = sgd_momentum_step(
-                    params[n], g, bufs[n], lr=cfg.lr, momentum=cfg.momentum,
-                    weight_decay=cfg.weight_decay, first_step=(s == 0),
-                )
-                if all_active:
-                    params[n], bufs[n] = new_p, new_b
-                else:
-                    a = act.view(k, *([1] * (new_p.dim() - 1)))
-                    params[n] = torch.where(a, new_p, params[n])
-                    if new_b is not None:
-                        bufs[n] = torch.where(a, new_b, bufs[n])
-        totals = [sum(b.numel() for b in sched) for sched in schedules]
-        out = [{**{n: params[n][i] for n in trainable}, **{n: frozen[n][i] for n in fixed}} for i in range(k)]
-        out = [{key: o[key] for key in start_params[0]} for o in out]  # the callers' key order
-        means = [float(loss_sum[i]) / t if t else float("nan") for i, t in enumerate(totals)]
-        return LocalTrainResult(out, means, n_steps)
-
-
-# --------------------------------------------------------------------------- inference
-
-
-def _as_stacked(model: nn.Module, params: Union[Mapping[str, torch.Tensor], Sequence[Mapping[str, torch.Tensor]]]) -> Params:
-    keys = set(model.state_dict().keys())
-    stacked = dict(params) if isinstance(params, Mapping) else stack_params(params)
-    if set(stacked) != keys:
-        raise ValueError(
-            f"params keys must be the model's state_dict keys; missing {sorted(keys - set(stacked))}, "
-            f"unexpected {sorted(set(stacked) - keys)}"
-        )
-    sizes = {v.shape[0] for v in stacked.values()}
-    if len(sizes) != 1:
-        raise ValueError(f"stacked params differ in their leading (model) dimension: {sorted(sizes)}")
-    return stacked
-
-
-def _logits_many(model: nn.Module, stacked: Params, x: torch.Tensor, batch_size: int, vectorize: bool) -> torch.Tensor:
-    """Logits ``(n_models, n, C)`` in eval mode, ``batch_size`` samples at a time."""
-    m = next(iter(stacked.values())).shape[0]
-    n = x.shape[0]
-    if batch_size < 1:
-        raise ValueError(f"batch_size(={batch_size}) must be >= 1")
-
-    def one(p: Params, xb: torch.Tensor) -> torch.Tensor:
-        return functional_call(model, p, (xb,))
-
-    outs = []
-    with _mode(model, False), torch.no_grad():
-        many = vmap(one, in_dims=(0, None)) if vectorize else None
-        for i in range(0, n, batch_size):
-            xb = x[i : i + batch_size]
-            if vectorize:
-                outs.append(many(stacked, xb))
+            active = [s < n for n in n_steps]
+            batch, real = {}, {}
+            for name in plan.streams:
+                idxs = [plan.schedules[c][name][s] if active[j] else torch.zeros(0, dtype=torch.long)
+                        for j, c in enumerate(clients)]
+                width = max(1, max(i.numel() for i in idxs))
+                pad = torch.zeros((k, width), dtype=torch.long)
+                mask = torch.zeros((k, width), dtype=torch.float32)
+                for j, i in enumerate(idxs):
+                    pad[j, : i.numel()] = i
+                    mask[j, : i.numel()] = 1.0
+                pad_d = pad.to(device)
+                real[name] = [i.numel() for i in idxs]
+                for key_ in plan.data[clients[0]][name]:
+                    parts = []
+                    for j, c in enumerate(clients):
+                        t = plan.data[c][name][key_]
+                        parts.append(t.index_select(0, pad_d[j]) if t.shape[0] else t.new_zeros((width, *t.shape[1:])))
+                    batch[key_] = torch.stack(parts)
+                batch[f"__mask:{name}"] = mask.to(device)
+            if task.views:
+                views = [plan.draw_views(c, s, {n: real[n][j] for n in plan.streams}) if active[j] else None
+                         for j, c in enumerate(clients)]
+                live_views = [v for v in views if v is not None]
+                rr = {v.src: [real[plan.stream_of[v.src]][j] if active[j] else 0 for j in range(k)] for v in task.views}
+                _apply_views(task, batch, live_views, rr, padded=True)
+            keys = torch.stack([plan.keys[c][s] if active[j] else torch.zeros((), dtype=torch.int64)
+                                for j, c in enumerate(clients)]).to(device)
+            scales = [plan.lr_scale(c, s) if active[j] else 1.0 for j, c in enumerate(clients)]
+            scale = scales[0] if len(set(scales)) == 1 else torch.tensor(scales, device=device)
+            both = {**fixed, **buffers}
+            if task.step is None:
+                grads, (aux, new_buf) = step_fn(train, both, start, batch, keys)
+                grads = _add_prox(task, grads, train, start, plan.model_keys)
+                new_train, new_opt = task.optimizer.update(train, grads, opt_state, s, scale)
             else:
-                outs.append(torch.stack([one({k: v[j] for k, v in stacked.items()}, xb) for j in range(m)]))
-        if not outs:  # no samples: ask the model for its number of classes
-            probe = one({k: v[0] for k, v in stacked.items()}, x[:0])
-            return probe.new_zeros((m, 0, *probe.shape[1:]))
-    return torch.cat(outs, dim=1)
+                fn = vmap(_custom_step(plan, True, s), in_dims=(0, 0, 0, 0, 0, 0, None if not torch.is_tensor(scale) else 0))
+                new_train, new_opt, aux, new_buf = fn(train, both, start, opt_state, batch, keys, scale)
+            act_d = torch.tensor(active, device=device)
+            if all(active):
+                train, opt_state = new_train, new_opt
+                buffers.update(new_buf)
+            else:
+                train = {n: _where(act_d, new_train[n], train[n]) for n in train}
+                opt_state = _tree_where(act_d, new_opt, opt_state)
+                buffers.update({n: _where(act_d, v, buffers[n]) for n, v in new_buf.items()})
+            nr = torch.tensor([real[plan.report][j] if active[j] else 0 for j in range(k)], dtype=torch.float64)
+            loss_sum += aux["loss"].detach().double() * nr.to(device)
+            rows += nr
+            for name, v in aux.items():
+                if name != "loss":
+                    aux_sums[name] = aux_sums.get(name, torch.zeros(k, device=device)) + v.detach().float() * act_d
+        loss_l, aux_l = loss_sum.tolist(), {n: v.tolist() for n, v in aux_sums.items()}
+        states, means, auxes = [], [], []
+        for j, c in enumerate(clients):
+            sp = start_params[c]
+            state = {key: (train[key][j] if key in train else buffers[key][j] if key in buffers else sp[key]) for key in sp}
+            st, mean, aux = plan.collect(c, state, loss_l[j], int(rows[j]), {n: v[j] for n, v in aux_l.items()})
+            states.append(st)
+            means.append(mean)
+            auxes.append(aux)
+        return states, means, auxes
 
 
-def predict_proba(
-    model: nn.Module,
-    params: Union[Mapping[str, torch.Tensor], Sequence[Mapping[str, torch.Tensor]]],
-    x: torch.Tensor,
-    *,
-    batch_size: int = 1024,
-    vectorize: bool = True,
-) -> torch.Tensor:
-    """Softmax outputs ``(n_models, n, C)`` of several parameter sets on the same ``x`` (eval mode).
-
-    ``params``: a list of state dicts, or one dict of tensors stacked along a
-    leading model dimension (as :func:`stack_params` makes). Vectorised over
-    the models with ``vmap`` (works for BatchNorm in eval mode and dropout,
-    which is off); ``vectorize=False`` loops instead (same numbers).
-    """
-    stacked = _as_stacked(model, params)
-    return F.softmax(_logits_many(model, stacked, x, batch_size, vectorize), dim=-1)
+def _where(active: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    return torch.where(active.view(-1, *([1] * (new.dim() - 1))), new, old)
 
 
-def evaluate(
-    model: nn.Module,
-    params_list: Sequence[Mapping[str, torch.Tensor]],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    batch_size: int = 1024,
-    *,
-    vectorize: bool = True,
-) -> list[float]:
-    """Accuracy (fraction of argmax == y) of each parameter set on ``(x, y)``; NaN when ``x`` is empty."""
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(f"x and y differ in length ({x.shape[0]} vs {y.shape[0]})")
-    if not params_list:
-        return []
-    stacked = _as_stacked(model, params_list)
-    if x.shape[0] == 0:
-        return [float("nan")] * len(params_list)
-    logits = _logits_many(model, stacked, x, batch_size, vectorize)
-    correct = (logits.argmax(-1) == y.unsqueeze(0)).sum(1)
-    return [float(c) / x.shape[0] for c in correct.tolist()]
+def _tree_where(active, new, old):
+    if isinstance(new, dict):
+        return {k: _tree_where(active, v, old[k]) for k, v in new.items()}
+    return _where(active, new, old)
 
 
 # --------------------------------------------------------------------------- choice
@@ -620,3 +817,7 @@ def make_executor(name: str, device: torch.device | str = "cpu") -> SequentialEx
     if name == "vmap":
         return VmapExecutor()
     raise ValueError(f"executor(={name!r}) must be one of 'auto', 'sequential', 'vmap'")
+
+
+# Inference used to live here; it is public in learning.inference now.
+from learning.inference import _as_stacked, _logits_many, evaluate, predict_proba  # noqa: E402,F401

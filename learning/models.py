@@ -26,6 +26,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from learning.layers import BatchNorm2d, Dropout, name_layers
+
 MODEL_NAMES = ("cnn", "peer_cnn", "text", "resnet9")
 
 _DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
@@ -121,7 +123,7 @@ class TextClassifier(nn.Module):
 def _conv_bn(c_in: int, c_out: int) -> nn.Sequential:
     return nn.Sequential(
         nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
-        nn.BatchNorm2d(c_out),
+        BatchNorm2d(c_out),
         nn.ReLU(inplace=True),
     )
 
@@ -141,7 +143,8 @@ class ResNet9(nn.Module):
     prep conv-BN-ReLU 64 → layer1 128 + MaxPool2 + residual(2×128) → layer2 256
     + MaxPool2 → layer3 512 + MaxPool2 + residual(2×512, each conv-BN-ReLU
     followed by Dropout(p)) → AdaptiveMaxPool(1) → Linear(512, C). Convolutions
-    have no bias (BatchNorm follows). AdaptiveMaxPool(1) equals the paper's
+    have no bias (BatchNorm follows). BatchNorm and dropout are
+    ``learning.layers``' (torch's, runnable functionally by the executors). AdaptiveMaxPool(1) equals the paper's
     MaxPool(4) on 32×32 inputs and also serves 28×28.
     """
 
@@ -155,7 +158,7 @@ class ResNet9(nn.Module):
         self.layer2 = nn.Sequential(_conv_bn(128, 256), nn.MaxPool2d(2))
         self.layer3 = nn.Sequential(_conv_bn(256, 512), nn.MaxPool2d(2))
         self.res3 = _Residual(
-            nn.Sequential(_conv_bn(512, 512), nn.Dropout(dropout), _conv_bn(512, 512), nn.Dropout(dropout))
+            nn.Sequential(_conv_bn(512, 512), Dropout(dropout), _conv_bn(512, 512), Dropout(dropout))
         )
         self.pool = nn.AdaptiveMaxPool2d(1)
         self.fc = nn.Linear(512, n_classes)
@@ -239,9 +242,9 @@ def build_model(
         return ResNet9(shape[0], n_classes)
 
     if seed is None:
-        return make()
+        return name_layers(make())
     with seeded_torch_rng(seed):
-        return make()
+        return name_layers(make())
 
 
 def model_bits(model: nn.Module, bits_per_param: int = 32) -> int:

@@ -44,7 +44,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from learning.executors import _as_stacked, _logits_many, _mode, stack_params
+from learning.inference import as_stacked, eval_mode, logits
+from learning.state import stack_params
 
 Params = dict[str, torch.Tensor]
 Bound = Union[str, float, int]
@@ -132,20 +133,20 @@ def cross_entropy_losses(
     """Mean cross-entropy of every model on every set: ``(n_models, n_sets)``, float64.
 
     One forward call over the stacked models and the concatenated sets (the
-    logits behind :func:`learning.executors.predict_proba`, so log-softmax
+    logits of :func:`learning.inference.logits`, so log-softmax
     stays exact). An empty set gives NaN.
     """
     if len(xs) != len(ys):
         raise ValueError(f"xs and ys differ in length ({len(xs)} vs {len(ys)})")
-    stacked = _as_stacked(model, params)
+    stacked = as_stacked(model, params)
     m = next(iter(stacked.values())).shape[0]
     sizes = [int(x.shape[0]) for x in xs]
     if sum(sizes) == 0:
         return torch.full((m, len(xs)), float("nan"), dtype=torch.float64)
     x = torch.cat(list(xs))
     y = torch.cat(list(ys))
-    logits = _logits_many(model, stacked, x, batch_size, vectorize)  # (m, n, C)
-    nll = -torch.log_softmax(logits.double(), dim=-1).gather(-1, y.view(1, -1, 1).expand(m, -1, 1)).squeeze(-1)
+    out = logits(model, stacked, x, batch_size=batch_size, vectorize=vectorize)  # (m, n, C)
+    nll = -torch.log_softmax(out.double(), dim=-1).gather(-1, y.view(1, -1, 1).expand(m, -1, 1)).squeeze(-1)
     out = torch.full((m, len(xs)), float("nan"), dtype=torch.float64, device=nll.device)
     start = 0
     for j, k in enumerate(sizes):
@@ -167,14 +168,14 @@ def paired_losses(
     if not (len(states) == len(xs) == len(ys)):
         raise ValueError(f"states, xs, ys must have one entry per device (got {len(states)}, {len(xs)}, {len(ys)})")
     out = torch.full((len(states),), float("nan"), dtype=torch.float64)
-    with _mode(model, False), torch.no_grad():
+    with eval_mode(model), torch.no_grad():
         for n, (s, x, y) in enumerate(zip(states, xs, ys)):
             if x.shape[0] == 0:
                 continue
             total = 0.0
             for i in range(0, x.shape[0], batch_size):
-                logits = functional_call(model, dict(s), (x[i:i + batch_size],))
-                total += float(F.cross_entropy(logits.double(), y[i:i + batch_size], reduction="sum"))
+                out = functional_call(model, dict(s), (x[i:i + batch_size],))
+                total += float(F.cross_entropy(out.double(), y[i:i + batch_size], reduction="sum"))
             out[n] = total / x.shape[0]
     return out
 
@@ -228,7 +229,7 @@ def gradient_norms(
     def loss(p, rest, xb, yb):
         return F.cross_entropy(functional_call(model, {**p, **rest}, (xb,)), yb)
 
-    with _mode(model, False):
+    with eval_mode(model):
         if vectorize:
             stacked = stack_params(states)
             p = {k: stacked[k] for k in trainable}

@@ -1,0 +1,163 @@
+"""BatchNorm and dropout that the executors can run functionally, for one client or many at once.
+
+The models of ``learning.models`` use :class:`BatchNorm2d` and
+:class:`Dropout` (subclasses of torch's, with the same ``state_dict`` keys).
+Outside an executor they *are* torch's layers. Inside one, a
+:class:`ForwardState` (set with :func:`forward_state`) changes two things:
+
+- **BatchNorm, functionally.** In training mode the batch statistics are
+  taken over the rows marked real by ``state.mask`` only (padding rows of a
+  shorter client in a vectorised step count for nothing), and the new
+  running statistics are *returned* in ``state.buffers`` instead of written
+  into the module's buffers — so many clients' statistics can be carried
+  side by side under ``torch.func.vmap``, and a client whose steps are over
+  keeps its own (the executor selects with ``torch.where``). The formulas
+  are torch's: ``x̂ = (x − μ_B)/√(σ²_B + ε)``, ``y = γ·x̂ + β``,
+  running ``μ ← (1 − m)·μ + m·μ_B``, ``σ² ← (1 − m)·σ² + m·σ²_B·n/(n − 1)``
+  (unbiased), ``n`` the real values per channel.
+- **Dropout, from explicit keys.** The keep-mask of element ``j`` of row
+  ``r`` in the ``c``-th dropout call of a step is a counter-based hash of
+  ``(key, c, row id r, j)`` (SplitMix64 finaliser, Steele et al., OOPSLA
+  2014), so it depends on the client's key and on the row's *identity*, not
+  on its position in a padded batch nor on which clients share a call: the
+  sequential and the vectorised executor draw the same masks.
+
+Without a forward state (plain ``model(x)``) both layers behave exactly as
+torch's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+_STATE: contextvars.ContextVar[Optional["ForwardState"]] = contextvars.ContextVar("edgesim_forward", default=None)
+
+# SplitMix64 constants as signed int64 (torch has no uint64 arithmetic).
+_GOLDEN = -7046029254386353131  # 0x9E3779B97F4A7C15
+_MIX1 = -4658895280553007687  # 0xBF58476D1CE4E5B9
+_MIX2 = -7723592293110705685  # 0x94D049BB133111EB
+
+
+def _shr(z: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 values (torch's ``>>`` is arithmetic)."""
+    return (z >> s) & ((1 << (64 - s)) - 1)
+
+
+def _c(value: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(value, dtype=torch.int64, device=like.device)
+
+
+def mix64(z: torch.Tensor) -> torch.Tensor:
+    """The SplitMix64 finaliser on int64 tensors (wrap-around arithmetic): a bijective 64-bit hash."""
+    z = (z ^ _shr(z, 30)) * _c(_MIX1, z)
+    z = (z ^ _shr(z, 27)) * _c(_MIX2, z)
+    return z ^ _shr(z, 31)
+
+
+def hash_uniform(key: torch.Tensor, call: int, rows: torch.Tensor, row_numel: int) -> torch.Tensor:
+    """Uniform [0, 1) floats of shape ``(len(rows), row_numel)`` from ``(key, call, row id, element)``.
+
+    24 random bits per value; ``key`` is an int64 scalar (batched under vmap),
+    ``rows`` int64 row ids.
+    """
+    j = torch.arange(row_numel, device=rows.device, dtype=torch.int64)
+    golden, m2 = _c(_GOLDEN, rows), _c(_MIX2, rows)
+    z = mix64(key.to(rows.device) * golden + _c(call + 1, rows))
+    z = mix64(z + rows.to(torch.int64).unsqueeze(1) * m2 + j.unsqueeze(0) * golden)
+    return _shr(z, 40).to(torch.float32) * (1.0 / (1 << 24))
+
+
+@dataclass
+class ForwardState:
+    """What a forward pass inside an executor needs besides parameters.
+
+    ``mask``: (B,) 1.0 for real rows, 0.0 for padding (``None``: all real).
+    ``rows``: (B,) int64 row ids for dropout (``None``: 0..B−1).
+    ``key``: int64 scalar tensor seeding dropout (``None``: torch's own dropout).
+    ``buffers``: new running statistics by state-dict key (filled by BatchNorm;
+    read back by the next BatchNorm call of the same step).
+    ``names``: module → its state-dict prefix (set by :func:`forward_state`).
+    """
+
+    mask: Optional[torch.Tensor] = None
+    rows: Optional[torch.Tensor] = None
+    key: Optional[torch.Tensor] = None
+    buffers: dict = field(default_factory=dict)
+    calls: int = 0
+
+
+@contextlib.contextmanager
+def forward_state(state: ForwardState) -> Iterator[ForwardState]:
+    """Run a block with ``state`` as the forward state of every :class:`BatchNorm2d`/:class:`Dropout`."""
+    token = _STATE.set(state)
+    try:
+        yield state
+    finally:
+        _STATE.reset(token)
+
+
+def name_layers(model: nn.Module) -> nn.Module:
+    """Give each functional layer of ``model`` its state-dict prefix (idempotent); returns ``model``."""
+    for name, m in model.named_modules():
+        if isinstance(m, (BatchNorm2d, Dropout)):
+            m._prefix = f"{name}." if name else ""
+    return model
+
+
+class BatchNorm2d(nn.BatchNorm2d):
+    """``nn.BatchNorm2d`` with masked, functional training statistics inside an executor (module docstring)."""
+
+    _prefix = ""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        st = _STATE.get()
+        if st is None or not self.training or not self.track_running_stats:
+            return super().forward(x)
+        keys = [self._prefix + k for k in ("running_mean", "running_var", "num_batches_tracked")]
+        rm = st.buffers.get(keys[0], self.running_mean)
+        rv = st.buffers.get(keys[1], self.running_var)
+        nbt = st.buffers.get(keys[2], self.num_batches_tracked)
+        mom = 0.1 if self.momentum is None else self.momentum
+        if st.mask is None:
+            rm, rv = rm.clone(), rv.clone()
+            out = F.batch_norm(x, rm, rv, self.weight, self.bias, True, mom, self.eps)
+        else:
+            m = st.mask.to(x.dtype).reshape(-1, *([1] * (x.dim() - 1)))
+            dims = [0] + list(range(2, x.dim()))
+            per_row = x[0].numel() // x.shape[1] if x.shape[0] else 1
+            n = (st.mask.to(x.dtype).sum() * per_row).clamp(min=1.0)
+            mean = (x * m).sum(dims) / n
+            shape = (1, -1) + (1,) * (x.dim() - 2)
+            centred = x - mean.reshape(shape)
+            var = (centred * centred * m).sum(dims) / n
+            out = centred * torch.rsqrt(var.reshape(shape) + self.eps)
+            if self.affine:
+                out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
+            unbiased = var.detach() * n / (n - 1.0).clamp(min=1.0)
+            rm = rm * (1.0 - mom) + mean.detach() * mom
+            rv = rv * (1.0 - mom) + unbiased * mom
+        st.buffers[keys[0]], st.buffers[keys[1]], st.buffers[keys[2]] = rm, rv, nbt + 1
+        return out
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` whose masks come from the forward state's key inside an executor (module docstring)."""
+
+    _prefix = ""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        st = _STATE.get()
+        if st is None or st.key is None or not self.training or self.p == 0:
+            return super().forward(x)
+        st.calls += 1
+        b = x.shape[0]
+        rows = st.rows if st.rows is not None else torch.arange(b, device=x.device)
+        u = hash_uniform(st.key, st.calls, rows, x[0].numel() if b else 0).reshape(x.shape)
+        return x * (u >= self.p).to(x.dtype) * (1.0 / (1.0 - self.p))
