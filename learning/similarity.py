@@ -174,8 +174,8 @@ def paired_losses(
                 continue
             total = 0.0
             for i in range(0, x.shape[0], batch_size):
-                out = functional_call(model, dict(s), (x[i:i + batch_size],))
-                total += float(F.cross_entropy(out.double(), y[i:i + batch_size], reduction="sum"))
+                z = functional_call(model, dict(s), (x[i:i + batch_size],))
+                total += float(F.cross_entropy(z.double(), y[i:i + batch_size], reduction="sum"))
             out[n] = total / x.shape[0]
     return out
 
