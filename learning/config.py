@@ -19,6 +19,8 @@ DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "cifar100", "pathmnis
 PARTITIONS = ("iid", "dirichlet", "subset", "normal", "feddure_iid_iid", "feddure_iid_dir", "feddure_dir_dir", "labels_at_server")
 EXECUTORS = ("auto", "sequential", "vmap")
 MODELS = ("cnn", "peer_cnn", "text", "resnet9")
+OPTIMIZERS = ("sgd", "adam")
+SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(frozen=True)
@@ -82,12 +84,19 @@ class TrainConfig:
 
     ``executor = "auto"`` picks the vectorised executor on a GPU and the
     sequential one on a CPU (where vmap is slower, see docs/executors.md).
+    ``optimizer``: ``"sgd"`` (with ``momentum``, ``nesterov``,
+    ``weight_decay``) or ``"adam"`` (β = (0.9, 0.999), L2 ``weight_decay``);
+    ``schedule``: ``"constant"`` or ``"cosine"`` (FixMatch's decay over the
+    local steps of a round). Algorithms may override them in their own table.
     """
 
     model: str = "cnn"
     lr: Number = 0.05
     momentum: Number = 0.9
     weight_decay: Number = 0.0
+    optimizer: str = "sgd"
+    nesterov: bool = False
+    schedule: str = "constant"
     batch_size: int = 32
     executor: str = "auto"
     device: str = "auto"
@@ -100,6 +109,12 @@ class TrainConfig:
         if self.momentum >= 1:
             fail("momentum", self.momentum, "a number in [0, 1)")
         check_number("weight_decay", self.weight_decay, minimum=0)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        if not isinstance(self.nesterov, bool):
+            fail("nesterov", self.nesterov, "true or false")
+        if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0):
+            fail("nesterov", self.nesterov, 'false unless optimizer = "sgd" with momentum > 0')
+        check_choice("schedule", self.schedule, SCHEDULES)
         check_int("batch_size", self.batch_size, 1)
         check_choice("executor", self.executor, EXECUTORS)
         check_choice("device", self.device, ("auto", "cpu", "cuda"))

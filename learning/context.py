@@ -106,6 +106,27 @@ class Context:
         m = build_model(self.train_cfg.model, self.input_shape, self.n_classes, self.vocab_size, seed=self.seed_for("init", *keys))
         return {k: v.detach().to(self.device).clone() for k, v in m.state_dict().items()}
 
+    def optimizer(self, **overrides):
+        """The scenario's optimizer (``[train]``), with ``overrides`` (``None`` values ignored)."""
+        from learning.optim import make_optimizer
+
+        t = self.train_cfg
+        o = {k: v for k, v in overrides.items() if v is not None}
+        return make_optimizer(
+            o.get("optimizer", t.optimizer), o.get("lr", t.lr), momentum=o.get("momentum", t.momentum),
+            weight_decay=o.get("weight_decay", t.weight_decay), nesterov=o.get("nesterov", t.nesterov),
+        )
+
+    def bits_of(self, keys) -> int:
+        """Bits of sending ``keys`` of the model: their share of its numbers × ``model_bits``."""
+        from learning.state import scaled_bits
+
+        return scaled_bits(self.template_state, keys, self.model_bits)
+
+    @property
+    def template_state(self) -> Params:
+        return self.model.state_dict()
+
     def train_cycles(self, n_samples: int) -> float:
         """CPU cycles of local training on ``n_samples`` samples: ``I · C_tra · D`` (Eq. 7)."""
         return training_cycles(self.workload.local_iterations, self.cycles_per_sample, n_samples)

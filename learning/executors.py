@@ -126,7 +126,9 @@ class LocalTask:
     model); state keys that are not model keys are extra per-client tensors
     (e.g. pFedMe's local model), trainable only when listed.
     ``report_stream``: the stream whose real row count weighs the reported
-    loss of each step (default: the first).
+    loss of each step (default: the first). ``passes``: training passes
+    (forward + backward) per row of each stream per step, what the clock
+    charges (``learning.costs.task_cycles``; default 1 per stream).
     """
 
     loss: Optional[Callable[["Net", "Batch", torch.Tensor], tuple[torch.Tensor, Mapping[str, torch.Tensor]]]]
@@ -139,6 +141,7 @@ class LocalTask:
     prox_mu: float = 0.0
     step: Optional[Callable[[StepInputs], tuple[Params, dict, Mapping[str, torch.Tensor]]]] = None
     report_stream: Optional[str] = None
+    passes: Optional[Mapping[str, float]] = None
 
     def __post_init__(self) -> None:
         if self.loss is None and self.step is None:
@@ -172,11 +175,14 @@ class LocalTrainResult:
 
 
 class Batch(Mapping):
-    """One client's batch: named tensors, plus for each key its stream's mask, real-row count and row ids."""
+    """One client's batch: named tensors, plus for each key its stream's mask, real-row count and row ids.
+
+    ``padded``: rows may be padding (vectorised step); ``step``: the local step (0-based).
+    """
 
     def __init__(self, tensors: Mapping[str, torch.Tensor], stream_of: Mapping[str, str], slot_of: Mapping[str, int],
-                 padded: bool):
-        self._t, self._stream, self._slot, self.padded = tensors, stream_of, slot_of, padded
+                 padded: bool, step: int = 0):
+        self._t, self._stream, self._slot, self.padded, self.step = tensors, stream_of, slot_of, padded, step
 
     def __getitem__(self, key: str) -> torch.Tensor:
         return self._t[key]
@@ -531,15 +537,15 @@ class _Base:
                         generators)
 
 
-def _step_loss(plan: _Plan, padded: bool):
-    """The per-client function: ``(train, fixed, start, batch, key) -> (loss, (aux, buffers))``."""
+def _step_loss(plan: _Plan, padded: bool, s: int = 0):
+    """The per-client function of step ``s``: ``(train, fixed, start, batch, key) -> (loss, (aux, buffers))``."""
     task, model = plan.task, plan.model
 
     def fn(train: Params, fixed: Params, start: Params, batch: dict, key: torch.Tensor):
         fs = ForwardState(key=key if plan.stochastic else None)
         with forward_state(fs):
             net = Net(model, train, fixed, start, fs, padded, plan.has_bn, plan.model_key_set)
-            b = Batch(batch, plan.stream_of, plan.slot_of, padded)
+            b = Batch(batch, plan.stream_of, plan.slot_of, padded, s)
             loss, aux = task.loss(net, b, key)
         aux = dict(aux)
         aux.setdefault("loss", loss)
@@ -555,7 +561,7 @@ def _custom_step(plan: _Plan, padded: bool, s: int):
         fs = ForwardState(key=key if plan.stochastic else None)
         with forward_state(fs):
             net = Net(model, train, fixed, start, fs, padded, plan.has_bn, plan.model_key_set)
-            b = Batch(batch, plan.stream_of, plan.slot_of, padded)
+            b = Batch(batch, plan.stream_of, plan.slot_of, padded, s)
             new, new_opt, aux = task.step(StepInputs(net, train, opt_state, b, key, s, lr_scale))
         aux = {k: v.detach() for k, v in dict(aux).items()}
         return new, new_opt, aux, fs.buffers
@@ -601,7 +607,6 @@ class SequentialExecutor(_Base):
         fixed = {k: sp[k] for k in plan.fixed}
         buffers = {k: sp[k] for k in plan.buffer_keys}
         opt_state = task.optimizer.init(train)
-        loss_fn = _step_loss(plan, padded=False) if task.step is None else None
         device = next(iter(sp.values())).device if sp else torch.device("cpu")
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         rows, aux_sums = 0, {}
@@ -610,12 +615,12 @@ class SequentialExecutor(_Base):
         with rng:
             for s in range(plan.n_steps[c]):
                 train, opt_state, buffers, loss_sum, rows = SequentialExecutor._step(
-                    plan, c, s, sp, train, start, fixed, buffers, opt_state, loss_fn, loss_sum, rows, aux_sums, device)
+                    plan, c, s, train, start, fixed, buffers, opt_state, loss_sum, rows, aux_sums, device)
         state = {k: (train[k] if k in train else buffers[k] if k in buffers else sp[k]) for k in sp}
         return plan.collect(c, state, float(loss_sum), rows, aux_sums)
 
     @staticmethod
-    def _step(plan, c, s, sp, train, start, fixed, buffers, opt_state, loss_fn, loss_sum, rows, aux_sums, device):
+    def _step(plan, c, s, train, start, fixed, buffers, opt_state, loss_sum, rows, aux_sums, device):
         """One step of client ``c``: gather its batch, views, loss and gradient (or custom step), update."""
         task, data, sched = plan.task, plan.data[c], plan.schedules[c]
         idx = {name: sched[name][s] for name in plan.streams}
@@ -632,7 +637,7 @@ class SequentialExecutor(_Base):
         scale = plan.lr_scale(c, s)
         if task.step is None:
             live = {k: v.detach().requires_grad_(True) for k, v in train.items()}
-            loss, (aux, new_buf) = loss_fn(live, {**fixed, **buffers}, start, batch, key)
+            loss, (aux, new_buf) = _step_loss(plan, False, s)(live, {**fixed, **buffers}, start, batch, key)
             grads = dict(zip(live, torch.autograd.grad(loss, list(live.values()), allow_unused=True)))
             grads = {k: (g if g is not None else torch.zeros_like(live[k])) for k, g in grads.items()}
             grads = _add_prox(task, grads, train, start, plan.model_keys)
@@ -728,8 +733,6 @@ class VmapExecutor(_Base):
         loss_sum = torch.zeros(k, dtype=torch.float64, device=device)
         rows = torch.zeros(k, dtype=torch.float64)
         aux_sums: dict[str, torch.Tensor] = {}
-        if task.step is None:
-            step_fn = vmap(grad(_step_loss(plan, padded=True), has_aux=True))
         for s in range(max_steps):
             active = [s < n for n in n_steps]
             batch, real = {}, {}
@@ -763,7 +766,7 @@ class VmapExecutor(_Base):
             scale = scales[0] if len(set(scales)) == 1 else torch.tensor(scales, device=device)
             both = {**fixed, **buffers}
             if task.step is None:
-                grads, (aux, new_buf) = step_fn(train, both, start, batch, keys)
+                grads, (aux, new_buf) = vmap(grad(_step_loss(plan, True, s), has_aux=True))(train, both, start, batch, keys)
                 grads = _add_prox(task, grads, train, start, plan.model_keys)
                 new_train, new_opt = task.optimizer.update(train, grads, opt_state, s, scale)
             else:

@@ -29,6 +29,8 @@ from typing import Mapping, Union
 
 import torch
 
+from learning.config import OPTIMIZERS, SCHEDULES  # noqa: F401  (the scenario keys' names)
+
 Params = dict[str, torch.Tensor]
 State = dict[str, Params]
 
@@ -158,8 +160,6 @@ class Cosine:
 
 Schedule = Union[Constant, Cosine]
 
-OPTIMIZERS = ("sgd", "adam")
-SCHEDULES = ("constant", "cosine")
 
 
 def make_optimizer(name: str, lr: float, *, momentum: float = 0.0, weight_decay: float = 0.0,

@@ -1,4 +1,9 @@
-"""Pieces every algorithm calls: client sampling, evaluation, divergence checks, state (de)serialisation."""
+"""Round scaffolding every algorithm calls: sampling, round plans, training the selected devices,
+collecting the arrived uploads, evaluation, metrics, divergence checks, checkpoint state.
+
+An algorithm module keeps only what is its own (config, loss or step,
+server step, costs); the loop around it is these functions.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ import torch
 
 from edgesim.backend import DeviceWork, RoundPlan
 from learning.context import Context
-from learning.executors import LocalTrainResult, evaluate
+from learning.executors import LocalTask, LocalTrainResult
+from learning.inference import evaluate
 
 Params = dict[str, torch.Tensor]
 
@@ -29,16 +35,72 @@ def sample_clients(ctx: Context, round_index: int, k: int) -> tuple[int, ...]:
 def sampled_training_plan(ctx: Context, selected: Sequence[int]) -> RoundPlan:
     """The round plan of a FedAvg-style round: each selected device downloads the model (m bits),
     trains on its labelled data (I·C_tra·D cycles) and uploads it (m bits)."""
-    work = tuple(
-        DeviceWork(
-            device=d,
-            compute_cycles={"train": ctx.train_cycles(ctx.clients[d].y_sup.shape[0])},
-            upload_bits=ctx.model_bits,
-            download_bits=ctx.model_bits,
-        )
+    cycles = {d: ctx.train_cycles(ctx.clients[d].y_sup.shape[0]) for d in selected}
+    return training_plan(selected, cycles, ctx.model_bits, ctx.model_bits)
+
+
+def training_plan(
+    selected: Sequence[int],
+    train_cycles: Mapping[int, float],
+    upload_bits: float,
+    download_bits: float,
+    *,
+    listeners: Sequence[int] = (),
+    info: Mapping[str, float] | None = None,
+) -> RoundPlan:
+    """A round in which ``selected`` download ``download_bits``, compute their ``"train"`` cycles and upload
+    ``upload_bits``; ``listeners`` (devices not selected) only receive the same download."""
+    work = [
+        DeviceWork(device=d, compute_cycles={"train": float(train_cycles[d])}, upload_bits=float(upload_bits),
+                   download_bits=float(download_bits))
         for d in selected
-    )
-    return RoundPlan(work, info={"K": len(selected)})
+    ]
+    chosen = set(selected)
+    work += [DeviceWork(device=d, download_bits=float(download_bits)) for d in listeners if d not in chosen]
+    work.sort(key=lambda w: w.device)
+    return RoundPlan(tuple(work), info={"K": len(selected), **(info or {})})
+
+
+def train_devices(
+    ctx: Context,
+    name: str,
+    round_index: int,
+    devices: Sequence[int],
+    starts: Sequence[Mapping[str, torch.Tensor]],
+    data: Sequence,
+    task: LocalTask,
+    stream: str = "train",
+) -> LocalTrainResult:
+    """Run ``task`` on ``devices`` with the run's executor and their derived generators; check for divergence.
+
+    Generators come from ``(seed, stream, name, round, device)``, so a device's
+    randomness never depends on which other devices train with it.
+    """
+    gens = [ctx.generator(stream, name, round_index, d) for d in devices]
+    result = ctx.executor.run(ctx.model, task, list(starts), list(data), gens)
+    check_losses(name, round_index, devices, result)
+    return result
+
+
+def arrived_updates(
+    outcome,
+    devices: Sequence[int],
+    states: Sequence[Mapping[str, torch.Tensor]],
+    weights: Sequence[float],
+) -> list[tuple[Mapping[str, torch.Tensor], float]]:
+    """(state, weight) of the devices whose upload arrived this round (the engine's deadline may drop some)."""
+    arrived = set(outcome.arrived)
+    return [(s, float(w)) for d, s, w in zip(devices, states, weights) if d in arrived]
+
+
+def aux_metrics(result: LocalTrainResult) -> dict[str, float]:
+    """Mean over the devices that took a step of each aux value the loss reported (e.g. ``mask_rate``)."""
+    out = {}
+    for k, vals in result.aux.items():
+        v = [x for x, s in zip(vals, result.n_steps) if s > 0 and not math.isnan(x)]
+        if v:
+            out[k] = float(np.mean(v))
+    return out
 
 
 def check_losses(algorithm: str, round_index: int, devices: Sequence[int], result: LocalTrainResult) -> None:

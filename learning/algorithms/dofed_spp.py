@@ -80,12 +80,12 @@ from learning.algorithms.common import (
 )
 from learning.algorithms.registry import register
 from learning.context import Context
-from learning.executors import predict_proba
+from learning.costs import forward_cycles_per_sample
+from learning.inference import predict_proba
 from learning.pca import check_fraction, compressed_bits
 from learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, weight_matrix
 from learning.similarity import check_bound, device_similarity
 
-FORWARD_SHARE = 1.0 / 3.0  # forward cycles per sample / training (forward + backward) cycles per sample
 
 
 @dataclass(frozen=True)
@@ -132,11 +132,6 @@ class DofedSppConfig:
 
 
 # --------------------------------------------------------------------------- cycles
-
-
-def forward_cycles_per_sample(cycles_per_sample: float) -> float:
-    """C_fwd = C_tra / 3: one forward pass of one sample (training = forward + backward ≈ 3 forwards)."""
-    return float(cycles_per_sample) * FORWARD_SHARE
 
 
 def phase_cycles(

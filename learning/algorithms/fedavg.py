@@ -1,34 +1,53 @@
-"""FedAvg (McMahan et al., AISTATS 2017), FedProx (Li et al., MLSys 2020) and FedBN (Li et al., ICLR 2021).
+"""The FedAvg family: one round loop, its variants as config values (docs/fedavg_family.md).
 
-One round: K devices are sampled; each downloads the global model, trains
-``I`` local epochs on its labelled data (train ∪ labelled target,
-ALGORITHMS.md §1.5) and uploads it; the server averages the uploads that
-*arrived* (the engine's deadline may drop some), weighted by sample count.
+One round (FedAvg, McMahan et al., AISTATS 2017, Alg. 1): K devices are
+sampled; each downloads the global part of the model, trains ``I`` local
+epochs and uploads the global part; the server averages the uploads that
+*arrived* (the engine's deadline may drop some), weighted by the samples each
+device trained on. What varies, each a config value:
 
-- FedProx is FedAvg with the proximal term ``(μ/2)‖w − w_global‖²``
-  (ALGORITHMS.md §5.6); μ = 0 is FedAvg exactly (tested).
-- FedBN keeps every BatchNorm parameter and running statistic local
-  (ALGORITHMS.md §5.7): those keys are neither uploaded nor averaged, each
-  device evaluates the global model with its own BatchNorm. For a model
-  without BatchNorm it equals FedAvg.
+- ``objective`` — ``"supervised"`` (cross-entropy on labelled data);
+  ``"fixmatch"`` (Sohn et al. 2020) or ``"uda"`` (Xie et al. 2020) on the
+  labelled stream plus an unlabelled stream of μB weak/strong views
+  (``learning.objectives``);
+- ``data`` — ``"labeled"`` (the labelled data only; FedDure's FedAvg*) or
+  ``"all_labels"`` (the unlabelled data too, with its true labels: the
+  fully-supervised ``-SL`` upper bounds);
+- ``mu`` — FedProx's proximal weight (Li et al., MLSys 2020, Eq. 2; μ = 0 is
+  FedAvg exactly);
+- ``local`` — the keys that never leave the device: ``"batchnorm"`` (FedBN,
+  Li et al., ICLR 2021: every BatchNorm weight, bias and statistic),
+  ``"head"`` (FedPer, Arivazhagan et al. 2019: the last linear layer),
+  ``"lg"`` (LG-FedAvg, Liang et al. 2020: everything but the last
+  ``lg_global_layers`` weight layers, which are averaged and copied to *all*
+  devices), or ``"none"``.
 
-Evaluation: the model each device would use — the global model (with its
-own BatchNorm under FedBN) — on the device's test set; mean and spread over
-devices.
+Bits are what is sent: the global keys' share of the model's numbers ×
+``model_bits`` up and down (FedBN sends no BatchNorm tensor, FedPer no head,
+LG-FedAvg only its global layers — to every device, selected or not). Cycles
+are the task's real passes (``learning.costs.task_cycles``): FixMatch trains
+B labelled and 2μB unlabelled rows per step.
+
+Evaluation: the model each device would use — the global model with its own
+local keys — on its test set (mean and spread over devices), and as the
+labeller of its unlabelled data.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Optional
 
+import torch
 import torch.nn as nn
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_number
+from edgesim.config import check_choice, check_int, check_number, fail
 from learning.aggregation import merge, split_keys, weighted_average
 from learning.algorithms.common import (
     accuracy_metrics,
-    check_losses,
+    arrived_updates,
+    aux_metrics,
     clone_state,
     evaluate_personal,
     evaluate_shared,
@@ -36,45 +55,87 @@ from learning.algorithms.common import (
     labeling_accuracy,
     mean_loss,
     sample_clients,
-    sampled_training_plan,
     to_cpu,
     to_device,
+    train_devices,
+    training_plan,
 )
 from learning.algorithms.registry import register
 from learning.context import Context
+from learning.costs import task_cycles
+from learning.executors import LocalTask, Stream, View
+from learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
+from learning.optim import make_schedule
 
+OBJECTIVES = ("supervised", "fixmatch", "uda")
+DATA = ("labeled", "all_labels")
+LOCAL = ("none", "batchnorm", "head", "lg")
 
 
 @dataclass(frozen=True)
 class FedAvgConfig:
-    """``weighting``: ``"samples"`` (by each device's labelled sample count, the paper's) or ``"uniform"``."""
+    """Options of the FedAvg family (module docstring; defaults and sources in docs/fedavg_family.md).
+
+    ``weighting``: ``"samples"`` (by the samples a device trained on) or
+    ``"uniform"``. ``threshold``, ``lambda_u``, ``unlabeled_ratio`` (μ):
+    FixMatch's τ, λ_u and unlabelled batch ratio; ``uda_threshold``,
+    ``uda_temperature``, ``uda_lambda``, ``uda_ramp_steps``: UDA's β, T, λ and
+    ramp. ``optimizer``, ``lr``, ``nesterov``, ``schedule``: override
+    ``[train]`` for this algorithm (unset: ``[train]``'s).
+    """
 
     weighting: str = "samples"
+    mu: float = 0.0
+    objective: str = "supervised"
+    data: str = "labeled"
+    local: str = "none"
+    lg_global_layers: int = 2
+    threshold: float = 0.95
+    lambda_u: float = 1.0
+    unlabeled_ratio: int = 7
+    uda_threshold: float = 0.6
+    uda_temperature: float = 1.0
+    uda_lambda: float = 8.0
+    uda_ramp_steps: int = 20
+    optimizer: Optional[str] = None
+    lr: Optional[float] = None
+    nesterov: Optional[bool] = None
+    schedule: Optional[str] = None
 
     def __post_init__(self):
         check_choice("weighting", self.weighting, ("samples", "uniform"))
-
-
-@dataclass(frozen=True)
-class FedProxConfig:
-    """``mu``: weight μ of the proximal term (ALGORITHMS.md §5.6 proposes 0.01)."""
-
-    mu: float = 0.01
-    weighting: str = "samples"
-
-    def __post_init__(self):
         check_number("mu", self.mu, minimum=0)
-        check_choice("weighting", self.weighting, ("samples", "uniform"))
+        check_choice("objective", self.objective, OBJECTIVES)
+        check_choice("data", self.data, DATA)
+        check_choice("local", self.local, LOCAL)
+        check_int("lg_global_layers", self.lg_global_layers, 1)
+        for name in ("threshold", "uda_threshold"):
+            check_number(name, getattr(self, name), minimum=0)
+            if getattr(self, name) > 1:
+                fail(name, getattr(self, name), "a probability in [0, 1]")
+        check_number("lambda_u", self.lambda_u, minimum=0)
+        check_int("unlabeled_ratio", self.unlabeled_ratio, 1)
+        check_number("uda_temperature", self.uda_temperature, minimum=0, strict=True)
+        check_number("uda_lambda", self.uda_lambda, minimum=0)
+        check_int("uda_ramp_steps", self.uda_ramp_steps, 1)
+        if self.data == "all_labels" and self.objective != "supervised":
+            fail("data", self.data, '"labeled" unless objective = "supervised" (all labels leave nothing unlabelled)')
+        if self.optimizer is not None:
+            check_choice("optimizer", self.optimizer, ("sgd", "adam"))
+        check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
+        if self.nesterov is not None and not isinstance(self.nesterov, bool):
+            fail("nesterov", self.nesterov, "true or false")
+        if self.schedule is not None:
+            check_choice("schedule", self.schedule, ("constant", "cosine"))
 
 
-@dataclass(frozen=True)
-class FedBNConfig:
-    """FedAvg with BatchNorm kept local (no options beyond FedAvg's)."""
+def _variant(name: str, doc: str, **defaults) -> type:
+    """A subclass of :class:`FedAvgConfig` with other defaults (a registered variant of the family)."""
+    ns = {"__doc__": doc, "__annotations__": {k: FedAvgConfig.__annotations__[k] for k in defaults}, **defaults}
+    return dataclass(frozen=True)(type(name, (FedAvgConfig,), ns))
 
-    weighting: str = "samples"
 
-    def __post_init__(self):
-        check_choice("weighting", self.weighting, ("samples", "uniform"))
+# --------------------------------------------------------------------------- which keys stay on the device
 
 
 def batchnorm_keys(model: nn.Module) -> frozenset[str]:
@@ -86,71 +147,170 @@ def batchnorm_keys(model: nn.Module) -> frozenset[str]:
     return frozenset(keys)
 
 
-class FedAvg:
-    """The FedAvg family as a :class:`edgesim.backend.LearningBackend`."""
+def _weight_layers(model: nn.Module) -> list[str]:
+    return [n for n, m in model.named_modules() if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear, nn.EmbeddingBag))]
 
-    def __init__(self, ctx: Context, name: str, prox_mu: float = 0.0, local_bn: bool = False, weighting: str = "samples"):
-        self.ctx, self.name, self.weighting = ctx, name, weighting
-        self.local_cfg = replace(ctx.local_cfg, prox_mu=float(prox_mu))
-        local_keys = batchnorm_keys(ctx.model) if local_bn else frozenset()
-        self.is_local = local_keys.__contains__
-        state = ctx.init_state()
-        self.global_state, first_local = split_keys(state, self.is_local)
+
+def head_keys(model: nn.Module) -> frozenset[str]:
+    """FedPer's personal layer: the keys of the model's last linear layer."""
+    linear = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if not linear:
+        raise ValueError(f"{type(model).__name__} has no linear layer to keep as FedPer's head")
+    return frozenset(k for k in model.state_dict() if k.startswith(linear[-1] + "."))
+
+
+def lg_local_keys(model: nn.Module, n_global: int) -> frozenset[str]:
+    """LG-FedAvg's local keys: all but the last ``n_global`` weight layers (and the BatchNorms after the first)."""
+    layers = _weight_layers(model)
+    if n_global > len(layers):
+        raise ValueError(f"lg_global_layers(={n_global}) exceeds the {len(layers)} weight layers of "
+                         f"{type(model).__name__}")
+    order = [n for n, _ in model.named_modules()]
+    first = order.index(layers[-n_global])
+    global_modules = [n for n in order[first:] if n]
+    keys = model.state_dict().keys()
+    return frozenset(k for k in keys if not any(k.startswith(g + ".") for g in global_modules))
+
+
+def local_keys(model: nn.Module, cfg: FedAvgConfig) -> frozenset[str]:
+    if cfg.local == "batchnorm":
+        return batchnorm_keys(model)
+    if cfg.local == "head":
+        return head_keys(model)
+    if cfg.local == "lg":
+        return lg_local_keys(model, cfg.lg_global_layers)
+    return frozenset()
+
+
+# --------------------------------------------------------------------------- the client task
+
+
+def make_task(ctx: Context, cfg: FedAvgConfig) -> LocalTask:
+    """The local training of one round for ``cfg``'s objective, optimizer and proximal term."""
+    t = ctx.train_cfg
+    opt = ctx.optimizer(optimizer=cfg.optimizer, lr=cfg.lr, nesterov=cfg.nesterov)
+    schedule = make_schedule(cfg.schedule or t.schedule)
+    epochs = ctx.local_cfg.epochs
+    if cfg.objective == "supervised":
+        return LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=epochs, schedule=schedule,
+                         streams=(Stream("main", t.batch_size),), prox_mu=cfg.mu)
+    from learning.augment import make_augmentation
+
+    weak = make_augmentation("weak", ctx.input_shape)
+    strong = make_augmentation("strong", ctx.input_shape)
+    if cfg.objective == "fixmatch":
+        loss = fixmatch_loss(cfg.threshold, cfg.lambda_u)
+    else:
+        loss = uda_loss(cfg.uda_threshold, cfg.uda_temperature, cfg.uda_lambda, cfg.uda_ramp_steps)
+    return LocalTask(
+        loss=loss, optimizer=opt, epochs=epochs, schedule=schedule, prox_mu=cfg.mu,
+        streams=(Stream("lab", t.batch_size), Stream("unl", cfg.unlabeled_ratio * t.batch_size)),
+        views=(View("x_aug", "x", weak), View("u_weak", "u", weak), View("u_strong", "u", strong)),
+        passes={"lab": 1.0, "unl": 2.0},
+    )
+
+
+def client_streams(ctx: Context, cfg: FedAvgConfig, d: int) -> dict:
+    """Device ``d``'s data as the task's streams."""
+    c = ctx.clients[d]
+    if cfg.objective != "supervised":
+        return {"lab": {"x": c.x_sup, "y": c.y_sup}, "unl": {"u": c.x_unl}}
+    if cfg.data == "all_labels":
+        return {"main": {"x": torch.cat([c.x_sup, c.x_unl]), "y": torch.cat([c.y_sup, c.y_unl_hidden])}}
+    return {"main": {"x": c.x_sup, "y": c.y_sup}}
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+class FedAvg:
+    """The FedAvg family as a :class:`edgesim.backend.LearningBackend` (module docstring)."""
+
+    def __init__(self, ctx: Context, name: str, cfg: FedAvgConfig):
+        self.ctx, self.name, self.cfg = ctx, name, cfg
+        self.task = make_task(ctx, cfg)
+        keep = local_keys(ctx.model, cfg)
+        self.is_local = keep.__contains__
+        self.global_state, first_local = split_keys(ctx.init_state(), self.is_local)
         self.personal = [clone_state(first_local) for _ in range(ctx.n_devices)]
+        self.sizes = [{s: next(iter(t.values())).shape[0] for s, t in client_streams(ctx, cfg, d).items()}
+                      for d in range(ctx.n_devices)]
+        self.bits = ctx.bits_of(list(self.global_state))
         self.selected: tuple[int, ...] = ()
-        self.round_index = -1
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
-        self.round_index = view.round_index
         self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
-        return sampled_training_plan(ctx, self.selected)
+        cycles = {d: task_cycles(self.task, self.sizes[d], ctx.cycles_per_sample) for d in self.selected}
+        listeners = range(ctx.n_devices) if self.cfg.local == "lg" else ()
+        return training_plan(self.selected, cycles, self.bits, self.bits, listeners=listeners)
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, sel = self.ctx, self.selected
         starts = [merge(self.global_state, self.personal[d]) for d in sel]
-        data = [(ctx.clients[d].x_sup, ctx.clients[d].y_sup) for d in sel]
-        gens = [ctx.generator("train", self.name, outcome.round_index, d) for d in sel]
-        result = ctx.executor.train_with_stats(ctx.model, starts, data, gens, self.local_cfg)
-        check_losses(self.name, outcome.round_index, sel, result)
-        arrived = set(outcome.arrived)
-        updates = []
+        data = [client_streams(ctx, self.cfg, d) for d in sel]
+        result = train_devices(ctx, self.name, outcome.round_index, sel, starts, data, self.task)
+        shared = []
         for d, state in zip(sel, result.params):
-            shared, local = split_keys(state, self.is_local)
+            g, local = split_keys(state, self.is_local)
             self.personal[d] = local  # local keys never leave the device, whatever the uplink did
-            if d in arrived:
-                weight = 1.0 if self.weighting == "uniform" else float(ctx.clients[d].y_sup.shape[0])
-                updates.append((shared, weight))
+            shared.append(g)
+        weights = [1.0 if self.cfg.weighting == "uniform" else float(sum(self.sizes[d].values())) for d in sel]
+        updates = arrived_updates(outcome, sel, shared, weights)
         if updates and sum(w for _, w in updates) > 0:
             self.global_state = weighted_average(updates)
         models = [merge(self.global_state, p) for p in self.personal]
         accs = evaluate_personal(ctx, models) if any(self.personal) else evaluate_shared(ctx, self.global_state)
-        metrics = {**accuracy_metrics(accs), "train_loss": mean_loss(result)}
+        metrics = {**accuracy_metrics(accs), "train_loss": mean_loss(result), **aux_metrics(result)}
         if has_unlabeled(ctx):
             metrics.update(accuracy_metrics(labeling_accuracy(ctx, models), "labeling_accuracy"))
         return metrics
 
     def state_dict(self) -> dict:
-        return {
-            "global": to_cpu(self.global_state),
-            "personal": [to_cpu(p) for p in self.personal],
-        }
+        return {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal]}
 
     def load_state_dict(self, state: dict) -> None:
         self.global_state = to_device(self.ctx, state["global"])
         self.personal = [to_device(self.ctx, p) for p in state["personal"]]
 
 
-@register("fedavg", FedAvgConfig, "FedAvg: sample K devices, average their models weighted by sample count")
-def build_fedavg(ctx: Context, cfg: FedAvgConfig) -> FedAvg:
-    return FedAvg(ctx, "fedavg", weighting=cfg.weighting)
+# --------------------------------------------------------------------------- the registered variants
+
+FedProxConfig = _variant("FedProxConfig", "FedProx: ``mu`` = 0.01 (ALGORITHMS.md §5.6).", mu=0.01)
+FedBNConfig = _variant("FedBNConfig", "FedBN: BatchNorm kept local.", local="batchnorm")
+_SL = "fully labelled (the unlabelled data's true labels are used): an upper bound"
+VARIANTS = {
+    "fedavg": (FedAvgConfig, "FedAvg", "FedAvg: sample K devices, average their models weighted by sample count"),
+    "fedprox": (FedProxConfig, "FedProx", "FedProx: FedAvg with a proximal term (mu/2)||w - w_global||^2"),
+    "fedbn": (FedBNConfig, "FedBN", "FedBN: FedAvg with BatchNorm layers kept local"),
+    "fedavg_labeled": (_variant("FedAvgLabeledConfig", "FedAvg on labelled data only.", data="labeled"),
+                       "FedAvg*", "FedAvg*: FedAvg on the labelled data only (FedDure's floor)"),
+    "fedavg_sl": (_variant("FedAvgSLConfig", _SL, data="all_labels"), "FedAvg-SL", f"FedAvg-SL: {_SL}"),
+    "fedprox_sl": (_variant("FedProxSLConfig", _SL, data="all_labels", mu=0.01), "FedProx-SL", f"FedProx-SL: {_SL}"),
+    "fedbn_sl": (_variant("FedBNSLConfig", _SL, data="all_labels", local="batchnorm"), "FedBN-SL", f"FedBN-SL: {_SL}"),
+    "fixavg": (_variant("FixAvgConfig", "FedAvg + FixMatch.", objective="fixmatch"), "FixAvg",
+               "FixAvg: FedAvg with FixMatch local training"),
+    "fixprox": (_variant("FixProxConfig", "FedProx + FixMatch.", objective="fixmatch", mu=0.01), "FixProx",
+                "FixProx: FedProx with FixMatch local training"),
+    "fixbn": (_variant("FixBNConfig", "FedBN + FixMatch.", objective="fixmatch", local="batchnorm"), "FixBN",
+              "FixBN: FedBN with FixMatch local training"),
+    "fedavg_uda": (_variant("FedAvgUDAConfig", "FedAvg + UDA.", objective="uda"), "FedAvg+UDA",
+                   "FedAvg+UDA: FedAvg with UDA local training"),
+    "fedprox_uda": (_variant("FedProxUDAConfig", "FedProx + UDA.", objective="uda", mu=0.01), "FedProx+UDA",
+                    "FedProx+UDA: FedProx with UDA local training"),
+    "fedper": (_variant("FedPerConfig", "FedPer: the last linear layer stays on the device.", local="head"), "FedPer",
+               "FedPer: FedAvg of the base layers, the head kept personal"),
+    "lg_fedavg": (_variant("LGFedAvgConfig", "LG-FedAvg: only the last layers are global.", local="lg"), "LG-FedAvg",
+                  "LG-FedAvg: local representation layers, global last layers sent to every device"),
+}
 
 
-@register("fedprox", FedProxConfig, "FedProx: FedAvg with a proximal term (mu/2)||w - w_global||^2")
-def build_fedprox(ctx: Context, cfg: FedProxConfig) -> FedAvg:
-    return FedAvg(ctx, "fedprox", prox_mu=cfg.mu, weighting=cfg.weighting)
+def _builder(name: str):
+    def build(ctx: Context, cfg: FedAvgConfig) -> FedAvg:
+        return FedAvg(ctx, name, cfg)
+
+    return build
 
 
-@register("fedbn", FedBNConfig, "FedBN: FedAvg with BatchNorm layers kept local")
-def build_fedbn(ctx: Context, cfg: FedBNConfig) -> FedAvg:
-    return FedAvg(ctx, "fedbn", local_bn=True, weighting=cfg.weighting)
+for _name, (_cls, _display, _summary) in VARIANTS.items():
+    register(_name, _cls, _summary)(_builder(_name))

@@ -53,7 +53,7 @@ from learning.algorithms.common import (
     to_cpu,
     to_device,
 )
-from learning.algorithms.dofed_spp import forward_cycles_per_sample
+from learning.costs import forward_cycles_per_sample
 from learning.algorithms.registry import register
 from learning.context import Context
 from learning.similarity import cross_entropy_losses, flatten_states

@@ -1,0 +1,103 @@
+"""Batch losses of local training, as functions any algorithm can hand to the executor.
+
+Each ``*_loss`` builder returns ``loss(net, batch, key) -> (loss, aux)`` for a
+:class:`learning.executors.LocalTask` (batch keys in brackets):
+
+- :func:`cross_entropy_loss` — supervised: mean CE on labelled data
+  (``x_aug`` or ``x``, ``y``; optional per-sample weights ``w``).
+- :func:`fixmatch_loss` — FixMatch (Sohn et al., NeurIPS 2020, Eqs. 2–4):
+  ``ℓ_s + λ_u·(1/μB) Σ_b 1[max q_b ≥ τ]·CE(argmax q_b, f(A(u_b)))`` with
+  ``q_b = softmax(f(α(u_b)))`` on the weak view α (no gradient) and A the
+  strong view; labelled, weak and strong rows go through one joint forward
+  pass (as FixMatch's reference code does, so BatchNorm sees one batch).
+- :func:`uda_loss` — UDA (Xie et al., NeurIPS 2020, Eq. 1 with confidence
+  masking and sharpening, §3.2): ``ℓ_s + λ_t·(1/μB) Σ_b 1[max p_b ≥ β]·
+  KL(sharpen(p_b, T) ‖ softmax(f(A(u_b))))``, ``p_b`` on the weak view, λ
+  ramped linearly from 0 to ``lambda_max`` over ``ramp_steps`` local steps
+  (FedDure's setting: T = 1, β = 0.6, λ → 8 over 20 steps; see docs).
+- :func:`soft_target_loss` — ``KL(ŷ ‖ softmax(f(x)))`` to soft targets
+  (``x``, ``q``), UM-pFSSL's pseudo-labelled step and distillation.
+
+All losses are masked means over the real rows of their streams
+(``Batch.mean``), so padded rows of a vectorised step count for nothing and
+the sequential and vectorised executors agree.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def kl_to_soft(logits: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Per-row ``KL(q ‖ softmax(logits)) = Σ_c q_c (log q_c − log p_c)`` (0·log 0 = 0), in nats."""
+    logp = F.log_softmax(logits, dim=-1)
+    return (q * (torch.log(q.clamp_min(1e-30)) - logp)).sum(-1)
+
+
+def sharpen(p: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``p^(1/T) / Σ p^(1/T)`` along the last dimension (T = 1: unchanged)."""
+    if not temperature > 0:
+        raise ValueError(f"temperature(={temperature}) must be > 0")
+    if temperature == 1.0:
+        return p
+    z = p.clamp_min(1e-30).log() / temperature
+    return F.softmax(z, dim=-1)
+
+
+def cross_entropy_loss(x_key: str = "x"):
+    """Supervised mean cross-entropy on ``x_key`` → ``y`` (weights ``w`` when the batch has them)."""
+
+    def loss(net, b, key):
+        (out,) = net.logits(b, x_key)
+        per = F.cross_entropy(out, b["y"], reduction="none")
+        if "w" in b:
+            per = per * b["w"]
+        value = b.mean(per, x_key)
+        return value, {"loss": value}
+
+    return loss
+
+
+def fixmatch_loss(threshold: float = 0.95, lambda_u: float = 1.0, x_key: str = "x_aug"):
+    """FixMatch's loss (module docstring); aux: ``loss_x``, ``loss_u``, ``mask_rate``."""
+
+    def loss(net, b, key):
+        lx, lw, ls = net.logits(b, x_key, "u_weak", "u_strong")
+        sup = b.mean(F.cross_entropy(lx, b["y"], reduction="none"), x_key)
+        q = F.softmax(lw.detach(), dim=-1)
+        conf, pseudo = q.max(dim=-1)
+        mask = (conf >= threshold).to(ls.dtype)
+        unsup = b.mean(mask * F.cross_entropy(ls, pseudo, reduction="none"), "u_strong")
+        total = sup + lambda_u * unsup
+        return total, {"loss": total, "loss_x": sup, "loss_u": unsup, "mask_rate": b.mean(mask, "u_strong")}
+
+    return loss
+
+
+def uda_loss(threshold: float = 0.6, temperature: float = 1.0, lambda_max: float = 8.0, ramp_steps: int = 20,
+             x_key: str = "x_aug"):
+    """UDA's loss (module docstring); aux: ``loss_x``, ``loss_u``, ``mask_rate``."""
+
+    def loss(net, b, key):
+        lx, lw, ls = net.logits(b, x_key, "u_weak", "u_strong")
+        sup = b.mean(F.cross_entropy(lx, b["y"], reduction="none"), x_key)
+        p = F.softmax(lw.detach(), dim=-1)
+        mask = (p.max(dim=-1).values >= threshold).to(ls.dtype)
+        unsup = b.mean(mask * kl_to_soft(ls, sharpen(p, temperature)), "u_strong")
+        lam = lambda_max * min(1.0, (b.step + 1) / ramp_steps)
+        total = sup + lam * unsup
+        return total, {"loss": total, "loss_x": sup, "loss_u": unsup, "mask_rate": b.mean(mask, "u_strong")}
+
+    return loss
+
+
+def soft_target_loss(x_key: str = "x", q_key: str = "q"):
+    """Mean ``KL(q ‖ softmax(f(x)))`` over the batch (soft pseudo-labels or a teacher's outputs)."""
+
+    def loss(net, b, key):
+        (out,) = net.logits(b, x_key)
+        value = b.mean(kl_to_soft(out, b[q_key]), x_key)
+        return value, {"loss": value}
+
+    return loss
