@@ -763,7 +763,7 @@ class VmapExecutor(_Base):
             keys = torch.stack([plan.keys[c][s] if active[j] else torch.zeros((), dtype=torch.int64)
                                 for j, c in enumerate(clients)]).to(device)
             scales = [plan.lr_scale(c, s) if active[j] else 1.0 for j, c in enumerate(clients)]
-            scale = scales[0] if len(set(scales)) == 1 else torch.tensor(scales, device=device)
+            scale = scales[0] if len(set(scales)) == 1 else torch.tensor(scales, dtype=torch.float64, device=device)
             both = {**fixed, **buffers}
             if task.step is None:
                 grads, (aux, new_buf) = vmap(grad(_step_loss(plan, True, s), has_aux=True))(train, both, start, batch, keys)

@@ -7,7 +7,7 @@ arithmetic is element-wise, so the same code serves both executors):
 - ``init(params) -> state``: the optimizer's state for fresh training;
 - ``update(params, grads, state, step, lr_scale) -> (params, state)``: one
   step; ``step`` counts from 0, ``lr_scale`` multiplies the learning rate
-  (the schedule's factor at that step).
+  (the schedule's factor at that step: a number, or one per stacked client).
 
 :class:`SGD` performs the same operations in the same order as
 ``torch.optim.SGD`` (single-tensor path: weight decay added to the gradient,
@@ -40,6 +40,13 @@ def _check(name: str, value: float, low: float, high: float = math.inf, *, low_o
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok:
         bound = f"({low}" if low_open else f"[{low}"
         raise ValueError(f"{name}(={value!r}) must be in {bound}, {high})")
+
+
+def _descend(p: torch.Tensor, d: torch.Tensor, lr) -> torch.Tensor:
+    """``p − lr·d``; ``lr`` a number, or a tensor of one rate per client (leading dimension of ``p``)."""
+    if torch.is_tensor(lr):
+        return p - lr.to(p.dtype).reshape(-1, *([1] * (p.dim() - 1))) * d
+    return p.add(d, alpha=-lr)
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ class SGD:
                 buf = d.detach().clone() if step == 0 else state["buf"][k].mul(self.momentum).add(d)
                 new_buf[k] = buf
                 d = d.add(buf, alpha=self.momentum) if self.nesterov else buf
-            new_p[k] = p.add(d, alpha=-lr)
+            new_p[k] = _descend(p, d, lr)
         return new_p, ({"buf": new_buf} if self.momentum != 0 else {})
 
 
@@ -123,7 +130,7 @@ class Adam:
             m = state["m"][k].lerp(g, 1.0 - self.beta1)
             v = state["v"][k].mul(self.beta2).addcmul(g, g.conj(), value=1.0 - self.beta2)
             denom = (v.sqrt() / bc2_sqrt).add(self.eps)
-            new_p[k] = p.addcdiv(m, denom, value=-lr / bc1)
+            new_p[k] = _descend(p, m / denom, lr / bc1) if torch.is_tensor(lr) else p.addcdiv(m, denom, value=-lr / bc1)
             new_m[k], new_v[k] = m, v
         return new_p, {"m": new_m, "v": new_v}
 
