@@ -9,7 +9,7 @@ from edgesim.backend import RoundOutcome
 from edgesim.engine import Simulation
 from learning.aggregation import merge, split_keys, weighted_average
 from learning.algorithms import REGISTRY
-from learning.algorithms.fedavg import FedAvg, FedProxConfig, batchnorm_keys
+from learning.algorithms.fedavg import FedAvg, FedAvgConfig, FedProxConfig, batchnorm_keys
 from learning.context import build_context
 from learning.models import build_model
 from scenarios.schema import load_scenario
@@ -50,7 +50,7 @@ def _run(sc, backend, rounds=2):
 def test_fedprox_with_mu_zero_equals_fedavg(tiny_scenario):
     sc, ctx = _ctx(tiny_scenario)
     fedavg = REGISTRY["fedavg"].build(ctx, REGISTRY["fedavg"].config_cls())
-    prox0 = FedAvg(ctx, "fedavg", prox_mu=0.0)  # same name ⇒ same derived random streams
+    prox0 = FedAvg(ctx, "fedavg", FedProxConfig(mu=0.0))  # same name ⇒ same derived random streams
     assert _run(sc, fedavg) == _run(sc, prox0)
     for k in fedavg.global_state:
         assert torch.equal(fedavg.global_state[k], prox0.global_state[k])
@@ -102,3 +102,91 @@ def test_local_never_uploads(tiny_scenario):
     sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
     rec = sim.run(1)[0]
     assert rec.bits_up == 0 and rec.bits_down == 0 and len(rec.devices) == sc.system.n_devices
+
+
+# --------------------------------------------------------------------------- the family's variants and their bits
+
+FAMILY = ("fedavg_sl", "fedprox_sl", "fedbn_sl", "fedavg_labeled", "fixavg", "fixprox", "fixbn", "fedavg_uda",
+          "fedprox_uda", "fedper", "lg_fedavg", "pfedme")
+
+
+def test_the_issue_names_are_registered_as_config_values_of_one_family():
+    from learning.algorithms.fedavg import FedAvgConfig as Base
+
+    assert set(FAMILY) <= set(REGISTRY)
+    for name in FAMILY[:-1]:
+        assert issubclass(REGISTRY[name].config_cls, Base)
+    assert REGISTRY["fixprox"].config_cls().objective == "fixmatch" and REGISTRY["fixprox"].config_cls().mu == 0.01
+    assert REGISTRY["fedbn_sl"].config_cls().data == "all_labels"
+    assert REGISTRY["fedavg_sl"].config_cls(mu=0.5).mu == 0.5  # every option stays settable
+    with pytest.raises(ValueError, match="objective"):
+        FedAvgConfig(objective="mixmatch")
+    with pytest.raises(ValueError, match="data"):
+        FedAvgConfig(objective="fixmatch", data="all_labels")
+
+
+def _numbers(state, keys):
+    return sum(state[k].numel() for k in keys if state[k].is_floating_point())
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedbn", "fedper", "lg_fedavg", "pfedme"])
+def test_bits_are_the_sent_tensors(tiny_scenario, name):
+    """Upload/download bits = 32 × the floating-point numbers of the keys each algorithm really sends."""
+    sc, ctx = _ctx(tiny_scenario, "train.model='resnet9'", "train.batch_size=8")
+    alg = REGISTRY[name].build(ctx, REGISTRY[name].config_cls())
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    plan = alg.plan_round(sim.system_view())
+    full = ctx.model.state_dict()
+    bn = batchnorm_keys(ctx.model)
+    sent = {
+        "fedavg": list(full),
+        "fedbn": [k for k in full if k not in bn],
+        "fedper": [k for k in full if not k.startswith("fc.")],
+        "lg_fedavg": [k for k in full if k.startswith(("fc.", "res3.block.2."))],  # last conv (+ its BN) and fc
+        "pfedme": list(full),
+    }[name]
+    bits = 32 * _numbers(full, sent)
+    uploads = [w.upload_bits for w in plan.work if w.upload_bits > 0]
+    assert uploads and all(b == bits for b in uploads)
+    assert all(w.download_bits == bits for w in plan.work)
+    if name == "fedavg":
+        assert bits == ctx.model_bits
+    if name == "lg_fedavg":  # the global layers reach every device, selected or not
+        assert len(plan.work) == sc.system.n_devices and len(uploads) == sc.learning["run"].clients_per_round
+    if name in ("fedbn", "fedper", "lg_fedavg"):
+        assert bits < ctx.model_bits
+
+
+def test_scaled_bits_follow_a_given_model_size(tiny_scenario):
+    sc, ctx = _ctx(tiny_scenario, "train.model='resnet9'", "workload.model_bits=1e6")
+    alg = REGISTRY["fedbn"].build(ctx, REGISTRY["fedbn"].config_cls())
+    up = alg.plan_round(Simulation(sc.system, sc.budget, alg, seed=sc.seed).system_view()).work[0].upload_bits
+    full = ctx.model.state_dict()
+    share = _numbers(full, [k for k in full if k not in batchnorm_keys(ctx.model)]) / _numbers(full, list(full))
+    assert up == round(1e6 * share)
+
+
+def test_fixmatch_cycles_count_the_unlabelled_views(tiny_scenario):
+    """Hand count: the stream with more batches per epoch sets the steps; B labelled + 2 × 7B unlabelled rows each."""
+    pytest.importorskip("learning.augment")
+    sc, ctx = _ctx(tiny_scenario)
+    alg = REGISTRY["fixavg"].build(ctx, REGISTRY["fixavg"].config_cls())
+    plan = alg.plan_round(Simulation(sc.system, sc.budget, alg, seed=sc.seed).system_view())
+    b = ctx.train_cfg.batch_size
+    for w in plan.work:
+        c = ctx.clients[w.device]
+        n_l, n_u = c.y_sup.shape[0], c.x_unl.shape[0]
+        e_l, e_u = -(-n_l // b), -(-n_u // (7 * b))
+        rows_l, rows_u = (n_l, e_l * min(7 * b, n_u)) if e_l >= e_u else (e_u * min(b, n_l), n_u)
+        assert w.compute_cycles["train"] == pytest.approx(ctx.cycles_per_sample * (rows_l + 2 * rows_u))
+
+
+@pytest.mark.parametrize("name", ["fixavg", "fedavg_uda", "fedper", "lg_fedavg", "pfedme", "fedbn_sl"])
+def test_variants_run_and_repeat_exactly(tiny_scenario, name):
+    pytest.importorskip("learning.augment")
+    sc, ctx = _ctx(tiny_scenario)
+    first = _run(sc, REGISTRY[name].build(ctx, REGISTRY[name].config_cls()))
+    again = _run(sc, REGISTRY[name].build(ctx, REGISTRY[name].config_cls()))
+    assert first == again and all(0.0 <= m["accuracy"] <= 1.0 for m in first)
+    if name == "fixavg":
+        assert "mask_rate" in first[-1]
