@@ -250,21 +250,10 @@ def summarize_results(res: str) -> str:
 
 
 def keep_freed_memory() -> bool:
-    """Ask glibc malloc to keep freed memory instead of returning it to the OS (the proposed start-up fix).
+    """The edgesim entry point's glibc setting (``learning.malloc``), forced on for the ``--mallopt`` variant."""
+    from learning.malloc import keep_freed_memory as keep
 
-    What GLIBC_TUNABLES=glibc.malloc.mmap_threshold=...:glibc.malloc.trim_threshold=... does,
-    done in-process with ``mallopt`` (no re-exec): blocks up to 1 GiB come from the heap and the
-    heap is never trimmed, so activations freed after one training step are reused by the next
-    instead of being unmapped and page-faulted back in. False where there is no glibc.
-    """
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        return bool(libc.mallopt(m_mmap_threshold, 1 << 30)) and bool(libc.mallopt(m_trim_threshold, 2**31 - 1))
-    except (OSError, AttributeError):
-        return False
+    return keep({})
 
 
 def ab_clients(pairs: int) -> str:

@@ -7,12 +7,11 @@
   466,122 parameters), to compare speed with Flower and the bare loop.
 - :class:`TextClassifier` — the torchtext tutorial model (§1.5, DBPedia):
   ``EmbeddingBag(V, 64, mean)`` + ``Linear(64, 14)``, weights U(±0.5), bias 0.
-- :class:`ResNet9` — UM-pFSSL's model (§2.5) with MC-dropout; see
-  :func:`mc_dropout_predict` (Eqs. 9–10: mean softmax over T passes).
+- :class:`ResNet9` — UM-pFSSL's model (§2.5) with MC-dropout; its
+  predictions over T passes (Eqs. 9–10) are :func:`learning.inference.mc_dropout_proba`.
 
 Randomness is explicit: :func:`build_model` takes a ``seed`` and initialises
-under a forked RNG (global state untouched); :func:`mc_dropout_predict` takes a
-``torch.Generator``. :func:`model_bits` is what the simulator uploads per model;
+under a forked RNG (global state untouched). :func:`model_bits` is what the simulator uploads per model;
 :func:`flops_per_sample` is what it turns into CPU cycles.
 """
 
@@ -312,55 +311,3 @@ def flops_per_sample(model: nn.Module, input_shape: tuple) -> float:
             h.remove()
         model.train(was_training)
     return total[0]
-
-
-# --------------------------------------------------------------------------- MC dropout
-
-
-@contextlib.contextmanager
-def mc_dropout_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """Eval mode everywhere (BatchNorm uses running stats) except dropout, which stays on.
-
-    Each module's previous mode is restored on exit.
-    """
-    modes = {m: m.training for m in model.modules()}
-    try:
-        model.eval()
-        for m in model.modules():
-            if isinstance(m, _DROPOUT_TYPES):
-                m.train()
-        yield model
-    finally:
-        for m, t in modes.items():
-            m.training = t
-
-
-def mc_dropout_predict(
-    model: nn.Module,
-    x: torch.Tensor,
-    n_samples: int,
-    generator: torch.Generator,
-    *,
-    batch_size: int | None = None,
-) -> torch.Tensor:
-    """``P(y|x) = (1/T) Σ_t softmax(f_{ŵ_t}(x))`` — UM-pFSSL Eq. 9, shape ``(n, C)``.
-
-    T = ``n_samples`` stochastic passes with dropout on and BatchNorm in eval
-    mode. The dropout masks come from one seed drawn from ``generator`` (a CPU
-    ``torch.Generator``), so a generator in the same state gives the same
-    result; torch's global RNG is left as it was. ``batch_size`` bounds memory
-    (``None``: the whole of ``x`` per pass).
-    """
-    if n_samples < 1:
-        raise ValueError(f"n_samples(={n_samples}) must be >= 1")
-    n = x.shape[0]
-    bs = n if batch_size is None else int(batch_size)
-    if bs < 1 and n > 0:
-        raise ValueError(f"batch_size(={batch_size}) must be >= 1")
-    seed = draw_seed(generator)
-    with mc_dropout_mode(model), torch.no_grad(), seeded_torch_rng(seed, x.device):
-        acc = None
-        for _ in range(n_samples):
-            probs = torch.cat([F.softmax(model(x[i : i + bs]), dim=-1) for i in range(0, max(n, 1), max(bs, 1))])
-            acc = probs if acc is None else acc + probs
-    return acc / n_samples

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -16,7 +18,6 @@ from learning.models import (
     TextClassifier,
     build_model,
     flops_per_sample,
-    mc_dropout_predict,
     model_bits,
 )
 
@@ -187,38 +188,46 @@ def small_resnet():
     return m
 
 
+def _state(m):
+    return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
 def test_mc_dropout_is_stochastic_but_reproducible(small_resnet):
+    from learning.inference import mc_dropout_proba
+
     x = torch.randn(4, 1, 8, 8)
-    a = mc_dropout_predict(small_resnet, x, 1, torch.Generator().manual_seed(0))
-    b = mc_dropout_predict(small_resnet, x, 1, torch.Generator().manual_seed(1))
-    a2 = mc_dropout_predict(small_resnet, x, 1, torch.Generator().manual_seed(0))
+    s = [_state(small_resnet)]
+    a = mc_dropout_proba(small_resnet, s, x, 1, seed=0)
+    b = mc_dropout_proba(small_resnet, s, x, 1, seed=1)
     assert not torch.allclose(a, b)
-    assert torch.equal(a, a2)
-    g = torch.Generator().manual_seed(0)
-    first, second = mc_dropout_predict(small_resnet, x, 1, g), mc_dropout_predict(small_resnet, x, 1, g)
-    assert not torch.allclose(first, second)  # the generator advances
-    probs = mc_dropout_predict(small_resnet, x, 5, torch.Generator().manual_seed(0))
-    assert probs.shape == (4, 10)
-    assert torch.allclose(probs.sum(-1), torch.ones(4), atol=1e-6)
+    assert torch.equal(a, mc_dropout_proba(small_resnet, s, x, 1, seed=0))
+    probs = mc_dropout_proba(small_resnet, s, x, 5, seed=0)
+    assert probs.shape == (1, 4, 10)
+    assert torch.allclose(probs.sum(-1), torch.ones(1, 4), atol=1e-6)
 
 
-def test_mc_dropout_mean_of_passes_and_batching(small_resnet):
+def test_mc_dropout_does_not_depend_on_batching_or_vectorisation(small_resnet):
+    """Masks come from (seed, model, pass, sample index): batches of 2 and a loop over models give the same means."""
+    from learning.inference import mc_dropout_proba
+
     x = torch.randn(5, 1, 8, 8)
-    whole = mc_dropout_predict(small_resnet, x, 3, torch.Generator().manual_seed(7))
-    batched = mc_dropout_predict(small_resnet, x, 3, torch.Generator().manual_seed(7), batch_size=2)
-    assert batched.shape == whole.shape
+    s = [_state(small_resnet), {k: (v * 1.1 if v.is_floating_point() else v) for k, v in _state(small_resnet).items()}]
+    whole = mc_dropout_proba(small_resnet, s, x, 3, seed=7)
+    assert torch.allclose(mc_dropout_proba(small_resnet, s, x, 3, seed=7, batch_size=2), whole, atol=1e-6)
+    assert torch.allclose(mc_dropout_proba(small_resnet, s, x, 3, seed=7, vectorize=False), whole, atol=1e-6)
     assert torch.all(whole >= 0) and torch.all(whole <= 1)
 
 
 def test_mc_dropout_keeps_batchnorm_in_eval_and_restores_modes(small_resnet):
+    from learning.inference import mc_dropout_proba
+
     m = small_resnet
     m.train()
-    before = {k: v.clone() for k, v in m.state_dict().items()}
+    before = _state(m)
     x = torch.randn(4, 1, 8, 8) * 3 + 1
     rng = torch.get_rng_state()
-    got = mc_dropout_predict(m, x, 2, torch.Generator().manual_seed(0))
-    after = m.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before)  # running stats untouched
+    got = mc_dropout_proba(m, [before], x, 2, seed=0)
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())  # running stats untouched
     assert all(mod.training for mod in m.modules())  # modes restored
     assert torch.equal(torch.get_rng_state(), rng)  # global RNG untouched
     # with p -> 0 the MC mean equals the plain eval-mode prediction (BN from running stats)
@@ -229,11 +238,19 @@ def test_mc_dropout_keeps_batchnorm_in_eval_and_restores_modes(small_resnet):
         m.eval()
         with torch.no_grad():
             ref = F.softmax(m(x), -1)
-        assert torch.allclose(mc_dropout_predict(m, x, 2, torch.Generator().manual_seed(0)), ref, atol=1e-6)
+        assert torch.allclose(mc_dropout_proba(m, [before], x, 2, seed=0)[0], ref, atol=1e-6)
     finally:
         for mod in m.modules():
             if isinstance(mod, nn.Dropout):
                 mod.p = 0.5
-    assert got.shape == (4, 10)
+        m.train()
+    assert got.shape == (1, 4, 10)
     with pytest.raises(ValueError):
-        mc_dropout_predict(m, x, 0, torch.Generator())
+        mc_dropout_proba(m, [before], x, 0, seed=0)
+
+
+def test_entropy_hand_values():
+    from learning.inference import entropy
+
+    assert float(entropy(torch.tensor([0.5, 0.5]))) == pytest.approx(math.log(2))
+    assert float(entropy(torch.tensor([1.0, 0.0]))) == 0.0
