@@ -489,7 +489,7 @@ class _Plan:
 
     def collect(self, c: int, state: Params, loss_sum: float, rows: int, aux_sums: dict) -> tuple:
         mean = loss_sum / rows if rows else float("nan")
-        return state, mean, {k: v / self.n_steps[c] for k, v in aux_sums.items()} if self.n_steps[c] else {}
+        return state, mean, {k: float(v) / self.n_steps[c] for k, v in aux_sums.items()} if self.n_steps[c] else {}
 
 
 def _apply_views(task: LocalTask, tensors: dict, params_per_client: list, real_rows: list, padded: bool) -> None:
@@ -610,30 +610,32 @@ class SequentialExecutor(_Base):
         device = next(iter(sp.values())).device if sp else torch.device("cpu")
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         rows, aux_sums = 0, {}
+        moved = {name: _to_device_split(plan.schedules[c][name], device) if plan.schedules[c][name] else []
+                 for name in plan.streams}
+        keys = plan.keys[c].to(device)
         # torch's own dropout layers (not learning.layers') draw from the global RNG: seed it from the client
         rng = seeded_torch_rng(plan.seeds[c], device) if plan.stochastic else contextlib.nullcontext()
         with rng:
             for s in range(plan.n_steps[c]):
                 train, opt_state, buffers, loss_sum, rows = SequentialExecutor._step(
-                    plan, c, s, train, start, fixed, buffers, opt_state, loss_sum, rows, aux_sums, device)
+                    plan, c, s, train, start, fixed, buffers, opt_state, loss_sum, rows, aux_sums, device,
+                    {name: moved[name][s] for name in plan.streams}, keys[s])
         state = {k: (train[k] if k in train else buffers[k] if k in buffers else sp[k]) for k in sp}
         return plan.collect(c, state, float(loss_sum), rows, aux_sums)
 
     @staticmethod
-    def _step(plan, c, s, train, start, fixed, buffers, opt_state, loss_sum, rows, aux_sums, device):
+    def _step(plan, c, s, train, start, fixed, buffers, opt_state, loss_sum, rows, aux_sums, device, idx, key):
         """One step of client ``c``: gather its batch, views, loss and gradient (or custom step), update."""
-        task, data, sched = plan.task, plan.data[c], plan.schedules[c]
-        idx = {name: sched[name][s] for name in plan.streams}
+        task, data = plan.task, plan.data[c]
         batch = {}
         for name in plan.streams:
-            i = idx[name].to(device)
+            i = idx[name]
             for k, t in data[name].items():
                 batch[k] = t[i]
             batch[f"__mask:{name}"] = torch.ones(idx[name].numel(), device=device)
         widths = {name: idx[name].numel() for name in plan.streams}
         if task.views:
             _apply_views(task, batch, [plan.draw_views(c, s, widths)], {}, padded=False)
-        key = plan.keys[c][s].to(device)
         scale = plan.lr_scale(c, s)
         if task.step is None:
             live = {k: v.detach().requires_grad_(True) for k, v in train.items()}
@@ -652,7 +654,7 @@ class SequentialExecutor(_Base):
         rows += n
         for k, v in aux.items():
             if k != "loss":
-                aux_sums[k] = aux_sums.get(k, 0.0) + float(v)
+                aux_sums[k] = aux_sums.get(k, 0.0) + v.detach().double()
         return train, opt_state, buffers, loss_sum, rows
 
 
@@ -733,37 +735,28 @@ class VmapExecutor(_Base):
         loss_sum = torch.zeros(k, dtype=torch.float64, device=device)
         rows = torch.zeros(k, dtype=torch.float64)
         aux_sums: dict[str, torch.Tensor] = {}
+        sched = _stacked_schedule(plan, clients, n_steps, device)
         for s in range(max_steps):
             active = [s < n for n in n_steps]
-            batch, real = {}, {}
+            st = sched[s]
+            batch, real = {}, st["real"]
             for name in plan.streams:
-                idxs = [plan.schedules[c][name][s] if active[j] else torch.zeros(0, dtype=torch.long)
-                        for j, c in enumerate(clients)]
-                width = max(1, max(i.numel() for i in idxs))
-                pad = torch.zeros((k, width), dtype=torch.long)
-                mask = torch.zeros((k, width), dtype=torch.float32)
-                for j, i in enumerate(idxs):
-                    pad[j, : i.numel()] = i
-                    mask[j, : i.numel()] = 1.0
-                pad_d = pad.to(device)
-                real[name] = [i.numel() for i in idxs]
+                pad_d, width = st["idx"][name], st["width"][name]
                 for key_ in plan.data[clients[0]][name]:
                     parts = []
                     for j, c in enumerate(clients):
                         t = plan.data[c][name][key_]
                         parts.append(t.index_select(0, pad_d[j]) if t.shape[0] else t.new_zeros((width, *t.shape[1:])))
                     batch[key_] = torch.stack(parts)
-                batch[f"__mask:{name}"] = mask.to(device)
+                batch[f"__mask:{name}"] = st["mask"][name]
             if task.views:
                 views = [plan.draw_views(c, s, {n: real[n][j] for n in plan.streams}) if active[j] else None
                          for j, c in enumerate(clients)]
                 live_views = [v for v in views if v is not None]
                 rr = {v.src: [real[plan.stream_of[v.src]][j] if active[j] else 0 for j in range(k)] for v in task.views}
                 _apply_views(task, batch, live_views, rr, padded=True)
-            keys = torch.stack([plan.keys[c][s] if active[j] else torch.zeros((), dtype=torch.int64)
-                                for j, c in enumerate(clients)]).to(device)
-            scales = [plan.lr_scale(c, s) if active[j] else 1.0 for j, c in enumerate(clients)]
-            scale = scales[0] if len(set(scales)) == 1 else torch.tensor(scales, dtype=torch.float64, device=device)
+            keys = st["keys"]
+            scale = st["scale"]
             both = {**fixed, **buffers}
             if task.step is None:
                 grads, (aux, new_buf) = vmap(grad(_step_loss(plan, True, s), has_aux=True))(train, both, start, batch, keys)
@@ -772,7 +765,7 @@ class VmapExecutor(_Base):
             else:
                 fn = vmap(_custom_step(plan, True, s), in_dims=(0, 0, 0, 0, 0, 0, None if not torch.is_tensor(scale) else 0))
                 new_train, new_opt, aux, new_buf = fn(train, both, start, opt_state, batch, keys, scale)
-            act_d = torch.tensor(active, device=device)
+            act_d = st["active"]
             if all(active):
                 train, opt_state = new_train, new_opt
                 buffers.update(new_buf)
@@ -780,9 +773,8 @@ class VmapExecutor(_Base):
                 train = {n: _where(act_d, new_train[n], train[n]) for n in train}
                 opt_state = _tree_where(act_d, new_opt, opt_state)
                 buffers.update({n: _where(act_d, v, buffers[n]) for n, v in new_buf.items()})
-            nr = torch.tensor([real[plan.report][j] if active[j] else 0 for j in range(k)], dtype=torch.float64)
-            loss_sum += aux["loss"].detach().double() * nr.to(device)
-            rows += nr
+            loss_sum += aux["loss"].detach().double() * st["rows"]
+            rows += torch.tensor(real[plan.report], dtype=torch.float64)
             for name, v in aux.items():
                 if name != "loss":
                     aux_sums[name] = aux_sums.get(name, torch.zeros(k, device=device)) + v.detach().float() * act_d
@@ -796,6 +788,68 @@ class VmapExecutor(_Base):
             means.append(mean)
             auxes.append(aux)
         return states, means, auxes
+
+
+def _stacked_schedule(plan: _Plan, clients: list[int], n_steps: list[int], device) -> list[dict]:
+    """Every step's padded indices, masks, keys, active flags, real-row counts and lr factors, moved to ``device`` at once.
+
+    Built on the CPU once per call and packed into one int64, one float32
+    (and, for per-client learning rates, one float64) buffer, so a vectorised step needs no host-to-device transfer (and no
+    host synchronisation) of its own.
+    """
+    k = len(clients)
+    ints, floats, doubles, layout = [], [], [], []
+    for s in range(max(n_steps)):
+        active = [s < n for n in n_steps]
+        entry = {"idx": {}, "mask": {}, "width": {}, "real": {}}
+        for name in plan.streams:
+            idxs = [plan.schedules[c][name][s] if active[j] else torch.zeros(0, dtype=torch.long)
+                    for j, c in enumerate(clients)]
+            width = max(1, max(i.numel() for i in idxs))
+            pad = torch.zeros((k, width), dtype=torch.long)
+            mask = torch.zeros((k, width), dtype=torch.float32)
+            for j, i in enumerate(idxs):
+                pad[j, : i.numel()] = i
+                mask[j, : i.numel()] = 1.0
+            entry["idx"][name], entry["mask"][name] = len(ints), len(floats)
+            ints.append(pad)
+            floats.append(mask)
+            entry["width"][name] = width
+            entry["real"][name] = [i.numel() for i in idxs]
+        entry["keys"] = len(ints)
+        ints.append(torch.stack([plan.keys[c][s] if active[j] else torch.zeros((), dtype=torch.int64)
+                                 for j, c in enumerate(clients)]))
+        entry["active"] = len(ints)
+        ints.append(torch.tensor(active, dtype=torch.long))
+        entry["rows"] = len(floats)
+        floats.append(torch.tensor(entry["real"][plan.report], dtype=torch.float32))
+        scales = [plan.lr_scale(c, s) if active[j] else 1.0 for j, c in enumerate(clients)]
+        entry["scale"] = scales[0] if len(set(scales)) == 1 else len(doubles)
+        if not isinstance(entry["scale"], float):
+            doubles.append(torch.tensor(scales, dtype=torch.float64))
+        layout.append(entry)
+    if not layout:
+        return []
+    ints_d = _to_device_split(ints, device)
+    floats_d = _to_device_split(floats, device)
+    doubles_d = _to_device_split(doubles, device) if doubles else []
+    for e in layout:
+        if not isinstance(e["scale"], float):
+            e["scale"] = doubles_d[e["scale"]]
+        e["idx"] = {n: ints_d[i] for n, i in e["idx"].items()}
+        e["mask"] = {n: floats_d[i] for n, i in e["mask"].items()}
+        e["keys"], e["active"] = ints_d[e["keys"]], ints_d[e["active"]].bool()
+        e["rows"] = floats_d[e["rows"]].double()
+    return layout
+
+
+def _to_device_split(tensors: list[torch.Tensor], device) -> list[torch.Tensor]:
+    """``tensors`` (one dtype) on ``device`` through one copy of their concatenation; views with the same shapes."""
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    if torch.device(device).type == "cuda":
+        flat = flat.pin_memory().to(device, non_blocking=True)
+    parts = flat.split([t.numel() for t in tensors])
+    return [p.view(t.shape) for p, t in zip(parts, tensors)]
 
 
 def _where(active: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
