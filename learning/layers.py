@@ -50,8 +50,15 @@ def _shr(z: torch.Tensor, s: int) -> torch.Tensor:
     return (z >> s) & ((1 << (64 - s)) - 1)
 
 
+_CONSTANTS: dict = {}
+
+
 def _c(value: int, like: torch.Tensor) -> torch.Tensor:
-    return torch.tensor(value, dtype=torch.int64, device=like.device)
+    """An int64 constant on ``like``'s device, made once per (value, device): no transfer per call."""
+    key = (value, like.device)
+    if key not in _CONSTANTS:
+        _CONSTANTS[key] = torch.tensor(value, dtype=torch.int64, device=like.device)
+    return _CONSTANTS[key]
 
 
 def mix64(z: torch.Tensor) -> torch.Tensor:
@@ -69,7 +76,7 @@ def hash_uniform(key: torch.Tensor, call: int, rows: torch.Tensor, row_numel: in
     """
     j = torch.arange(row_numel, device=rows.device, dtype=torch.int64)
     golden, m2 = _c(_GOLDEN, rows), _c(_MIX2, rows)
-    z = mix64(key.to(rows.device) * golden + _c(call + 1, rows))
+    z = mix64(key.to(rows.device) * golden + (call + 1))
     z = mix64(z + rows.to(torch.int64).unsqueeze(1) * m2 + j.unsqueeze(0) * golden)
     return _shr(z, 40).to(torch.float32) * (1.0 / (1 << 24))
 

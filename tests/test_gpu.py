@@ -22,6 +22,15 @@ from learning.optim import SGD  # noqa: E402
 
 CUDA = torch.device("cuda")
 
+
+@pytest.fixture
+def no_tf32():
+    """Full float32 convolutions and matmuls (cuDNN's default TF32 rounds to 10 mantissa bits)."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
 TINY = """
 name = "gpu_tiny"
 seed = 4
@@ -76,7 +85,7 @@ def max_diff(a, b):
 
 @pytest.mark.parametrize("model_name", ["cnn", "resnet9"])
 @pytest.mark.parametrize("objective", ["supervised", "fixmatch"])
-def test_executors_on_gpu_equal_the_cpu(model_name, objective):
+def test_executors_on_gpu_equal_the_cpu(model_name, objective, no_tf32):
     if objective == "fixmatch":
         pytest.importorskip("learning.augment")
     shape = (1, 16, 16)
@@ -104,12 +113,14 @@ def test_executors_on_gpu_equal_the_cpu(model_name, objective):
         got = ex.run(gpu_model, task, to(starts, CUDA), gstreams, gens())
         assert all(v.device.type == "cuda" for s in got.params for v in s.values())
         assert got.n_steps == cpu.n_steps
-        assert max_diff(got.params, cpu.params) < (5e-3 if model_name == "resnet9" else 5e-4), ex.name
+        diff = max_diff(got.params, cpu.params)
+        print(f"{model_name} {objective} {ex.name}: max |GPU - CPU| = {diff:.2e}")
+        assert diff < (2e-3 if model_name == "resnet9" else 2e-4), ex.name
 
 
 def test_no_per_step_host_syncs():
-    """The number of host-device synchronisations of a vectorised call does not grow with its steps."""
-    from torch.profiler import ProfilerActivity, profile
+    """Synchronising operations of a vectorised call (torch's sync debug mode) do not grow with its steps."""
+    import warnings
 
     shape = (1, 16, 16)
     model = build_model("resnet9", shape, 10, seed=0).to(CUDA)
@@ -122,15 +133,18 @@ def test_no_per_step_host_syncs():
         starts = [state(model)] * 4
         VmapExecutor().run(model, task, starts, data, [0, 1, 2, 3])  # warm-up
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            VmapExecutor().run(model, task, starts, data, [0, 1, 2, 3])
-            torch.cuda.synchronize()
-        names = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
-        return sum(e.count for e in prof.key_averages() if e.key in names)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                VmapExecutor().run(model, task, starts, data, [0, 1, 2, 3])
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        return [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
 
     few, many = syncs(8 * 5), syncs(8 * 20)  # 5 vs 20 steps
-    print(f"host syncs/copies: {few} for 5 steps, {many} for 20 steps")
-    assert many - few <= 3
+    print(f"synchronising operations: {len(few)} for 5 steps, {len(many)} for 20 steps")
+    assert len(many) - len(few) <= 2, many[:5]
 
 
 @pytest.mark.parametrize("executor", ["sequential", "vmap"])
@@ -212,10 +226,14 @@ def test_same_seed_twice_on_the_gpu_is_identical_with_deterministic_algorithms(t
 
 
 def test_default_scenario_on_the_gpu(tmp_path):
+    """The bundled scenario's run folder on the GPU: complete, and each round's accuracy that of the CPU run ± 0.05."""
     from scenarios.run import run_scenario
     from scenarios.schema import DEFAULT_SCENARIO, load_scenario
 
-    out = run_scenario(load_scenario(DEFAULT_SCENARIO, ["train.device='cuda'", "budget.rounds=10"]), tmp_path / "default")
-    last = {r["algorithm"]: float(r["accuracy"]) for r in rows(out)}
-    assert set(last) == {"fedavg", "fedprox", "local"}
-    assert last["fedavg"] > 0.5
+    runs = {d: rows(run_scenario(load_scenario(DEFAULT_SCENARIO, [f"train.device='{d}'", "run.rounds=10"]),
+                                 tmp_path / d)) for d in ("cuda", "cpu")}
+    assert [(r["algorithm"], r["round"]) for r in runs["cuda"]] == [(r["algorithm"], r["round"]) for r in runs["cpu"]]
+    gaps = [abs(float(g["accuracy"]) - float(c["accuracy"])) for g, c in zip(runs["cuda"], runs["cpu"])]
+    print(f"default scenario, 10 rounds: max |accuracy GPU - CPU| = {max(gaps):.4f}")
+    assert max(gaps) < 0.05
+    assert all(g["time_s"] == c["time_s"] for g, c in zip(runs["cuda"], runs["cpu"]))  # the clock does not care
