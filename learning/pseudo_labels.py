@@ -4,7 +4,7 @@
 
 Each device n weighs the softmax outputs of its B downloaded reciprocal
 models by its similarity ratios and takes the arg-max (no confidence
-threshold, ALGORITHMS.md §1.3). The one-hot vector is returned as its class
+threshold, docs/dofed_spp.md). The one-hot vector is returned as its class
 index; among equal scores the lowest class wins (``torch.argmax``).
 
 Vectorised over the models: every device draws its B models from the same K

@@ -173,7 +173,7 @@ def labeling_accuracy(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]
     """Accuracy of device n's model as a labeller of its unlabelled data (vs the hidden true labels).
 
     DoFed-SPP's labelling metric for a baseline whose one classifier also
-    labels the unlabelled target set (ALGORITHMS.md §1.5). NaN for a device
+    labels the unlabelled target set (docs/dofed_spp.md). NaN for a device
     without unlabelled data.
     """
     return [

@@ -90,7 +90,7 @@ from learning.similarity import check_bound, device_similarity
 
 @dataclass(frozen=True)
 class DofedSppConfig:
-    """DoFed-SPP's options (ALGORITHMS.md §1; docs/dofed_spp.md).
+    """DoFed-SPP's options (docs/dofed_spp.md).
 
     ``warmup_rounds``: L (Phase 0 trains L·I epochs). ``target_epochs``: epochs
     of the teacher–student step per round (default: the workload's I).

@@ -276,7 +276,7 @@ class FedAvg:
 
 # --------------------------------------------------------------------------- the registered variants
 
-FedProxConfig = _variant("FedProxConfig", "FedProx: ``mu`` = 0.01 (ALGORITHMS.md §5.6).", mu=0.01)
+FedProxConfig = _variant("FedProxConfig", "FedProx: ``mu`` = 0.01 (docs/fedavg_family.md).", mu=0.01)
 FedBNConfig = _variant("FedBNConfig", "FedBN: BatchNorm kept local.", local="batchnorm")
 _SL = "fully labelled (the unlabelled data's true labels are used): an upper bound"
 VARIANTS = {

@@ -1,4 +1,4 @@
-"""FedBE (Chen & Chao, ICLR 2021), a DoFed-SPP baseline (ALGORITHMS.md §5.2).
+"""FedBE (Chen & Chao, ICLR 2021), a DoFed-SPP baseline (docs/dofed_spp.md).
 
 Each round K devices (sampled as in FedAvg) download the global model, train
 I local epochs on their labelled data and upload. The server then builds a
@@ -20,7 +20,7 @@ Bayesian model ensemble and distils it into the next global model:
    128, FedBE's values); it becomes the global model.
 
 Choices (docs/dofed_spp.md): the server's unlabelled set is
-``server_fraction`` (5%, ALGORITHMS.md §1.5) of the train split — the train
+``server_fraction`` (5%, docs/dofed_spp.md) of the train split — the train
 pool plus every device's samples — drawn from the samples no device holds
 (``ctx.pool_x``), or ``server_samples`` of them; its labels are never used.
 FedBE averages the student's weights (SWA) from step 500 on; with the few
