@@ -23,7 +23,6 @@ import hashlib
 import io
 import json
 import pickle
-import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from edgesim.engine import DeviceRound, Event, RoundRecord
 from scenarios.runfolder import CHECKPOINT_DIR, atomic_write_bytes
 
 FORMAT_VERSION = 1
+_ZIP_MAGIC = b"PK"  # torch.save writes a zip archive; a physics-only run's pickle starts otherwise
 # Parts of the resolved config that may differ between a run and its resumption.
 _NOT_FINGERPRINTED = ("source", "versions")
 
@@ -134,17 +134,16 @@ def _record_from_dict(d: dict) -> RoundRecord:
     return RoundRecord(**{**d, "devices": tuple(DeviceRound(*row) for row in d["devices"])})
 
 
-def _uses_torch() -> bool:
-    """Torch runs checkpoint with ``torch.save``; physics-only runs (torch never imported) with pickle."""
-    return "torch" in sys.modules
-
-
 def path_for(folder: Path, name: str) -> Path:
     return Path(folder) / CHECKPOINT_DIR / f"{name}.pt"
 
 
-def save(folder: Path, name: str, *, fingerprint: str, sim, backend, records: list, events: list, done: bool) -> Path:
-    """Write the checkpoint of algorithm ``name`` into ``folder/checkpoints/`` (atomically)."""
+def save(folder: Path, name: str, *, fingerprint: str, sim, backend, records: list, events: list, done: bool,
+         use_torch: bool = True) -> Path:
+    """Write the checkpoint of algorithm ``name`` into ``folder/checkpoints/`` (atomically).
+
+    ``use_torch``: ``torch.save`` (a zip archive); else plain pickle (physics-only runs, no torch).
+    """
     payload = {
         "format": FORMAT_VERSION,
         "algorithm": name,
@@ -157,7 +156,7 @@ def save(folder: Path, name: str, *, fingerprint: str, sim, backend, records: li
         "events": [dataclasses.astuple(e) for e in events],
     }
     buf = io.BytesIO()
-    if _uses_torch():
+    if use_torch:
         import torch
 
         torch.save(payload, buf)
@@ -179,12 +178,13 @@ def load(folder: Path, name: str, fingerprint: str) -> Optional[dict[str, Any]]:
         return None
     # Our own file in the user's own run folder; algorithm states may hold any picklable object.
     try:
-        if _uses_torch():
+        data = path.read_bytes()
+        if data[:2] == _ZIP_MAGIC:  # written by torch.save
             import torch
 
-            payload = torch.load(path, map_location="cpu", weights_only=False)
+            payload = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
         else:
-            payload = pickle.loads(path.read_bytes())
+            payload = pickle.loads(data)
     except Exception as e:  # noqa: BLE001 - truncated or garbled: whatever the unpickler raised
         raise ConfigError(f"{path}: corrupt checkpoint ({type(e).__name__}: {e}); it is left as it is. "
                           f"Run with --overwrite to start afresh") from None

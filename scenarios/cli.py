@@ -125,7 +125,7 @@ def run(
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, PNG)."""
     from scenarios.progress import RunProgress
     from scenarios.run import run_scenario
-    from scenarios.runfolder import RunFolder
+    from scenarios.runfolder import RunFolder, check_out
     from scenarios.schema import load_scenario
 
     overrides, options = list(set_ or []), ["--set"] * len(set_ or [])
@@ -140,6 +140,10 @@ def run(
     except ConfigError as e:
         _fail(str(e))
     out = out if out is not None else Path("runs") / sc.name
+    try:
+        check_out(out, overwrite=overwrite, resume=resume)
+    except ConfigError as e:
+        _fail(str(e))
     divergence: tuple = ()
     if not sc.physics_only:
         from learning.algorithms.common import DivergenceError

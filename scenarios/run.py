@@ -112,16 +112,17 @@ def run_algorithm(
     *,
     checkpoint_dir: Optional[Path] = None,
     fingerprint: str = "",
-    resume: bool = False,
+    saved: Optional[dict] = None,
 ) -> AlgorithmRun:
     """Run one algorithm on its own clock; returns its records, events and final clock.
 
-    ``build_backend(name)`` gives the algorithm's learning backend. With ``checkpoint_dir`` and ``run.checkpoint_every > 0`` the state is saved
-    every that many rounds and when the algorithm finishes; ``resume`` starts
-    from the checkpoint found there (a finished algorithm is not run again).
+    ``build_backend(name)`` gives the algorithm's learning backend. With
+    ``checkpoint_dir`` and ``run.checkpoint_every > 0`` the state is saved
+    every that many rounds and when the algorithm finishes; ``saved`` (a
+    :func:`scenarios.checkpoint.load` result) is where it starts from (a
+    finished algorithm is not run again).
     """
     every = sc.learning["run"].checkpoint_every if checkpoint_dir is not None else 0
-    saved = checkpoint.load(checkpoint_dir, name, fingerprint) if (resume and checkpoint_dir is not None) else None
     out = AlgorithmRun(name)
     if saved is not None:
         out.records, out.events, out.now_s = saved["records"], saved["events"], float(saved["now_s"])
@@ -150,7 +151,7 @@ def run_algorithm(
             if done or sim.round_index % every == 0:
                 events = out.events[:n_events] + sim.events
                 checkpoint.save(checkpoint_dir, name, fingerprint=fingerprint, sim=sim, backend=backend,
-                                records=out.records, events=events, done=done)
+                                records=out.records, events=events, done=done, use_torch=not sc.physics_only)
     out.events = out.events[:n_events] + sim.events
     out.now_s = sim.now_s
     return out
@@ -331,6 +332,7 @@ def run_scenario(
     fp = checkpoint.fingerprint(config)
     folder = RunFolder(out)
     resuming = False
+    saved: dict = {}
     if resume:
         if folder.final.is_dir() and is_finished(folder.final):
             checkpoint.check_same_scenario(folder.final / "config.toml", config)
@@ -339,8 +341,9 @@ def run_scenario(
         if folder.work.is_dir() and any(folder.work.iterdir()):
             checkpoint.check_same_scenario(folder.work / "config.toml", config)
             resuming = True
-            ckpt = folder.work / CHECKPOINT_DIR
-            if ckpt.is_dir() and any(ckpt.glob("*.pt")):
+            # read (and so check) every checkpoint before anything is written
+            saved = {name: checkpoint.load(folder.work, name, fp) for name in sc.learning["run"].algorithms}
+            if any(v is not None for v in saved.values()):
                 say(f"resuming {folder.work} from its checkpoints")
             else:
                 say(f"{folder.work} has no checkpoint (run.checkpoint_every = "
@@ -356,7 +359,7 @@ def run_scenario(
             folder.write_text("config.toml", tomli_w.dumps(config))
         sims = {
             name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work, fingerprint=fp,
-                                resume=resuming)
+                                saved=saved.get(name))
             for name in sc.learning["run"].algorithms
         }
         write_results(folder, sc, sims, model_bits, extra)

@@ -120,7 +120,7 @@ def read_toml(path: Path) -> dict:
 
 def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Scenario:
     """Validate a parsed scenario mapping (``where`` names the file in messages)."""
-    known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS)
+    known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric"}
     for key, value in raw.items():
         if key not in known:
             raise ScenarioError(
