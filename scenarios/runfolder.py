@@ -101,11 +101,17 @@ def _writable_parent(path: Path) -> Path:
     return parent
 
 
-def _refuse_folder(path: Path, what: str, hint: str) -> None:
+def _refuse_folder(path: Path, what: str, hint: str, out: Optional[Path] = None) -> None:
     """One error for an existing ``path`` we will not touch, naming the first entry that is not a run's."""
     entry = foreign_entry(path)
-    holding = f" (it holds {entry.name!r}, which edgesim did not write)" if entry is not None else ""
-    raise ConfigError(f"--out {path}: {what}{holding}; {hint}")
+    if entry is not None:
+        holding = f" (it holds {entry.name!r}, which edgesim did not write)"
+    elif not (path / "config.toml").is_file():
+        holding = " (it has no config.toml, so the run's scenario is unknown; it is left as it is)"
+    else:
+        holding = ""
+    where = f"--out {path}:" if out is None else f"--out {out}: {path}"
+    raise ConfigError(f"{where} {what}{holding}; {hint}")
 
 
 def check_out(out: Path, *, overwrite: bool = False, resume: bool = False) -> None:
@@ -131,8 +137,8 @@ def check_out(out: Path, *, overwrite: bool = False, resume: bool = False) -> No
                               f"or choose another --out")
     if folder.work.is_dir() and any(folder.work.iterdir()):
         if not is_run_folder(folder.work) or not (folder.work / MARKER).is_file():
-            _refuse_folder(folder.work, f"{folder.work} is not an unfinished edgesim run",
-                           "choose another --out; edgesim never deletes what it did not write")
+            _refuse_folder(folder.work, "is not an unfinished edgesim run",
+                           "choose another --out; edgesim never deletes what it did not write", out=out)
         if not (overwrite or resume):
             raise ConfigError(f"--out {text!r}: {folder.work} holds an unfinished run; add --resume to go on with it, "
                               f"or --overwrite to start it again")

@@ -281,7 +281,7 @@ def test_unfinished_run_needs_resume_or_overwrite(phys, cwd):
 # --- 3. every bad input is one line ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("override, fragments", [
+BAD_VALUES = [
     ("system.noise_psd_dbm_per_hz=3.98e-21", ["noise_psd_dbm_per_hz = 3.98e-21", "[-220, -100] dBm/Hz",
                                               "looks like W/Hz", "-174.0 dBm/Hz"]),
     ("system.bandwidth_hz=1e-30", ["bandwidth_hz = 1e-30", "[1, 1e+12] Hz"]),
@@ -291,11 +291,14 @@ def test_unfinished_run_needs_resume_or_overwrite(phys, cwd):
     ("system.n_devices=1000000000", ["n_devices = 1000000000", "[1, 100000]"]),
     ("run.eval_every=2", ["[run]", "unknown key 'eval_every'"]),
     ("run.clients_per_round=9", ["clients_per_round = 9", "n_devices (= 8)"]),
+]
+
+
+@pytest.mark.parametrize("command, override, fragments", [
+    (command, override, fragments) for override, fragments in BAD_VALUES for command in ("run", "plan")
+    if command == "run" or not override.startswith("run.")  # plan does not read [run]
 ])
-@pytest.mark.parametrize("command", ["run", "plan"])
 def test_implausible_or_unused_values_are_one_line(phys, cwd, override, fragments, command):
-    if command == "plan" and override.startswith("run."):
-        pytest.skip("plan does not read [run]")
     line = one_error_line(run(command, phys, "--set", override, *(["--out", "r", "-q"] if command == "run" else [])))
     assert f"--set {override}" in line and str(phys) in line
     for frag in fragments:
@@ -434,3 +437,66 @@ def test_physics_only_refuses_what_it_does_not_use(phys):
 def test_shipped_physics_scenario_validates():
     sc = load_scenario(REPO / "scenarios" / "physics_10k.toml")
     assert sc.physics_only and sc.system.n_devices == 10_000 and sc.learning["run"].algorithms == ["parametric"]
+
+
+# --- 6. progress ----------------------------------------------------------------------------------------------
+
+
+class _Tty:
+    """A text stream that says it is a terminal."""
+
+    def __init__(self):
+        import io
+
+        self.buf = io.StringIO()
+
+    def write(self, text):
+        return self.buf.write(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def _records(phys, n=4):
+    from edgesim.curve import ParametricBackend
+    from edgesim.engine import Simulation
+
+    sc = load_scenario(phys)
+    sim = Simulation(sc.system, sc.budget, ParametricBackend(8, 3, sc.workload, 1), seed=1)
+    return sim.run(rounds=n)
+
+
+def test_progress_prints_plain_lines_when_not_a_terminal(phys):
+    import io
+
+    from scenarios.progress import RunProgress
+
+    log = io.StringIO()
+    with RunProgress(["a", "b"], 4, stream=log) as p:
+        for name in ("a", "b"):
+            for rec in _records(phys):
+                p.update(name, rec)
+    lines = log.getvalue().splitlines()
+    assert 1 <= len(lines) <= 10 and "\r" not in log.getvalue()
+    assert lines[-1].startswith("8/8 rounds  b round 4  sim ") and " acc " in lines[-1] and "elapsed" in lines[-1]
+
+
+def test_progress_on_a_terminal_has_a_row_per_algorithm(phys):
+    from scenarios.progress import RunProgress, SweepProgress
+
+    tty = _Tty()
+    with RunProgress(["fedavg", "local"], 4, stream=tty) as p:
+        for name in ("fedavg", "local"):
+            for rec in _records(phys):
+                p.update(name, rec)
+    out = tty.buf.getvalue()
+    assert "fedavg" in out and "local" in out and "all" in out and "acc 0." in out and "sim" in out
+    tty = _Tty()
+    bar = SweepProgress(2, stream=tty)
+    bar.update({"name": "r1", "status": "ok", "seconds": 1.0})
+    bar.update({"name": "r2", "status": "ok", "seconds": 1.0}, skipped=True)
+    bar.close()
+    assert "r1: ok" in tty.buf.getvalue() and "2/2" in tty.buf.getvalue()
