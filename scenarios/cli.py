@@ -173,6 +173,10 @@ def run(
             f"  {name:<10} accuracy {a['last_accuracy']:.3f} after {a['simulated_time_s']:.1f} s simulated; {final}; "
             f"uplink {a['total_bits_up'] / 1e6:.1f} Mbit; energy {a['total_energy_j']:.3g} J"
         )
+    held = summary.get("samples_per_device")
+    if held and not held["min"] <= held["plan"] <= held["max"]:
+        typer.echo(f"note: workload.samples_per_device = {held['plan']} (the plan's D) is outside what the devices "
+                   f"hold ({held['min']} to {held['max']} samples); each was charged for its own data", err=True)
     for line in summary.get("warnings", []):
         typer.echo(f"warning: {line}", err=True)
 

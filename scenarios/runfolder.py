@@ -89,15 +89,18 @@ def is_finished(folder: Path) -> bool:
     return (folder / "summary.json").is_file() and not (folder / MARKER).exists()
 
 
-def _writable_parent(path: Path) -> Path:
+def _writable_parent(path: Path, out: str) -> Path:
     """The nearest existing ancestor of ``path``; a clear error unless it is a folder we may write to."""
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise ConfigError(f"--out {path}: {parent} is a file, not a folder; expected a path under a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {path}: cannot write in {parent}; expected a folder you may write to")
+        raise ConfigError(f"--out {out}: {parent} is a file, not a folder; expected a path under a folder")
+    try:  # os.access says yes to root everywhere (/proc too): try it, with a folder of our own, removed at once
+        os.rmdir(tempfile.mkdtemp(prefix=".edgesim-probe-", dir=parent))
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write in {parent} ({e.strerror or e}); "
+                          f"expected a folder you may write to") from None
     return parent
 
 
@@ -142,7 +145,7 @@ def check_out(out: Path, *, overwrite: bool = False, resume: bool = False) -> No
         if not (overwrite or resume):
             raise ConfigError(f"--out {text!r}: {folder.work} holds an unfinished run; add --resume to go on with it, "
                               f"or --overwrite to start it again")
-    _writable_parent(folder.work)
+    _writable_parent(folder.work, text)
 
 
 def set_aside(folder: Path) -> Path:

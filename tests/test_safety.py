@@ -130,7 +130,7 @@ def test_empty_name_is_an_error_and_runs_is_untouched(phys, cwd):
     assert snapshot(cwd) == before
 
 
-@pytest.mark.parametrize("out", ["afile.txt", "", ".", "..", "/proc/x/y", "afile.txt/below"])
+@pytest.mark.parametrize("out", ["afile.txt", "", ".", "..", "/proc/x", "/proc/x/y", "afile.txt/below"])
 def test_bad_out_is_refused_before_any_work(phys, cwd, out):
     (cwd / "afile.txt").write_text("a user's file\n")
     before = snapshot(cwd.parent)
