@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from ._checks import count, finite, non_negative, positive
 
-_REL_TOL = 1e-12
+REL_TOL = 1e-12  # also the engine's deadline tolerance (edgesim.engine)
+_REL_TOL = REL_TOL
 
 
 def _floor(x: float) -> int:
@@ -128,7 +129,12 @@ def examined_pairs(consts: FeasibilityConstants, n_devices: int) -> list[tuple[i
 def feasible_count(consts: FeasibilityConstants, n_devices: int) -> int:
     """How many pairs with ``1 <= B <= K <= N`` satisfy ``B·C2 + K·C3 <= C1``."""
     n = count("n_devices", n_devices, 1)
-    return sum(_largest_b(k, consts, n) for k in range(1, n + 1))
+    pairs = examined_pairs(consts, n)
+    if not pairs:
+        return 0
+    # Below the examined range every K admits B = K (K·(C2 + C3) <= C1 holds for all smaller K): 1 + ... + (k_low − 1).
+    k_low = pairs[0][1]
+    return (k_low - 1) * k_low // 2 + sum(b for b, _ in pairs)
 
 
 def feasible_pairs(consts: FeasibilityConstants, n_devices: int) -> list[tuple[int, int]]:

@@ -15,6 +15,16 @@ from typing import Optional, Union
 from .units import dbm_per_hz_to_w_per_hz, dbm_to_w, db_to_linear
 
 ACCESS_SCHEMES = ("tdma", "fdma")
+# The largest cell a scenario may describe: checked before anything is allocated; `edgesim plan` takes
+# well under a second at this size (docs/system_model.md, "Plausible values").
+MAX_DEVICES = 100_000
+# Physically plausible ranges (docs/system_model.md, "Plausible values"); a value outside is an error.
+NOISE_PSD_DBM_PER_HZ_RANGE = (-220.0, -100.0)  # thermal noise at 290 K is -174 dBm/Hz
+BANDWIDTH_HZ_RANGE = (1.0, 1e12)
+TX_POWER_DBM_RANGE = (-60.0, 60.0)  # 1 nW to 1 kW
+CHANNEL_GAIN_DB_RANGE = (-250.0, 30.0)
+CPU_FREQ_HZ_RANGE = (1e3, 1e12)
+CELL_RADIUS_M_MAX = 1e5
 ROUND_MODES = ("sync", "deadline")
 MOBILITY_MODELS = ("static", "random_waypoint")
 
@@ -42,15 +52,37 @@ def check_choice(name: str, value, choices):
         fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
 
 
-def per_device(name: str, value, n_devices: int, *, minimum=None, strict=False) -> tuple[float, ...]:
-    """A scalar or a list of length ``n_devices`` → a tuple of ``n_devices`` floats."""
+def check_range(name: str, value, low: float, high: float, unit: str, hint: str = ""):
+    """A finite number in ``[low, high]`` (a physically plausible value), else ``ValueError`` with ``hint``."""
+    check_number(name, value)
+    if not low <= value <= high:
+        fail(name, value, f"a plausible value in [{low:g}, {high:g}] {unit}{hint}")
+
+
+def noise_psd_hint(value) -> str:
+    """A hint for a noise PSD that looks like W/Hz (a tiny positive number) given in the dBm/Hz field."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e-3:
+        return f" (it looks like W/Hz: {value:g} W/Hz is {10 * math.log10(value) + 30:.1f} dBm/Hz)"
+    return ""
+
+
+def per_device(name: str, value, n_devices: int, *, minimum=None, strict=False, plausible=None) -> tuple[float, ...]:
+    """A scalar or a list of length ``n_devices`` → a tuple of ``n_devices`` floats.
+
+    ``plausible = (low, high, unit)`` also checks that each value lies in that range.
+    """
+    def check(label, v):
+        check_number(label, v, minimum=minimum, strict=strict)
+        if plausible is not None:
+            check_range(label, v, *plausible)
+
     if isinstance(value, (list, tuple)):
         if len(value) != n_devices:
             fail(name, value, f"a number or a list of n_devices (= {n_devices}) numbers, got {len(value)}")
         for i, v in enumerate(value):
-            check_number(f"{name}[{i}]", v, minimum=minimum, strict=strict)
+            check(f"{name}[{i}]", v)
         return tuple(float(v) for v in value)
-    check_number(name, value, minimum=minimum, strict=strict)
+    check(name, value)
     return (float(value),) * n_devices
 
 
@@ -89,15 +121,20 @@ class SystemConfig:
 
     def __post_init__(self):
         check_int("n_devices", self.n_devices, 1)
-        check_number("bandwidth_hz", self.bandwidth_hz, minimum=0, strict=True)
-        check_number("noise_psd_dbm_per_hz", self.noise_psd_dbm_per_hz)
-        per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices)
-        check_number("channel_gain_db", self.channel_gain_db, allow_none=True)
-        per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, minimum=0, strict=True)
+        if self.n_devices > MAX_DEVICES:
+            fail("n_devices", self.n_devices, f"an integer in [1, {MAX_DEVICES}] (the largest cell edgesim simulates)")
+        check_range("bandwidth_hz", self.bandwidth_hz, *BANDWIDTH_HZ_RANGE, "Hz")
+        check_range("noise_psd_dbm_per_hz", self.noise_psd_dbm_per_hz, *NOISE_PSD_DBM_PER_HZ_RANGE, "dBm/Hz",
+                    noise_psd_hint(self.noise_psd_dbm_per_hz))
+        per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices, plausible=(*TX_POWER_DBM_RANGE, "dBm"))
+        if self.channel_gain_db is not None:
+            check_range("channel_gain_db", self.channel_gain_db, *CHANNEL_GAIN_DB_RANGE, "dB")
+        per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, plausible=(*CPU_FREQ_HZ_RANGE, "Hz"))
         check_number("kappa", self.kappa, minimum=0)
         check_choice("access", self.access, ACCESS_SCHEMES)
         check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
         check_number("cell_radius_m", self.cell_radius_m, minimum=0, strict=True)
+        check_range("cell_radius_m", self.cell_radius_m, 0, CELL_RADIUS_M_MAX, "m")
         check_number("min_distance_m", self.min_distance_m, minimum=0, strict=True)
         if self.min_distance_m >= self.cell_radius_m:
             fail("min_distance_m", self.min_distance_m, f"a distance < cell_radius_m (= {self.cell_radius_m})")

@@ -12,11 +12,16 @@ After the round its accuracy is
 with ``U`` the cumulative number of uploads that arrived, so dropped uploads
 slow learning down. No learning happens; the curve only gives the engine
 something plausible to log.
+
+A scenario runs it with ``[run] backend = "parametric"`` (a physics-only run:
+the clock alone, no torch); its ``[parametric]`` table is a
+:class:`ParametricConfig`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -24,7 +29,30 @@ import numpy as np
 from ._checks import count, finite, non_negative, positive
 from .backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from .compute import training_cycles
-from .config import WorkloadConfig
+from .config import WorkloadConfig, check_number
+
+
+@dataclass(frozen=True)
+class ParametricConfig:
+    """The ``[parametric]`` table of a physics-only scenario: the accuracy curve and the broadcast size.
+
+    ``accuracy = a_max - (a_max - a0) * exp(-rate * U / n_devices)`` with U the
+    arrived uploads so far; ``download_bits`` is what each device receives
+    from the BS at the start of a round (0: nothing).
+    """
+
+    a0: float = 0.1
+    a_max: float = 0.9
+    rate: float = 0.5
+    download_bits: float = 0.0
+
+    def __post_init__(self):
+        for name in ("a0", "a_max"):
+            check_number(name, getattr(self, name), minimum=0)
+            if getattr(self, name) > 1:
+                raise ValueError(f"{name} = {getattr(self, name)!r}: expected an accuracy in [0, 1]")
+        check_number("rate", self.rate, minimum=0)
+        check_number("download_bits", self.download_bits, minimum=0)
 
 
 class ParametricBackend:

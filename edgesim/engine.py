@@ -18,7 +18,10 @@ the paper's) or at ``min(all done, start + budget.round_deadline_s)``
 (``"deadline"``): devices not done by then are *dropped*; bits they put on
 air count as wasted, and the energy they spent (radio ``p * airtime``, compute
 ``kappa * f² * cycles`` for the cycles executed) is still counted. Work that
-finishes exactly at the deadline counts as done.
+finishes at the deadline counts as done, up to the plan's tolerance: within
+``1e-12 · max(1, deadline)`` seconds after it (float rounding of a plan that
+exactly fills T/G, :data:`edgesim.budget.REL_TOL`); the round then ends when
+that work ends.
 
 Every step is recorded as an :class:`Event`; every round as a
 :class:`RoundRecord` with per-device :class:`DeviceRound` rows. Same inputs
@@ -40,6 +43,7 @@ from .backend import DeviceWork, LearningBackend, RoundOutcome, RoundPlan, Syste
 from .channel import ChannelModel
 from .compute import compute_energy_j, compute_time_s
 from .config import ACCESS_SCHEMES, BudgetConfig, SystemConfig
+from .budget import REL_TOL
 from .radio import radio_energy_j, shannon_rate_bps
 
 EVENT_KINDS = (
@@ -57,6 +61,16 @@ EVENT_KINDS = (
 # Transfers whose predicted completion is within this relative distance of the
 # earliest one complete together (identical devices finish at the same instant).
 _SIMULTANEOUS_REL = 1e-12
+
+
+
+
+def deadline_with_tolerance_s(deadline_s: float) -> float:
+    """The latest end (s after round start) that still meets ``deadline_s``: ``D + 1e-12 · max(1, D)``.
+
+    The same relative tolerance as the plan's feasibility test (:func:`edgesim.budget.is_feasible`).
+    """
+    return deadline_s + REL_TOL * max(1.0, deadline_s)
 
 
 # --------------------------------------------------------------------------- records
@@ -231,7 +245,8 @@ class FdmaUplink:
     """Frequency division with processor sharing: the ``n`` transmitting devices share the band equally.
 
     Device i gets ``b / n`` Hz with noise ``N0 * b / n``, so its rate is
-    ``shannon_rate_bps(b/n, g_i, p_i, N0) = (b/n) log2(1 + n * g_i p_i / (N0 b))``.
+    ``shannon_rate_bps(b/n, g_i, p_i, N0) = (b/n) log2(1 + n * g_i p_i / (N0 b))``
+    (computed for all transfers at once by the vectorised :func:`shannon_rate_bps`).
     Whenever a transfer starts or ends, all shares are recomputed and each
     transfer keeps the bits it has left. A central process wakes at the next
     completion or at a new arrival (or abort), brings every transfer's progress
@@ -244,8 +259,8 @@ class FdmaUplink:
         self.env = env
         self.bandwidth_hz = positive("bandwidth_hz", bandwidth_hz)
         self.noise_psd_w_per_hz = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
-        # One slot per admitted transfer; a free slot has snr = rate = 0, rem = inf and no transfer.
-        self._snr = np.zeros(0)  # full-band SNR g p / (N0 b)
+        # One slot per admitted transfer; a free slot has gp = rate = 0, rem = inf and no transfer.
+        self._gp = np.zeros(0)  # g·p: the power each transfer delivers (W)
         self._rem = np.zeros(0)  # bits left at self._last_s
         self._rates = np.zeros(0)  # bit/s since self._last_s
         self._slots: list[Optional[Transfer]] = []
@@ -318,10 +333,9 @@ class FdmaUplink:
             first = len(self._slots)
             new = self._pending
             self._pending = []
-            scale = 1.0 / (self.noise_psd_w_per_hz * self.bandwidth_hz)
             for i, transfer in enumerate(new):
                 transfer.slot = first + i
-            self._snr = np.concatenate([self._snr, [t.channel_gain * t.tx_power_w * scale for t in new]])
+            self._gp = np.concatenate([self._gp, [t.channel_gain * t.tx_power_w for t in new]])
             self._rem = np.concatenate([self._rem, [t.bits for t in new]])
             self._rates = np.concatenate([self._rates, np.zeros(len(new))])
             self._slots.extend(new)
@@ -333,11 +347,8 @@ class FdmaUplink:
         if n == 0:
             self._rates[:] = 0.0
             return
-        # rate_i = (b/n) log2(1 + n g_i p_i / (N0 b)); a free slot has snr 0, so rate 0.
-        rates = np.multiply(self._snr, float(n))
-        rates += 1.0
-        np.log2(rates, out=rates)
-        rates *= self.bandwidth_hz / n
+        # Eq. (8) with b/n Hz each; a free slot has g p = 0, so rate 0.
+        rates = shannon_rate_bps(self.bandwidth_hz / n, self._gp, 1.0, self.noise_psd_w_per_hz)
         self._rates = rates
         with np.errstate(divide="ignore"):
             to_finish_s = self._rem / rates  # a free slot: inf / 0 = inf
@@ -351,7 +362,7 @@ class FdmaUplink:
 
     def _release(self, s: int) -> None:
         self._slots[s] = None
-        self._snr[s] = 0.0
+        self._gp[s] = 0.0
         self._rem[s] = math.inf
         self._rates[s] = 0.0
         self._n_active -= 1
@@ -359,7 +370,7 @@ class FdmaUplink:
     def _compact(self) -> None:
         keep = [s for s, t in enumerate(self._slots) if t is not None]
         idx = np.asarray(keep, dtype=np.intp)
-        self._snr, self._rem, self._rates = self._snr[idx], self._rem[idx], self._rates[idx]
+        self._gp, self._rem, self._rates = self._gp[idx], self._rem[idx], self._rates[idx]
         self._slots = [self._slots[s] for s in keep]
         for s, transfer in enumerate(self._slots):
             transfer.slot = s
@@ -552,7 +563,7 @@ class Simulation:
         if gains is None:
             gains = self.channel.gains(self._round_index)
         b, n0 = float(self.system.bandwidth_hz), self._noise_psd_w_per_hz
-        rates = b * np.log2(1.0 + gains * self._tx_power_arr / (n0 * b))
+        rates = shannon_rate_bps(b, np.asarray(gains, dtype=float), self._tx_power_arr, n0)
         return SystemView(
             round_index=self._round_index,
             start_time_s=self.now_s,
@@ -611,10 +622,12 @@ class Simulation:
             rnd.all_done.succeed()
         if self.budget.round_mode == "deadline":
             yield rnd.all_done | env.timeout(self.budget.round_deadline_s)
-            # Let everything else due at this very instant happen first: work
-            # that ends exactly at the deadline is done, not dropped.
-            while rnd.remaining > 0 and env.peek() <= env.now:
-                yield env.timeout(0)
+            # Let everything else due at this very instant, or within the plan's
+            # tolerance after it, happen first: work that ends at the deadline is
+            # done, not dropped by float rounding.
+            horizon_s = rnd.start_s + deadline_with_tolerance_s(self.budget.round_deadline_s)
+            while rnd.remaining > 0 and env.peek() <= horizon_s:
+                yield env.timeout(max(0.0, env.peek() - env.now))
             if rnd.remaining > 0:
                 for process, dev in zip(processes, rnd.devices):
                     if not dev.finished:

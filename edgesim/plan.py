@@ -18,6 +18,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
+import numpy as np
+
+from ._checks import non_negative, positive
 from .budget import (
     FeasibilityConstants,
     examined_pairs,
@@ -26,9 +29,9 @@ from .budget import (
     infeasibility_message,
 )
 from .channel import ChannelModel
-from .compute import compute_time_s, training_cycles
+from .compute import training_cycles
 from .config import BudgetConfig, SystemConfig, WorkloadConfig
-from .radio import shannon_rate_bps, upload_time_s
+from .radio import shannon_rate_bps
 
 
 def slowest_device_constants(
@@ -107,42 +110,40 @@ class Plan:
 def make_plan(
     system: SystemConfig, budget: BudgetConfig, workload: WorkloadConfig, model_bits: float, seed: int = 0
 ) -> Plan:
-    """Per-device times and the (B, K) pairs of Ineq. (26) for round 0 of the scenario."""
-    gains = ChannelModel(system, seed).gains(0)
+    """Per-device times and the (B, K) pairs of Ineq. (26) for round 0 of the scenario.
+
+    Vectorised over the devices (NumPy), so that a cell of
+    :data:`edgesim.config.MAX_DEVICES` devices is planned in well under a second.
+    """
+    gains = np.asarray(ChannelModel(system, seed).gains(0), dtype=float)
+    freqs = np.asarray(system.cpu_freqs_hz, dtype=float)
+    rates = shannon_rate_bps(float(system.bandwidth_hz), gains, np.asarray(system.tx_power_w, dtype=float),
+                             system.noise_psd_w_per_hz)
+    if not np.all(rates > 0):
+        raise ValueError(f"uplink rate of device {int(np.argmin(rates))} is {rates.min()!r} bit/s; expected > 0")
     train_cycles = training_cycles(workload.local_iterations, workload.cycles_per_sample, workload.samples_per_device)
-    devices = []
-    for n, (f, p, g) in enumerate(zip(system.cpu_freqs_hz, system.tx_power_w, gains)):
-        rate = shannon_rate_bps(system.bandwidth_hz, float(g), p, system.noise_psd_w_per_hz)
-        devices.append(
-            DevicePlan(
-                device=n,
-                cpu_freq_hz=f,
-                channel_gain=float(g),
-                uplink_rate_bps=rate,
-                train_s=compute_time_s(train_cycles, f),
-                sr_s=compute_time_s(workload.sr_cycles, f),
-                pseudo_label_per_model_s=compute_time_s(workload.pseudo_label_cycles_per_model, f),
-                upload_s=upload_time_s(model_bits, rate),
-            )
-        )
-    slowest_rate = min(d.uplink_rate_bps for d in devices)
-    n = len(devices)
-    consts = slowest_device_constants(
-        budget.round_budget_s,
-        [train_cycles] * n,
-        [workload.sr_cycles] * n,
-        [workload.pseudo_label_cycles_per_model] * n,
-        [d.cpu_freq_hz for d in devices],
-        model_bits,
-        [d.uplink_rate_bps for d in devices],
+    positive("model_bits", model_bits)
+    sr_cycles = non_negative("sr_cycles", workload.sr_cycles)
+    pl_cycles = non_negative("pseudo_label_cycles_per_model", workload.pseudo_label_cycles_per_model)
+    columns = {
+        "cpu_freq_hz": freqs, "channel_gain": gains, "uplink_rate_bps": rates, "train_s": train_cycles / freqs,
+        "sr_s": sr_cycles / freqs, "pseudo_label_per_model_s": pl_cycles / freqs, "upload_s": model_bits / rates,
+    }
+    lists = {k: v.tolist() for k, v in columns.items()}
+    devices = [DevicePlan(n, *(lists[k][n] for k in columns)) for n in range(system.n_devices)]
+    # The slowest device of Ineq. (26): the smallest C1, the largest C2 and C3.
+    consts = FeasibilityConstants(
+        float(budget.round_budget_s - ((train_cycles + sr_cycles) / freqs).max()),
+        float((pl_cycles / freqs).max()),
+        float((model_bits / rates).max()),
     )
-    heterogeneous = len({d.cpu_freq_hz for d in devices}) > 1 or len({d.uplink_rate_bps for d in devices}) > 1
+    heterogeneous = bool(np.ptp(freqs) > 0 or np.ptp(rates) > 0)
     return Plan(
         round_budget_s=budget.round_budget_s,
         c1_s=consts.c1_s,
         c2_s=consts.c2_s,
         c3_s=consts.c3_s,
-        uplink_rate_bps=slowest_rate,
+        uplink_rate_bps=float(rates.min()),
         model_bits=float(model_bits),
         n_devices=system.n_devices,
         heterogeneous=heterogeneous,

@@ -2,13 +2,21 @@
 
 All inputs are linear SI quantities: bandwidth in Hz, power in W, noise power
 spectral density in W/Hz, channel gain as a linear power ratio, sizes in bits.
+
+:func:`shannon_rate_bps` is the one place Eq. (8) is computed: the TDMA and
+FDMA uplinks of the engine, the system view handed to the backends and
+``edgesim plan`` all call it (with NumPy arrays where they have many devices).
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ._checks import count, non_negative, positive
+
+_LN2 = math.log(2)
 
 
 def snr(bandwidth_hz: float, channel_gain: float, tx_power_w: float, noise_psd_w_per_hz: float) -> float:
@@ -20,16 +28,21 @@ def snr(bandwidth_hz: float, channel_gain: float, tx_power_w: float, noise_psd_w
     return g * p / (n0 * b)
 
 
-def shannon_rate_bps(
-    bandwidth_hz: float, channel_gain: float, tx_power_w: float, noise_psd_w_per_hz: float
-) -> float:
+def shannon_rate_bps(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz):
     """Eq. (8): ``r = b * log2(1 + g * p / (N0 * b))`` in bit/s.
 
     ``bandwidth_hz`` b is the band given to this device; the noise it sees is
-    ``N0 * b``, so splitting the band (FDMA) also splits the noise.
+    ``N0 * b``, so splitting the band (FDMA) also splits the noise. Scalars
+    give a float (inputs checked); NumPy arrays (any of the arguments,
+    broadcast together) give an array, element by element the same numbers.
     """
     # log1p keeps full precision at low SNR, where log2(1.0 + snr) loses the digits of snr
-    return float(bandwidth_hz) * math.log1p(snr(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)) / math.log(2)
+    if not any(isinstance(x, np.ndarray) for x in (bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)):
+        return float(bandwidth_hz) * math.log1p(snr(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)) / _LN2
+    b = np.asarray(bandwidth_hz, dtype=float)
+    x = np.asarray(channel_gain, dtype=float) * np.asarray(tx_power_w, dtype=float) / (
+        np.asarray(noise_psd_w_per_hz, dtype=float) * b)
+    return b * np.log1p(x) / _LN2
 
 
 def upload_time_s(model_bits: float, rate_bps: float) -> float:

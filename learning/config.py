@@ -21,6 +21,9 @@ EXECUTORS = ("auto", "sequential", "vmap")
 MODELS = ("cnn", "peer_cnn", "text", "resnet9")
 OPTIMIZERS = ("sgd", "adam")
 SCHEDULES = ("constant", "cosine")
+BACKENDS = ("torch", "parametric")
+PARAMETRIC = "parametric"  # the one "algorithm" of a physics-only run
+DEFAULT_ALGORITHMS = ["fedavg", "fedprox", "local"]
 
 
 @dataclass(frozen=True)
@@ -130,10 +133,17 @@ class RunConfig:
     final-accuracy rule (mean accuracy changes by less than it between
     rounds), held for ``plateau_patience`` consecutive rounds (1 = the
     paper's literal rule; see docs/metrics.md); ``stop_on_plateau`` also
-    ends the run there.
+    ends the run there. Every round is evaluated (accuracy is a column of
+    every row of ``rounds.csv``).
+
+    ``backend`` is ``"torch"`` (real training of ``algorithms``) or
+    ``"parametric"``: a physics-only run of the clock alone with
+    :class:`edgesim.curve.ParametricBackend` (no torch; ``algorithms`` is then
+    ``["parametric"]``, its default there, and ``[data]``, ``[train]`` and
+    ``[algorithms.*]`` are not used and must be left out).
     """
 
-    algorithms: list = field(default_factory=lambda: ["fedavg", "fedprox", "local"])
+    algorithms: list = field(default_factory=lambda: list(DEFAULT_ALGORITHMS))
     clients_per_round: int = 10
     rounds: Optional[int] = None
     max_time_s: Optional[Number] = None
@@ -141,10 +151,15 @@ class RunConfig:
     plateau_tol: Number = 0.01
     plateau_patience: int = 5
     stop_on_plateau: bool = False
-    eval_every: int = 1
     checkpoint_every: int = 0
+    backend: str = "torch"
 
     def __post_init__(self):
+        check_choice("backend", self.backend, BACKENDS)
+        if self.backend == "parametric" and self.algorithms == DEFAULT_ALGORITHMS:
+            object.__setattr__(self, "algorithms", [PARAMETRIC])
+        if self.backend == "parametric" and self.algorithms != [PARAMETRIC]:
+            fail("algorithms", self.algorithms, f'["{PARAMETRIC}"] (or nothing) with backend = "parametric"')
         if not isinstance(self.algorithms, list) or not self.algorithms or not all(isinstance(a, str) for a in self.algorithms):
             fail("algorithms", self.algorithms, "a non-empty list of algorithm names")
         if len(set(self.algorithms)) != len(self.algorithms):
@@ -163,7 +178,6 @@ class RunConfig:
         check_int("plateau_patience", self.plateau_patience, 1)
         if not isinstance(self.stop_on_plateau, bool):
             fail("stop_on_plateau", self.stop_on_plateau, "true or false")
-        check_int("eval_every", self.eval_every, 1)
         check_int("checkpoint_every", self.checkpoint_every, 0)
 
 

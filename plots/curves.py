@@ -19,6 +19,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from edgesim.config import ConfigError  # noqa: E402
+
 COLUMN_WIDTH_IN = 3.4
 PAGE_WIDTH_IN = 7.0
 X_AXES = {
@@ -52,21 +54,85 @@ def style_axes(ax, xlabel: str, ylabel: str) -> None:
     ax.grid(alpha=0.3, lw=0.5)
 
 
+class PlotDataError(ConfigError):
+    """A ``rounds.csv``/``sweep.csv``/``sweep.json`` that cannot be drawn; the message names the file, row and value."""
+
+
+# Columns every rounds.csv has (written by scenarios/run.py), numeric in every row; accuracy may be empty.
+REQUIRED_ROUND_COLUMNS = ("algorithm", "round", "time_s", "accuracy")
+NUMERIC_ROUND_COLUMNS = ("round", "time_s", "cum_bits_up", "cum_energy_j")
+
+
+def read_csv_rows(path: Path) -> tuple[list[str], list[dict]]:
+    """(header, rows) of a CSV file; :class:`PlotDataError` when it is not UTF-8, not CSV or ragged."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            body = list(reader)
+    except UnicodeDecodeError as e:
+        raise PlotDataError(f"{path}: not a UTF-8 text file (byte {e.start}); expected the CSV edgesim wrote") from None
+    except csv.Error as e:
+        raise PlotDataError(f"{path}: not a valid CSV file ({e}); expected the CSV edgesim wrote") from None
+    if not header:
+        raise PlotDataError(f"{path}: empty; expected a header and one row per round")
+    rows = []
+    for i, fields in enumerate(body, start=2):
+        if not fields:
+            continue
+        if len(fields) != len(header):
+            raise PlotDataError(f"{path}: line {i} has {len(fields)} fields, the header {len(header)}; "
+                                f"expected the CSV edgesim wrote")
+        rows.append(dict(zip(header, fields)))
+    return header, rows
+
+
+def number_field(path: Path, line: int, column: str, text: str, *, empty_ok: bool) -> float:
+    if text == "" and empty_ok:
+        return np.nan
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or (value != value and not empty_ok) or abs(value) == float("inf"):
+        raise PlotDataError(f"{path}: line {line}, column {column} = {text!r}; expected a finite number")
+    return value
+
+
 def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
-    """``rounds.csv`` of a run → {algorithm: {column: array}} (numeric columns only)."""
+    """``rounds.csv`` of a run → {algorithm: {column: array}} (text columns as NaN).
+
+    :class:`PlotDataError` (one line: file, line, column, value) for a file
+    that is missing, header-only, lacks a column edgesim writes, or holds a
+    non-numeric value where a number belongs.
+    """
     path = Path(run_dir) / "rounds.csv"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no rounds.csv — is {run_dir} a finished run folder?")
+    if not path.is_file():
+        raise PlotDataError(f"{path}: no rounds.csv — is {run_dir} a finished run folder?")
+    header, rows = read_csv_rows(path)
+    missing = [c for c in REQUIRED_ROUND_COLUMNS if c not in header]
+    if missing:
+        raise PlotDataError(f"{path}: no column {missing[0]!r}; expected the rounds.csv edgesim wrote "
+                            f"(columns {', '.join(REQUIRED_ROUND_COLUMNS)}, ...)")
+    if not rows:
+        raise PlotDataError(f"{path}: a header and no rounds; expected one row per algorithm and round")
     cols: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            for k, v in row.items():
-                if k == "algorithm":
-                    continue
-                try:
-                    cols[row["algorithm"]][k].append(float(v) if v not in ("", None) else np.nan)
-                except ValueError:  # a text column
-                    cols[row["algorithm"]][k].append(np.nan)
+    for line, row in enumerate(rows, start=2):
+        alg = row["algorithm"]
+        if not alg:
+            raise PlotDataError(f"{path}: line {line}, column algorithm is empty; expected an algorithm name")
+        for k, v in row.items():
+            if k == "algorithm":
+                continue
+            if k in NUMERIC_ROUND_COLUMNS or k == "accuracy":
+                cols[alg][k].append(number_field(path, line, k, v, empty_ok=k == "accuracy"))
+                continue
+            try:
+                cols[alg][k].append(float(v) if v != "" else np.nan)
+            except ValueError:  # a text column
+                cols[alg][k].append(np.nan)
+    if all(np.isnan(v).all() for c in cols.values() for v in [np.asarray(c["accuracy"], dtype=float)]):
+        raise PlotDataError(f"{path}: the accuracy column has no value; expected an accuracy in some round")
     return {alg: {k: np.asarray(v, dtype=float) for k, v in c.items()} for alg, c in cols.items()}
 
 

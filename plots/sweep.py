@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
@@ -27,6 +26,9 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from plots.curves import (  # noqa: E402
     COLUMN_WIDTH_IN,
+    PlotDataError,
+    number_field,
+    read_csv_rows,
     PAGE_WIDTH_IN,
     RUN_FIGURES,
     X_AXES,
@@ -63,13 +65,21 @@ class Sweep:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         spec_path, csv_path = self.folder / "sweep.json", self.folder / "sweep.csv"
-        if not spec_path.exists() or not csv_path.exists():
-            raise FileNotFoundError(f"{self.folder}: no sweep.json/sweep.csv — is it a sweep folder?")
-        self.spec = json.loads(spec_path.read_text())
+        if not spec_path.is_file() or not csv_path.is_file():
+            raise PlotDataError(f"{self.folder}: no sweep.json/sweep.csv — is it a sweep folder?")
+        self.spec = _read_spec(spec_path)
         self.keys = [a["key"] for a in self.spec["grid"] if a["key"] != "seed"]
         self.values = {a["key"]: a["values"] for a in self.spec["grid"]}
-        with open(csv_path, newline="") as f:
-            self.rows = [r for r in csv.DictReader(f)]
+        header, self.rows = read_csv_rows(csv_path)
+        missing = [c for c in ("run", "status", *self.keys) if c not in header]
+        if missing:
+            raise PlotDataError(f"{csv_path}: no column {missing[0]!r}; expected the sweep.csv edgesim wrote")
+        for line, r in enumerate(self.rows, start=2):
+            for c in header:
+                if c not in self.keys and c.endswith(("_accuracy", "_s", "_bits_up", "_bits_down", "_energy_j", "_rounds")) and r[c] != "":
+                    number_field(csv_path, line, c, r[c], empty_ok=False)
+            if r["status"] == "ok" and not r["run"]:
+                raise PlotDataError(f"{csv_path}: line {line}, column run is empty; expected a run folder name")
         self.ok = [r for r in self.rows if r["status"] == "ok"]
         self.algorithms = sorted({c.split("_final_accuracy")[0] for c in (self.rows[0] if self.rows else {})
                                   if c.endswith("_final_accuracy")})
@@ -94,6 +104,21 @@ class Sweep:
         """The column's value for every finished seed of a grid point (``None`` where empty)."""
         return [float(r[column]) if r.get(column) not in ("", None) else None
                 for r in self.ok if self.point(r) == tuple(point)]
+
+
+def _read_spec(path: Path) -> dict:
+    """``sweep.json`` read and checked: a ``grid`` list of ``{"key", "values"}`` (:class:`PlotDataError` if not)."""
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PlotDataError(f"{path}: not valid JSON ({e}); expected the sweep.json edgesim wrote") from None
+    grid = spec.get("grid") if isinstance(spec, dict) else None
+    if not isinstance(grid, list) or not all(
+        isinstance(a, dict) and isinstance(a.get("key"), str) and isinstance(a.get("values"), list) for a in grid
+    ):
+        raise PlotDataError(f"{path}: no valid \"grid\" (a list of {{\"key\", \"values\"}}); "
+                            f"expected the sweep.json edgesim wrote")
+    return spec
 
 
 def _parse(text: str):
@@ -288,9 +313,13 @@ def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional
     out_dir.mkdir(parents=True, exist_ok=True)
     if not sweep.ok:
         return []
-    paths = [plot_sweep_curves(sweep, out_dir / name, x) for name, x in RUN_FIGURES.items()]
-    for p in (plot_tta_vs_bandwidth(sweep, out_dir / "tta_vs_bandwidth.png", threshold),
-              plot_final_accuracy_heatmap(sweep, out_dir / "final_accuracy_heatmap.png")):
-        if p is not None:
-            paths.append(p)
+    try:
+        paths = [plot_sweep_curves(sweep, out_dir / name, x) for name, x in RUN_FIGURES.items()]
+        for p in (plot_tta_vs_bandwidth(sweep, out_dir / "tta_vs_bandwidth.png", threshold),
+                  plot_final_accuracy_heatmap(sweep, out_dir / "final_accuracy_heatmap.png")):
+            if p is not None:
+                paths.append(p)
+    except (KeyError, TypeError, IndexError, StopIteration) as e:  # grid values in sweep.csv that sweep.json lacks
+        raise PlotDataError(f"{sweep.folder}: sweep.csv and sweep.json disagree ({type(e).__name__}: {e}); "
+                            f"expected the files edgesim wrote") from None
     return paths

@@ -59,7 +59,10 @@ def _print_plan(scenario, plan) -> None:
         f"C3 = {_fmt(plan.c3_s)} s  (one upload of m = {plan.model_bits:.0f} bits at "
         f"{_fmt(plan.uplink_rate_bps)} bit/s)"
     )
-    echo(f"(B, K) pairs examined: {', '.join(f'({b}, {k})' for b, k in plan.pairs) or 'none'}")
+    pairs = [f"({b}, {k})" for b, k in plan.pairs]
+    if len(pairs) > 12:
+        pairs = pairs[:5] + [f"... {len(pairs) - 10} more ..."] + pairs[-5:]
+    echo(f"(B, K) pairs examined: {', '.join(pairs) or 'none'}")
     n = plan.n_devices
     echo(f"Feasible pairs (1 <= B <= K <= N, B*C2 + K*C3 <= C1): {plan.feasible_count} of {n * (n + 1) // 2}")
 
@@ -80,12 +83,19 @@ def plan(
         if "auto" in (workload.model_bits, workload.sr_cycles, workload.pseudo_label_cycles_per_model) or (
             workload.cycles_source == "flops"
         ):
+            from learning.data.datasets import DatasetError
             from learning.sizing import resolve_workload
 
-            workload = resolve_workload(load_scenario(scenario, set_ or []))
+            full = load_scenario(scenario, set_ or [])
+            try:
+                workload = resolve_workload(full)
+            except DatasetError as e:
+                raise ConfigError(f"{full.path}: [data] {e}") from None
         result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed)
     except ConfigError as e:
         _fail(str(e))
+    except ValueError as e:  # a plan the formulas refuse (e.g. a zero uplink rate)
+        _fail(f"{sc.path}: {e}")
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
@@ -99,43 +109,58 @@ def plan(
 def run(
     scenario: Optional[Path] = SCENARIO_ARG,
     set_: Optional[List[str]] = SET_OPT,
-    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: runs/<scenario name>)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Run folder (default: runs/<scenario name>). Must be new, empty or an earlier run "
+        "(replaced only with --overwrite); edgesim never deletes what it did not write."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Directory of the data set files (data.data_dir)."),
     resume: bool = typer.Option(
         False, "--resume", help="Go on from the last checkpoint of a killed run in <out>.incomplete/ (run.checkpoint_every)."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an earlier run folder at --out (only an edgesim run folder, never anything else)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, PNG)."""
-    from learning.algorithms.common import DivergenceError
-    from scenarios.run import is_finished, run_scenario
-    from scenarios.runfolder import RunFolder
+    from scenarios.progress import RunProgress
+    from scenarios.run import run_scenario
+    from scenarios.runfolder import RunFolder, check_out
     from scenarios.schema import load_scenario
 
-    overrides = list(set_ or [])
+    overrides, options = list(set_ or []), ["--set"] * len(set_ or [])
     if seed is not None:
         overrides.append(f"seed={seed}")
+        options.append("--seed")
     if data_dir is not None:
         overrides.append(f"data.data_dir={json.dumps(str(data_dir))}")
+        options.append("--data-dir")
     try:
-        sc = load_scenario(scenario, overrides)
+        sc = load_scenario(scenario, overrides, options=options)
     except ConfigError as e:
         _fail(str(e))
-    out = out or Path("runs") / sc.name
-    if resume and is_finished(out):
-        typer.echo(f"{out} has already finished; nothing to resume", err=True)
-    run_cfg = sc.learning["run"]
-    total = len(run_cfg.algorithms) * (run_cfg.rounds or sc.budget.rounds)
-    from scenarios.progress import Progress
+    out = out if out is not None else Path("runs") / sc.name
+    try:
+        check_out(out, overwrite=overwrite, resume=resume)
+    except ConfigError as e:
+        _fail(str(e))
+    divergence: tuple = ()
+    if not sc.physics_only:
+        from learning.algorithms.common import DivergenceError
 
+        divergence = (DivergenceError,)
+    run_cfg = sc.learning["run"]
+    work = RunFolder(out).work
     try:
-        with Progress(total, enabled=not quiet) as progress:
-            folder = run_scenario(sc, out, on_round=progress.update, resume=resume)
+        with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
+            folder = run_scenario(sc, out, on_round=progress.update, resume=resume, overwrite=overwrite,
+                                  say=lambda line: typer.echo(line, err=True))
     except ConfigError as e:
         _fail(str(e))
-    except DivergenceError as e:
-        _fail(f"{e} (run folder left incomplete: {RunFolder(out).work})", code=1)
+    except divergence as e:
+        _fail(f"{e} (run folder left incomplete: {work})", code=1)
+    except KeyboardInterrupt:
+        _interrupted(work, run_cfg.checkpoint_every)
     typer.echo(f"run folder: {folder}")
     summary = json.loads((folder / "summary.json").read_text())
     for name, a in summary["algorithms"].items():
@@ -148,6 +173,22 @@ def run(
             f"  {name:<10} accuracy {a['last_accuracy']:.3f} after {a['simulated_time_s']:.1f} s simulated; {final}; "
             f"uplink {a['total_bits_up'] / 1e6:.1f} Mbit; energy {a['total_energy_j']:.3g} J"
         )
+    held = summary.get("samples_per_device")
+    if held and not held["min"] <= held["plan"] <= held["max"]:
+        typer.echo(f"note: workload.samples_per_device = {held['plan']} (the plan's D) is outside what the devices "
+                   f"hold ({held['min']} to {held['max']} samples); each was charged for its own data", err=True)
+    for line in summary.get("warnings", []):
+        typer.echo(f"warning: {line}", err=True)
+
+
+def _interrupted(work: Path, checkpoint_every: int) -> None:
+    """Ctrl-C: one line saying where the unfinished run is and how to go on; exit 130."""
+    if not work.exists():
+        _fail("interrupted before the run folder was created; nothing was written", code=130)
+    how = ("run the same command with --resume to go on from its last checkpoint" if checkpoint_every
+           else "run.checkpoint_every = 0, so it has no checkpoint: run the same command with --overwrite to start "
+                "again (add --set run.checkpoint_every=N to be able to --resume)")
+    _fail(f"interrupted: the unfinished run is in {work}; {how}", code=130)
 
 
 @app.command()
@@ -181,11 +222,14 @@ def sweep(
 
     try:
         spec = make_spec(scenario, grid or [], seeds, set_ or [])
-        out = out or default_out(spec)
+        out = out if out is not None else default_out(spec)
         result = run_sweep(spec, out, jobs=jobs, executor=executor, ray_address=ray_address, threads=threads,
                            progress=not quiet, plots=not no_plots)
     except ConfigError as e:
         _fail(str(e))
+    except KeyboardInterrupt:
+        _fail(f"interrupted: finished runs are kept in {out}; run the same command again to go on "
+              f"(unfinished runs resume from their checkpoints)", code=130)
     n_ok = len(result.runs) - len(result.failed)
     typer.echo(f"sweep folder: {result.out} ({n_ok} of {len(result.runs)} runs finished; {result.jobs} at a time "
                f"on {executor}, {threads} torch thread(s) each)")
@@ -203,28 +247,46 @@ def plot(
     threshold: Optional[str] = typer.Option(None, "--threshold", help="Accuracy threshold of the sweep's time-to-accuracy figure (e.g. 0.8)."),
 ) -> None:
     """Draw the figures of run folders or sweep folders (PNG, sized for a paper column)."""
-    from plots.curves import plot_runs
+    from plots.curves import PlotDataError, plot_runs
     from plots.sweep import plot_sweep
 
+    if threshold is not None:
+        try:
+            t = float(threshold)
+        except ValueError:
+            t = float("nan")
+        if not 0 < t <= 1:
+            _fail(f"--threshold {threshold!r}: expected an accuracy in (0, 1], such as 0.8")
+    if out is not None and out.exists() and not out.is_dir():
+        _fail(f"--out {out}: exists and is not a folder; expected a folder for the PNGs")
     sweeps, runs, written = [], [], []
     for f in folders:
+        if not f.exists():
+            _fail(f"{f}: no such folder; expected a run folder (rounds.csv) or a sweep folder (sweep.json, sweep.csv)")
         if (f / "sweep.json").exists() and (f / "sweep.csv").exists():
             sweeps.append(f)
         elif (f / "rounds.csv").exists():
             runs.append(f)
         else:
             _fail(f"{f}: neither a run folder (rounds.csv) nor a sweep folder (sweep.json, sweep.csv)")
-    for f in sweeps:
-        # several sources into one --out: each sweep in its own sub-folder
-        where = out if out is None or len(sweeps) + bool(runs) == 1 else out / f.resolve().name
-        try:
-            written += plot_sweep(f, where, threshold)
-        except ValueError as e:
-            _fail(f"{f}: {e}")
-    if runs:
-        if out is None and len(runs) > 1:
-            _fail("several run folders: give --out DIR for their common figures")
-        written += plot_runs(runs, out or runs[0], title=None)
+    try:
+        for f in sweeps:
+            # several sources into one --out: each sweep in its own sub-folder
+            where = out if out is None or len(sweeps) + bool(runs) == 1 else out / f.resolve().name
+            try:
+                written += plot_sweep(f, where, threshold)
+            except PlotDataError:
+                raise
+            except ValueError as e:
+                _fail(f"{f}: {e}")
+        if runs:
+            if out is None and len(runs) > 1:
+                _fail("several run folders: give --out DIR for their common figures")
+            written += plot_runs(runs, out or runs[0], title=None)
+    except PlotDataError as e:
+        _fail(str(e))
+    except OSError as e:
+        _fail(f"cannot write the figures: {e.filename or out}: {e.strerror or e}")
     for p in written:
         typer.echo(str(p))
 

@@ -1,42 +1,146 @@
-"""A one-line progress bar on stderr for long runs (rounds done, algorithm, simulated time, accuracy)."""
+"""Progress of runs and sweeps on stderr: rich bars on a terminal, plain periodic lines in a log.
+
+- :class:`RunProgress` (``edgesim run``): one row per algorithm — rounds done,
+  simulated time, latest accuracy — and a total row with the elapsed and the
+  remaining host time (estimated from the rounds done so far).
+- :class:`SweepProgress` (``edgesim sweep``): one bar over the sweep's runs,
+  with skipped and failed counts, elapsed and remaining host time.
+
+When the stream is not a terminal (CI, ``> log``) both write plain lines
+instead: a run every 10 % of its rounds or every 30 s, a sweep after each run.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import Optional, Sequence
+
+PLAIN_EVERY_S = 30.0
 
 
-class Progress:
-    """``update(algorithm, record)`` after each round; draws ``[####....] 12/150 fedavg t=35.2s acc=0.81``."""
+def clock(seconds: float) -> str:
+    """``75`` → ``"1m15s"``; ``3900`` → ``"1h05m"`` (host time for people)."""
+    s = int(round(max(seconds, 0.0)))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
-    def __init__(self, total: int, enabled: bool = True, width: int = 28, stream=None):
-        stream = stream if stream is not None else sys.stderr
-        self.total, self.enabled, self.width, self.stream = max(total, 1), enabled, width, stream
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
+
+def remaining_s(elapsed_s: float, done: int, total: int) -> Optional[float]:
+    """Host seconds left at the rate so far: ``elapsed · (total − done) / done`` (``None`` before any is done)."""
+    return elapsed_s * (total - done) / done if done > 0 else None
+
+
+def _is_tty(stream) -> bool:
+    return bool(getattr(stream, "isatty", None)) and stream.isatty()
+
+
+class RunProgress:
+    """``update(algorithm, record)`` after each round of each algorithm (a context manager)."""
+
+    def __init__(self, algorithms: Sequence[str], rounds: int, enabled: bool = True, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.algorithms, self.rounds, self.enabled = list(algorithms), max(int(rounds), 1), enabled
+        self.total = self.rounds * len(self.algorithms)
         self.done = 0
-        self._last_draw = 0.0
-        self._current = None
+        self.t0 = time.monotonic()
+        self._last_line_s = self.t0
+        self._next_tenth = 1
+        self._rich = None
+        self._tasks: dict[str, int] = {}
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> "RunProgress":
+        self.t0 = self._last_line_s = time.monotonic()
+        if self.enabled and _is_tty(self.stream):
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+                TimeRemainingColumn
+
+            self._rich = Progress(
+                TextColumn("{task.description:<12}"), BarColumn(bar_width=24), MofNCompleteColumn(),
+                TextColumn("{task.fields[sim]}"), TextColumn("{task.fields[acc]}"),
+                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                console=Console(file=self.stream), transient=False,
+            )
+            self._rich.start()
+            for name in self.algorithms:
+                self._tasks[name] = self._rich.add_task(name, total=self.rounds, sim="sim      -", acc="acc   -")
+            self._tasks[""] = self._rich.add_task("all", total=self.total, sim="", acc="")
         return self
 
     def update(self, algorithm: str, record) -> None:
-        self._current = algorithm
         self.done += 1
+        if not self.enabled:
+            return
+        acc = record.metrics.get("accuracy", float("nan"))
+        if self._rich is not None:
+            self._rich.update(self._tasks[algorithm], advance=1, sim=f"sim {record.end_time_s:8.1f} s",
+                              acc=f"acc {acc:.3f}")
+            self._rich.update(self._tasks[""], advance=1)
+            return
         now = time.monotonic()
-        # On a terminal redraw in place; in a log (CI) write a line every 10 %.
-        due = now - self._last_draw > 0.2 if self.tty else self.done % max(1, self.total // 10) == 0
-        if self.enabled and (due or self.done >= self.total):
-            self._last_draw = now
-            frac = min(self.done / self.total, 1.0)
-            bar = "#" * int(frac * self.width) + "." * (self.width - int(frac * self.width))
-            acc = record.metrics.get("accuracy", float("nan"))
+        tenth = self.done * 10 // self.total
+        if tenth >= self._next_tenth or now - self._last_line_s >= PLAIN_EVERY_S or self.done == self.total:
+            self._next_tenth = tenth + 1
+            self._last_line_s = now
+            left = remaining_s(now - self.t0, self.done, self.total)
             self.stream.write(
-                ("\r" if self.tty else "") + f"[{bar}] {self.done}/{self.total} {algorithm:<10} t={record.end_time_s:8.1f}s acc={acc:.3f}  " + ("" if self.tty else "\n")
+                f"{self.done}/{self.total} rounds  {algorithm} round {record.round_index + 1}  "
+                f"sim {record.end_time_s:.1f} s  acc {acc:.3f}  elapsed {clock(now - self.t0)}"
+                + (f"  left ~{clock(left)}" if left is not None and self.done < self.total else "") + "\n"
             )
             self.stream.flush()
 
     def __exit__(self, *exc) -> None:
-        if self.enabled and self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._rich is not None:
+            self._rich.stop()
+
+
+class SweepProgress:
+    """``update(result, skipped)`` after each run of a sweep: a rich bar, or one plain line per run.
+
+    Plain line: ``5/12 runs (2 skipped, 0 failed) 1m05s elapsed, ~2m10s left  NAME: ok (31 s)``.
+    """
+
+    def __init__(self, total: int, enabled: bool = True, stream=None):
+        self.total, self.enabled = max(total, 1), enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = self.skipped = self.failed = 0
+        self.t0 = time.monotonic()
+        self._rich = None
+        if enabled and _is_tty(self.stream):
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+                TimeRemainingColumn
+
+            self._rich = Progress(
+                TextColumn("sweep"), BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
+                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=Console(file=self.stream),
+            )
+            self._task = self._rich.add_task("sweep", total=self.total, note="")
+            self._rich.start()
+
+    def update(self, result: dict, skipped: bool = False) -> None:
+        self.done += 1
+        self.skipped += skipped
+        self.failed += result["status"] != "ok"
+        if not self.enabled:
+            return
+        what = "skipped (finished)" if skipped else f"{result['status']} ({result['seconds']:.0f} s)"
+        if self._rich is not None:
+            self._rich.console.print(f"{result['name']}: {what}", markup=False, highlight=False)
+            self._rich.update(self._task, advance=1, note=f"({self.skipped} skipped, {self.failed} failed)")
+            if self.done >= self.total:
+                self._rich.stop()
+            return
+        elapsed = time.monotonic() - self.t0
+        ran, left = self.done - self.skipped, self.total - self.done
+        eta = f", ~{clock(elapsed / ran * left)} left" if ran and left else ""
+        self.stream.write(
+            f"{self.done}/{self.total} runs ({self.skipped} skipped, {self.failed} failed) {clock(elapsed)} elapsed"
+            f"{eta}  {result['name']}: {what}\n"
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._rich is not None and not self._rich.finished:
+            self._rich.stop()

@@ -10,6 +10,12 @@ With ``run.checkpoint_every = N`` each algorithm saves its engine and learning
 state every N rounds (:mod:`scenarios.checkpoint`); ``resume=True`` goes on
 from the last checkpoint of a killed run and writes the same bytes as a run
 that was never stopped.
+
+``--out`` is checked before any work (:func:`scenarios.runfolder.check_out`):
+nothing a user made is ever deleted or renamed; an older run is replaced only
+with ``overwrite``. A scenario with ``[run] backend = "parametric"`` is a
+physics-only run: the clock with :class:`edgesim.curve.ParametricBackend`,
+and torch is never imported.
 """
 
 from __future__ import annotations
@@ -24,13 +30,11 @@ import tomli_w
 
 from edgesim.config import ConfigError
 from edgesim.engine import Simulation
-from learning.algorithms import REGISTRY
-from learning.context import build_context
-from learning.data.datasets import DatasetError
+from learning.config import PARAMETRIC
 from learning.metrics import final_accuracy, time_to_accuracy
 from scenarios import checkpoint
 from scenarios.checkpoint import AlgorithmRun
-from scenarios.runfolder import MARKER, RunFolder
+from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
 from scenarios.schema import Scenario
 
 ROUND_FIELDS = (
@@ -43,21 +47,22 @@ DEVICE_FIELDS = (
 )
 
 
-def versions() -> dict:
+def versions(with_torch: bool = True) -> dict:
+    """Package versions for ``config.toml`` (torch's only when the run uses it)."""
     import numpy
     import simpy
-    import torch
 
     from importlib.metadata import version
 
-    return {
-        "edgesim": version("edgesim"),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "simpy": simpy.__version__,
-        "torch_threads": torch.get_num_threads(),
-    }
+    out = {"edgesim": version("edgesim"), "python": platform.python_version()}
+    if with_torch:
+        import torch
+
+        out["torch"] = torch.__version__
+    out.update(numpy=numpy.__version__, simpy=simpy.__version__)
+    if with_torch:
+        out["torch_threads"] = torch.get_num_threads()
+    return out
 
 
 def _drop_none(obj):
@@ -73,13 +78,19 @@ def resolved_config(sc: Scenario) -> dict:
     out = {"name": sc.name, "description": sc.description, "seed": sc.seed, "source": sc.path}
     for name in ("system", "budget", "workload"):
         out[name] = dataclasses.asdict(getattr(sc, name))
-    for name in ("data", "train", "run"):
-        out[name] = dataclasses.asdict(sc.learning[name])
-    algs = sc.learning["algorithms"]
-    out["algorithms"] = {
-        a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
-    }
-    out["versions"] = versions()
+    if sc.physics_only:  # only what the run uses: no data, no training, no algorithms
+        out["run"] = dataclasses.asdict(sc.learning["run"])
+        out["parametric"] = dataclasses.asdict(sc.parametric)
+    else:
+        from learning.algorithms import REGISTRY
+
+        for name in ("data", "train", "run"):
+            out[name] = dataclasses.asdict(sc.learning[name])
+        algs = sc.learning["algorithms"]
+        out["algorithms"] = {
+            a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
+        }
+    out["versions"] = versions(with_torch=not sc.physics_only)
     return _drop_none(out)
 
 
@@ -95,22 +106,23 @@ def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
 
 def run_algorithm(
     sc: Scenario,
-    ctx,
+    build_backend: Callable,
     name: str,
     on_round: Optional[Callable] = None,
     *,
     checkpoint_dir: Optional[Path] = None,
     fingerprint: str = "",
-    resume: bool = False,
+    saved: Optional[dict] = None,
 ) -> AlgorithmRun:
     """Run one algorithm on its own clock; returns its records, events and final clock.
 
-    With ``checkpoint_dir`` and ``run.checkpoint_every > 0`` the state is saved
-    every that many rounds and when the algorithm finishes; ``resume`` starts
-    from the checkpoint found there (a finished algorithm is not run again).
+    ``build_backend(name)`` gives the algorithm's learning backend. With
+    ``checkpoint_dir`` and ``run.checkpoint_every > 0`` the state is saved
+    every that many rounds and when the algorithm finishes; ``saved`` (a
+    :func:`scenarios.checkpoint.load` result) is where it starts from (a
+    finished algorithm is not run again).
     """
     every = sc.learning["run"].checkpoint_every if checkpoint_dir is not None else 0
-    saved = checkpoint.load(checkpoint_dir, name, fingerprint) if (resume and checkpoint_dir is not None) else None
     out = AlgorithmRun(name)
     if saved is not None:
         out.records, out.events, out.now_s = saved["records"], saved["events"], float(saved["now_s"])
@@ -119,8 +131,7 @@ def run_algorithm(
                 on_round(name, rec)
         if saved["done"]:
             return out
-    cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
-    backend = REGISTRY[name].build(ctx, cfg)
+    backend = build_backend(name)
     if every:
         checkpoint.check_resumable(backend, name)
     sim = Simulation(sc.system, sc.budget, backend, seed=sc.seed)
@@ -140,13 +151,17 @@ def run_algorithm(
             if done or sim.round_index % every == 0:
                 events = out.events[:n_events] + sim.events
                 checkpoint.save(checkpoint_dir, name, fingerprint=fingerprint, sim=sim, backend=backend,
-                                records=out.records, events=events, done=done)
+                                records=out.records, events=events, done=done, use_torch=not sc.physics_only)
     out.events = out.events[:n_events] + sim.events
     out.now_s = sim.now_s
     return out
 
 
-def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int) -> dict:
+def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extra: Optional[dict] = None) -> dict:
+    """``summary.json``: per algorithm its final accuracy, times to accuracy and totals; ``warnings``.
+
+    An algorithm whose every upload was dropped is flagged (``every_upload_dropped``) and named in ``warnings``.
+    """
     run_cfg = sc.learning["run"]
     algs = {}
     for name, sim in sims.items():
@@ -169,7 +184,13 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int) -> d
             "total_bits_down": last.cum_bits_down if last else 0.0,
             "total_wasted_bits": last.cum_wasted_bits if last else 0.0,
             "total_energy_j": last.cum_energy_j if last else 0.0,
+            "every_upload_dropped": every_upload_dropped(recs),
         }
+    warnings = [
+        f"{name}: every upload of every round was dropped at the deadline (budget.deadline_s = "
+        f"{sc.budget.round_deadline_s:g} s); nothing was learned from the devices"
+        for name, a in algs.items() if a["every_upload_dropped"]
+    ]
     return {
         "scenario": sc.name,
         "seed": sc.seed,
@@ -177,6 +198,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int) -> d
         "final_accuracy_rule": f"first round ending {run_cfg.plateau_patience} consecutive rounds whose mean "
         f"accuracy changes by less than {run_cfg.plateau_tol} from the previous round (else the last round)",
         "algorithms": algs,
+        "warnings": warnings,
+        **(extra or {}),
     }
 
 
@@ -190,7 +213,8 @@ def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys:
         ]
 
 
-def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int) -> None:
+def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,
+                  extra: Optional[dict] = None) -> None:
     from plots.curves import plot_accuracy
 
     metric_keys = sorted({k for s in sims.values() for r in s.records for k in r.metrics})
@@ -216,49 +240,34 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
         ("algorithm", "time_s", "round", "device", "kind", "bits"),
         ([name, e.time_s, e.round_index, e.device, e.kind, e.bits] for name, sim in sims.items() for e in sim.events),
     )
-    folder.write_json("summary.json", summarize(sc, sims, model_bits))
+    folder.write_json("summary.json", summarize(sc, sims, model_bits, extra))
     plot_accuracy([folder.work], folder.path("time_to_accuracy.png"), title=f"{sc.name} (seed {sc.seed})")
     plot_accuracy([folder.work], folder.path("accuracy_vs_uplink_bits.png"), x="cum_bits_up", title=sc.name)
     plot_accuracy([folder.work], folder.path("accuracy_vs_energy.png"), x="cum_energy_j", title=sc.name)
 
 
-def _fail_if_other_config(config_toml: Path, expected: str) -> None:
-    found = checkpoint.config_fingerprint(config_toml)
-    if found is not None and found != expected:
-        raise ConfigError(
-            f"{config_toml.parent}: holds a run of a different scenario or overrides (its config.toml differs); "
-            f"choose another --out, or run without --resume to replace it"
-        )
+def every_upload_dropped(records: list) -> bool:
+    """Every participant of every round was dropped at the deadline (nothing ever arrived)."""
+    return bool(records) and all(not r.arrived and r.devices and len(r.dropped) == len(r.devices) for r in records)
 
 
-def is_finished(out: Path) -> bool:
-    """A finished run folder: ``summary.json`` present, no ``INCOMPLETE`` marker."""
-    out = Path(out)
-    return (out / "summary.json").is_file() and not (out / MARKER).exists()
+def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
+    """``(build_backend, model_bits, extra summary)`` of a scenario; data errors are :class:`ConfigError`."""
+    if sc.physics_only:
+        from edgesim.curve import ParametricBackend
 
+        p, run_cfg = sc.parametric, sc.learning["run"]
 
-def run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable] = None, *, resume: bool = False) -> Path:
-    """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
+        def build(name: str):
+            return ParametricBackend(sc.system.n_devices, run_cfg.clients_per_round, sc.workload, sc.seed,
+                                     a0=p.a0, a_max=p.a_max, rate=p.rate, download_bits=p.download_bits)
 
-    Bad data or configuration raise :class:`ConfigError` before anything is written.
-    ``resume``: a finished ``out`` of the same scenario is returned as it is; an
-    unfinished ``out.incomplete`` goes on from its checkpoints (from scratch
-    where it has none). A folder of a different scenario is an error.
-    """
+        return build, float(sc.workload.model_bits), {}
+    from learning.algorithms import REGISTRY
+    from learning.context import build_context
+    from learning.data.datasets import DatasetError
+
     data_cfg = sc.learning["data"]
-    for name in sc.learning["run"].algorithms:
-        if name not in REGISTRY:
-            raise ConfigError(f"{sc.path}: [run] algorithms: unknown algorithm {name!r}; expected one of: "
-                              f"{', '.join(sorted(REGISTRY))}")
-    config = resolved_config(sc)
-    fp = checkpoint.fingerprint(config)
-    folder = RunFolder(out)
-    if resume:
-        if is_finished(folder.final):
-            _fail_if_other_config(folder.final / "config.toml", fp)
-            return folder.final
-        if folder.work.exists():
-            _fail_if_other_config(folder.work / "config.toml", fp)
     try:
         ctx = build_context(
             sc.seed, data_cfg, sc.learning["train"], sc.learning["run"], sc.workload, sc.system.n_devices
@@ -267,21 +276,103 @@ def run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable] = None, *
         raise ConfigError(f"{sc.path}: [data] {e}") from None
     except ValueError as e:
         raise ConfigError(f"{sc.path}: [data] partition {data_cfg.partition!r}: {e}") from None
-    resuming = resume and (folder.work / "config.toml").exists()
+
+    def build(name: str):
+        cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
+        return REGISTRY[name].build(ctx, cfg)
+
+    held = [len(c.x_sup) + len(c.x_unl) for c in ctx.clients]
+    extra = {"samples_per_device": {
+        "plan": sc.workload.samples_per_device,
+        "note": "workload.samples_per_device is the D of `edgesim plan`; this run charges each device I*C*D_n "
+                "for its own data (min/mean/max below: samples each device holds)",
+        "min": min(held), "mean": sum(held) / len(held), "max": max(held),
+    }}
+    return build, ctx.model_bits, extra
+
+
+def _check_algorithms(sc: Scenario) -> None:
+    if sc.physics_only:
+        return
+    from learning.algorithms import REGISTRY
+
+    for name in sc.learning["run"].algorithms:
+        if name not in REGISTRY:
+            raise ConfigError(f"{sc.path}: [run] algorithms: unknown algorithm {name!r}; expected one of: "
+                              f"{', '.join(sorted(REGISTRY))}")
+
+
+def run_scenario(
+    sc: Scenario,
+    out: Path,
+    on_round: Optional[Callable] = None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    say: Optional[Callable[[str], None]] = None,
+) -> Path:
+    """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
+
+    ``out`` is checked first (:func:`scenarios.runfolder.check_out`); bad data
+    or configuration raise :class:`ConfigError` before anything is written.
+    ``resume``: a finished ``out`` of the same scenario is returned as it is;
+    an unfinished ``out.incomplete`` goes on from its checkpoints (from scratch
+    in it where it has none); a folder whose recorded scenario is missing,
+    unreadable or different is refused and left untouched. ``overwrite``
+    replaces an older run folder (and only that). ``say(line)`` gets one-line
+    notes for the user (what ``resume`` found).
+    """
+    say = say or (lambda line: None)
+    if resume and overwrite:
+        raise ConfigError("--resume and --overwrite: give one of them (go on with a run, or replace it)")
+    out = Path(out)
+    check_out(out, overwrite=overwrite, resume=resume)
+    _check_algorithms(sc)
+    config = resolved_config(sc)
+    fp = checkpoint.fingerprint(config)
+    folder = RunFolder(out)
+    resuming = False
+    saved: dict = {}
+    if resume:
+        if folder.final.is_dir() and is_finished(folder.final):
+            checkpoint.check_same_scenario(folder.final / "config.toml", config)
+            say(f"{folder.final} has already finished; nothing to resume")
+            return folder.final
+        if folder.work.is_dir() and any(folder.work.iterdir()):
+            checkpoint.check_same_scenario(folder.work / "config.toml", config)
+            resuming = True
+            # read (and so check) every checkpoint before anything is written
+            saved = {name: checkpoint.load(folder.work, name, fp) for name in sc.learning["run"].algorithms}
+            if any(v is not None for v in saved.values()):
+                say(f"resuming {folder.work} from its checkpoints")
+            else:
+                say(f"{folder.work} has no checkpoint (run.checkpoint_every = "
+                    f"{sc.learning['run'].checkpoint_every}): starting from scratch in it")
+        else:
+            say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
+    build_backend, model_bits, extra = _make_backends(sc)
     folder.start(resume=resuming)
     if resuming:
-        folder.mark(f"resumed {_now()} from the checkpoints in {checkpoint.CHECKPOINT_DIR}/")
+        folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
     try:
         if not resuming:
             folder.write_text("config.toml", tomli_w.dumps(config))
         sims = {
-            name: run_algorithm(sc, ctx, name, on_round, checkpoint_dir=folder.work, fingerprint=fp, resume=resuming)
+            name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work, fingerprint=fp,
+                                saved=saved.get(name))
             for name in sc.learning["run"].algorithms
         }
-        write_results(folder, sc, sims, ctx.model_bits)
-        shutil.rmtree(folder.path(checkpoint.CHECKPOINT_DIR), ignore_errors=True)  # only an unfinished run needs them
+        write_results(folder, sc, sims, model_bits, extra)
+        shutil.rmtree(folder.path(CHECKPOINT_DIR), ignore_errors=True)  # only an unfinished run needs them
+    except ConfigError:
+        if not resuming:  # a folder this call created, holding no result: a configuration error leaves nothing
+            shutil.rmtree(set_aside(folder.work))
+        else:
+            folder.mark(f"failed: {_now()}: configuration error")
+        raise
     except BaseException as e:
-        folder.mark(f"failed: {type(e).__name__}: {e}")
+        folder.mark(f"interrupted: {type(e).__name__}: {e}" if isinstance(e, KeyboardInterrupt)
+                    else f"failed: {type(e).__name__}: {e}")
         raise
     return folder.finish()
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
+from edgesim.curve import ParametricConfig
+from learning.config import PARAMETRIC, RunConfig
 from learning.config import SECTIONS as LEARNING_SECTIONS
 
 SCENARIO_DIR = Path(__file__).resolve().parent
@@ -29,6 +31,8 @@ ScenarioError = ConfigError
 
 
 SIM_SECTIONS: dict[str, type] = {"system": SystemConfig, "budget": BudgetConfig, "workload": WorkloadConfig}
+# Tables a physics-only run ([run] backend = "parametric") does not use, and so refuses.
+TORCH_ONLY_SECTIONS = ("data", "train", "algorithms")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,8 @@ class Scenario:
 
     ``learning`` maps ``data``/``train``/``run``/``algorithms`` to their configs
     (empty when the scenario was loaded for ``edgesim plan`` only).
+    ``parametric`` is the ``[parametric]`` table (used when ``[run] backend =
+    "parametric"``: a physics-only run).
     """
 
     path: str
@@ -48,16 +54,23 @@ class Scenario:
     workload: WorkloadConfig
     learning: Mapping[str, Any] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict)
+    parametric: ParametricConfig = field(default_factory=ParametricConfig)
+
+    @property
+    def physics_only(self) -> bool:
+        """A ``[run] backend = "parametric"`` scenario: the clock alone, no torch."""
+        run = self.learning.get("run")
+        return run is not None and run.backend == PARAMETRIC
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """``"system.bandwidth_hz=2e6"`` → (["system", "bandwidth_hz"], 2000000.0)."""
+def parse_override(text: str, option: str = "--set") -> tuple[list[str], Any]:
+    """``"system.bandwidth_hz=2e6"`` → (["system", "bandwidth_hz"], 2000000.0); ``option`` names it in errors."""
     if "=" not in text:
-        raise ScenarioError(f"--set {text!r}: expected KEY=VALUE, e.g. --set system.bandwidth_hz=2e6")
+        raise ScenarioError(f"{option} {text!r}: expected KEY=VALUE, e.g. {option} system.bandwidth_hz=2e6")
     key, value_text = text.split("=", 1)
     key = key.strip()
-    if not key or any(not part for part in key.split(".")):
-        raise ScenarioError(f"--set {text!r}: expected a dotted key such as system.bandwidth_hz")
+    if not key or any(not part.strip() for part in key.split(".")):
+        raise ScenarioError(f"{option} {text!r}: expected a dotted key such as system.bandwidth_hz before '='")
     try:
         value = tomllib.loads(f"v = {value_text.strip()}")["v"]
     except tomllib.TOMLDecodeError:
@@ -65,36 +78,49 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
-def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """A deep copy of ``raw`` with each ``--set`` applied (tables are created as needed)."""
+def apply_overrides(raw: dict, overrides: list[str], options: list[str] | None = None) -> dict:
+    """A deep copy of ``raw`` with each ``--set`` applied (tables are created as needed).
+
+    ``options`` names the command-line option of each override in errors (default ``--set``).
+    """
     import copy
 
     out = copy.deepcopy(raw)
-    for text in overrides:
-        path, value = parse_override(text)
+    for text, option in zip(overrides, options or ["--set"] * len(overrides)):
+        path, value = parse_override(text, option)
         node = out
         for part in path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ScenarioError(f"--set {text!r}: {part!r} is a value, not a table")
+                raise ScenarioError(f"{option} {text!r}: {part!r} is a value ({child!r}), not a table")
             node = child
+        if isinstance(node.get(path[-1]), dict) and not isinstance(value, dict):
+            raise ScenarioError(f"{option} {text!r}: {'.'.join(path)} is a table, not a value; "
+                                f"expected a key inside it, such as {'.'.join(path)}.KEY=VALUE")
         node[path[-1]] = value
     return out
 
 
 def read_toml(path: Path) -> dict:
+    """A scenario file parsed; one clear error for a missing, unreadable, non-UTF-8 or invalid file."""
     if not path.exists():
-        raise ScenarioError(f"{path}: scenario file not found")
+        raise ScenarioError(f"{path}: scenario file not found; expected the path of a .toml scenario")
+    if path.is_dir():
+        raise ScenarioError(f"{path}: is a folder; expected the path of a .toml scenario file")
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            return tomllib.loads(f.read().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not a UTF-8 text file (byte {e.start}); expected a TOML scenario") from None
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot be read ({e.strerror or e}); expected a readable TOML scenario") from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: not valid TOML: {e}") from None
 
 
 def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Scenario:
     """Validate a parsed scenario mapping (``where`` names the file in messages)."""
-    known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS)
+    known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric"}
     for key, value in raw.items():
         if key not in known:
             raise ScenarioError(
@@ -105,19 +131,52 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             raise ScenarioError(f"{where}: {key} = {raw[key]!r}: expected a {typ.__name__}")
     if raw.get("seed", 0) < 0:
         raise ScenarioError(f"{where}: seed = {raw['seed']!r}: expected an integer >= 0")
+    name = raw.get("name", Path(where).stem)
+    if not name.strip() or name.strip() in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
+        raise ScenarioError(f"{where}: name = {name!r}: expected a non-empty name usable as a folder name "
+                            f"(the default run folder is runs/<name>), such as \"my_scenario\"")
     built = {name: build_config(cls, raw.get(name, {}), f"{where}: [{name}]") for name, cls in SIM_SECTIONS.items()}
+    parametric = build_config(ParametricConfig, raw.get("parametric", {}), f"{where}: [parametric]")
     learned = {}
     if learning:
-        learned = {name: build(raw.get(name, {}), f"{where}: [{name}]") for name, build in LEARNING_SECTIONS.items()}
+        run = build_config(RunConfig, raw.get("run", {}), f"{where}: [run]")
+        physics_only = run.backend == PARAMETRIC
+        if physics_only:
+            w = built["workload"]
+            for key in ("model_bits", "sr_cycles", "pseudo_label_cycles_per_model"):
+                if getattr(w, key) == "auto":
+                    raise ScenarioError(f"{where}: [workload] {key} = 'auto': a physics-only run has no model to "
+                                        f"size; expected a number")
+            if w.cycles_source != "given":
+                raise ScenarioError(f"{where}: [workload] cycles_source = {w.cycles_source!r}: a physics-only run "
+                                    f"has no model to count FLOPs of; expected 'given'")
+            for section in TORCH_ONLY_SECTIONS:
+                if section in raw:
+                    raise ScenarioError(f"{where}: [{section}] is not used by a physics-only run "
+                                        f"([run] backend = \"parametric\"); expected it left out")
+        learned = {name: build(raw.get(name, {}), f"{where}: [{name}]")
+                   for name, build in LEARNING_SECTIONS.items() if not (physics_only and name == "algorithms")}
+        learned.setdefault("algorithms", {})
+        check_cross_section(built["system"], learned["run"], where)
     return Scenario(
         path=where,
-        name=raw.get("name", Path(where).stem),
+        name=name,
         description=raw.get("description", ""),
         seed=int(raw.get("seed", 0)),
         raw=raw,
         learning=learned,
+        parametric=parametric,
         **built,
     )
+
+
+def check_cross_section(system: SystemConfig, run, where: str) -> None:
+    """Checks that span sections: K <= N."""
+    if run.clients_per_round > system.n_devices:
+        raise ScenarioError(
+            f"{where}: [run] clients_per_round = {run.clients_per_round}: expected at most [system] n_devices "
+            f"(= {system.n_devices}); a round cannot select more devices than the cell has"
+        )
 
 
 def resolve_paths(raw: dict, path: Path) -> dict:
@@ -132,12 +191,41 @@ def resolve_paths(raw: dict, path: Path) -> dict:
     return raw
 
 
-def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None, *, learning: bool = True) -> Scenario:
+def load_scenario(
+    path: str | Path | None = None,
+    overrides: list[str] | None = None,
+    *,
+    learning: bool = True,
+    options: list[str] | None = None,
+) -> Scenario:
     """Read, override and validate a scenario file (default: the bundled ``default.toml``).
 
     ``learning=False`` validates only the simulator sections (what ``edgesim plan`` needs).
+    ``options`` names the command-line option of each override (default ``--set``): an
+    error caused by an override names that option first, then the file.
     """
     path = Path(path) if path is not None else DEFAULT_SCENARIO
-    raw = resolve_paths(read_toml(path), path)
-    raw = apply_overrides(raw, overrides or [])
-    return validate(raw, str(path), learning=learning)
+    overrides = list(overrides or [])
+    options = list(options or ["--set"] * len(overrides))
+    file_raw = resolve_paths(read_toml(path), path)
+    raw = apply_overrides(file_raw, overrides, options)
+    try:
+        return validate(raw, str(path), learning=learning)
+    except ScenarioError as e:
+        culprit = _culprit(file_raw, overrides, options, str(path), learning, str(e))
+        if culprit is None:
+            raise
+        raise ScenarioError(f"{culprit}: {e}") from None
+
+
+def _culprit(file_raw: dict, overrides: list[str], options: list[str], where: str, learning: bool, message: str):
+    """The last override (``"--set KEY=VALUE"``) without which ``message`` is not raised, else ``None``."""
+    for i in reversed(range(len(overrides))):
+        rest = overrides[:i] + overrides[i + 1:]
+        try:
+            validate(apply_overrides(file_raw, rest, options[:i] + options[i + 1:]), where, learning=learning)
+        except ScenarioError as e:
+            if str(e) == message:
+                continue
+        return f"{options[i]} {overrides[i]}"
+    return None

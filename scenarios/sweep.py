@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from edgesim.config import ConfigError
+from scenarios.progress import SweepProgress
 from scenarios.runfolder import RunFolder, atomic_write_bytes, csv_text
 from scenarios.schema import DEFAULT_SCENARIO, load_scenario, parse_override
 
@@ -81,12 +82,14 @@ def parse_grid(text: str) -> GridAxis:
     if "=" not in text:
         raise ConfigError(f"--grid {text!r}: expected KEY=V1,V2,..., e.g. --grid system.bandwidth_hz=5e5,1e6,2e6")
     key, values_text = (s.strip() for s in text.split("=", 1))
+    if not key or any(not part.strip() for part in key.split(".")):
+        raise ConfigError(f"--grid {text!r}: expected a dotted key such as system.bandwidth_hz before '='")
     texts = split_values(values_text)
     if any(t == "" for t in texts):
         raise ConfigError(f"--grid {text!r}: an empty value; expected KEY=V1,V2,... with no empty item")
     values = []
     for t in texts:
-        path, value = parse_override(f"{key}={t}")
+        path, value = parse_override(f"{key}={t}", "--grid")
         if value in values:
             raise ConfigError(f"--grid {text!r}: value {t} appears twice")
         values.append(value)
@@ -110,6 +113,7 @@ class SweepRun:
     overrides: tuple[str, ...]
     values: tuple[tuple[str, Any], ...]  # (key, value) in grid order, the seed last
     seed: int
+    options: tuple[str, ...] = ()  # the option each override came from (--set, --grid, --seeds), for errors
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,8 @@ class SweepSpec:
             name = ",".join(parts)
             if len(name) > MAX_NAME_CHARS:
                 name = name[: MAX_NAME_CHARS - 11] + "~" + hashlib.sha1(name.encode()).hexdigest()[:10]
-            out.append(SweepRun(name, tuple(self.overrides) + tuple(overrides), tuple(values), int(seed)))
+            options = ("--set",) * len(self.overrides) + ("--grid",) * len(points) + (() if has_seed_axis else ("--seeds",))
+            out.append(SweepRun(name, tuple(self.overrides) + tuple(overrides), tuple(values), int(seed), options))
         names = [r.name for r in out]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
@@ -178,29 +183,35 @@ def make_spec(scenario: Optional[Path], grid: Sequence[str], seeds: Optional[int
 
 def validate_runs(spec: SweepSpec, out: Path) -> list[SweepRun]:
     """Load every combination's scenario (clear error naming the run); check finished runs match it."""
-    from learning.algorithms import REGISTRY
     from scenarios import checkpoint
     from scenarios.run import is_finished, resolved_config
+
+    from scenarios.runfolder import check_out
 
     runs = spec.runs()
     for run in runs:
         try:
-            sc = load_scenario(spec.scenario, list(run.overrides))
+            sc = load_scenario(spec.scenario, list(run.overrides), options=list(run.options))
         except ConfigError as e:
             raise ConfigError(f"sweep run {run.name}: {e}") from None
-        unknown = [a for a in sc.learning["run"].algorithms if a not in REGISTRY]
-        if unknown:
-            raise ConfigError(f"sweep run {run.name}: [run] algorithms: unknown algorithm {unknown[0]!r}; "
-                              f"expected one of: {', '.join(sorted(REGISTRY))}")
-        # A finished run is skipped and an unfinished one resumed: both must be of this very scenario.
+        if not sc.physics_only:
+            from learning.algorithms import REGISTRY
+
+            unknown = [a for a in sc.learning["run"].algorithms if a not in REGISTRY]
+            if unknown:
+                raise ConfigError(f"sweep run {run.name}: [run] algorithms: unknown algorithm {unknown[0]!r}; "
+                                  f"expected one of: {', '.join(sorted(REGISTRY))}")
+        # A finished run is skipped and an unfinished one resumed: both must be of this very scenario,
+        # and anything else in their place is refused, never replaced.
         folder = Path(out) / run.name
+        check_out(folder, resume=True)
         for where in ([folder] if is_finished(folder) else []) + [RunFolder(folder).work]:
-            found = checkpoint.config_fingerprint(where / "config.toml")
-            if found is not None and found != checkpoint.fingerprint(resolved_config(sc)):
-                raise ConfigError(
-                    f"{where}: holds a run of a different configuration than this sweep's {run.name}; "
-                    f"use another --out (or remove that folder)"
-                )
+            if where.is_dir() and any(where.iterdir()):
+                try:
+                    checkpoint.check_same_scenario(where / "config.toml", resolved_config(sc),
+                                                   "Use another --out for this sweep")
+                except ConfigError as e:
+                    raise ConfigError(f"sweep run {run.name}: {e}") from None
     return runs
 
 
@@ -208,12 +219,11 @@ def validate_runs(spec: SweepSpec, out: Path) -> list[SweepRun]:
 
 
 def set_threads(n: int) -> None:
-    """This process trains with ``n`` torch threads (and OpenMP/MKL are told so)."""
+    """This process trains with ``n`` torch threads (and OpenMP/MKL are told so); torch is not imported for it."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(n)
-    import torch
-
-    torch.set_num_threads(n)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(n)
 
 
 def run_one(task: dict) -> dict:
@@ -230,6 +240,10 @@ def run_one(task: dict) -> dict:
         from scenarios.run import run_scenario
 
         sc = load_scenario(task["scenario"], list(task["overrides"]))
+        if not sc.physics_only:
+            import torch  # noqa: F401 - imported here so that set_threads sets its threads
+
+            set_threads(task["threads"])
         run_scenario(sc, Path(task["out"]), resume=True)
         status = "ok"
     except Exception as e:  # noqa: BLE001 - one run's failure must not end the sweep
@@ -251,14 +265,15 @@ def default_cores() -> int:
 def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dict], None]) -> None:
     """A spawn-context process pool of ``jobs`` workers (``jobs == 1``: in this process)."""
     if jobs == 1:
-        import torch
-
-        before = torch.get_num_threads(), {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+        torch = sys.modules.get("torch")
+        before = torch.get_num_threads() if torch else None, {
+            v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
         try:
             for task in tasks:
                 on_done(run_one(task))
         finally:
-            torch.set_num_threads(before[0])
+            if before[0] is not None:
+                sys.modules["torch"].set_num_threads(before[0])
             for var, value in before[1].items():
                 if value is None:
                     os.environ.pop(var, None)
@@ -383,39 +398,6 @@ def sweep_rows(spec: SweepSpec, runs: list[SweepRun], out: Path, status: dict[st
     return header, rows
 
 
-class SweepProgress:
-    """``[#####.....] 5/12 runs (2 skipped, 0 failed) 1m05s elapsed, ~2m10s left  last: NAME ok (31 s)``."""
-
-    def __init__(self, total: int, enabled: bool = True, width: int = 24, stream=None):
-        self.total, self.enabled, self.width = max(total, 1), enabled, width
-        self.stream = stream if stream is not None else sys.stderr
-        self.done = self.skipped = self.failed = 0
-        self.t0 = time.monotonic()
-
-    @staticmethod
-    def _clock(s: float) -> str:
-        s = int(round(s))
-        return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-
-    def update(self, result: dict, skipped: bool = False) -> None:
-        self.done += 1
-        self.skipped += skipped
-        self.failed += result["status"] != "ok"
-        if not self.enabled:
-            return
-        elapsed = time.monotonic() - self.t0
-        ran = self.done - self.skipped
-        left = self.total - self.done
-        eta = f", ~{self._clock(elapsed / ran * left)} left" if ran and left else ""
-        n = int(self.done / self.total * self.width)
-        what = "skipped (finished)" if skipped else f"{result['status']} ({result['seconds']:.0f} s)"
-        self.stream.write(
-            f"[{'#' * n}{'.' * (self.width - n)}] {self.done}/{self.total} runs ({self.skipped} skipped, "
-            f"{self.failed} failed) {self._clock(elapsed)} elapsed{eta}  {result['name']}: {what}\n"
-        )
-        self.stream.flush()
-
-
 @dataclass
 class SweepResult:
     out: Path
@@ -426,6 +408,18 @@ class SweepResult:
     @property
     def failed(self) -> dict[str, str]:
         return {k: v for k, v in self.status.items() if v != "ok"}
+
+
+def check_sweep_out(out: Path) -> None:
+    """Refuse a sweep ``--out`` that is a file, ``''``/``.``/``..``, or a non-empty folder that is not a sweep's."""
+    text = str(out)
+    if text.strip() == "" or out.name in ("", ".", "..") or out.resolve() in (Path.cwd(), *Path.cwd().parents):
+        raise ConfigError(f"--out {text!r}: expected the path of a sweep folder, such as sweeps/mine")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {text!r}: exists and is not a folder; expected a sweep folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / SWEEP_JSON).is_file():
+        raise ConfigError(f"--out {text!r}: a folder that is not an edgesim sweep folder (no {SWEEP_JSON}); "
+                          f"choose another --out; edgesim never writes into a folder it did not make")
 
 
 def run_sweep(
@@ -451,6 +445,7 @@ def run_sweep(
         raise ConfigError(f"--threads {threads}: expected an integer >= 1")
     if executor == "ray":
         import_ray()
+    check_sweep_out(Path(out))
     out = Path(out).resolve()
     runs = validate_runs(spec, out)
     from scenarios.run import is_finished
@@ -472,12 +467,15 @@ def run_sweep(
         status[result["name"]] = result["status"]
         bar.update(result)
 
-    if executor == "ray":
-        jobs = run_ray(tasks, jobs, threads, ray_address, on_done) if tasks else (jobs or 1)
-    else:
-        jobs = jobs or max(1, default_cores() // threads)
-        if tasks:
-            run_local(tasks, min(jobs, len(tasks)), threads, on_done)
+    try:
+        if executor == "ray":
+            jobs = run_ray(tasks, jobs, threads, ray_address, on_done) if tasks else (jobs or 1)
+        else:
+            jobs = jobs or max(1, default_cores() // threads)
+            if tasks:
+                run_local(tasks, min(jobs, len(tasks)), threads, on_done)
+    finally:
+        bar.close()
     header, rows = sweep_rows(spec, runs, out, status)
     atomic_write_bytes(out / SWEEP_CSV, csv_text(header, rows).encode())
     if plots and any(s == "ok" for s in status.values()):

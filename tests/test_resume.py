@@ -101,10 +101,16 @@ def test_resume_refuses_checkpoints_of_another_scenario(tiny_scenario, tmp_path,
         with pytest.raises(RuntimeError, match="simulated crash"):
             run_scenario(load_scenario(tiny_scenario, overrides), tmp_path / "r")
     assert (tmp_path / "r.incomplete" / "checkpoints" / "fedavg.pt").exists()
-    with pytest.raises(ConfigError, match="different scenario or overrides"):
+    before = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "r.incomplete").rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError, match=r"different scenario \(train\.lr: 0\.05 -> 0\.01\)"):
         run_scenario(load_scenario(tiny_scenario, [*overrides, "train.lr=0.01"]), tmp_path / "r", resume=True)
-    # without --resume the old folder is simply replaced
-    assert run_scenario(load_scenario(tiny_scenario, [*overrides, "budget.rounds=1"]), tmp_path / "r").exists()
+    after = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "r.incomplete").rglob("*") if p.is_file()}
+    assert after == before  # refused and left untouched
+    # without --resume or --overwrite the unfinished run is not touched either; --overwrite replaces it
+    with pytest.raises(ConfigError, match="holds an unfinished run; add --resume"):
+        run_scenario(load_scenario(tiny_scenario, [*overrides, "budget.rounds=1"]), tmp_path / "r")
+    assert run_scenario(load_scenario(tiny_scenario, [*overrides, "budget.rounds=1"]), tmp_path / "r",
+                        overwrite=True).exists()
 
 
 def test_algorithm_without_state_dict_cannot_be_checkpointed(tiny_scenario, tmp_path, monkeypatch):

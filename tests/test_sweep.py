@@ -137,7 +137,7 @@ def test_a_killed_sweep_resumes_by_skipping_finished_runs(scenario, local_sweep,
     assert log.getvalue().count("skipped (finished)") == 3 and f"{victim}: ok" in log.getvalue()
     assert_same_sweep(local_sweep, out)
     # the same folder with other fixed overrides is refused, not silently mixed
-    with pytest.raises(ConfigError, match="different configuration"):
+    with pytest.raises(ConfigError, match=r"different scenario \(train\.lr: 0\.05 -> 0\.01\)"):
         run_sweep(make_spec(scenario, GRID, 2, [*FAST, "train.lr=0.01"]), out, jobs=1, progress=False, plots=False)
 
 
