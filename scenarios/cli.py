@@ -292,6 +292,11 @@ def plot(
 
 
 def main() -> None:  # pragma: no cover - console entry point
+    """The ``edgesim`` command: glibc keeps freed memory (``learning.malloc``; opt out with
+    ``EDGESIM_KEEP_FREED_MEMORY=0``), then the typer app."""
+    from learning.malloc import keep_freed_memory
+
+    keep_freed_memory()
     app()
 
 

@@ -252,6 +252,10 @@ def run_one(task: dict) -> dict:
 
 
 def _worker_init(threads: int) -> None:
+    """A spawned sweep worker: its threads, and glibc keeping freed memory as the ``edgesim`` process does."""
+    from learning.malloc import keep_freed_memory
+
+    keep_freed_memory()
     set_threads(threads)
 
 
