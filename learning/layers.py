@@ -14,7 +14,9 @@ Outside an executor they *are* torch's layers. Inside one, a
   keeps its own (the executor selects with ``torch.where``). The formulas
   are torch's: ``x̂ = (x − μ_B)/√(σ²_B + ε)``, ``y = γ·x̂ + β``,
   running ``μ ← (1 − m)·μ + m·μ_B``, ``σ² ← (1 − m)·σ² + m·σ²_B·n/(n − 1)``
-  (unbiased), ``n`` the real values per channel.
+  (unbiased), ``n`` the real values per channel. A batch with a single value
+  per channel, which torch's own layer refuses, normalises to β and leaves
+  the running statistics as they were.
 - **Dropout, from explicit keys.** The keep-mask of element ``j`` of row
   ``r`` in the ``c``-th dropout call of a step is a counter-based hash of
   ``(key, c, row id r, j)`` (SplitMix64 finaliser, Steele et al., OOPSLA
@@ -132,14 +134,16 @@ class BatchNorm2d(nn.BatchNorm2d):
         rv = st.buffers.get(keys[1], self.running_var)
         nbt = st.buffers.get(keys[2], self.num_batches_tracked)
         mom = 0.1 if self.momentum is None else self.momentum
-        if st.mask is None:
+        per_row = x[0].numel() // x.shape[1] if x.shape[0] else 1
+        if st.mask is None and x.shape[0] * per_row > 1:
             rm, rv = rm.clone(), rv.clone()
             out = F.batch_norm(x, rm, rv, self.weight, self.bias, True, mom, self.eps)
         else:
-            m = st.mask.to(x.dtype).reshape(-1, *([1] * (x.dim() - 1)))
+            mask = st.mask if st.mask is not None else x.new_ones(x.shape[0])
+            m = mask.to(x.dtype).reshape(-1, *([1] * (x.dim() - 1)))
             dims = [0] + list(range(2, x.dim()))
-            per_row = x[0].numel() // x.shape[1] if x.shape[0] else 1
-            n = (st.mask.to(x.dtype).sum() * per_row).clamp(min=1.0)
+            count = mask.to(x.dtype).sum() * per_row
+            n = count.clamp(min=1.0)
             mean = (x * m).sum(dims) / n
             shape = (1, -1) + (1,) * (x.dim() - 2)
             centred = x - mean.reshape(shape)
@@ -148,8 +152,9 @@ class BatchNorm2d(nn.BatchNorm2d):
             if self.affine:
                 out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
             unbiased = var.detach() * n / (n - 1.0).clamp(min=1.0)
-            rm = rm * (1.0 - mom) + mean.detach() * mom
-            rv = rv * (1.0 - mom) + unbiased * mom
+            moved = count > 1  # one value per channel: no variance to learn from (torch refuses such a batch)
+            rm = torch.where(moved, rm * (1.0 - mom) + mean.detach() * mom, rm)
+            rv = torch.where(moved, rv * (1.0 - mom) + unbiased * mom, rv)
         st.buffers[keys[0]], st.buffers[keys[1]], st.buffers[keys[2]] = rm, rv, nbt + 1
         return out
 

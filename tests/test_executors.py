@@ -406,3 +406,19 @@ def test_no_warning_for_vmappable_models(cnn, clients):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         VmapExecutor().train(cnn, starts(cnn, 2), clients[:2], seeds(2), LocalTrainConfig(lr=0.1, batch_size=32))
+
+
+def test_a_batch_with_one_value_per_channel_trains_and_keeps_the_statistics():
+    """torch's BatchNorm refuses one value per channel (1 sample, 1×1 maps); ours normalises to β and keeps μ, σ²."""
+    resnet = build_model("resnet9", (1, 8, 8), 10, seed=0).double()
+    g = torch.Generator().manual_seed(3)
+    data = [(torch.randn(1, 1, 8, 8, generator=g, dtype=torch.float64), torch.tensor([3])),
+            (torch.randn(5, 1, 8, 8, generator=g, dtype=torch.float64), torch.randint(0, 10, (5,), generator=g))]
+    sp = [state_of(resnet)] * 2
+    cfg = LocalTrainConfig(lr=0.01, batch_size=4)
+    s = SequentialExecutor().train(resnet, sp, data, seeds(2), cfg)
+    v = VmapExecutor().train(resnet, sp, data, seeds(2), cfg)
+    assert max_diff(v, s) < 1e-7
+    last = "res3.block.2.1.running_var"  # 1×1 maps: one value per channel for the one-sample client
+    assert torch.equal(s[0][last], sp[0][last])
+    assert not torch.equal(s[0]["prep.1.running_var"], sp[0]["prep.1.running_var"])  # 8×8 maps: 64 values
