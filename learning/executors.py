@@ -773,11 +773,11 @@ class VmapExecutor(_Base):
                 train = {n: _where(act_d, new_train[n], train[n]) for n in train}
                 opt_state = _tree_where(act_d, new_opt, opt_state)
                 buffers.update({n: _where(act_d, v, buffers[n]) for n, v in new_buf.items()})
-            loss_sum += aux["loss"].detach().double() * st["rows"]
+            loss_sum += torch.where(st["active"], aux["loss"].detach().double(), 0.0) * st["rows"]
             rows += torch.tensor(real[plan.report], dtype=torch.float64)
             for name, v in aux.items():
                 if name != "loss":
-                    aux_sums[name] = aux_sums.get(name, torch.zeros(k, device=device)) + v.detach().float() * act_d
+                    aux_sums[name] = aux_sums.get(name, torch.zeros(k, device=device)) + torch.where(act_d, v.detach().float(), 0.0)
         loss_l, aux_l = loss_sum.tolist(), {n: v.tolist() for n, v in aux_sums.items()}
         states, means, auxes = [], [], []
         for j, c in enumerate(clients):

@@ -148,7 +148,9 @@ class BatchNorm2d(nn.BatchNorm2d):
             shape = (1, -1) + (1,) * (x.dim() - 2)
             centred = x - mean.reshape(shape)
             var = (centred * centred * m).sum(dims) / n
-            out = centred * torch.rsqrt(var.reshape(shape) + self.eps)
+            # a client with no real row this step (its steps are over): unit variance, so padding stays finite
+            var_used = torch.where(count > 0, var, torch.ones_like(var))
+            out = centred * torch.rsqrt(var_used.reshape(shape) + self.eps)
             if self.affine:
                 out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
             unbiased = var.detach() * n / (n - 1.0).clamp(min=1.0)

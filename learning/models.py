@@ -136,14 +136,22 @@ class _Residual(nn.Module):
         return x + self.block(x)
 
 
+class GlobalMaxPool(nn.Module):
+    """``AdaptiveMaxPool2d(1)`` as ``amax`` over the spatial dimensions: the same values, and a backward pass
+    that is deterministic on a GPU (adaptive max pooling's CUDA backward is not)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.amax(dim=(-2, -1), keepdim=True)
+
+
 class ResNet9(nn.Module):
     """ResNet-9 (UM-pFSSL, ALGORITHMS.md §2.5; FedMatch/FedDure layout).
 
     prep conv-BN-ReLU 64 → layer1 128 + MaxPool2 + residual(2×128) → layer2 256
     + MaxPool2 → layer3 512 + MaxPool2 + residual(2×512, each conv-BN-ReLU
-    followed by Dropout(p)) → AdaptiveMaxPool(1) → Linear(512, C). Convolutions
+    followed by Dropout(p)) → global max pool → Linear(512, C). Convolutions
     have no bias (BatchNorm follows). BatchNorm and dropout are
-    ``learning.layers``' (torch's, runnable functionally by the executors). AdaptiveMaxPool(1) equals the paper's
+    ``learning.layers``' (torch's, runnable functionally by the executors). The global max pool equals the paper's
     MaxPool(4) on 32×32 inputs and also serves 28×28.
     """
 
@@ -159,7 +167,7 @@ class ResNet9(nn.Module):
         self.res3 = _Residual(
             nn.Sequential(_conv_bn(512, 512), Dropout(dropout), _conv_bn(512, 512), Dropout(dropout))
         )
-        self.pool = nn.AdaptiveMaxPool2d(1)
+        self.pool = GlobalMaxPool()
         self.fc = nn.Linear(512, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

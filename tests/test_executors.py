@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -422,3 +423,35 @@ def test_a_batch_with_one_value_per_channel_trains_and_keeps_the_statistics():
     last = "res3.block.2.1.running_var"  # 1×1 maps: one value per channel for the one-sample client
     assert torch.equal(s[0][last], sp[0][last])
     assert not torch.equal(s[0]["prep.1.running_var"], sp[0]["prep.1.running_var"])  # 8×8 maps: 64 values
+
+
+def test_batchnorm_of_a_row_less_client_stays_at_the_input_scale():
+    """A client whose steps are over feeds padding rows with mask 0: no statistics, so unit variance, not 1/√ε."""
+    from learning.layers import BatchNorm2d, ForwardState, forward_state
+
+    bn = BatchNorm2d(3).train()
+    x = torch.randn(4, 3, 2, 2) * 5
+    with forward_state(ForwardState(mask=torch.zeros(4))) as st:
+        y = bn(x)
+    assert float(y.abs().max()) <= float(x.abs().max()) + 1e-5  # centred by 0, divided by √(1 + ε)
+    assert torch.equal(st.buffers["running_var"], bn.running_var)  # statistics untouched
+
+
+def test_a_finished_clients_loss_does_not_poison_its_reported_loss():
+    """The loss of a padded no-op step may be anything (here NaN); it is never added to the client's mean loss."""
+    from learning.executors import LocalTask, Stream
+    from learning.optim import SGD
+
+    def loss(net, b, key):
+        (out,) = net.logits(b, "x")
+        value = b.mean(F.cross_entropy(out, b["y"], reduction="none"), "x")
+        return value + 0.0 * torch.log(b.mask("x").sum() - 1.0), {}  # NaN when no row is real
+
+    g = torch.Generator().manual_seed(9)
+    data = [{"main": {"x": torch.randn(n, 1, 8, 8, generator=g), "y": torch.randint(0, 10, (n,), generator=g)}}
+            for n in (40, 7)]
+    cnn = build_model("cnn", (1, 8, 8), 10, seed=0)
+    task = LocalTask(loss=loss, optimizer=SGD(0.05), streams=(Stream("main", 8),))
+    r = VmapExecutor().run(cnn, task, [state_of(cnn)] * 2, data, seeds(2))
+    assert all(math.isfinite(x) for x in r.mean_loss), r.mean_loss
+    assert all(torch.isfinite(v).all() for st in r.params for v in st.values())
