@@ -141,16 +141,16 @@ class FedAvg:
         self.personal = [to_device(self.ctx, p) for p in state["personal"]]
 
 
-@register("fedavg", FedAvgConfig, "FedAvg: sample K devices, average their models weighted by sample count")
+@register("fedavg", FedAvgConfig, "FedAvg: sample K devices, average their models weighted by sample count", display="FedAvg")
 def build_fedavg(ctx: Context, cfg: FedAvgConfig) -> FedAvg:
     return FedAvg(ctx, "fedavg", weighting=cfg.weighting)
 
 
-@register("fedprox", FedProxConfig, "FedProx: FedAvg with a proximal term (mu/2)||w - w_global||^2")
+@register("fedprox", FedProxConfig, "FedProx: FedAvg with a proximal term (mu/2)||w - w_global||^2", display="FedProx")
 def build_fedprox(ctx: Context, cfg: FedProxConfig) -> FedAvg:
     return FedAvg(ctx, "fedprox", prox_mu=cfg.mu, weighting=cfg.weighting)
 
 
-@register("fedbn", FedBNConfig, "FedBN: FedAvg with BatchNorm layers kept local")
+@register("fedbn", FedBNConfig, "FedBN: FedAvg with BatchNorm layers kept local", display="FedBN")
 def build_fedbn(ctx: Context, cfg: FedBNConfig) -> FedAvg:
     return FedAvg(ctx, "fedbn", local_bn=True, weighting=cfg.weighting)
