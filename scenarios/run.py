@@ -156,6 +156,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int) -> d
         final, idx, settled = final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience) if recs else (float("nan"), -1, False)
         last = recs[-1] if recs else None
         algs[name] = {
+            "display": REGISTRY[name].display,
             "rounds": len(recs),
             "simulated_time_s": sim.now_s,
             "final_accuracy": final,
