@@ -12,6 +12,10 @@ statistics are kept in ``Dataset.mean`` / ``Dataset.std``. Text comes out as
 an int64 token matrix ``(n, max_len)``, padding index 0, unknown token 1.
 Labels are int64 in ``[0, n_classes)``.
 
+The names a scenario may give are those of :data:`DATASETS` (at the end),
+the registry that holds each data set's loader and metadata; it is what
+``learning.config`` validates against and what :func:`load_dataset` looks up.
+
 Every missing, corrupt or malformed file raises :class:`DatasetError` naming
 the file and what was expected. Formats, checksums and the choices made where
 the sources are silent: ``docs/data.md``.
