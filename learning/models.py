@@ -204,21 +204,26 @@ def stochastic_modules(model: nn.Module) -> list[str]:
 
 
 # --------------------------------------------------------------------------- build & size
+# Builders named by learning.model_registry.MODELS: (input_shape, n_classes, vocab_size) -> nn.Module.
 
 
 def build_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """``cnn``: :class:`DoFedCNN` for ``(C, H, W)`` inputs."""
     return DoFedCNN(shape[0], (shape[1], shape[2]), n_classes)
 
 
 def build_peer_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """``peer_cnn``: :class:`PeerCNN` resized to ``(C, H, W)`` inputs."""
     return PeerCNN(n_classes, in_channels=shape[0], image_size=(shape[1], shape[2]))
 
 
 def build_text(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """``text``: :class:`TextClassifier` with ``vocab_size`` embedding rows."""
     return TextClassifier(int(vocab_size), n_classes=n_classes)
 
 
 def build_resnet9(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """``resnet9``: :class:`ResNet9` for ``C`` input channels (any H, W)."""
     return ResNet9(shape[0], n_classes)
 
 
