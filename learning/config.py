@@ -2,7 +2,8 @@
 
 Torch-free on purpose (``edgesim plan`` loads scenarios without paying for
 torch). Each dataclass validates itself and names the field, the value and
-what was expected.
+what was expected. The names of data sets, partitions and models come from
+their registries (:mod:`learning.registry`), which import no torch.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from functools import partial
 from typing import Optional, Union
 
 from edgesim.config import ConfigError, check_choice, check_int, check_number, fail, build_config
+from learning.data.datasets import DATASETS
+from learning.data.partitions import PARTITIONS
+from learning.model_registry import MODELS
 
 Number = Union[int, float]
 
-DATASETS = ("digits", "mnist", "fashion_mnist", "cifar10", "cifar100", "pathmnist", "organamnist", "dbpedia", "synthetic")
-PARTITIONS = ("iid", "dirichlet", "subset", "normal", "feddure_iid_iid", "feddure_iid_dir", "feddure_dir_dir", "labels_at_server")
 EXECUTORS = ("auto", "sequential", "vmap")
-MODELS = ("cnn", "peer_cnn", "text", "resnet9")
 OPTIMIZERS = ("sgd", "adam")
 SCHEDULES = ("constant", "cosine")
 BACKENDS = ("torch", "parametric")
@@ -30,9 +31,11 @@ DEFAULT_ALGORITHMS = ["fedavg", "fedprox", "local"]
 class DataConfig:
     """Which data set, where it lives, and how it is split over the devices.
 
+    ``dataset`` is a name of ``learning.data.datasets.DATASETS``;
     ``data_dir`` is required for every data set except ``digits`` (bundled
-    with scikit-learn) and ``synthetic``. ``partition`` names a function of
-    ``learning.data.partitions``; ``alpha`` is the Dirichlet concentration,
+    with scikit-learn) and ``synthetic``. ``partition`` is a name of
+    ``learning.data.partitions.PARTITIONS`` (each entry lists the fields
+    below that it reads); ``alpha`` is the Dirichlet concentration,
     ``labeled_ratio_alpha`` the Dir₂ concentration of the labelled fraction
     (UM-pFSSL), ``n_clusters`` the 𝒦 of DoFed-SPP's SUBSET split and
     ``size_scale`` scales DoFed-SPP's set sizes (500/10/190·C/𝒦).
@@ -59,10 +62,10 @@ class DataConfig:
     test_size: Optional[int] = None
 
     def __post_init__(self):
-        check_choice("dataset", self.dataset, DATASETS)
+        check_choice("dataset", self.dataset, DATASETS.names)
         if self.data_dir is not None and not isinstance(self.data_dir, str):
             fail("data_dir", self.data_dir, "a directory path (string)")
-        check_choice("partition", self.partition, PARTITIONS)
+        check_choice("partition", self.partition, PARTITIONS.names)
         check_number("alpha", self.alpha, minimum=0, strict=True)
         check_number("labeled_ratio_alpha", self.labeled_ratio_alpha, minimum=0, strict=True)
         check_int("n_clusters", self.n_clusters, 2)
@@ -93,7 +96,7 @@ class TrainConfig:
     local steps of a round). Algorithms may override them in their own table.
     """
 
-    model: str = "cnn"
+    model: str = "cnn"  # a name of learning.model_registry.MODELS
     lr: Number = 0.05
     momentum: Number = 0.9
     weight_decay: Number = 0.0
@@ -106,7 +109,7 @@ class TrainConfig:
     eval_batch_size: int = 2048
 
     def __post_init__(self):
-        check_choice("model", self.model, MODELS)
+        check_choice("model", self.model, MODELS.names)
         check_number("lr", self.lr, minimum=0, strict=True)
         check_number("momentum", self.momentum, minimum=0)
         if self.momentum >= 1:
@@ -182,11 +185,18 @@ class RunConfig:
 
 
 def build_algorithms(values, where: str) -> dict:
-    """``[algorithms.NAME]`` tables → {name: config}; names and keys checked against the registry."""
-    from learning.algorithms import REGISTRY  # the registry imports torch; only `run` needs it
+    """``[algorithms.NAME]`` tables → {name: config}; names and keys checked against the registry.
 
+    The algorithm registry imports torch (each config class lives beside its
+    algorithm), so it is imported only when there is a table to check: a
+    scenario without ``[algorithms.*]`` tables loads torch-free.
+    """
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected tables [algorithms.NAME], got {values!r}")
+    if not values:
+        return {}
+    from learning.algorithms import REGISTRY  # imports torch
+
     out = {}
     for name, table in values.items():
         if name not in REGISTRY:

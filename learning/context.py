@@ -133,27 +133,13 @@ class Context:
 
 
 def make_partition(dataset: Dataset, cfg: DataConfig, n_devices: int, rng: np.random.Generator):
-    """The clients' index sets (and the server's labelled indices, for labels-at-server)."""
-    y_tr, y_te, c = dataset.y_train, dataset.y_test, dataset.n_classes
-    kw = dict(n_classes=c)
-    if cfg.partition == "iid":
-        return None, P.iid_partition(y_tr, y_te, n_devices, rng, cfg.labeled_fraction, test_size=cfg.test_size, **kw)
-    if cfg.partition == "dirichlet":
-        return None, P.dirichlet_partition(
-            y_tr, y_te, n_devices, cfg.alpha, rng, cfg.labeled_ratio_alpha, test_size=cfg.test_size, **kw
-        )
-    if cfg.partition in ("subset", "normal"):
-        sizes = P.dofed_sizes(c, cfg.n_clusters, cfg.size_scale)
-        if cfg.partition == "subset":
-            return None, P.subset_partition(y_tr, y_te, n_devices, cfg.n_clusters, rng, *sizes, cfg.test_size, **kw)
-        return None, P.normal_partition(y_tr, y_te, n_devices, rng, *sizes, cfg.test_size, **kw)
-    if cfg.partition.startswith("feddure_"):
-        return None, P.feddure_partition(
-            y_tr, y_te, n_devices, cfg.partition[len("feddure_"):], rng, cfg.labels_per_class, cfg.alpha, **kw
-        )
-    if cfg.partition == "labels_at_server":
-        return P.labels_at_server_partition(y_tr, y_te, n_devices, cfg.server_labeled, rng, cfg.alpha, **kw)
-    raise ValueError(f"partition(={cfg.partition!r}) is not implemented")
+    """The clients' index sets (and the server's labelled indices, for labels-at-server).
+
+    A lookup in :data:`learning.data.partitions.PARTITIONS`: the entry's split
+    gets the ``DataConfig`` fields it declares in ``reads``.
+    """
+    spec = P.PARTITIONS.lookup(cfg.partition)
+    return spec.apply(dataset.y_train, dataset.y_test, n_devices, rng, dataset.n_classes, cfg)
 
 
 def subsample_train_pool(ds: Dataset, size: int, rng: np.random.Generator) -> Dataset:

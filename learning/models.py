@@ -10,6 +10,9 @@
 - :class:`ResNet9` — UM-pFSSL's model (§2.5) with MC-dropout; its
   predictions over T passes (Eqs. 9–10) are :func:`learning.inference.mc_dropout_proba`.
 
+Names and input kinds live in the torch-free :data:`learning.model_registry.MODELS`;
+its entries name the ``build_*`` functions below, which :func:`build_model` calls.
+
 Randomness is explicit: :func:`build_model` takes a ``seed`` and initialises
 under a forked RNG (global state untouched). :func:`model_bits` is what the simulator uploads per model;
 :func:`flops_per_sample` is what it turns into CPU cycles.
@@ -26,8 +29,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from learning.layers import BatchNorm2d, Dropout, name_layers
+from learning.model_registry import MODELS
 
-MODEL_NAMES = ("cnn", "peer_cnn", "text", "resnet9")
+MODEL_NAMES = MODELS.names  # the registry's names (learning.model_registry), kept for callers
 
 _DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
@@ -209,6 +213,27 @@ def stochastic_modules(model: nn.Module) -> list[str]:
 
 
 # --------------------------------------------------------------------------- build & size
+# Builders named by learning.model_registry.MODELS: (input_shape, n_classes, vocab_size) -> nn.Module.
+
+
+def build_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """``cnn``: :class:`DoFedCNN` for ``(C, H, W)`` inputs."""
+    return DoFedCNN(shape[0], (shape[1], shape[2]), n_classes)
+
+
+def build_peer_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """``peer_cnn``: :class:`PeerCNN` resized to ``(C, H, W)`` inputs."""
+    return PeerCNN(n_classes, in_channels=shape[0], image_size=(shape[1], shape[2]))
+
+
+def build_text(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """``text``: :class:`TextClassifier` with ``vocab_size`` embedding rows."""
+    return TextClassifier(int(vocab_size), n_classes=n_classes)
+
+
+def build_resnet9(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """``resnet9``: :class:`ResNet9` for ``C`` input channels (any H, W)."""
+    return ResNet9(shape[0], n_classes)
 
 
 def build_model(
@@ -219,39 +244,28 @@ def build_model(
     *,
     seed: int | None = None,
 ) -> nn.Module:
-    """Model ``name`` (one of :data:`MODEL_NAMES`) for inputs of ``input_shape``.
+    """Model ``name`` (a name of :data:`learning.model_registry.MODELS`) for inputs of ``input_shape``.
 
-    ``input_shape`` is one sample's shape: ``(C, H, W)`` for images,
-    ``(length,)`` for "text" (which also needs ``vocab_size``). With ``seed``
+    ``input_shape`` is one sample's shape: ``(C, H, W)`` for image models,
+    ``(length,)`` for text models (which also need ``vocab_size``). With ``seed``
     the initial weights are a function of the seed (global RNG untouched);
     without it they come from torch's global RNG.
     """
-    if name not in MODEL_NAMES:
-        raise ValueError(f"model name(={name!r}) is not one of {', '.join(map(repr, MODEL_NAMES))}")
+    spec = MODELS.lookup(name)
     if n_classes < 2:
         raise ValueError(f"n_classes(={n_classes}) must be >= 2")
     shape = tuple(int(s) for s in input_shape)
-    if name == "text":
+    if spec.input == "text":
         if vocab_size is None:
-            raise ValueError("model 'text' needs vocab_size (got None)")
+            raise ValueError(f"model {name!r} needs vocab_size (got None)")
         if len(shape) != 1:
-            raise ValueError(f"input_shape(={input_shape}) for 'text' must be (length,)")
+            raise ValueError(f"input_shape(={input_shape}) for {name!r} must be (length,)")
     elif len(shape) != 3:
         raise ValueError(f"input_shape(={input_shape}) for {name!r} must be (channels, height, width)")
-
-    def make() -> nn.Module:
-        if name == "cnn":
-            return DoFedCNN(shape[0], (shape[1], shape[2]), n_classes)
-        if name == "peer_cnn":
-            return PeerCNN(n_classes, in_channels=shape[0], image_size=(shape[1], shape[2]))
-        if name == "text":
-            return TextClassifier(int(vocab_size), n_classes=n_classes)
-        return ResNet9(shape[0], n_classes)
-
     if seed is None:
-        return name_layers(make())
+        return name_layers(spec.build(shape, n_classes, vocab_size))
     with seeded_torch_rng(seed):
-        return name_layers(make())
+        return name_layers(spec.build(shape, n_classes, vocab_size))
 
 
 def model_bits(model: nn.Module, bits_per_param: int = 32) -> int:

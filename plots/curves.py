@@ -1,17 +1,19 @@
 """Accuracy against simulated time, uplink bits and energy — from ``rounds.csv`` of one or more runs.
 
 Figures are sized for a paper column (3.4 in wide), with units on every axis and
-a legend that names the algorithms. Several runs of the same algorithm (seeds)
+a legend that names the algorithms as the runs' ``summary.json`` spells them
+(the registry's display names; the raw name where a folder has none). Several runs of the same algorithm (seeds)
 are drawn as their mean with a min–max band, on a common grid of the x axis.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import warnings
 from collections import defaultdict
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
 import matplotlib
 
@@ -28,16 +30,32 @@ X_AXES = {
     "cum_bits_up": ("Cumulative uplink (Mbit)", 1e-6),
     "cum_energy_j": ("Cumulative device energy (J)", 1.0),
 }
-# How the papers write the names; anything else is shown as registered.
-DISPLAY_NAMES = {
-    "fedavg": "FedAvg", "fedprox": "FedProx", "fedbn": "FedBN", "local": "Local", "dofed_spp": "DoFed-SPP",
-    "dofedspp": "DoFed-SPP", "dofed-spp": "DoFed-SPP", "fedfomo": "FedFomo", "fedbe": "FedBE",
-}
 ALGORITHM_ORDER = ("dofed_spp", "dofedspp", "dofed-spp", "fedavg", "fedprox", "fedbn", "fedfomo", "fedbe", "local")
 
 
-def display_name(algorithm: str) -> str:
-    return DISPLAY_NAMES.get(algorithm, algorithm)
+def display_names(run_dirs: Iterable[Path]) -> dict[str, str]:
+    """{algorithm: display name} as the runs wrote them in ``summary.json`` (``algorithms.NAME.display``).
+
+    The run takes them from the algorithm registry, so figures need no torch.
+    A folder without ``summary.json`` or without ``display`` entries (older
+    runs) adds nothing: its algorithms are shown by their registered names.
+    """
+    names: dict[str, str] = {}
+    for run_dir in run_dirs:
+        try:
+            summary = json.loads((Path(run_dir) / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue
+        algorithms = summary.get("algorithms") if isinstance(summary, dict) else None
+        for alg, info in (algorithms if isinstance(algorithms, dict) else {}).items():
+            if isinstance(info, dict) and isinstance(info.get("display"), str) and info["display"]:
+                names.setdefault(alg, info["display"])
+    return names
+
+
+def display_name(algorithm: str, names: Optional[Mapping[str, str]] = None) -> str:
+    """How a figure names ``algorithm``: its entry in ``names`` (see :func:`display_names`), else itself."""
+    return (names or {}).get(algorithm, algorithm)
 
 
 def algorithm_colors(algorithms: Iterable[str]) -> dict[str, str]:
@@ -160,8 +178,10 @@ def mean_band(runs: list[tuple[np.ndarray, np.ndarray]], n: int = 200) -> tuple[
         return grid, np.nanmean(stack, 0), np.nanmin(stack, 0), np.nanmax(stack, 0)
 
 
-def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = True, lw: float = 1.2) -> list[str]:
-    """Mean line and min–max band per algorithm on ``ax``; returns the algorithms left out (flat x, e.g. no uplink)."""
+def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = True, lw: float = 1.2,
+                  names: Optional[Mapping[str, str]] = None) -> list[str]:
+    """Mean line and min–max band per algorithm on ``ax``, labelled with ``names``; returns the algorithms left out
+    (flat x, e.g. no uplink)."""
     k = 100.0 if percent else 1.0
     skipped = []
     for alg in sorted(series, key=lambda a: list(colors).index(a) if a in colors else len(colors)):
@@ -171,7 +191,7 @@ def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = T
         if max(xs.max() for xs, _ in runs) <= 0:  # never moves along x (Local never uploads)
             skipped.append(alg)
             continue
-        label = display_name(alg) + (f" ({len(runs)} runs)" if len(runs) > 1 else "")
+        label = display_name(alg, names) + (f" ({len(runs)} runs)" if len(runs) > 1 else "")
         if len(runs) == 1:
             ax.plot(runs[0][0], runs[0][1] * k, color=colors[alg], lw=lw, label=label)
             continue
@@ -196,10 +216,12 @@ def plot_accuracy(
     An algorithm that never moves along ``x`` (Local never uploads) is named in
     a note instead of drawn as a vertical line at zero.
     """
-    series = collect(list(run_dirs), x, metric)
+    run_dirs = list(run_dirs)
+    series = collect(run_dirs, x, metric)
+    names = display_names(run_dirs)
     colors = algorithm_colors(series)
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.5), dpi=200)
-    skipped = draw_accuracy(ax, series, colors, percent="accuracy" in metric)
+    skipped = draw_accuracy(ax, series, colors, percent="accuracy" in metric, names=names)
     style_axes(ax, X_AXES[x][0], accuracy_label(metric))
     if "accuracy" in metric:
         ax.set_ylim(0, 100)
@@ -207,7 +229,7 @@ def plot_accuracy(
     if title:
         ax.set_title(title, fontsize=8)
     if skipped:
-        ax.text(0.98, 0.03, "not shown (no uplink): " + ", ".join(display_name(a) for a in skipped),
+        ax.text(0.98, 0.03, "not shown (no uplink): " + ", ".join(display_name(a, names) for a in skipped),
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=6, color="0.35")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=6.5, frameon=False, loc="lower right" if not skipped else "center right")

@@ -36,6 +36,7 @@ from plots.curves import (  # noqa: E402
     algorithm_colors,
     collect,
     display_name,
+    display_names,
     draw_accuracy,
     style_axes,
 )
@@ -81,6 +82,7 @@ class Sweep:
             if r["status"] == "ok" and not r["run"]:
                 raise PlotDataError(f"{csv_path}: line {line}, column run is empty; expected a run folder name")
         self.ok = [r for r in self.rows if r["status"] == "ok"]
+        self.names = display_names(self.folder / r["run"] for r in self.ok)  # {algorithm: display name}
         self.algorithms = sorted({c.split("_final_accuracy")[0] for c in (self.rows[0] if self.rows else {})
                                   if c.endswith("_final_accuracy")})
         # as summary.json wrote them ("0.8"), lowest first
@@ -166,7 +168,7 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s") -> Path:
             dirs = sweep.run_dirs(point)
             n_seeds = max(n_seeds, len(dirs))
             series = collect(dirs, x)
-            skipped_all |= set(draw_accuracy(ax, series, colors, lw=1.0))
+            skipped_all |= set(draw_accuracy(ax, series, colors, lw=1.0, names=sweep.names))
             ax.set_title(_point_title(sweep, point), fontsize=7.5, pad=3)
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3, lw=0.5)
@@ -176,10 +178,12 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s") -> Path:
             if c == 0:
                 ax.set_ylabel(accuracy_label(), fontsize=8)
     axes[0][0].set_xlim(left=0)  # once all panels are drawn: the shared axis spans every panel's data
-    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a)) for a in colors if a not in skipped_all]
+    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a, sweep.names))
+               for a in colors if a not in skipped_all]
     note = f"mean and min–max over {n_seeds} seeds" if n_seeds > 1 else ""
     if skipped_all:
-        note += ("; " if note else "") + "not shown (no uplink): " + ", ".join(display_name(a) for a in sorted(skipped_all))
+        note += ("; " if note else "") + "not shown (no uplink): " + ", ".join(
+            display_name(a, sweep.names) for a in sorted(skipped_all))
     fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False,
                bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1 - 0.22 / (0.4 + 1.75 * nrows)))
@@ -247,7 +251,7 @@ def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] 
     ax.minorticks_off()
     style_axes(ax, "Uplink bandwidth (MHz)", f"Time to {float(threshold) * 100:g} % accuracy (s)")
     ax.set_ylim(bottom=0)
-    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a)) for a in algorithms]
+    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a, sweep.names)) for a in algorithms]
     if powers != [None]:
         handles += [Line2D([], [], color="0.3", ls=LINESTYLES[j % 4], marker=MARKERS[j % 5], ms=3, lw=1.0,
                            label=value_label(POWER_KEY, pw)) for j, pw in enumerate(powers)]
@@ -294,7 +298,7 @@ def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path) -> Optional[Path]:
                             color="white" if dark else "black")
         ax.set_xticks(range(len(bws)), [f"{b / 1e6:g}" for b in bws])
         ax.set_yticks(range(len(powers)), [f"{p:g}" for p in powers])
-        ax.set_title(display_name(a), fontsize=7.5, pad=3)
+        ax.set_title(display_name(a, sweep.names), fontsize=7.5, pad=3)
         ax.tick_params(labelsize=6.5, length=2)
     axes[0][0].set_ylabel("Transmit power (dBm)", fontsize=7.5)
     fig.supxlabel("Uplink bandwidth (MHz)", fontsize=7.5)

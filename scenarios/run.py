@@ -157,6 +157,15 @@ def run_algorithm(
     return out
 
 
+def display_name(name: str) -> str:
+    """The name plots show for an algorithm (its registration's ``display``; torch-free for physics-only runs)."""
+    if name == PARAMETRIC:
+        return "Parametric curve"
+    from learning.algorithms import REGISTRY
+
+    return REGISTRY[name].display if name in REGISTRY else name
+
+
 def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extra: Optional[dict] = None) -> dict:
     """``summary.json``: per algorithm its final accuracy, times to accuracy and totals; ``warnings``.
 
@@ -171,6 +180,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         final, idx, settled = final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience) if recs else (float("nan"), -1, False)
         last = recs[-1] if recs else None
         algs[name] = {
+            "display": display_name(name),
             "rounds": len(recs),
             "simulated_time_s": sim.now_s,
             "final_accuracy": final,

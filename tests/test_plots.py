@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from plots.curves import algorithm_colors, collect, display_name, draw_accuracy, mean_band, plot_runs
+from plots.curves import (algorithm_colors, collect, display_name, display_names, draw_accuracy, mean_band, plot_accuracy,
+                          plot_runs)
 from plots.sweep import Sweep, choose_threshold, plot_sweep, value_label
 from scenarios.cli import app
 from scenarios.runfolder import csv_text
@@ -20,8 +21,14 @@ runner = CliRunner()
 HEADER = ("algorithm", "round", "time_s", "cum_bits_up", "cum_energy_j", "accuracy")
 
 
-def fake_run(folder: Path, round_s: float, seed: int, n: int = 6) -> Path:
-    """A run folder whose FedAvg gains 0.1 per round (+0.01 per seed) and whose Local never uploads."""
+DISPLAY = {"fedavg": "FedAvg", "local": "Local"}
+
+
+def fake_run(folder: Path, round_s: float, seed: int, n: int = 6, display: bool = True) -> Path:
+    """A run folder whose FedAvg gains 0.1 per round (+0.01 per seed) and whose Local never uploads.
+
+    ``display``: summary.json names the algorithms' display names, as a run writes them (older folders do not).
+    """
     folder.mkdir(parents=True)
     rows = []
     for alg, bits, acc0 in (("fedavg", 1e6, 0.2), ("local", 0.0, 0.3)):
@@ -34,7 +41,7 @@ def fake_run(folder: Path, round_s: float, seed: int, n: int = 6) -> Path:
         tta = {t: next(((r + 1) * round_s for r, a in enumerate(accs) if a >= float(t)), None) for t in ("0.5", "0.7")}
         algs[alg] = {"final_accuracy": accs[-1], "last_accuracy": accs[-1], "time_to_accuracy_s": tta,
                      "total_bits_up": n * bits, "total_bits_down": n * bits, "total_energy_j": n * 0.5,
-                     "simulated_time_s": n * round_s, "rounds": n}
+                     "simulated_time_s": n * round_s, "rounds": n, **({"display": DISPLAY[alg]} if display else {})}
     (folder / "summary.json").write_text(json.dumps({"algorithms": algs}))
     return folder
 
@@ -67,7 +74,7 @@ def test_an_algorithm_that_never_uploads_is_named_not_drawn(tmp_path):
     series = collect(runs, "cum_bits_up")
     assert series["fedavg"][0][0].tolist() == [1, 2, 3, 4, 5, 6]  # Mbit
     fig, ax = plt.subplots()
-    assert draw_accuracy(ax, series, algorithm_colors(series)) == ["local"]
+    assert draw_accuracy(ax, series, algorithm_colors(series), names=display_names(runs)) == ["local"]
     assert [line.get_label() for line in ax.get_lines()] == ["FedAvg (2 runs)"]
     plt.close(fig)
 
@@ -80,13 +87,33 @@ def test_run_figures_have_units_and_names(tmp_path):
         assert p.stat().st_size > 10_000
         w, h = plt.imread(p).shape[1::-1]
         assert abs(w / 200 - 3.4) < 0.05  # a paper column at 200 dpi
-    assert display_name("fedprox") == "FedProx" and display_name("mystery") == "mystery"
+    assert display_names(runs) == DISPLAY and display_name("mystery", DISPLAY) == "mystery"
+
+
+def _legend_of_plot_accuracy(run_dirs, tmp_path, monkeypatch) -> list[str]:
+    shown = []
+    monkeypatch.setattr("plots.curves.plt.close", lambda fig: shown.append(fig))
+    plot_accuracy(run_dirs, tmp_path / "a.png")
+    legend = shown[0].axes[0].get_legend()
+    texts = [t.get_text() for t in legend.get_texts()] + [t.get_text() for t in shown[0].axes[0].texts]
+    plt.close(shown[0])
+    return texts
+
+
+def test_the_legend_shows_the_display_names_from_summary_json(tmp_path, monkeypatch):
+    runs = [fake_run(tmp_path / f"s{s}", 2.0, s) for s in (0, 1)]
+    assert _legend_of_plot_accuracy(runs, tmp_path, monkeypatch) == ["FedAvg (2 runs)", "Local (2 runs)"]
+    old = fake_run(tmp_path / "old", 2.0, 0, display=False)  # a folder from before display names: raw names
+    assert display_names([old]) == {}
+    assert _legend_of_plot_accuracy([old], tmp_path, monkeypatch) == ["fedavg", "local"]
+    assert display_names([tmp_path / "nowhere"]) == {}
 
 
 def test_sweep_reads_back_and_picks_a_reached_threshold(sweep_dir):
     sweep = Sweep(sweep_dir)
     assert sweep.keys == ["system.bandwidth_hz", "system.tx_power_dbm"]
     assert sweep.algorithms == ["fedavg", "local"] and sweep.thresholds == ["0.5", "0.7"]
+    assert sweep.names == DISPLAY
     assert sweep.metric((1e6, 23), "fedavg_time_to_0.5_s") == [4.0, 4.0]  # 4 rounds of 1 s
     assert sweep.metric((5e5, 10), "fedavg_time_to_0.5_s") == [12.0, 12.0]  # 4 rounds of 3 s
     assert choose_threshold(sweep, ["fedavg", "local"]) == "0.7"

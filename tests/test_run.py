@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import pytest
@@ -11,6 +12,7 @@ from edgesim.config import ConfigError
 from learning.algorithms import REGISTRY
 from learning.algorithms.common import DivergenceError, check_losses
 from learning.executors import LocalTrainResult
+from plots.curves import display_names
 from scenarios.run import run_scenario
 from scenarios.runfolder import MARKER
 from scenarios.schema import load_scenario
@@ -42,6 +44,11 @@ def test_rounds_csv_is_on_the_simulated_clock(tiny_scenario, tmp_path):
     assert all(int(r["n_selected"]) == 3 for r in fedavg)
     local = [r for r in rows if r["algorithm"] == "local"]
     assert all(float(r["cum_bits_up"]) == 0 for r in local)  # Local never communicates
+    # the registry's display names reach summary.json, where the figures read them (no torch needed to plot)
+    summary = json.loads((out / "summary.json").read_text())
+    assert {a: s["display"] for a, s in summary["algorithms"].items()} == {"fedavg": "FedAvg", "fedprox": "FedProx",
+                                                                          "local": "Local"}
+    assert display_names([out]) == {"fedavg": "FedAvg", "fedprox": "FedProx", "local": "Local"}
 
 
 def test_a_crash_leaves_a_marked_incomplete_folder(tiny_scenario, tmp_path, monkeypatch):

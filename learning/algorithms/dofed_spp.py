@@ -432,6 +432,6 @@ class DofedSpp:
         self.next_version = int(state["next_version"])
 
 
-@register("dofed_spp", DofedSppConfig, "DoFed-SPP: reciprocal + target models, similarity ratios, B/K on the budget")
+@register("dofed_spp", DofedSppConfig, "DoFed-SPP: reciprocal + target models, similarity ratios, B/K on the budget", display="DoFed-SPP")
 def build_dofed_spp(ctx: Context, cfg: DofedSppConfig) -> DofedSpp:
     return DofedSpp(ctx, cfg)

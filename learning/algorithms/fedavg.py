@@ -313,4 +313,4 @@ def _builder(name: str):
 
 
 for _name, (_cls, _display, _summary) in VARIANTS.items():
-    register(_name, _cls, _summary)(_builder(_name))
+    register(_name, _cls, _summary, display=_display)(_builder(_name))

@@ -222,6 +222,6 @@ class FedBE:
         self.global_state = to_device(self.ctx, state["global"])
 
 
-@register("fedbe", FedBEConfig, "FedBE: FedAvg + SWAG-sampled Bayesian ensemble distilled on server unlabelled data")
+@register("fedbe", FedBEConfig, "FedBE: FedAvg + SWAG-sampled Bayesian ensemble distilled on server unlabelled data", display="FedBE")
 def build_fedbe(ctx: Context, cfg: FedBEConfig) -> FedBE:
     return FedBE(ctx, cfg)

@@ -256,6 +256,6 @@ class FedFomo:
         self.affinity = np.array(state["affinity"], dtype=float)
 
 
-@register("fedfomo", FedFomoConfig, "FedFomo: personalised first-order weighting of M downloaded models")
+@register("fedfomo", FedFomoConfig, "FedFomo: personalised first-order weighting of M downloaded models", display="FedFomo")
 def build_fedfomo(ctx: Context, cfg: FedFomoConfig) -> FedFomo:
     return FedFomo(ctx, cfg)

@@ -63,6 +63,6 @@ class Local:
         self.states = [to_device(self.ctx, s) for s in state["states"]]
 
 
-@register("local", LocalConfig, "Local: each device trains alone, no communication")
+@register("local", LocalConfig, "Local: each device trains alone, no communication", display="Local")
 def build_local(ctx: Context, cfg: LocalConfig) -> Local:
     return Local(ctx)

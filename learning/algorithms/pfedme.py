@@ -158,6 +158,6 @@ class PFedMe:
         self.theta = [to_device(self.ctx, t) for t in state["theta"]]
 
 
-@register("pfedme", PFedMeConfig, "pFedMe: personalised models by Moreau envelopes, every device trains")
+@register("pfedme", PFedMeConfig, "pFedMe: personalised models by Moreau envelopes, every device trains", display="pFedMe")
 def build_pfedme(ctx: Context, cfg: PFedMeConfig) -> PFedMe:
     return PFedMe(ctx, cfg)

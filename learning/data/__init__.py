@@ -1,11 +1,14 @@
 """Data for the learning backend: on-disk benchmark loaders (``datasets``) and client splits (``partitions``).
 
-Numpy only; nothing here imports torch. See docs/data.md.
+Numpy only; nothing here imports torch. The registries of names: ``DATASETS`` and
+``PARTITIONS``. See docs/data.md.
 """
 
 from learning.data.datasets import (
     DATASET_NAMES,
+    DATASETS,
     Dataset,
+    DatasetSpec,
     DatasetError,
     load_cifar,
     load_dataset,
@@ -19,8 +22,10 @@ from learning.data.datasets import (
 )
 from learning.data.partitions import (
     FEDDURE_MODES,
+    PARTITIONS,
     ClientSplit,
     DofedSizes,
+    PartitionSpec,
     class_clusters,
     dirichlet_partition,
     dofed_sizes,
@@ -32,8 +37,8 @@ from learning.data.partitions import (
 )
 
 __all__ = [
-    "DATASET_NAMES", "Dataset", "DatasetError", "load_cifar", "load_dataset", "load_dbpedia", "load_digits",
+    "DATASET_NAMES", "DATASETS", "Dataset", "DatasetError", "DatasetSpec", "load_cifar", "load_dataset", "load_dbpedia", "load_digits",
     "load_idx", "load_medmnist", "load_mnist", "make_synthetic", "to_offsets",
-    "FEDDURE_MODES", "ClientSplit", "DofedSizes", "class_clusters", "dirichlet_partition", "dofed_sizes",
+    "FEDDURE_MODES", "PARTITIONS", "ClientSplit", "DofedSizes", "PartitionSpec", "class_clusters", "dirichlet_partition", "dofed_sizes",
     "feddure_partition", "iid_partition", "labels_at_server_partition", "normal_partition", "subset_partition",
 ]

@@ -12,6 +12,10 @@ statistics are kept in ``Dataset.mean`` / ``Dataset.std``. Text comes out as
 an int64 token matrix ``(n, max_len)``, padding index 0, unknown token 1.
 Labels are int64 in ``[0, n_classes)``.
 
+The names a scenario may give are those of :data:`DATASETS` (at the end),
+the registry that holds each data set's loader and metadata; it is what
+``learning.config`` validates against and what :func:`load_dataset` looks up.
+
 Every missing, corrupt or malformed file raises :class:`DatasetError` naming
 the file and what was expected. Formats, checksums and the choices made where
 the sources are silent: ``docs/data.md``.
@@ -32,10 +36,14 @@ import zlib
 from array import array
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from itertools import repeat
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
+
+from learning.registry import Registry
 
 
 class DatasetError(ValueError):
@@ -455,6 +463,11 @@ _MEDMNIST = {
     "bloodmnist": (8, 3, None),
     "tissuemnist": (8, 1, None),
 }
+_MEDMNIST_TITLES = {
+    "pathmnist": "PathMNIST", "organamnist": "OrganAMNIST", "organcmnist": "OrganCMNIST", "organsmnist": "OrganSMNIST",
+    "dermamnist": "DermaMNIST", "octmnist": "OCTMNIST", "pneumoniamnist": "PneumoniaMNIST",
+    "retinamnist": "RetinaMNIST", "breastmnist": "BreastMNIST", "bloodmnist": "BloodMNIST", "tissuemnist": "TissueMNIST",
+}
 _MEDMNIST_KEYS = ("train_images", "train_labels", "val_images", "val_labels", "test_images", "test_labels")
 
 
@@ -522,6 +535,10 @@ def load_medmnist(path_or_dir: str | Path, flag: str = "pathmnist", merge_val: b
     if x_train.shape[1:] != splits["test"][0].shape[1:]:
         raise DatasetError(f"{path}: train images {x_train.shape[1:]} and test images {splits['test'][0].shape[1:]} differ")
     return _image_dataset(flag, x_train, y_train, *splits["test"], n_classes, names, 255.0)
+
+
+def _load_medmnist_flag(data_dir, merge_val: bool = False, *, flag: str) -> Dataset:
+    return load_medmnist(data_dir, flag, merge_val)
 
 
 # --------------------------------------------------------------------------
@@ -723,39 +740,57 @@ def make_synthetic(n_train: int = 1000, n_test: int = 200, shape: tuple[int, ...
 
 
 # --------------------------------------------------------------------------
-# Dispatch
+# The registry and the dispatch
 
-# name -> (loader taking (data_dir, **options), needs files, allowed options)
-_LOADERS = {
-    "digits": (lambda d, **o: load_digits(**o), False, ()),
-    "synthetic": (lambda d, **o: make_synthetic(**o), False,
-                  ("n_train", "n_test", "shape", "n_classes", "seed", "noise_std")),
-    "mnist": (lambda d, **o: load_mnist(d, "mnist", **o), True, ()),
-    "fashion_mnist": (lambda d, **o: load_mnist(d, "fashion_mnist", **o), True, ()),
-    "cifar10": (lambda d, **o: load_cifar(d, 10, **o), True, ()),
-    "cifar100": (lambda d, **o: load_cifar(d, 100, **o), True, ()),
-    "dbpedia": (lambda d, **o: load_dbpedia(d, **o), True, ("vocab_size", "max_len")),
-}
-for _flag in _MEDMNIST:
-    _LOADERS[_flag] = ((lambda flag: lambda d, **o: load_medmnist(d, flag, **o))(_flag), True, ("merge_val",))
-DATASET_NAMES = tuple(_LOADERS)
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One ``[data] dataset`` name: its loader ``load(data_dir, **options) -> Dataset`` and metadata.
+
+    ``title``: how the papers write the name; ``kind``: "image" or "text";
+    ``needs_files``: whether ``data_dir`` is required; ``options``: the
+    keyword options :func:`load_dataset` passes on to the loader.
+    """
+
+    name: str
+    title: str
+    kind: str
+    load: Callable[..., Dataset]
+    needs_files: bool = True
+    options: tuple[str, ...] = ()
+
+
+DATASETS = Registry("dataset", error=DatasetError)
+"""Every data set by name; the single source of the names (``learning.config`` validates against it)."""
+
+for _spec in (
+    DatasetSpec("digits", "scikit-learn digits", "image", lambda d: load_digits(), needs_files=False),
+    DatasetSpec("mnist", "MNIST", "image", lambda d: load_mnist(d, "mnist")),
+    DatasetSpec("fashion_mnist", "Fashion-MNIST", "image", lambda d: load_mnist(d, "fashion_mnist")),
+    DatasetSpec("cifar10", "CIFAR-10", "image", lambda d: load_cifar(d, 10)),
+    DatasetSpec("cifar100", "CIFAR-100", "image", lambda d: load_cifar(d, 100)),
+    *(DatasetSpec(flag, _MEDMNIST_TITLES[flag], "image", partial(_load_medmnist_flag, flag=flag), options=("merge_val",))
+      for flag in _MEDMNIST),
+    DatasetSpec("dbpedia", "DBPedia", "text", load_dbpedia, options=("vocab_size", "max_len")),
+    DatasetSpec("synthetic", "synthetic Gaussian blobs", "image", lambda d, **o: make_synthetic(**o), needs_files=False,
+                options=("n_train", "n_test", "shape", "n_classes", "seed", "noise_std")),
+):
+    DATASETS.add(_spec)
+DATASET_NAMES = DATASETS.names  # kept for callers
 
 
 def load_dataset(name: str, data_dir: str | Path | None = None, **options) -> Dataset:
     """Load a data set by name; ``options`` go to its loader (e.g. ``vocab_size`` for dbpedia).
 
-    Names: digits, synthetic, mnist, fashion_mnist, cifar10, cifar100,
-    dbpedia and the MedMNIST flags (pathmnist, organamnist, ...). Nothing is
-    cached: each call reads the files again.
+    Names: those of :data:`DATASETS` (digits, mnist, fashion_mnist, cifar10,
+    cifar100, the MedMNIST flags, dbpedia, synthetic). Nothing is cached:
+    each call reads the files again.
     """
-    if name not in _LOADERS:
-        raise DatasetError(f"unknown dataset {name!r}; expected one of: {', '.join(DATASET_NAMES)}")
-    loader, needs_files, allowed = _LOADERS[name]
-    unknown = sorted(set(options) - set(allowed))
+    spec = DATASETS.lookup(name)
+    unknown = sorted(set(options) - set(spec.options))
     if unknown:
         raise DatasetError(f"unknown option(s) {', '.join(unknown)} for dataset {name!r}; "
-                           f"expected: {', '.join(allowed) if allowed else 'none'}")
-    if needs_files and data_dir is None:
+                           f"expected: {', '.join(spec.options) if spec.options else 'none'}")
+    if spec.needs_files and data_dir is None:
         raise DatasetError(f"dataset {name!r} needs files on disk: pass data_dir "
                            "(`--data-dir` on the command line / scenario key `data.data_dir`)")
-    return loader(data_dir, **options)
+    return spec.load(data_dir, **options)

@@ -12,15 +12,21 @@
 Every function draws only from the ``rng`` it is given, so a fixed seed gives
 the same split. Indices are int64, sorted, into the train pool (``test``:
 into the test pool). Choices where the papers are silent: docs/data.md.
+
+:data:`PARTITIONS` (at the end) is the registry of the scenario names: each
+entry holds its split and the ``DataConfig`` fields it reads, so
+``learning.context.make_partition`` is a lookup.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
+
+from learning.registry import Registry
 
 FEDDURE_MODES = ("iid_iid", "iid_dir", "dir_dir")
 
@@ -519,3 +525,76 @@ def iid_partition(y_train, y_test, n_clients: int, rng: np.random.Generator, lab
                                   unlabeled=np.sort(share[n_labeled:]), test=np.sort(test).astype(np.int64),
                                   train_classes=(), target_classes=_classes_of(y_train, share)))
     return splits
+
+
+# --------------------------------------------------------------------------
+# The registry: every ``[data] partition`` name, the DataConfig fields it reads, its split
+
+
+@dataclass(frozen=True)
+class PartitionSpec:
+    """One ``[data] partition`` name.
+
+    ``split(y_train, y_test, n_devices, rng, n_classes, **fields)`` returns
+    ``(server_indices or None, [ClientSplit per device])``; ``fields`` are
+    exactly the ``DataConfig`` fields named in ``reads`` (a field not listed
+    there does not affect the split).
+    """
+
+    name: str
+    reads: tuple[str, ...]
+    split: Callable
+    summary: str
+
+    def apply(self, y_train, y_test, n_devices: int, rng: np.random.Generator, n_classes: int, cfg):
+        """:attr:`split` with the ``reads`` fields taken from ``cfg`` (a ``DataConfig``)."""
+        return self.split(y_train, y_test, n_devices, rng, n_classes, **{f: getattr(cfg, f) for f in self.reads})
+
+
+def _iid(y_tr, y_te, n, rng, n_classes, labeled_fraction, test_size):
+    return None, iid_partition(y_tr, y_te, n, rng, labeled_fraction, test_size=test_size, n_classes=n_classes)
+
+
+def _dirichlet(y_tr, y_te, n, rng, n_classes, alpha, labeled_ratio_alpha, test_size):
+    return None, dirichlet_partition(y_tr, y_te, n, alpha, rng, labeled_ratio_alpha, test_size=test_size,
+                                     n_classes=n_classes)
+
+
+def _subset(y_tr, y_te, n, rng, n_classes, n_clusters, size_scale, test_size):
+    sizes = dofed_sizes(n_classes, n_clusters, size_scale)
+    return None, subset_partition(y_tr, y_te, n, n_clusters, rng, *sizes, test_size, n_classes=n_classes)
+
+
+def _normal(y_tr, y_te, n, rng, n_classes, n_clusters, size_scale, test_size):
+    sizes = dofed_sizes(n_classes, n_clusters, size_scale)
+    return None, normal_partition(y_tr, y_te, n, rng, *sizes, test_size, n_classes=n_classes)
+
+
+def _feddure(mode: str) -> Callable:
+    def split(y_tr, y_te, n, rng, n_classes, labels_per_class, alpha):
+        return None, feddure_partition(y_tr, y_te, n, mode, rng, labels_per_class, alpha, n_classes=n_classes)
+
+    return split
+
+
+def _labels_at_server(y_tr, y_te, n, rng, n_classes, server_labeled, alpha):
+    return labels_at_server_partition(y_tr, y_te, n, server_labeled, rng, alpha, n_classes=n_classes)
+
+
+PARTITIONS = Registry("partition")
+"""Every partition by name; the single source of the names (``learning.config`` validates against it)."""
+
+for _spec in (
+    PartitionSpec("iid", ("labeled_fraction", "test_size"), _iid, "equal random shares"),
+    PartitionSpec("dirichlet", ("alpha", "labeled_ratio_alpha", "test_size"), _dirichlet,
+                  "UM-pFSSL: per-class Dir_K(alpha), labelled share per client ~ Dir_2"),
+    PartitionSpec("subset", ("n_clusters", "size_scale", "test_size"), _subset,
+                  "DoFed-SPP SUBSET: train and target sets from two class clusters"),
+    PartitionSpec("normal", ("n_clusters", "size_scale", "test_size"), _normal,
+                  "DoFed-SPP NORMAL: random class sets per device"),
+    *(PartitionSpec(f"feddure_{mode}", ("labels_per_class", "alpha"), _feddure(mode),
+                    f"FedDure ({mode.replace('_', ', ').upper()}) labelled/unlabelled split") for mode in FEDDURE_MODES),
+    PartitionSpec("labels_at_server", ("server_labeled", "alpha"), _labels_at_server,
+                  "FedMix: a class-balanced labelled set at the server, unlabelled clients"),
+):
+    PARTITIONS.add(_spec)

@@ -1,0 +1,50 @@
+"""The model registry: every ``[train] model`` name, its input kind and its builder — torch-free.
+
+Scenario validation (``learning.config``) reads the names from here without
+importing torch, so each entry names its builder lazily as
+``"learning.models:build_NAME"`` (see :mod:`learning.registry`); the builder
+is imported, with torch, only when :func:`learning.models.build_model` builds
+the model. A builder takes ``(input_shape, n_classes, vocab_size)`` — one
+sample's shape, ``(C, H, W)`` for ``input == "image"`` and ``(length,)`` for
+``input == "text"`` (which also needs ``vocab_size``) — and returns an
+``nn.Module``.
+
+A new model: its class and ``build_NAME`` in :mod:`learning.models`, and one
+:class:`ModelSpec` line below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from learning.registry import Registry, resolve
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """``name``: the scenario key's value; ``input``: "image" or "text"; ``builder``: "module:function"."""
+
+    name: str
+    input: str
+    builder: str
+    summary: str
+
+    def __post_init__(self):
+        if self.input not in ("image", "text"):
+            raise ValueError(f"model {self.name!r}: input(={self.input!r}) must be 'image' or 'text'")
+
+    @property
+    def build(self) -> Callable:
+        """The builder ``(input_shape, n_classes, vocab_size) -> nn.Module`` (imports torch)."""
+        return resolve(self.builder)
+
+
+MODELS = Registry("model")
+for _spec in (
+    ModelSpec("cnn", "image", "learning.models:build_cnn", "DoFed-SPP's two-conv + two-linear CNN (DoFedCNN)"),
+    ModelSpec("peer_cnn", "image", "learning.models:build_peer_cnn", "the peer benchmark's CNN (PeerCNN)"),
+    ModelSpec("text", "text", "learning.models:build_text", "EmbeddingBag + Linear text classifier (torchtext tutorial)"),
+    ModelSpec("resnet9", "image", "learning.models:build_resnet9", "UM-pFSSL's ResNet-9 with MC dropout"),
+):
+    MODELS.add(_spec)
