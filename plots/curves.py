@@ -62,7 +62,13 @@ def algorithm_colors(algorithms: Iterable[str]) -> dict[str, str]:
     """One colour per algorithm, the same in every figure of a set (papers' order first, then by name)."""
     known = {a: i for i, a in enumerate(ALGORITHM_ORDER)}
     ordered = sorted(set(algorithms), key=lambda a: (known.get(a, len(known)), a))
-    return {a: f"C{i % 10}" for i, a in enumerate(ordered)}
+    if len(ordered) <= 10:
+        return {a: f"C{i}" for i, a in enumerate(ordered)}
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    tab20 = colormaps["tab20"]  # more than ten algorithms: twenty distinct colours (dark/light pairs)
+    return {a: to_hex(tab20((2 * i) % 20 + (2 * i) // 20 % 2)) for i, a in enumerate(ordered)}
 
 
 def style_axes(ax, xlabel: str, ylabel: str) -> None:
@@ -220,7 +226,8 @@ def plot_accuracy(
     series = collect(run_dirs, x, metric)
     names = display_names(run_dirs)
     colors = algorithm_colors(series)
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.5), dpi=200)
+    many = len(series) > 6  # the legend goes beside the axes, which keep the column's width
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN * (1.45 if many else 1.0), 2.5), dpi=200)
     skipped = draw_accuracy(ax, series, colors, percent="accuracy" in metric, names=names)
     style_axes(ax, X_AXES[x][0], accuracy_label(metric))
     if "accuracy" in metric:
@@ -232,7 +239,10 @@ def plot_accuracy(
         ax.text(0.98, 0.03, "not shown (no uplink): " + ", ".join(display_name(a, names) for a in skipped),
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=6, color="0.35")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=6.5, frameon=False, loc="lower right" if not skipped else "center right")
+        if many:
+            ax.legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        else:
+            ax.legend(fontsize=6.5, frameon=False, loc="lower right" if not skipped else "center right")
     fig.tight_layout()
     out_png = Path(out_png)
     fig.savefig(out_png)
