@@ -100,7 +100,7 @@ def test_executors_on_gpu_equal_the_cpu(model_name, objective, no_tf32):
         from learning.augment import make_augmentation
 
         weak, strong = make_augmentation("weak", shape), make_augmentation("strong", shape)
-        task = LocalTask(loss=fixmatch_loss(threshold=0.5), optimizer=SGD(0.05, 0.9, nesterov=True),
+        task = LocalTask(loss=fixmatch_loss(threshold=0.5), optimizer=SGD(0.01, 0.9, nesterov=True),
                          streams=(Stream("lab", 8), Stream("unl", 16)),
                          views=(View("x_aug", "x", weak), View("u_weak", "u", weak), View("u_strong", "u", strong)))
         streams = [{"lab": {"x": d["x"], "y": d["y"]}, "unl": {"u": d["u"]}} for d in data]
