@@ -63,7 +63,7 @@ def supervised(batch: int, epochs: int = 1) -> LocalTask:
 def fixmatch(batch: int, mu: int, shape) -> LocalTask:
     from learning.augment import make_augmentation
 
-    weak, strong = make_augmentation("weak", shape), make_augmentation("strong", shape)
+    weak, strong = make_augmentation("weak", shape), make_augmentation("strong", shape, (0.5,) * shape[0], (0.25,) * shape[0])
     return LocalTask(loss=fixmatch_loss(), optimizer=SGD(0.03, 0.9, nesterov=True), epochs=1,
                      streams=(Stream("lab", batch), Stream("unl", mu * batch)),
                      views=(View("x_aug", "x", weak), View("u_weak", "u", weak), View("u_strong", "u", strong)),

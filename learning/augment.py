@@ -1,372 +1,658 @@
-"""Image augmentations in plain torch, batched on the compute device, random only through a generator.
+"""Batched, seed-driven image augmentations: FixMatch/FedDure weak and strong views, FedMix perturbations.
 
-Every augmentation has two methods:
+Every augmentation splits into two halves:
 
-- ``draw(n, generator) -> params``: all the randomness of ``n`` samples, drawn on
-  the CPU from a CPU ``torch.Generator`` (a dict of CPU tensors with leading
-  dimension ``n``); how far it advances the generator depends on ``n`` only;
-- ``apply(x, params) -> x'``: deterministic and batched over the ``n`` samples of
-  ``x`` ``(n, C, H, W)`` on ``x``'s device — no Python loop over samples.
+* ``draw(n, generator)`` takes all the randomness for ``n`` samples from a CPU
+  ``torch.Generator`` and returns it as a small frozen dataclass of CPU tensors
+  with leading dimension ``n``. How far the generator advances depends on ``n``
+  only, never on the data.
+* ``apply(x, params)`` is deterministic and batched over ``x`` of shape
+  ``(N, C, H, W)`` on ``x``'s device (params are moved there): no Python loop
+  over samples, and no sample influences another. Hence
+  ``apply(cat(xs), concat_params(ps)) == cat(apply(x, p) for x, p in zip(xs, ps))``
+  exactly, which lets a trainer draw per client from that client's own
+  generator and augment the whole concatenated batch at once.
 
-Because each sample's parameters are its own rows, ``apply(cat(xs),
-concat_params([draw(len(x), g_x) …]))`` equals ``cat([apply(x, draw(len(x), g_x))
-…])``: the trainer draws per client (from the client's own generator) and
-augments all clients' rows in one call.
+What is implemented (``docs/augmentations.md`` gives the details and every
+choice the sources leave open):
 
-The augmentations (docs/augmentations.md):
-
-- ``flip`` — horizontal flip with probability ½;
-- ``crop`` — reflect-pad by ``pad`` pixels and crop back at a random offset
-  (``pad`` = ⌊H/8⌋: 4 for 32×32, 3 for 28×28);
-- ``weak`` — flip then crop: FixMatch's weak view and FedDure's (Sohn et al.,
-  NeurIPS 2020, §2.3);
-- ``strong`` — weak, then FixMatch's RandAugmentMC (two operations drawn with
-  replacement from its pool of 14, each applied with probability ½ at a
-  magnitude drawn uniformly from 1…m−1, m = 10), then Cutout of a square of
-  ⌊H/2⌋ pixels (16 for 32×32, 14 for 28×28) filled with mid-grey. Colour
-  (saturation) is dropped from the pool for one-channel images;
-- ``shift`` — FedMix's shift perturbation: a random translation of up to 2
-  pixels in each direction, reflect-filled;
-- ``none`` — the identity.
-
-Value range. Our images are normalised floats (per-channel mean/std). The
-photometric operations of RandAugment are defined on [0, 1] pixels, so
-``strong`` maps each image to [0, 1] by its own minimum and maximum, applies
-the operations there, and maps the result back with the same two numbers.
-Geometric operations fill uncovered pixels with 0 in that range (black, PIL's
-default), Cutout with 0.5 (FixMatch's grey 127).
+* ``weak`` — FixMatch's weak view (Sohn et al., "FixMatch: Simplifying
+  Semi-Supervised Learning with Consistency and Confidence", NeurIPS 2020,
+  §2.3): horizontal flip with probability 1/2, then a random crop of the
+  reflect-padded image. A reflect-pad-``p`` crop is the same as shifting the
+  content by a uniform integer in ``[-p, p]`` per axis with reflected borders,
+  which is how it is computed. ``p = int(0.125 · min(H, W))``: 4 px at 32×32,
+  3 px at 28×28.
+* ``strong`` — weak, then RandAugment as in FixMatch's PyTorch reference
+  ("RandAugmentMC"): pick ``n = 2`` ops uniformly with replacement from the
+  14-op pool, apply each with probability 1/2 at an integer level ``v``
+  uniform in ``{1, …, m − 1}`` (``m = 10``), then Cutout of ``min(H, W) // 2``
+  px (16 at 32×32, 14 at 28×28). The FedDure paper (Bai et al., "Combating
+  Data Imbalances in Federated Semi-supervised Learning with Dual
+  Regulators", AAAI 2024) uses exactly this pipeline in its released code.
+  The photometric ops are defined on pixels in ``[0, 1]``, so the images are
+  un-normalised with the caller's per-channel mean/std, transformed, clipped
+  to ``[0, 1]`` and normalised again.
+* ``shift`` and ``flip`` — FedMix's two perturbations π and π' (Zhang et al.,
+  "Improving Semi-supervised Federated Learning by Reducing the Gradient
+  Diversity of Models", arXiv 2110.13388, Eq. 7–8): an integer shift of up to
+  ±2 px per axis, and a horizontal flip (always, so the flipped copy is never
+  the original).
+* ``none`` — the identity.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 import torch.nn.functional as F
 
-Params = dict[str, torch.Tensor]
-
-# FixMatch's pool (kekmodel/FixMatch-pytorch, fixmatch_augment_pool): name → (max value, bias).
-POOL = (
-    ("autocontrast", 0.0, 0.0),
-    ("brightness", 0.9, 0.05),
-    ("color", 0.9, 0.05),
-    ("contrast", 0.9, 0.05),
-    ("equalize", 0.0, 0.0),
-    ("identity", 0.0, 0.0),
-    ("posterize", 4.0, 4.0),
-    ("rotate", 30.0, 0.0),
-    ("sharpness", 0.9, 0.05),
-    ("shear_x", 0.3, 0.0),
-    ("shear_y", 0.3, 0.0),
-    ("solarize", 256.0, 0.0),
-    ("translate_x", 0.3, 0.0),
-    ("translate_y", 0.3, 0.0),
-)
-OP_NAMES = tuple(p[0] for p in POOL)
+# --------------------------------------------------------------------------
+# Parameters: frozen dataclasses whose leaves are tensors with leading dim n
 
 
-def concat_params(params_list: Sequence[Mapping[str, torch.Tensor]]) -> Params:
-    """The parameters of several draws as one draw (concatenated along the sample dimension)."""
+def concat_params(params_list: Sequence):
+    """Concatenate the params of several draws of the same augmentation along dim 0."""
+    params_list = list(params_list)
     if not params_list:
-        return {}
-    return {k: torch.cat([p[k] for p in params_list]) for k in params_list[0]}
+        raise ValueError("concat_params needs at least one params object; got an empty list")
+    first = params_list[0]
+    if any(type(p) is not type(first) for p in params_list):
+        kinds = sorted({type(p).__name__ for p in params_list})
+        raise ValueError(f"concat_params got params of different augmentations ({', '.join(kinds)}); expected one kind")
+    return _map_leaves(lambda *leaves: torch.cat(leaves, dim=0), *params_list)
 
 
-def _check(x: torch.Tensor, params: Mapping[str, torch.Tensor]) -> int:
-    if x.dim() != 4:
-        raise ValueError(f"x(shape={tuple(x.shape)}) must be (n, C, H, W)")
-    for k, v in params.items():
-        if v.shape[0] != x.shape[0]:
-            raise ValueError(f"params[{k!r}] has {v.shape[0]} rows for {x.shape[0]} samples")
-    return x.shape[0]
-
-
-def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """CPU parameters onto ``device``; to a GPU through pinned memory without blocking (no host sync)."""
+def params_to(params, device: torch.device):
+    """The same params with every tensor on ``device``; to a GPU through pinned memory without blocking
+    (the trainer draws parameters every step: no host synchronisation for them)."""
+    device = torch.device(device)
     if device.type == "cuda":
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)
+        return _map_leaves(lambda t: t.pin_memory().to(device, non_blocking=True) if t.device.type == "cpu"
+                           else t.to(device), params)
+    return _map_leaves(lambda t: t.to(device), params)
 
 
-def _rows(mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    return _to(mask, x.device).view(-1, *([1] * (x.dim() - 1)))
+def params_len(params) -> int:
+    """Number of samples the params describe (the common leading dimension)."""
+    return len(_leaves(params)[0])
 
 
-# --------------------------------------------------------------------------- simple ones
+def _map_leaves(fn: Callable, *trees):
+    first = trees[0]
+    if isinstance(first, torch.Tensor):
+        return fn(*trees)
+    if isinstance(first, tuple):
+        return tuple(_map_leaves(fn, *parts) for parts in zip(*trees))
+    if dataclasses.is_dataclass(first):
+        return type(first)(**{f.name: _map_leaves(fn, *(getattr(t, f.name) for t in trees))
+                              for f in dataclasses.fields(first)})
+    raise TypeError(f"params leaf of type {type(first).__name__}; expected a tensor, tuple or dataclass")
+
+
+def _leaves(tree) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    _map_leaves(out.append, tree)
+    return out
+
+
+@dataclass(frozen=True)
+class IdentityParams:
+    """``present``: bool ``(n,)``, all True; it only carries ``n``."""
+    present: torch.Tensor
+
+
+@dataclass(frozen=True)
+class FlipParams:
+    """``flip``: bool ``(n,)``, True where the sample is mirrored left–right."""
+    flip: torch.Tensor
+
+
+@dataclass(frozen=True)
+class ShiftParams:
+    """``dy``, ``dx``: int64 ``(n,)``, displacement of the content in px (down, right positive)."""
+    dy: torch.Tensor
+    dx: torch.Tensor
+
+
+@dataclass(frozen=True)
+class RandAugmentParams:
+    """Per sample and slot ``(n, k)``: pool ``op_ids`` (see :data:`OP_NAMES`), whether the op is
+    ``applied``, its integer ``level`` in ``[1, m)`` and its ``sign`` (±1, used by the geometric ops)."""
+    op_ids: torch.Tensor
+    applied: torch.Tensor
+    level: torch.Tensor
+    sign: torch.Tensor
+
+
+@dataclass(frozen=True)
+class CutoutParams:
+    """``cy``, ``cx``: int64 ``(n,)``, centre pixel of the square."""
+    cy: torch.Tensor
+    cx: torch.Tensor
+
+
+@dataclass(frozen=True)
+class SequentialParams:
+    """The params of each stage of a :class:`Sequential`, in order."""
+    stages: tuple
+
+
+class Augmentation(Protocol):
+    def draw(self, n: int, generator: torch.Generator): ...
+
+    def apply(self, x: torch.Tensor, params) -> torch.Tensor: ...
+
+
+def _check_int(what: str, value, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{what}(={value!r}) must be an integer {bound}")
+
+
+def _check_n(n) -> None:
+    _check_int("n", n, 0)
+
+
+def _prepare(x: torch.Tensor, params):
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or not x.is_floating_point():
+        raise ValueError(f"x must be a floating-point tensor (N, C, H, W); got "
+                         f"{getattr(x, 'dtype', type(x).__name__)} with shape {tuple(getattr(x, 'shape', ()))}")
+    if params_len(params) != len(x):
+        raise ValueError(f"params describe {params_len(params)} samples but x has {len(x)}")
+    return params_to(params, x.device)
+
+
+# --------------------------------------------------------------------------
+# Pure image operations. Batched over dim 0; per-sample arguments are (N,) tensors.
+
+
+def hflip(x: torch.Tensor) -> torch.Tensor:
+    """Mirror every image left–right: ``out[..., j] = x[..., W-1-j]``."""
+    return x.flip(-1)
+
+
+def _source_index(out_idx: torch.Tensor, shift: torch.Tensor, size: int, reflect: bool):
+    """Source index ``i - shift`` per sample ``(N, size)``, reflected at the borders (no edge repeat)
+    or flagged invalid (for constant fill)."""
+    src = out_idx[None, :] - shift[:, None]
+    valid = (src >= 0) & (src < size)
+    if reflect:
+        period = 2 * (size - 1)
+        src = torch.remainder(src, period) if period else torch.zeros_like(src)
+        src = torch.where(src >= size, period - src, src)
+    return src.clamp(0, size - 1), valid
+
+
+def shift_images(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, reflect: bool = True,
+                 fill: float = 0.0) -> torch.Tensor:
+    """Move each image's content by ``(dy, dx)`` integer px (down, right positive).
+
+    ``out[n, c, i, j] = x[n, c, i - dy_n, j - dx_n]``; positions that fall outside are
+    reflected (``reflect=True``, like ``numpy.pad(mode="reflect")``: ``-1 → 1``) or set to
+    ``fill``. A random crop of the reflect-padded image is this with ``|dy|, |dx| <= pad``.
+    """
+    n, c, h, w = x.shape
+    rows, row_ok = _source_index(torch.arange(h, device=x.device), dy, h, reflect)
+    cols, col_ok = _source_index(torch.arange(w, device=x.device), dx, w, reflect)
+    out = x.gather(2, rows[:, None, :, None].expand(n, c, h, w))
+    out = out.gather(3, cols[:, None, None, :].expand(n, c, h, w))
+    if not reflect:
+        ok = row_ok[:, None, :, None] & col_ok[:, None, None, :]
+        out = torch.where(ok, out, torch.as_tensor(fill, dtype=x.dtype, device=x.device))
+    return out
+
+
+def affine_pixels(x: torch.Tensor, matrix: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """Inverse-map affine warp in pixel coordinates, nearest neighbour, zero fill.
+
+    Output pixel centre ``u = (j + 0.5, i + 0.5)`` (x right, y down, origin at the
+    top-left corner) samples the input at ``matrix_n @ u + offset_n`` — the
+    convention of PIL's ``Image.transform(AFFINE)``. A sample point exactly halfway between two
+    pixels (shear 0.12 on row 12: 0.12 · 12.5 = 1.5 px) is rounded half to even here, while PIL's
+    choice follows the last bit of its double arithmetic. ``matrix``: ``(N, 2, 2)``,
+    ``offset``: ``(N, 2)`` in px. Converted to ``F.affine_grid``'s normalised
+    coordinates ``p = u / (W/2, H/2) − 1`` (``align_corners=False``):
+    ``θ = [D⁻¹ M D | D⁻¹ (M c + t − c)]`` with ``D = diag(W/2, H/2)``, ``c = (W/2, H/2)``.
+    """
+    n, c, h, w = x.shape
+    half = torch.tensor([w / 2.0, h / 2.0], dtype=x.dtype, device=x.device)
+    m = matrix.to(x.dtype)
+    lin = m * half[None, None, :] / half[None, :, None]
+    trans = (m[:, :, 0] * half[0] + m[:, :, 1] * half[1] + offset.to(x.dtype) - half) / half
+    theta = torch.cat([lin, trans[:, :, None]], dim=2)
+    return F.grid_sample(x, affine_grid(theta, h, w), mode="nearest", padding_mode="zeros", align_corners=False)
+
+
+def affine_grid(theta: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """``F.affine_grid(theta, (N, ·, height, width), align_corners=False)`` written out elementwise.
+
+    ``grid[n, i, j] = θ_n @ (x_j, y_i, 1)`` with pixel centres ``x_j = (2j + 1)/W − 1``. torch's version
+    is a batched matrix product, whose rounding on a GPU may change with the batch size; this one
+    gives every sample the same bits however the batch is made up.
+    """
+    xs = (2 * torch.arange(width, device=theta.device, dtype=theta.dtype) + 1) / width - 1
+    ys = (2 * torch.arange(height, device=theta.device, dtype=theta.dtype) + 1) / height - 1
+    t = theta[:, :, :, None, None]
+    grid = t[:, :, 0] * xs[None, None, None, :] + t[:, :, 1] * ys[None, None, :, None] + t[:, :, 2]
+    return grid.permute(0, 2, 3, 1)
+
+
+def rotate(x: torch.Tensor, degrees: torch.Tensor) -> torch.Tensor:
+    """Rotate counter-clockwise (as displayed) by ``degrees`` about the image centre, zero fill
+    (PIL ``Image.rotate``): input point ``= R(θ)(u − c) + c``, ``R = [[cos, −sin], [sin, cos]]``."""
+    rad = torch.deg2rad(degrees.to(x.dtype))
+    cos, sin = torch.cos(rad), torch.sin(rad)
+    matrix = torch.stack([torch.stack([cos, -sin], -1), torch.stack([sin, cos], -1)], -2)
+    centre = torch.tensor([x.shape[3] / 2.0, x.shape[2] / 2.0], dtype=x.dtype, device=x.device)
+    return affine_pixels(x, matrix, centre - matrix @ centre)
+
+
+def shear(x: torch.Tensor, amount: torch.Tensor, axis: str) -> torch.Tensor:
+    """Shear about the top-left corner, zero fill (PIL affine ``(1, v, 0, 0, 1, 0)`` for ``axis="x"``:
+    output ``(x, y)`` samples input ``(x + v·y, y)``; ``axis="y"``: input ``(x, y + v·x)``)."""
+    one, zero, v = torch.ones_like(amount, dtype=x.dtype), torch.zeros_like(amount, dtype=x.dtype), amount.to(x.dtype)
+    rows = ([one, v], [zero, one]) if axis == "x" else ([one, zero], [v, one])
+    matrix = torch.stack([torch.stack(rows[0], -1), torch.stack(rows[1], -1)], -2)
+    return affine_pixels(x, matrix, torch.zeros(len(x), 2, dtype=x.dtype, device=x.device))
+
+
+def translate(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> torch.Tensor:
+    """Move the content by ``(dy, dx)`` px with zero fill: ``out[i, j] = x[i − dy, j − dx]``."""
+    return shift_images(x, dy.long(), dx.long(), reflect=False, fill=0.0)
+
+
+def cutout(x: torch.Tensor, cy: torch.Tensor, cx: torch.Tensor, size: int, fill) -> torch.Tensor:
+    """Set a ``size × size`` square to ``fill`` (a scalar or one value per channel).
+
+    The square covers rows ``[cy − size//2, cy − size//2 + size)`` and the same for
+    columns, clipped at the image borders (so it may be smaller near an edge).
+    """
+    n, c, h, w = x.shape
+    top, left = cy[:, None] - size // 2, cx[:, None] - size // 2
+    rows, cols = torch.arange(h, device=x.device)[None, :], torch.arange(w, device=x.device)[None, :]
+    in_rows = (rows >= top) & (rows < top + size)
+    in_cols = (cols >= left) & (cols < left + size)
+    mask = in_rows[:, None, :, None] & in_cols[:, None, None, :]
+    fill = torch.as_tensor(fill, dtype=x.dtype, device=x.device).reshape(1, -1, 1, 1)
+    return torch.where(mask, fill, x)
+
+
+# Photometric ops on pixels in [0, 1] (PIL semantics). ``factor`` etc. are (N,) tensors.
+
+def _per_sample(v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return v.to(x.dtype).reshape(-1, 1, 1, 1)
+
+
+def luminance(x: torch.Tensor) -> torch.Tensor:
+    """Grey level ``(N, 1, H, W)``: ITU-R 601 ``0.299 R + 0.587 G + 0.114 B`` for 3 channels
+    (PIL's ``convert("L")``), the mean over channels otherwise (the image itself when C = 1)."""
+    # written out elementwise: a reduction kernel's summation order may depend on the batch shape
+    if x.shape[1] == 3:
+        return 0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3]
+    total = x[:, 0:1]
+    for ch in range(1, x.shape[1]):
+        total = total + x[:, ch:ch + 1]
+    return total / x.shape[1]
+
+
+def blend(degenerate: torch.Tensor, x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """PIL ``ImageEnhance``: ``clip(degenerate + factor · (x − degenerate), 0, 1)``."""
+    return (degenerate + _per_sample(factor, x) * (x - degenerate)).clamp(0.0, 1.0)
+
+
+def brightness(x, factor):
+    """Blend with black: ``clip(factor · x)``."""
+    return blend(torch.zeros_like(x), x, factor)
+
+
+def color(x, factor):
+    """Blend with the grey-level image (saturation)."""
+    return blend(luminance(x), x, factor)
+
+
+def contrast(x, factor):
+    """Blend with a flat image at the sample's mean grey level, as PIL computes it: the mean of the
+    8-bit grey levels rounded to a level, ``⌊Σ q / (H·W) + 1/2⌋ / 255``. Integer sums are exact, so the
+    result cannot depend on the batch (a float mean's summation order may, on a GPU)."""
+    n, _, h, w = x.shape
+    total = to_levels(luminance(x)).reshape(n, h * w).sum(1)
+    mean_level = (2 * total + h * w) // (2 * h * w)
+    grey = (mean_level.to(x.dtype) / 255.0).reshape(n, 1, 1, 1)
+    return blend(grey.expand_as(x), x, factor)
+
+
+def sharpness(x, factor):
+    """Blend with PIL's SMOOTH filter ``[[1,1,1],[1,5,1],[1,1,1]] / 13``, border pixels kept as they are."""
+    smooth = x.clone()
+    h, w = x.shape[2], x.shape[3]
+    total = 4 * x[..., 1:-1, 1:-1]
+    for dy in (0, 1, 2):
+        for dx in (0, 1, 2):
+            total = total + x[..., dy:dy + h - 2, dx:dx + w - 2]
+    smooth[..., 1:-1, 1:-1] = total / 13.0
+    return blend(smooth, x, factor)
+
+
+def to_levels(x: torch.Tensor) -> torch.Tensor:
+    """8-bit levels ``round(255 · clip(x, 0, 1))`` as int64."""
+    return torch.round(x.clamp(0.0, 1.0) * 255.0).long()
+
+
+def autocontrast(x: torch.Tensor) -> torch.Tensor:
+    """Stretch each channel of each image to ``[0, 1]``: ``(x − min) / (max − min)``; flat channels unchanged."""
+    lo = x.amin((2, 3), keepdim=True)
+    hi = x.amax((2, 3), keepdim=True)
+    span = hi - lo
+    return torch.where(span > 0, (x - lo) / torch.where(span > 0, span, torch.ones_like(span)), x)
+
+
+def equalize(x: torch.Tensor) -> torch.Tensor:
+    """PIL ``ImageOps.equalize`` per image and channel on 8-bit levels ``q``.
+
+    ``step = (Σ hist − hist[max level present]) // 255``;
+    ``lut[i] = (step // 2 + Σ_{j<i} hist[j]) // step`` clipped to 255; identity when ``step = 0``
+    (e.g. a single level). Output ``lut[q] / 255``.
+    """
+    n, c, h, w = x.shape
+    q = to_levels(x).reshape(n, c, h * w)
+    hist = torch.zeros(n, c, 256, dtype=torch.long, device=x.device).scatter_add_(2, q, torch.ones_like(q))
+    top = hist.gather(2, q.amax(2, keepdim=True))
+    step = (h * w - top) // 255
+    lut = (torch.cumsum(hist, 2) - hist + step // 2) // step.clamp(min=1)
+    out = torch.where(step > 0, lut.clamp(max=255).gather(2, q), q)
+    return (out.to(x.dtype) / 255.0).reshape(n, c, h, w)
+
+
+def posterize(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
+    """Keep the top ``bits`` bits of each 8-bit level: ``(q >> (8 − bits)) << (8 − bits)``, over 255."""
+    drop = (8 - bits.long()).reshape(-1, 1, 1, 1)
+    return ((to_levels(x) >> drop) << drop).to(x.dtype) / 255.0
+
+
+def solarize(x: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """Invert (``1 − x``) every pixel whose 8-bit level is ``>= threshold`` (PIL ``ImageOps.solarize``)."""
+    return torch.where(to_levels(x) >= threshold.reshape(-1, 1, 1, 1), 1.0 - x, x)
+
+
+# --------------------------------------------------------------------------
+# FixMatch's RandAugment pool (kekmodel/FixMatch-pytorch ``fixmatch_augment_pool``)
+
+PARAMETER_MAX = 10
+OP_NAMES = ("AutoContrast", "Brightness", "Color", "Contrast", "Equalize", "Identity", "Posterize",
+            "Rotate", "Sharpness", "ShearX", "ShearY", "Solarize", "TranslateX", "TranslateY")
+COLOR_OP_ID = OP_NAMES.index("Color")
+
+
+def float_magnitude(level: torch.Tensor, max_v: float, bias: float) -> torch.Tensor:
+    """``level · max_v / 10 + bias`` (FixMatch's ``_float_parameter``), float64."""
+    return level.double() * max_v / PARAMETER_MAX + bias
+
+
+def int_magnitude(level: torch.Tensor, max_v: float, bias: int) -> torch.Tensor:
+    """``int(level · max_v / 10) + bias`` (FixMatch's ``_int_parameter``), int64."""
+    return torch.floor(level.double() * max_v / PARAMETER_MAX).long() + bias
+
+
+def _translate_px(x, level, sign, axis_size):
+    return sign * torch.floor(float_magnitude(level, 0.3, 0.0) * axis_size).long()
+
+
+# op id -> fn(x_pixels, level, sign); levels are integers in [1, m).
+_OPS: dict[int, Callable] = {
+    0: lambda x, v, s: autocontrast(x),
+    1: lambda x, v, s: brightness(x, float_magnitude(v, 0.9, 0.05)),
+    2: lambda x, v, s: color(x, float_magnitude(v, 0.9, 0.05)),
+    3: lambda x, v, s: contrast(x, float_magnitude(v, 0.9, 0.05)),
+    4: lambda x, v, s: equalize(x),
+    5: lambda x, v, s: x,
+    6: lambda x, v, s: posterize(x, int_magnitude(v, 4, 4)),
+    7: lambda x, v, s: rotate(x, s * int_magnitude(v, 30, 0)),
+    8: lambda x, v, s: sharpness(x, float_magnitude(v, 0.9, 0.05)),
+    9: lambda x, v, s: shear(x, s * float_magnitude(v, 0.3, 0.0), "x"),
+    10: lambda x, v, s: shear(x, s * float_magnitude(v, 0.3, 0.0), "y"),
+    11: lambda x, v, s: solarize(x, 256 - int_magnitude(v, 256, 0)),
+    12: lambda x, v, s: translate(x, torch.zeros_like(v), _translate_px(x, v, s, x.shape[3])),
+    13: lambda x, v, s: translate(x, _translate_px(x, v, s, x.shape[2]), torch.zeros_like(v)),
+}
+
+
+def apply_op(op_id: int, x_pixels: torch.Tensor, level: torch.Tensor, sign: torch.Tensor) -> torch.Tensor:
+    """Pool op ``op_id`` (index in :data:`OP_NAMES`) at per-sample ``level`` and ``sign`` on pixels in [0, 1]."""
+    return _OPS[op_id](x_pixels, level, sign).clamp(0.0, 1.0)
+
+
+# --------------------------------------------------------------------------
+# Augmentations
+
+
+def _stats(values, channels: int, what: str) -> torch.Tensor:
+    t = torch.as_tensor(values, dtype=torch.float64).flatten()
+    if len(t) != channels or not torch.isfinite(t).all():
+        raise ValueError(f"{what}(={values!r}) must hold {channels} finite value(s), one per channel")
+    return t
 
 
 @dataclass(frozen=True)
 class Identity:
-    """No change."""
+    """``none``: returns its input."""
 
-    def draw(self, n: int, generator: torch.Generator) -> Params:
-        return {}
+    def draw(self, n: int, generator: torch.Generator) -> IdentityParams:
+        _check_n(n)
+        return IdentityParams(torch.ones(n, dtype=torch.bool))
 
-    def apply(self, x: torch.Tensor, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def apply(self, x: torch.Tensor, params: IdentityParams) -> torch.Tensor:
+        _prepare(x, params)
         return x
 
 
 @dataclass(frozen=True)
 class Flip:
-    """Horizontal flip of each sample with probability ``p``."""
-
-    p: float = 0.5
-
-    def draw(self, n: int, generator: torch.Generator) -> Params:
-        return {"flip": torch.rand(n, generator=generator) < self.p}
-
-    def apply(self, x: torch.Tensor, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        _check(x, params)
-        return torch.where(_rows(params["flip"], x), x.flip(-1), x)
-
-
-def _shift(x: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, pad: int) -> torch.Tensor:
-    """Each sample moved by (dy, dx) ∈ [−pad, pad]² pixels, reflect-filled: a crop of the reflect-padded image."""
-    n, c, h, w = x.shape
-    if n == 0 or pad == 0:
-        return x
-    xp = F.pad(x, (pad, pad, pad, pad), mode="reflect")
-    dev = x.device
-    rows = torch.arange(h, device=dev).view(1, h) + _to(pad - dy, dev).view(n, 1)
-    cols = torch.arange(w, device=dev).view(1, w) + _to(pad - dx, dev).view(n, 1)
-    i = torch.arange(n, device=dev).view(n, 1, 1, 1)
-    ch = torch.arange(c, device=dev).view(1, c, 1, 1)
-    return xp[i, ch, rows.view(n, 1, h, 1), cols.view(n, 1, 1, w)]
-
-
-@dataclass(frozen=True)
-class Crop:
-    """Reflect-pad by ``pad`` pixels and crop the original size at an offset uniform in [−pad, pad]² ."""
-
-    pad: int = 4
-
-    def draw(self, n: int, generator: torch.Generator) -> Params:
-        d = torch.randint(-self.pad, self.pad + 1, (n, 2), generator=generator)
-        return {"dy": d[:, 0], "dx": d[:, 1]}
-
-    def apply(self, x: torch.Tensor, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        _check(x, params)
-        if self.pad >= min(x.shape[-2:]):
-            raise ValueError(f"pad(={self.pad}) must be smaller than the image ({tuple(x.shape[-2:])})")
-        return _shift(x, params["dy"], params["dx"], self.pad)
-
-
-@dataclass(frozen=True)
-class Chain:
-    """Several augmentations one after the other (their parameters prefixed by their position)."""
-
-    parts: tuple
-
-    def draw(self, n: int, generator: torch.Generator) -> Params:
-        out = {}
-        for i, a in enumerate(self.parts):
-            out.update({f"{i}.{k}": v for k, v in a.draw(n, generator).items()})
-        return out
-
-    def apply(self, x: torch.Tensor, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        _check(x, params)
-        for i, a in enumerate(self.parts):
-            x = a.apply(x, {k.split(".", 1)[1]: v for k, v in params.items() if k.startswith(f"{i}.")})
-        return x
-
-
-# --------------------------------------------------------------------------- RandAugment's operations on [0, 1] images
-
-
-def _gray(x: torch.Tensor) -> torch.Tensor:
-    """ITU-R 601 luma (PIL's "L"), kept with one channel."""
-    if x.shape[1] == 3:
-        return (0.299 * x[:, 0:1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:3])
-    return x.mean(1, keepdim=True)
-
-
-def _blend(degenerate: torch.Tensor, x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
-    """PIL's ImageEnhance: ``degenerate + factor·(x − degenerate)``, clipped to [0, 1]."""
-    f = factor.view(-1, 1, 1, 1)
-    return (degenerate + f * (x - degenerate)).clamp(0.0, 1.0)
-
-
-def _affine(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
-    """Output pixel p samples input at ``theta·[p, 1]`` (normalised coordinates), nearest, 0 outside."""
-    grid = F.affine_grid(theta.to(x.dtype), list(x.shape), align_corners=False)
-    return F.grid_sample(x, grid, mode="nearest", padding_mode="zeros", align_corners=False)
-
-
-def _equalize(x: torch.Tensor) -> torch.Tensor:
-    """Histogram equalisation of each channel over 256 levels (CDF mapping; flat channels unchanged)."""
-    n, c, h, w = x.shape
-    q = (x * 255).round().clamp(0, 255).long().view(n * c, h * w)
-    hist = torch.zeros(n * c, 256, device=x.device, dtype=x.dtype).scatter_add_(1, q, torch.ones_like(x).view(n * c, -1))
-    cdf = hist.cumsum(1)
-    cdf_min = torch.where(hist > 0, cdf, torch.full_like(cdf, float(h * w))).min(1, keepdim=True).values
-    denom = h * w - cdf_min  # 0 when the channel has a single level
-    lut = ((cdf - cdf_min) / denom.clamp(min=1.0)).clamp(0, 1)
-    out = lut.gather(1, q).view(n, c, h, w)
-    return torch.where((denom <= 0).view(n, c, 1, 1), x, out)
-
-
-def _op(name: str, x: torch.Tensor, level_cpu: torch.Tensor, sign_cpu: torch.Tensor) -> torch.Tensor:
-    """One RandAugment operation on the [0, 1] images ``x`` at per-sample ``level`` (FixMatch's value) and sign.
-
-    ``level_cpu``/``sign_cpu`` are CPU tensors (geometric operations build their
-    matrices there); photometric ones move the levels to ``x``'s device.
-    """
-    if name == "identity":
-        return x
-    level = _to(level_cpu, x.device).to(x.dtype)
-    if name == "autocontrast":
-        lo = x.amin(dim=(2, 3), keepdim=True)
-        hi = x.amax(dim=(2, 3), keepdim=True)
-        return torch.where(hi > lo, (x - lo) / (hi - lo).clamp(min=1e-12), x)
-    if name == "brightness":
-        return _blend(torch.zeros_like(x), x, level)
-    if name == "color":
-        return _blend(_gray(x).expand_as(x), x, level)
-    if name == "contrast":
-        return _blend(_gray(x).mean(dim=(1, 2, 3), keepdim=True).expand_as(x), x, level)
-    if name == "sharpness":
-        k = torch.tensor([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], device=x.device, dtype=x.dtype) / 13
-        c = x.shape[1]
-        smooth = F.conv2d(x, k.view(1, 1, 3, 3).repeat(c, 1, 1, 1), padding=1, groups=c)
-        border = torch.ones_like(x, dtype=torch.bool)
-        border[..., 1:-1, 1:-1] = False
-        return _blend(torch.where(border, x, smooth), x, level)
-    if name == "equalize":
-        return _equalize(x)
-    if name == "posterize":
-        bits = level.long().clamp(1, 8).view(-1, 1, 1, 1)
-        q = (x * 255).floor().clamp(0, 255).long()
-        step = (2 ** (8 - bits)).to(x.device)
-        return (q - q % step).to(x.dtype) / 255
-    if name == "solarize":
-        t = (256 - level).view(-1, 1, 1, 1) / 256
-        return torch.where(x >= t, 1.0 - x, x)
-    n = x.shape[0]
-    theta = torch.zeros(n, 2, 3, dtype=torch.float64)
-    theta[:, 0, 0] = theta[:, 1, 1] = 1.0
-    v = level_cpu.double() * sign_cpu.double()
-    if name == "rotate":  # by v degrees about the centre
-        a = v * math.pi / 180
-        theta[:, 0, 0], theta[:, 0, 1] = torch.cos(a), -torch.sin(a)
-        theta[:, 1, 0], theta[:, 1, 1] = torch.sin(a), torch.cos(a)
-    elif name == "shear_x":
-        theta[:, 0, 1] = v
-    elif name == "shear_y":
-        theta[:, 1, 0] = v
-    elif name == "translate_x":  # v is a fraction of the width; normalised coordinates span 2
-        theta[:, 0, 2] = 2 * v
-    elif name == "translate_y":
-        theta[:, 1, 2] = 2 * v
-    else:
-        raise ValueError(f"unknown operation {name!r}")
-    return _affine(x, _to(theta, x.device))
-
-
-def op_level(name: str, magnitude: torch.Tensor) -> torch.Tensor:
-    """FixMatch's value of an operation at integer ``magnitude`` v ∈ [1, m): ``v·max/10 + bias`` (ints for
-    posterize and solarize: ``⌊v·max/10⌋ + bias``)."""
-    max_v, bias = {p[0]: (p[1], p[2]) for p in POOL}[name]
-    v = magnitude.double()
-    if name in ("posterize", "solarize"):
-        return torch.floor(v * max_v / 10) + bias
-    return v * max_v / 10 + bias
-
-
-@dataclass(frozen=True)
-class RandAugment:
-    """FixMatch's RandAugmentMC: ``n_ops`` operations with replacement, each with probability ½, then Cutout.
-
-    ``ops``: the pool's names (FixMatch's 14; without ``color`` for grayscale).
-    ``cutout``: side of the grey square (0: none).
-    """
-
-    ops: tuple = OP_NAMES
-    n_ops: int = 2
-    magnitude: int = 10
-    cutout: int = 16
+    """Horizontal flip with probability ``p`` per sample (FedMix's π': ``p = 1``; weak view: ``p = 1/2``)."""
+    p: float = 1.0
 
     def __post_init__(self):
-        unknown = set(self.ops) - set(OP_NAMES)
-        if unknown or not self.ops:
-            raise ValueError(f"ops(={self.ops}) must be a non-empty subset of {OP_NAMES}")
-        if self.n_ops < 1 or self.magnitude < 2 or self.cutout < 0:
-            raise ValueError(f"n_ops(={self.n_ops}) >= 1, magnitude(={self.magnitude}) >= 2, cutout(={self.cutout}) >= 0")
+        if not 0.0 <= self.p <= 1.0:
+            raise ValueError(f"flip probability p(={self.p!r}) must be in [0, 1]")
 
-    def draw(self, n: int, generator: torch.Generator) -> Params:
-        k = self.n_ops
-        return {
-            "op": torch.randint(0, len(self.ops), (n, k), generator=generator),
-            "magnitude": torch.randint(1, self.magnitude, (n, k), generator=generator),
-            "apply": torch.rand(n, k, generator=generator) < 0.5,
-            "sign": torch.where(torch.rand(n, k, generator=generator) < 0.5, -1.0, 1.0),
-            "centre": torch.rand(n, 2, generator=generator),
-        }
+    def draw(self, n: int, generator: torch.Generator) -> FlipParams:
+        _check_n(n)
+        return FlipParams(torch.rand(n, generator=generator) < self.p)
 
-    def apply(self, x: torch.Tensor, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        n = _check(x, params)
-        if n == 0:
-            return x
-        lo = x.amin(dim=(1, 2, 3), keepdim=True)
-        span = (x.amax(dim=(1, 2, 3), keepdim=True) - lo).clamp(min=1e-12)
-        y = (x - lo) / span
+    def apply(self, x: torch.Tensor, params: FlipParams) -> torch.Tensor:
+        params = _prepare(x, params)
+        return torch.where(params.flip[:, None, None, None], hflip(x), x)
+
+
+@dataclass(frozen=True)
+class Shift:
+    """Integer shift uniform in ``[-max_px, max_px]`` per axis; borders ``"reflect"``ed or filled with
+    ``"zeros"`` (0 of the normalised input, i.e. the channel mean). With ``reflect`` this is also
+    the reflect-pad random crop of the weak view (``max_px`` = pad)."""
+    max_px: int = 2
+    fill: str = "reflect"
+
+    def __post_init__(self):
+        _check_int("shift max_px", self.max_px, 0)
+        if self.fill not in ("reflect", "zeros"):
+            raise ValueError(f"shift fill(={self.fill!r}) must be 'reflect' or 'zeros'")
+
+    def draw(self, n: int, generator: torch.Generator) -> ShiftParams:
+        _check_n(n)
+        span = 2 * self.max_px + 1
+        d = torch.randint(span, (2, n), generator=generator) - self.max_px
+        return ShiftParams(dy=d[0], dx=d[1])
+
+    def apply(self, x: torch.Tensor, params: ShiftParams) -> torch.Tensor:
+        params = _prepare(x, params)
+        if self.fill == "reflect" and self.max_px >= min(x.shape[2], x.shape[3]):
+            raise ValueError(f"reflect shift of up to {self.max_px} px needs images larger than that; "
+                             f"got {x.shape[2]}x{x.shape[3]}")
+        return shift_images(x, params.dy, params.dx, reflect=self.fill == "reflect")
+
+
+@dataclass(frozen=True)
+class RandAugmentMC:
+    """FixMatch's RandAugment: ``n_ops`` ops drawn uniformly with replacement from ``pool``
+    (op ids into :data:`OP_NAMES`), each applied with probability ``p`` at an integer level uniform
+    in ``[1, magnitude)``; geometric ops get a random sign. Works on pixels ``x · std + mean``
+    clipped to [0, 1] after each op, and returns ``(pixels − mean) / std``."""
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    pool: tuple[int, ...] = tuple(range(len(OP_NAMES)))
+    n_ops: int = 2
+    magnitude: int = 10
+    p: float = 0.5
+
+    def __post_init__(self):
+        _check_int("RandAugment n", self.n_ops, 1)
+        _check_int("RandAugment m (levels are drawn from [1, m))", self.magnitude, 2, PARAMETER_MAX)
+        if not 0.0 <= self.p <= 1.0:
+            raise ValueError(f"RandAugment op probability p(={self.p!r}) must be in [0, 1]")
+        if not self.pool or any(op not in _OPS for op in self.pool):
+            raise ValueError(f"RandAugment pool(={self.pool!r}) must be a non-empty tuple of op ids "
+                             f"0..{len(OP_NAMES) - 1}")
+        if len(self.mean) != len(self.std) or any(s <= 0 for s in self.std):
+            raise ValueError(f"RandAugment mean(={self.mean!r}) and std(={self.std!r}) need one value "
+                             "per channel, std > 0")
+
+    def draw(self, n: int, generator: torch.Generator) -> RandAugmentParams:
+        _check_n(n)
+        shape = (n, self.n_ops)
+        choice = torch.randint(len(self.pool), shape, generator=generator)
+        level = torch.randint(1, self.magnitude, shape, generator=generator)
+        applied = torch.rand(shape, generator=generator) < self.p
+        sign = torch.where(torch.rand(shape, generator=generator) < 0.5, -1, 1)
+        return RandAugmentParams(op_ids=torch.tensor(self.pool)[choice], applied=applied, level=level, sign=sign)
+
+    def apply(self, x: torch.Tensor, params: RandAugmentParams) -> torch.Tensor:
+        params = _prepare(x, params)
+        if x.shape[1] != len(self.mean):
+            raise ValueError(f"RandAugment was built for {len(self.mean)} channel(s); x has {x.shape[1]}")
+        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).reshape(1, -1, 1, 1)
+        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).reshape(1, -1, 1, 1)
+        pixels = (x * std + mean).clamp(0.0, 1.0)
         for slot in range(self.n_ops):
-            op, mag = params["op"][:, slot], params["magnitude"][:, slot]
-            on, sign = params["apply"][:, slot], params["sign"][:, slot]
-            for j, name in enumerate(self.ops):
-                idx = torch.nonzero((op == j) & on).flatten()  # CPU parameters: no device sync
-                if idx.numel() == 0:
-                    continue
-                idx_d = _to(idx, x.device)
-                y = y.index_copy(0, idx_d, _op(name, y.index_select(0, idx_d), op_level(name, mag[idx]), sign[idx]))
-        if self.cutout:
-            y = cutout(y, params["centre"], self.cutout, 0.5)
-        return y * span + lo
+            chosen = params.op_ids[:, slot].masked_fill(~params.applied[:, slot], -1)
+            for op_id in sorted(set(self.pool) - {OP_NAMES.index("Identity")}):
+                idx = torch.nonzero(chosen == op_id).flatten()
+                if len(idx):
+                    done = apply_op(op_id, pixels[idx], params.level[idx, slot], params.sign[idx, slot])
+                    pixels = pixels.index_copy(0, idx, done)
+        return (pixels - mean) / std
 
 
-def cutout(x: torch.Tensor, centre: torch.Tensor, size: int, fill: float) -> torch.Tensor:
-    """A ``size``×``size`` square around each sample's centre (fractions of H, W) set to ``fill``, clipped at borders.
+@dataclass(frozen=True)
+class Cutout:
+    """A ``size × size`` square (clipped at the borders) centred on a pixel drawn uniformly from the
+    ``height × width`` image, set to ``fill`` (one value, or one per channel, in the input's units)."""
+    height: int
+    width: int
+    size: int
+    fill: tuple[float, ...]
 
-    As FixMatch's CutoutAbs: centre ``(⌊u·H⌋, ⌊v·W⌋)``, corners ``centre − size/2`` and ``+ size/2`` (integer halves).
+    def __post_init__(self):
+        _check_int("cutout size (px)", self.size, 0)
+
+    def draw(self, n: int, generator: torch.Generator) -> CutoutParams:
+        _check_n(n)
+        return CutoutParams(cy=torch.randint(self.height, (n,), generator=generator),
+                            cx=torch.randint(self.width, (n,), generator=generator))
+
+    def apply(self, x: torch.Tensor, params: CutoutParams) -> torch.Tensor:
+        params = _prepare(x, params)
+        if len(self.fill) not in (1, x.shape[1]):
+            raise ValueError(f"cutout fill(={self.fill!r}) needs 1 or {x.shape[1]} value(s)")
+        return cutout(x, params.cy, params.cx, self.size, self.fill)
+
+
+@dataclass(frozen=True)
+class Sequential:
+    """Stages applied in order; each draws its own params, in order, from the same generator."""
+    stages: tuple
+
+    def draw(self, n: int, generator: torch.Generator) -> SequentialParams:
+        _check_n(n)
+        return SequentialParams(tuple(stage.draw(n, generator) for stage in self.stages))
+
+    def apply(self, x: torch.Tensor, params: SequentialParams) -> torch.Tensor:
+        params = _prepare(x, params)
+        for stage, stage_params in zip(self.stages, params.stages, strict=True):
+            x = stage.apply(x, stage_params)
+        return x
+
+
+# --------------------------------------------------------------------------
+# Registry
+
+CUTOUT_FILL_PIXEL = 127 / 255  # FixMatch's grey (127, 127, 127), on the [0, 1] pixel scale
+
+
+def default_pad_px(height: int, width: int) -> int:
+    """Reflect-pad of the weak crop: ``int(0.125 · min(H, W))`` — 4 px at 32×32, 3 px at 28×28."""
+    return int(0.125 * min(height, width))
+
+
+def default_cutout_px(height: int, width: int) -> int:
+    """Cutout side: ``min(H, W) // 2`` — 16 px at 32×32, 14 px at 28×28."""
+    return min(height, width) // 2
+
+
+def randaugment_pool(channels: int) -> tuple[int, ...]:
+    """FixMatch's 14 ops; without Color unless the images have 3 (RGB) channels."""
+    return tuple(i for i in range(len(OP_NAMES)) if channels == 3 or i != COLOR_OP_ID)
+
+
+def weak(input_shape, pad_px: int | None = None) -> Sequential:
+    """Flip (p = 1/2), then a reflect-pad crop (a reflect shift of up to ``pad_px``)."""
+    _, h, w = input_shape
+    pad = default_pad_px(h, w) if pad_px is None else pad_px
+    return Sequential((Flip(0.5), Shift(pad, "reflect")))
+
+
+def strong(input_shape, mean, std, pad_px: int | None = None, n_ops: int = 2, magnitude: int = 10,
+           cutout_px: int | None = None, cutout_fill_pixel: float = CUTOUT_FILL_PIXEL) -> Sequential:
+    """Weak, then RandAugmentMC(n, m) on pixels, then Cutout filled with grey ``cutout_fill_pixel``."""
+    c, h, w = input_shape
+    mean_t, std_t = _stats(mean, c, "mean"), _stats(std, c, "std")
+    if (std_t < 0).any():
+        raise ValueError(f"std(={std!r}) must be >= 0 for every channel")
+    std_t = torch.where(std_t > 0, std_t, torch.ones_like(std_t))  # the loader only centres a constant channel
+    size = default_cutout_px(h, w) if cutout_px is None else cutout_px
+    fill = tuple(float(v) for v in (cutout_fill_pixel - mean_t) / std_t)
+    randaug = RandAugmentMC(mean=tuple(mean_t.tolist()), std=tuple(std_t.tolist()), pool=randaugment_pool(c),
+                            n_ops=n_ops, magnitude=magnitude)
+    return Sequential(weak(input_shape, pad_px).stages + (randaug, Cutout(h, w, size, fill)))
+
+
+AUGMENTATIONS: dict[str, Callable] = {
+    "none": lambda shape, mean, std: Identity(),
+    "weak": lambda shape, mean, std: weak(shape),
+    "strong": lambda shape, mean, std: strong(shape, mean, std),
+    "shift": lambda shape, mean, std: Shift(2, "reflect"),
+    "flip": lambda shape, mean, std: Flip(1.0),
+}
+NEEDS_STATS = frozenset({"strong"})
+
+
+def make_augmentation(name: str, input_shape: Sequence[int], mean: Sequence[float] | None = None,
+                      std: Sequence[float] | None = None) -> Augmentation:
+    """Build a registered augmentation for images of ``input_shape = (C, H, W)``.
+
+    ``mean`` / ``std`` are the per-channel normalisation of the inputs (on the [0, 1] pixel scale,
+    ``Dataset.mean`` / ``Dataset.std``); ``strong`` needs them to work on pixels.
     """
-    n, _, h, w = x.shape
-    dev = x.device
-    cy = _to((centre[:, 0] * h).floor().long(), dev)
-    cx = _to((centre[:, 1] * w).floor().long(), dev)
-    y0, x0 = (cy - size // 2).clamp(min=0), (cx - size // 2).clamp(min=0)
-    y1, x1 = (cy - size // 2 + size).clamp(max=h), (cx - size // 2 + size).clamp(max=w)
-    r = torch.arange(h, device=dev).view(1, h)
-    c = torch.arange(w, device=dev).view(1, w)
-    inside_r = (r >= y0.view(n, 1)) & (r < y1.view(n, 1))
-    inside_c = (c >= x0.view(n, 1)) & (c < x1.view(n, 1))
-    box = (inside_r.view(n, 1, h, 1) & inside_c.view(n, 1, 1, w))
-    return torch.where(box, torch.full_like(x, fill), x)
-
-
-# --------------------------------------------------------------------------- the registry
-
-AUGMENTATIONS = ("none", "flip", "crop", "weak", "strong", "shift")
-
-
-def make_augmentation(name: str, input_shape: tuple):
-    """Augmentation ``name`` (one of :data:`AUGMENTATIONS`) sized for samples of ``input_shape`` ``(C, H, W)``."""
-    if len(input_shape) != 3:
-        raise ValueError(f"input_shape(={input_shape}) must be (C, H, W): augmentations are for images")
-    c, h, w = (int(s) for s in input_shape)
-    pad = max(1, min(h, w) // 8)
-    if name == "none":
-        return Identity()
-    if name == "flip":
-        return Flip()
-    if name == "crop":
-        return Crop(pad)
-    if name == "weak":
-        return Chain((Flip(), Crop(pad)))
-    if name == "strong":
-        ops = OP_NAMES if c == 3 else tuple(o for o in OP_NAMES if o != "color")
-        return Chain((Flip(), Crop(pad), RandAugment(ops, 2, 10, min(h, w) // 2)))
-    if name == "shift":
-        return Crop(min(2, min(h, w) - 1))
-    raise ValueError(f"augmentation(={name!r}) must be one of {', '.join(map(repr, AUGMENTATIONS))}")
+    if name not in AUGMENTATIONS:
+        raise ValueError(f"unknown augmentation {name!r}; expected one of: {', '.join(AUGMENTATIONS)}")
+    shape = tuple(input_shape)
+    if len(shape) != 3 or any(isinstance(s, bool) or not isinstance(s, int) for s in shape) or min(shape[1:]) < 8 \
+            or shape[0] < 1:
+        raise ValueError(f"augmentation {name!r}: input_shape(={input_shape!r}) must be (C, H, W) images "
+                         "with C >= 1 and H, W >= 8")
+    if name in NEEDS_STATS and (mean is None or std is None):
+        raise ValueError(f"augmentation {name!r} works on [0, 1] pixels and needs the data set's per-channel "
+                         f"mean and std; got mean={mean!r}, std={std!r}")
+    return AUGMENTATIONS[name](shape, mean, std)

@@ -61,7 +61,8 @@ class Context:
     ``server_x``/``server_y``: the server's labelled set (labels-at-server
     partitions). ``pool_x``/``pool_y``: the train-pool samples no device
     holds — where a server-side unlabelled set comes from (FedBE); their
-    labels are for scoring only.
+    labels are for scoring only. ``data_mean``/``data_std``: the per-channel
+    normalisation of image inputs (what pixel-space augmentations undo).
     """
 
     seed: int
@@ -84,6 +85,8 @@ class Context:
     server_y: Optional[torch.Tensor] = None
     pool_x: Optional[torch.Tensor] = None
     pool_y: Optional[torch.Tensor] = None
+    data_mean: Optional[tuple] = None
+    data_std: Optional[tuple] = None
 
     @property
     def n_devices(self) -> int:
@@ -229,4 +232,6 @@ def build_context(
         server_y=server_y,
         pool_x=pool_x,
         pool_y=pool_y,
+        data_mean=ds.mean,
+        data_std=ds.std,
     )

@@ -1,72 +1,125 @@
-"""A grid of real images under each augmentation (docs/augmentations.md's figure).
+"""A grid of real images under each augmentation: rows original, weak, strong, shift, flip.
 
-    .venv/bin/python -m plots.augment_grid --data-dir ../shared/data --out docs/figures/augmentations.png
+Run from the repository root::
 
-Rows: the original, then ``weak``, ``strong`` (two draws), ``shift`` and ``flip``
-(``learning.augment``), each applied to the normalised images exactly as the
-trainer does; images are shown un-normalised with the data set's mean and std.
+    python -m plots.augment_grid --data-dir DIR --out docs/figures/augmentations.png
+
+The images are the first ``--n`` test images of distinct classes (then any), read with the
+project's own loader; augmentations are drawn from one seeded generator; pixels are shown
+un-normalised (``x · std + mean``) on the [0, 1] grey scale.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-import numpy as np
-import torch
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from learning.augment import OP_NAMES, RandAugmentParams, make_augmentation  # noqa: E402
+
+ROWS = ("none", "weak", "strong", "shift", "flip")
+ROW_LABELS = {"none": "original", "weak": "weak", "strong": "strong", "shift": "shift ±2 px", "flip": "flip"}
+PAGE_WIDTH_IN = 7.0
+LEVELLESS = ("AutoContrast", "Equalize", "Identity")
 
 
-def draw(dataset: str, data_dir: str, out: Path, n: int = 8, seed: int = 0) -> Path:
-    import matplotlib
+def pick_samples(y: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the first ``n`` samples, one per class while classes last, in order of appearance."""
+    first = {}
+    for i, label in enumerate(y.tolist()):
+        first.setdefault(label, i)
+    chosen = sorted(first.values())[:n]
+    rest = [i for i in range(len(y)) if i not in set(chosen)]
+    return np.array(sorted(chosen + rest[: n - len(chosen)]))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    from learning.augment import make_augmentation
-    from learning.data.datasets import load_dataset
+def applied_ops(params: RandAugmentParams) -> list[str]:
+    """Per sample, the RandAugment ops that were applied, with their level where it matters,
+    e.g. ``"Rotate 4, Equalize"``."""
+    return [", ".join(OP_NAMES[op] + ("" if OP_NAMES[op] in LEVELLESS else f" {lv}")
+                      for op, on, lv in zip(ops, applied, level) if on) or "no op"
+            for ops, applied, level in zip(params.op_ids.tolist(), params.applied.tolist(), params.level.tolist())]
 
-    ds = load_dataset(dataset, data_dir)
-    rng = np.random.default_rng(seed)
-    idx = rng.choice(len(ds.y_test), size=n, replace=False)
-    x = torch.as_tensor(ds.x_test[idx])
+
+def augmented_rows(x: torch.Tensor, mean, std, seed: int = 0) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Each row of :data:`ROWS` applied to normalised images ``x`` (N, C, H, W), returned un-normalised
+    to [0, 1] as ``(N, H, W, C)`` arrays, and the RandAugment ops of the strong row per sample."""
     shape = tuple(x.shape[1:])
-    rows = [("original", x)]
-    for label, name, s in (("weak", "weak", 1), ("strong", "strong", 2), ("strong (2nd draw)", "strong", 3),
-                           ("shift", "shift", 4), ("flip", "flip", 5)):
-        a = make_augmentation(name, shape)
-        rows.append((label, a.apply(x, a.draw(n, torch.Generator().manual_seed(s)))))
-    mean = torch.tensor(ds.mean).view(1, -1, 1, 1)
-    std = torch.tensor(ds.std).view(1, -1, 1, 1)
-    fig, axes = plt.subplots(len(rows), n, figsize=(n * 0.9, len(rows) * 0.95))
-    for r, (label, imgs) in enumerate(rows):
-        pix = (imgs * std + mean).clamp(0, 1)
-        for c in range(n):
+    m = torch.tensor(mean, dtype=x.dtype).reshape(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=x.dtype).reshape(1, -1, 1, 1)
+    out, ops = {}, []
+    for name in ROWS:
+        aug = make_augmentation(name, shape, mean, std)
+        params = aug.draw(len(x), torch.Generator().manual_seed(seed))
+        out[name] = (aug.apply(x, params) * s + m).clamp(0, 1).permute(0, 2, 3, 1).numpy()
+        if name == "strong":
+            ops = applied_ops(next(p for p in params.stages if isinstance(p, RandAugmentParams)))
+    return out, ops
+
+
+def draw_grid(rows: dict[str, np.ndarray], titles: list[str], out: Path, strong_ops: list[str] = ()) -> Path:
+    """Save the grid (one row per augmentation, one column per sample) to ``out``; ``strong_ops``
+    label the strong row's cells."""
+    n_rows, n_cols = len(rows), len(titles)
+    cell = PAGE_WIDTH_IN / (n_cols + 1.2)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(PAGE_WIDTH_IN, cell * n_rows + 0.4), squeeze=False)
+    for r, (name, images) in enumerate(rows.items()):
+        for c in range(n_cols):
             ax = axes[r, c]
-            img = pix[c].permute(1, 2, 0).numpy()
-            ax.imshow(img[..., 0] if img.shape[-1] == 1 else img, cmap="gray" if img.shape[-1] == 1 else None,
-                      vmin=0, vmax=1)
+            img = images[c]
+            ax.imshow(img[..., 0] if img.shape[-1] == 1 else img, cmap="gray", vmin=0, vmax=1,
+                      interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
+            if r == 0:
+                ax.set_title(titles[c], fontsize=7)
             if c == 0:
-                ax.set_ylabel(label, fontsize=7, rotation=0, ha="right", va="center")
-            if r == 0 and ds.class_names:
-                ax.set_title(ds.class_names[int(ds.y_test[idx[c]])], fontsize=6)
-    fig.suptitle(f"{ds.name}: test images under each augmentation (seeded draws)", fontsize=8)
-    fig.tight_layout(rect=(0.06, 0, 1, 0.96))
+                ax.set_ylabel(ROW_LABELS.get(name, name), fontsize=8)
+            if name == "strong" and strong_ops:
+                ax.set_xlabel(strong_ops[c].replace(", ", "\n"), fontsize=5.5, labelpad=1.5)
+    fig.tight_layout(pad=0.3)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=150)
+    fig.savefig(out, dpi=200)
     plt.close(fig)
     return out
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--dataset", default="fashion_mnist")
-    p.add_argument("--data-dir", required=True)
-    p.add_argument("--out", type=Path, default=Path("docs/figures/augmentations.png"))
-    a = p.parse_args()
-    print(draw(a.dataset, a.data_dir, a.out))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m plots.augment_grid", description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", required=True, help="folder with the Fashion-MNIST IDX files")
+    parser.add_argument("--dataset", default="fashion_mnist", help="data set name (default fashion_mnist)")
+    parser.add_argument("--out", default="docs/figures/augmentations.png", help="PNG to write")
+    parser.add_argument("--n", type=int, default=8, help="number of samples (columns), default 8")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the augmentation generator")
+    args = parser.parse_args(argv)
+    from learning.data.datasets import DatasetError, load_dataset
+
+    if args.n < 1:
+        print(f"error: --n(={args.n}) must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        data = load_dataset(args.dataset, args.data_dir)
+    except DatasetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if data.kind != "image":
+        print(f"error: --dataset {args.dataset!r} holds {data.kind}; expected images", file=sys.stderr)
+        return 2
+    idx = pick_samples(data.y_test, args.n)
+    x = torch.from_numpy(data.x_test[idx])
+    names = data.class_names or tuple(str(k) for k in range(data.n_classes))
+    rows, strong_ops = augmented_rows(x, data.mean, data.std, args.seed)
+    path = draw_grid(rows, [names[k] for k in data.y_test[idx]], Path(args.out), strong_ops)
+    print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

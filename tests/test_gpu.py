@@ -99,7 +99,7 @@ def test_executors_on_gpu_equal_the_cpu(model_name, objective, no_tf32):
     else:
         from learning.augment import make_augmentation
 
-        weak, strong = make_augmentation("weak", shape), make_augmentation("strong", shape)
+        weak, strong = make_augmentation("weak", shape), make_augmentation("strong", shape, (0.5,) * shape[0], (0.25,) * shape[0])
         task = LocalTask(loss=fixmatch_loss(threshold=0.5), optimizer=SGD(0.01, 0.9, nesterov=True),
                          streams=(Stream("lab", 8), Stream("unl", 16)),
                          views=(View("x_aug", "x", weak), View("u_weak", "u", weak), View("u_strong", "u", strong)))
@@ -109,13 +109,22 @@ def test_executors_on_gpu_equal_the_cpu(model_name, objective, no_tf32):
     cpu = SequentialExecutor().run(model, task, starts, streams, gens())
     gpu_model = build_model(model_name, shape, 10, seed=0).to(CUDA)
     gstreams = [{s: {k: v.to(CUDA) for k, v in t.items()} for s, t in st.items()} for st in streams]
+    on_gpu = {}
     for ex in (SequentialExecutor(), VmapExecutor()):
         got = ex.run(gpu_model, task, to(starts, CUDA), gstreams, gens())
         assert all(v.device.type == "cuda" for s in got.params for v in s.values())
         assert got.n_steps == cpu.n_steps
+        on_gpu[ex.name] = got.params
         diff = max_diff(got.params, cpu.params)
         print(f"{model_name} {objective} {ex.name}: max |GPU - CPU| = {diff:.2e}")
-        assert diff < (2e-3 if model_name == "resnet9" else 2e-4), ex.name
+        if objective == "supervised":
+            assert diff < (2e-3 if model_name == "resnet9" else 2e-4), ex.name
+    # FixMatch's confidence mask and argmax pseudo-labels are discontinuous: a last-bit difference between
+    # the CPU's and the GPU's kernels can flip one, so across devices only the supervised task is compared;
+    # on one device the two executors must agree.
+    diff = max_diff(on_gpu["sequential"], on_gpu["vmap"])
+    print(f"{model_name} {objective}: max |GPU sequential - GPU vmap| = {diff:.2e}")
+    assert diff < (2e-3 if model_name == "resnet9" else 2e-4)
 
 
 def test_no_per_step_host_syncs():

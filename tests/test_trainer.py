@@ -224,7 +224,7 @@ def test_resnet9_fixmatch_style_joint_forward_with_views():
     streams = [{"lab": {"x": torch.randn(n, 1, 8, 8, generator=g, dtype=torch.float64),
                         "y": torch.randint(0, 10, (n,), generator=g)},
                 "unl": {"u": torch.randn(2 * n + 1, 1, 8, 8, generator=g, dtype=torch.float64)}} for n in (5, 3)]
-    weak, strong = make_augmentation("weak", (1, 8, 8)), make_augmentation("strong", (1, 8, 8))
+    weak, strong = make_augmentation("weak", (1, 8, 8)), make_augmentation("strong", (1, 8, 8), (0.5,), (0.25,))
     task = LocalTask(loss=fixmatch_loss(threshold=0.0), optimizer=SGD(0.01, 0.9, nesterov=True), epochs=1,
                      streams=(Stream("lab", 2), Stream("unl", 4)),
                      views=(View("x_aug", "x", weak), View("u_weak", "u", weak), View("u_strong", "u", strong)))

@@ -196,8 +196,8 @@ def make_task(ctx: Context, cfg: FedAvgConfig) -> LocalTask:
                          streams=(Stream("main", t.batch_size),), prox_mu=cfg.mu)
     from learning.augment import make_augmentation
 
-    weak = make_augmentation("weak", ctx.input_shape)
-    strong = make_augmentation("strong", ctx.input_shape)
+    weak = make_augmentation("weak", ctx.input_shape, ctx.data_mean, ctx.data_std)
+    strong = make_augmentation("strong", ctx.input_shape, ctx.data_mean, ctx.data_std)
     if cfg.objective == "fixmatch":
         loss = fixmatch_loss(cfg.threshold, cfg.lambda_u)
     else:
