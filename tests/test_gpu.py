@@ -192,7 +192,16 @@ def _killed_run(tmp_path, name, algs):
     return path, out
 
 
-def test_gpu_checkpoint_resumes_on_gpu_and_on_cpu(tmp_path):
+@pytest.fixture
+def deterministic():
+    """torch's deterministic algorithms (without them two GPU runs of one seed differ: docs/gpu.md)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(False)
+
+
+def test_gpu_checkpoint_resumes_on_gpu_and_on_cpu(tmp_path, deterministic):
     import subprocess
     import sys
 
@@ -220,17 +229,12 @@ def test_gpu_checkpoint_resumes_on_gpu_and_on_cpu(tmp_path):
     assert all(abs(float(g["accuracy"]) - float(r["accuracy"])) < 0.1 for g, r in zip(got, ref))
 
 
-def test_same_seed_twice_on_the_gpu_is_identical_with_deterministic_algorithms(tmp_path):
+def test_same_seed_twice_on_the_gpu_is_identical_with_deterministic_algorithms(tmp_path, deterministic):
     from scenarios.run import run_scenario
     from scenarios.schema import load_scenario
 
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
-    try:
-        a = run_scenario(load_scenario(scenario(tmp_path, ["fedavg", "fedbn"], model="resnet9", name="a")), tmp_path / "a")
-        b = run_scenario(load_scenario(scenario(tmp_path, ["fedavg", "fedbn"], model="resnet9", name="b")), tmp_path / "b")
-    finally:
-        torch.use_deterministic_algorithms(False)
+    a = run_scenario(load_scenario(scenario(tmp_path, ["fedavg", "fedbn"], model="resnet9", name="a")), tmp_path / "a")
+    b = run_scenario(load_scenario(scenario(tmp_path, ["fedavg", "fedbn"], model="resnet9", name="b")), tmp_path / "b")
     assert (a / "rounds.csv").read_bytes() == (b / "rounds.csv").read_bytes()
 
 
