@@ -1,6 +1,6 @@
 """The protocol between the engine (the clock) and a learning backend (the learning).
 
-ARCHITECTURE.md, "One round, as the data flows": each round the engine hands the
+One round, as the data flows (docs/system_model.md): each round the engine hands the
 backend a :class:`SystemView`; the backend answers with a :class:`RoundPlan`
 (who computes how many cycles per phase, who uploads and downloads how many
 bits); the engine runs that plan on the SimPy clock and hands back a

@@ -91,7 +91,7 @@ Number = Union[int, float]
 
 @dataclass(frozen=True)
 class SystemConfig:
-    """The wireless cell and its devices (SYSTEM_MODEL.md).
+    """The wireless cell and its devices (docs/system_model.md).
 
     ``tx_power_dbm`` and ``cpu_freq_hz`` are one value for every device or a
     list with one value per device (heterogeneous devices). When

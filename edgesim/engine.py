@@ -1,4 +1,4 @@
-"""The discrete-event engine: federated rounds on a SimPy clock (SYSTEM_MODEL.md, "What a round looks like").
+"""The discrete-event engine: federated rounds on a SimPy clock (docs/system_model.md).
 
 One round, for every device of the backend's :class:`~edgesim.backend.RoundPlan`
 (a SimPy process each, all started at the round's start):

@@ -21,7 +21,7 @@ An algorithm describes *what* a client computes as a :class:`LocalTask`:
   FedProx's ``prox_mu`` (Li et al., MLSys 2020, Eq. 2: ``μ(w − w_start)`` is
   added to the gradient, so μ = 0 is plain training bit for bit).
 
-How it runs is separate (STYLE.md, FedJAX + torch.func):
+How it runs is separate (as in FedJAX, with torch.func):
 
 - :class:`SequentialExecutor` — one client after another; the reference,
   and the fastest on a CPU.

@@ -1,4 +1,4 @@
-"""Models: sizes, shapes, bits, FLOPs and MC-dropout (ALGORITHMS.md §1.5, §2.5)."""
+"""Models: sizes, shapes, bits, FLOPs and MC-dropout (docs/dofed_spp.md, docs/executors.md)."""
 
 from __future__ import annotations
 

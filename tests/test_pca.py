@@ -1,4 +1,4 @@
-"""The BS's per-layer PCA downsizing (learning/pca.py, ALGORITHMS.md §1.4): round trip, error, bits."""
+"""The BS's per-layer PCA downsizing (learning/pca.py, docs/dofed_spp.md): round trip, error, bits."""
 
 from __future__ import annotations
 

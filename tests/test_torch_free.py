@@ -1,4 +1,4 @@
-"""Boundaries: the simulator ``edgesim/`` never imports torch (ARCHITECTURE.md; STYLE.md "Do this" 6), nor do the name registries."""
+"""Boundaries: the simulator ``edgesim/`` never imports torch (the project's layering, README "Layout"), nor do the name registries."""
 
 import os
 import subprocess
