@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from learning.algorithms import REGISTRY  # noqa: E402
 from learning.context import build_context  # noqa: E402
 from learning.data.datasets import load_dataset  # noqa: E402
-from learning.executors import evaluate  # noqa: E402
+from learning.inference import evaluate  # noqa: E402
 from learning.pca import compressed_bits, downsize  # noqa: E402
 from scenarios.schema import load_scenario  # noqa: E402
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Optional, Protocol, Sequence, Union
 
 import torch
@@ -62,7 +62,7 @@ from torch.func import functional_call, grad, vmap
 from learning.layers import ForwardState, forward_state, mix64, name_layers
 from learning.models import draw_seed, seeded_torch_rng, stochastic_modules
 from learning.optim import SGD, Constant, Optimizer, Schedule
-from learning.state import Params, stack_params, unstack_params  # noqa: F401  (re-exported)
+from learning.state import Params, stack_params, unstack_params  # noqa: F401  (re-exported for callers)
 
 GeneratorLike = Union[torch.Generator, int]
 ClientStreams = Mapping[str, Mapping[str, torch.Tensor]]
@@ -874,7 +874,3 @@ def make_executor(name: str, device: torch.device | str = "cpu") -> SequentialEx
     if name == "vmap":
         return VmapExecutor()
     raise ValueError(f"executor(={name!r}) must be one of 'auto', 'sequential', 'vmap'")
-
-
-# Inference used to live here; it is public in learning.inference now.
-from learning.inference import _as_stacked, _logits_many, evaluate, predict_proba  # noqa: E402,F401

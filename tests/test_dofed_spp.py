@@ -226,7 +226,7 @@ def test_end_to_end_through_run_scenario(tiny, tmp_path):
 def test_pseudo_labels_per_device_equal_one_stacked_call(tiny):
     import torch
 
-    from learning.executors import predict_proba
+    from learning.inference import predict_proba
     from learning.pseudo_labels import batched_pseudo_labels, weight_matrix
 
     sc, ctx, alg = _setup(tiny)

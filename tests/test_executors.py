@@ -17,12 +17,11 @@ from learning.executors import (
     SequentialExecutor,
     VmapExecutor,
     client_schedule,
-    evaluate,
     make_executor,
-    predict_proba,
     sgd_momentum_step,
     stack_params,
 )
+from learning.inference import evaluate, predict_proba
 from learning.models import build_model
 
 SIZES = (37, 64, 5, 0, 50)  # unequal, one client without data

@@ -93,6 +93,17 @@ def arrived_updates(
     return [(s, float(w)) for d, s, w in zip(devices, states, weights) if d in arrived]
 
 
+def round_metrics(ctx: Context, models: Sequence[Mapping[str, torch.Tensor]], result: LocalTrainResult,
+                  shared: Mapping[str, torch.Tensor] | None = None) -> dict[str, float]:
+    """A round's metrics: each device's model on its test set (``shared``: one model for all, evaluated in one
+    pass), the training loss, the loss's aux values and, where there is unlabelled data, the labelling accuracy."""
+    accs = evaluate_shared(ctx, shared) if shared is not None else evaluate_personal(ctx, models)
+    metrics = {**accuracy_metrics(accs), "train_loss": mean_loss(result), **aux_metrics(result)}
+    if has_unlabeled(ctx):
+        metrics.update(accuracy_metrics(labeling_accuracy(ctx, models), "labeling_accuracy"))
+    return metrics
+
+
 def aux_metrics(result: LocalTrainResult) -> dict[str, float]:
     """Mean over the devices that took a step of each aux value the loss reported (e.g. ``mask_rate``)."""
     out = {}

@@ -45,15 +45,9 @@ from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.config import check_choice, check_int, check_number, fail
 from learning.aggregation import merge, split_keys, weighted_average
 from learning.algorithms.common import (
-    accuracy_metrics,
     arrived_updates,
-    aux_metrics,
     clone_state,
-    evaluate_personal,
-    evaluate_shared,
-    has_unlabeled,
-    labeling_accuracy,
-    mean_loss,
+    round_metrics,
     sample_clients,
     to_cpu,
     to_device,
@@ -260,11 +254,7 @@ class FedAvg:
         if updates and sum(w for _, w in updates) > 0:
             self.global_state = weighted_average(updates)
         models = [merge(self.global_state, p) for p in self.personal]
-        accs = evaluate_personal(ctx, models) if any(self.personal) else evaluate_shared(ctx, self.global_state)
-        metrics = {**accuracy_metrics(accs), "train_loss": mean_loss(result), **aux_metrics(result)}
-        if has_unlabeled(ctx):
-            metrics.update(accuracy_metrics(labeling_accuracy(ctx, models), "labeling_accuracy"))
-        return metrics
+        return round_metrics(ctx, models, result, shared=None if any(self.personal) else self.global_state)
 
     def state_dict(self) -> dict:
         return {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal]}

@@ -57,7 +57,8 @@ from learning.algorithms.common import (
 )
 from learning.algorithms.registry import register
 from learning.context import Context
-from learning.executors import LocalTrainConfig, predict_proba
+from learning.executors import LocalTrainConfig
+from learning.inference import predict_proba
 
 Params = dict[str, torch.Tensor]
 

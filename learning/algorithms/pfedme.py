@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 import torch.nn.functional as F
 from torch.func import grad
 
@@ -35,12 +34,8 @@ from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.config import check_int, check_number
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
-    accuracy_metrics,
     arrived_updates,
-    evaluate_personal,
-    has_unlabeled,
-    labeling_accuracy,
-    mean_loss,
+    round_metrics,
     sample_clients,
     to_cpu,
     to_device,
@@ -144,11 +139,7 @@ class PFedMe:
             b = self.cfg.beta
             self.global_state = {k: ((1 - b) * self.global_state[k] + b * v if v.is_floating_point() else v)
                                  for k, v in avg.items()}
-        accs = evaluate_personal(ctx, self.theta)
-        metrics = {**accuracy_metrics(accs), "train_loss": mean_loss(result)}
-        if has_unlabeled(ctx):
-            metrics.update(accuracy_metrics(labeling_accuracy(ctx, self.theta), "labeling_accuracy"))
-        return metrics
+        return round_metrics(ctx, self.theta, result)
 
     def state_dict(self) -> dict:
         return {"global": to_cpu(self.global_state), "theta": [to_cpu(t) for t in self.theta]}
