@@ -437,8 +437,8 @@ class _Plan:
         self.model_keys = list(model.state_dict().keys())
         self.model_key_set = frozenset(self.model_keys)
         self.buffer_keys = [n for n, _ in model.named_buffers()]
-        params = [n for n, p in model.named_parameters()]
-        self.trainable = [k for k in (params if task.trainable is None else self._order(task.trainable, starts))]
+        params = [n for n, _ in model.named_parameters()]
+        self.trainable = params if task.trainable is None else self._order(task.trainable, starts)
         self.streams = [s.name for s in task.streams]
         self.data = [as_streams(d) for d in data]
         self.stream_of, self.slot_of = {}, {}
