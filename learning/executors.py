@@ -602,8 +602,8 @@ class SequentialExecutor(_Base):
     @staticmethod
     def _one(plan: _Plan, c: int, sp: Params):
         task = plan.task
-        train = {k: sp[k].detach() for k in plan.trainable}
-        start = dict(train)
+        start = {k: sp[k].detach() for k in plan.trainable}
+        train = {k: v.clone() for k, v in start.items()}  # this client's own tensors, updated in place
         fixed = {k: sp[k] for k in plan.fixed}
         buffers = {k: sp[k] for k in plan.buffer_keys}
         opt_state = task.optimizer.init(train)
@@ -643,8 +643,7 @@ class SequentialExecutor(_Base):
             grads = dict(zip(live, torch.autograd.grad(loss, list(live.values()), allow_unused=True)))
             grads = {k: (g if g is not None else torch.zeros_like(live[k])) for k, g in grads.items()}
             grads = _add_prox(task, grads, train, start, plan.model_keys)
-            train, opt_state = task.optimizer.update(train, grads, opt_state, s, scale)
-            train = {k: v.detach() for k, v in train.items()}
+            opt_state = task.optimizer.update_(train, grads, opt_state, s, scale)
         else:
             fn = _custom_step(plan, False, s)
             train, opt_state, aux, new_buf = fn(train, {**fixed, **buffers}, start, opt_state, batch, key, scale)

@@ -6,7 +6,7 @@ arithmetic is element-wise, so the same code serves both executors):
 
 - ``init(params) -> state``: the optimizer's state for fresh training;
 - ``update(params, grads, state, step, lr_scale) -> (params, state)``: one
-  step; ``step`` counts from 0, ``lr_scale`` multiplies the learning rate
+  step (``update_`` does the same in place, for private tensors); ``step`` counts from 0, ``lr_scale`` multiplies the learning rate
   (the schedule's factor at that step: a number, or one per stacked client).
 
 :class:`SGD` performs the same operations in the same order as
@@ -89,6 +89,24 @@ class SGD:
             new_p[k] = _descend(p, d, lr)
         return new_p, ({"buf": new_buf} if self.momentum != 0 else {})
 
+    def update_(self, params: Params, grads: Params, state: State, step: int, lr_scale: float = 1.0) -> State:
+        """:meth:`update` in place on ``params`` (and the momentum buffers): the same operations, no new
+        parameter tensors per step — for one client's private tensors (the sequential executor)."""
+        lr = self.lr * lr_scale
+        bufs = state.get("buf", {})
+        for k, p in params.items():
+            d = grads[k]
+            if self.weight_decay != 0:
+                d = d.add(p, alpha=self.weight_decay)
+            if self.momentum != 0:
+                if step == 0:
+                    bufs[k] = d.detach().clone()
+                else:
+                    bufs[k].mul_(self.momentum).add_(d)
+                d = d.add(bufs[k], alpha=self.momentum) if self.nesterov else bufs[k]
+            p.add_(d, alpha=-lr)
+        return {"buf": bufs} if self.momentum != 0 else {}
+
 
 @dataclass(frozen=True)
 class Adam:
@@ -133,6 +151,22 @@ class Adam:
             new_p[k] = _descend(p, m / denom, lr / bc1) if torch.is_tensor(lr) else p.addcdiv(m, denom, value=-lr / bc1)
             new_m[k], new_v[k] = m, v
         return new_p, {"m": new_m, "v": new_v}
+
+    def update_(self, params: Params, grads: Params, state: State, step: int, lr_scale: float = 1.0) -> State:
+        """:meth:`update` in place on ``params`` and the moments (same operations as ``torch.optim.Adam``)."""
+        t = step + 1
+        bc1 = 1.0 - self.beta1**t
+        bc2_sqrt = math.sqrt(1.0 - self.beta2**t)
+        lr = self.lr * lr_scale
+        for k, p in params.items():
+            g = grads[k]
+            if self.weight_decay != 0:
+                g = g.add(p, alpha=self.weight_decay)
+            m, v = state["m"][k], state["v"][k]
+            m.lerp_(g, 1.0 - self.beta1)
+            v.mul_(self.beta2).addcmul_(g, g.conj(), value=1.0 - self.beta2)
+            p.addcdiv_(m, (v.sqrt() / bc2_sqrt).add_(self.eps), value=-lr / bc1)
+        return state
 
 
 Optimizer = Union[SGD, Adam]

@@ -65,6 +65,11 @@ def test_sgd_is_torch_sgd_bit_for_bit(nesterov, wd):
         opt.step()
         mine, state = sgd.update(mine, {"p": gr}, state, s)
     assert torch.equal(mine["p"], ref.detach())
+    inplace = {"p": p0.clone()}
+    st_ = sgd.init(inplace)
+    for s, gr in enumerate(grads):
+        st_ = sgd.update_(inplace, {"p": gr}, st_, s)
+    assert torch.equal(inplace["p"], ref.detach())  # the in-place form too
 
 
 def test_adam_is_torch_adam():
@@ -81,6 +86,13 @@ def test_adam_is_torch_adam():
         opt.step()
         mine, state = adam.update(mine, {"p": gr}, state, s)
     assert torch.allclose(mine["p"], ref.detach(), rtol=0, atol=1e-7)
+    g2 = torch.Generator().manual_seed(1)
+    p1 = torch.randn(5, generator=g2)
+    inplace = {"p": p1.clone()}
+    st_ = adam.init(inplace)
+    for s in range(6):
+        st_ = adam.update_(inplace, {"p": torch.randn(5, generator=g2)}, st_, s)
+    assert torch.equal(inplace["p"], ref.detach())
 
 
 def test_adam_first_step_moves_by_lr():
