@@ -308,18 +308,19 @@ class LocalObjective:
 DEFAULT_OBJECTIVE = LocalObjective()
 
 
-def supervised_loss(objective: LocalObjective = DEFAULT_OBJECTIVE) -> Callable:
-    """The batch loss of :class:`LocalObjective` on stream keys ``x``, ``y`` and optional weights ``w``."""
+def supervised_loss(objective: LocalObjective = DEFAULT_OBJECTIVE, x_key: str = "x") -> Callable:
+    """The batch loss of :class:`LocalObjective` on batch keys ``x_key`` → ``y``, with weights ``w`` if present:
+    the masked mean of the per-sample losses over the real rows (``Batch.mean``)."""
 
     def loss(net: Net, batch: Batch, key: torch.Tensor):
-        (out,) = net.logits(batch, "x")
+        (out,) = net.logits(batch, x_key)
         per = objective.sample_loss(out, batch["y"])
-        if per.shape != batch["x"].shape[:1]:
-            raise ValueError(f"sample_loss must return one loss per sample, shape ({batch['x'].shape[0]},); "
+        if per.shape != batch[x_key].shape[:1]:
+            raise ValueError(f"sample_loss must return one loss per sample, shape ({batch[x_key].shape[0]},); "
                              f"got {tuple(per.shape)}")
         if "w" in batch:
             per = per * batch["w"]
-        data = (per * batch.mask("x")).sum() / batch.count("x") if batch.padded else per.sum() / per.shape[0]
+        data = batch.mean(per, x_key)
         total = data if objective.penalty is None else data + objective.penalty(net.params, net.start)
         return total, {"loss": data}
 
@@ -347,14 +348,6 @@ def as_streams(data: Union[Sequence[torch.Tensor], Mapping]) -> dict:
 
 
 # --------------------------------------------------------------------------- shared pieces
-
-
-def sgd_momentum_step(param, grad_, buf, *, lr, momentum=0.0, weight_decay=0.0, first_step=True):
-    """One ``torch.optim.SGD`` step on one tensor (see :class:`learning.optim.SGD`): ``(param, buf)``."""
-    opt = SGD(lr, momentum, weight_decay)
-    state = {"buf": {"p": buf}} if buf is not None else {"buf": {"p": torch.zeros_like(param)}}
-    p, st = opt.update({"p": param}, {"p": grad_}, state, 0 if first_step or buf is None else 1)
-    return p["p"], (st["buf"]["p"] if momentum != 0 else None)
 
 
 def as_generator(g: GeneratorLike) -> torch.Generator:
@@ -513,10 +506,6 @@ def _apply_views(task: LocalTask, tensors: dict, params_per_client: list, real_r
         tensors[v.out] = full
 
 
-def _finite_mean(values: list[float]) -> float:
-    return float("nan") if not values else sum(values) / len(values)
-
-
 class Executor(Protocol):
     name: str
 
@@ -533,8 +522,7 @@ class _Base:
     def train_with_stats(self, model, start_params, datasets, generators, cfg: LocalTrainConfig, *,
                          objective: LocalObjective = DEFAULT_OBJECTIVE) -> LocalTrainResult:
         """Supervised local training (:func:`supervised_task`) of every client."""
-        return self.run(model, supervised_task(cfg, objective), start_params, [as_streams(d) for d in datasets],
-                        generators)
+        return self.run(model, supervised_task(cfg, objective), start_params, datasets, generators)  # _Plan normalises
 
 
 def _step_loss(plan: _Plan, padded: bool, s: int = 0):

@@ -275,11 +275,11 @@ def model_bits(model: nn.Module, bits_per_param: int = 32) -> int:
     client uploads in FedAvg, so they count; integer buffers such as
     ``num_batches_tracked`` are bookkeeping and do not.
     """
+    from learning.state import state_bits
+
     if bits_per_param < 1:
         raise ValueError(f"bits_per_param(={bits_per_param}) must be >= 1")
-    n = sum(p.numel() for p in model.parameters())
-    n += sum(b.numel() for b in model.buffers() if b.is_floating_point())
-    return int(n) * int(bits_per_param)
+    return state_bits(model.state_dict(), bits_per_number=bits_per_param)
 
 
 def flops_per_sample(model: nn.Module, input_shape: tuple) -> float:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from learning.executors import DEFAULT_OBJECTIVE, supervised_loss
+
 
 def kl_to_soft(logits: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """Per-row ``KL(q ‖ softmax(logits)) = Σ_c q_c (log q_c − log p_c)`` (0·log 0 = 0), in nats."""
@@ -47,16 +49,7 @@ def sharpen(p: torch.Tensor, temperature: float) -> torch.Tensor:
 
 def cross_entropy_loss(x_key: str = "x"):
     """Supervised mean cross-entropy on ``x_key`` → ``y`` (weights ``w`` when the batch has them)."""
-
-    def loss(net, b, key):
-        (out,) = net.logits(b, x_key)
-        per = F.cross_entropy(out, b["y"], reduction="none")
-        if "w" in b:
-            per = per * b["w"]
-        value = b.mean(per, x_key)
-        return value, {"loss": value}
-
-    return loss
+    return supervised_loss(DEFAULT_OBJECTIVE, x_key)
 
 
 def fixmatch_loss(threshold: float = 0.95, lambda_u: float = 1.0, x_key: str = "x_aug"):

@@ -18,10 +18,10 @@ from learning.executors import (
     VmapExecutor,
     client_schedule,
     make_executor,
-    sgd_momentum_step,
     stack_params,
 )
 from learning.inference import evaluate, predict_proba
+from learning.optim import SGD
 from learning.models import build_model
 
 SIZES = (37, 64, 5, 0, 50)  # unequal, one client without data
@@ -125,13 +125,15 @@ def test_functional_sgd_step_is_torch_sgd_bit_for_bit(momentum, wd):
     g = torch.Generator().manual_seed(0)
     p_ref = torch.randn(7, 5, generator=g).requires_grad_(True)
     opt = torch.optim.SGD([p_ref], lr=0.1, momentum=momentum, weight_decay=wd)
-    p, buf = p_ref.detach().clone(), None
+    sgd = SGD(0.1, momentum, wd)
+    p = {"p": p_ref.detach().clone()}
+    state = sgd.init(p)
     for step in range(5):
         grad_ = torch.randn(7, 5, generator=g)
         p_ref.grad = grad_.clone()
         opt.step()
-        p, buf = sgd_momentum_step(p, grad_, buf, lr=0.1, momentum=momentum, weight_decay=wd, first_step=step == 0)
-        assert torch.equal(p, p_ref.detach())
+        p, state = sgd.update(p, {"p": grad_}, state, step)
+        assert torch.equal(p["p"], p_ref.detach())
 
 
 def test_sequential_executor_is_the_plain_torch_loop(cnn, clients):

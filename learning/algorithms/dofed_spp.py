@@ -81,6 +81,7 @@ from learning.algorithms.common import (
 from learning.algorithms.registry import register
 from learning.context import Context
 from learning.costs import forward_cycles_per_sample
+from learning.state import sent_numbers
 from learning.inference import predict_proba
 from learning.pca import check_fraction, compressed_bits
 from learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, weight_matrix
@@ -155,10 +156,6 @@ def phase_cycles(
     return float(c_sr), float(c_pse)
 
 
-def _n_numbers(model) -> int:
-    return sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers() if b.is_floating_point())
-
-
 def auto_cycles(name: str, scenario, model, dataset, cycles_per_sample: float) -> float:
     """The number ``learning.sizing`` puts for a workload field set to ``"auto"``.
 
@@ -176,7 +173,7 @@ def auto_cycles(name: str, scenario, model, dataset, cycles_per_sample: float) -
     sizes = dofed_sizes(dataset.n_classes, data.n_clusters, data.size_scale)
     cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
     sr, pse = phase_cycles(
-        scenario.system.n_devices, sizes.labeled, sizes.unlabeled, _n_numbers(model), cycles_per_sample,
+        scenario.system.n_devices, sizes.labeled, sizes.unlabeled, sent_numbers(model.state_dict()), cycles_per_sample,
         scenario.workload.flops_per_cycle, cfg.g1, cfg.g2,
     )
     if name == "sr_cycles":
@@ -222,7 +219,7 @@ class DofedSpp:
         self.tar_cycles = [target_epochs * c * (cl.x_unl.shape[0] + cl.y_lab.shape[0]) for cl in ctx.clients]
         self.warmup_cycles = [cfg.warmup_rounds * x for x in self.rec_cycles]
         w = ctx.workload
-        n_params = _n_numbers(ctx.model)
+        n_params = sent_numbers(ctx.model.state_dict())
         self.sr_cycles, self.pse_cycles = [], []
         for cl in ctx.clients:
             sr, pse = phase_cycles(n, cl.y_lab.shape[0], cl.x_unl.shape[0], n_params, c, w.flops_per_cycle, cfg.g1, cfg.g2)

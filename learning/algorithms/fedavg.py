@@ -227,8 +227,8 @@ class FedAvg:
         self.is_local = keep.__contains__
         self.global_state, first_local = split_keys(ctx.init_state(), self.is_local)
         self.personal = [clone_state(first_local) for _ in range(ctx.n_devices)]
-        self.sizes = [{s: next(iter(t.values())).shape[0] for s, t in client_streams(ctx, cfg, d).items()}
-                      for d in range(ctx.n_devices)]
+        self.data = [client_streams(ctx, cfg, d) for d in range(ctx.n_devices)]  # built once (the -SL joins copy)
+        self.sizes = [{s: next(iter(t.values())).shape[0] for s, t in streams.items()} for streams in self.data]
         self.bits = ctx.bits_of(list(self.global_state))
         self.selected: tuple[int, ...] = ()
 
@@ -242,7 +242,7 @@ class FedAvg:
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, sel = self.ctx, self.selected
         starts = [merge(self.global_state, self.personal[d]) for d in sel]
-        data = [client_streams(ctx, self.cfg, d) for d in sel]
+        data = [self.data[d] for d in sel]
         result = train_devices(ctx, self.name, outcome.round_index, sel, starts, data, self.task)
         shared = []
         for d, state in zip(sel, result.params):

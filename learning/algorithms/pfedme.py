@@ -80,7 +80,6 @@ def pfedme_step(cfg: PFedMeConfig, lr: float, param_keys: list[str]):
             out = net.apply(th, b["x"], mask, rows)
             return b.mean(F.cross_entropy(out, b["y"], reduction="none"), "x")
 
-        value = None
         for _ in range(cfg.inner_steps):
             g = grad(f)(theta)
             theta = {k: theta[k] - cfg.personal_lr * (g[k] + cfg.lam * (theta[k] - w[k])) for k in param_keys}
