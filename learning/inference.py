@@ -123,20 +123,26 @@ def evaluate(model: nn.Module, params_list: Sequence[Mapping[str, torch.Tensor]]
     return [float(c) / x.shape[0] for c in correct.tolist()]
 
 
-def mc_dropout_proba(model: nn.Module, params: ParamsLike, x: torch.Tensor, n_passes: int, seed: int, *,
-                     batch_size: int = 1024, vectorize: bool = True) -> torch.Tensor:
+def mc_dropout_proba(model: nn.Module, params: ParamsLike, x: torch.Tensor, n_passes: int,
+                     seed: Union[int, Sequence[int]], *, batch_size: int = 1024, vectorize: bool = True) -> torch.Tensor:
     """UM-pFSSL Eq. (9) for every model: mean softmax over ``n_passes`` MC-dropout passes, ``(n_models, n, C)``.
 
-    Pass t of model j uses the dropout key ``mix64(seed, j, t)``; BatchNorm
-    uses running statistics. Same ``seed`` ⇒ same result, for any
-    ``batch_size`` and ``vectorize``.
+    Pass t of model j uses the dropout key ``mix64(seed, j, t)`` — or, with one
+    seed per model, ``mix64(seed_j, t)``, so a model's passes do not depend on
+    which other models share the call; BatchNorm uses running statistics. Same
+    seed(s) ⇒ same result, for any ``batch_size`` and ``vectorize``.
     """
     if n_passes < 1:
         raise ValueError(f"n_passes(={n_passes}) must be >= 1")
     stacked = as_stacked(model, params)
     name_layers(model)
     m = next(iter(stacked.values())).shape[0]
-    base = mix64(torch.arange(m, dtype=torch.int64) + mix64(torch.tensor(int(seed), dtype=torch.int64)))
+    if isinstance(seed, int):
+        base = mix64(torch.arange(m, dtype=torch.int64) + mix64(torch.tensor(int(seed), dtype=torch.int64)))
+    else:
+        if len(seed) != m:
+            raise ValueError(f"{len(seed)} seeds for {m} models")
+        base = mix64(torch.tensor([int(s) for s in seed], dtype=torch.int64))
     acc = None
     with eval_mode(model, dropout=True):
         for t in range(n_passes):

@@ -52,7 +52,7 @@ class DoFedCNN(nn.Module):
     1×8×8 → 2×2 feature maps before the first Linear.
     """
 
-    def __init__(self, in_channels: int, image_size: int | tuple[int, int], n_classes: int) -> None:
+    def __init__(self, in_channels: int, image_size: int | tuple[int, int], n_classes: int, dropout: float = 0.0) -> None:
         super().__init__()
         h, w = _hw(image_size)
         if h < 4 or w < 4:
@@ -60,13 +60,14 @@ class DoFedCNN(nn.Module):
         self.conv1 = nn.Conv2d(in_channels, 32, 3, padding=1)
         self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
         self.fc1 = nn.Linear(64 * (h // 4) * (w // 4), 128)
+        self.drop = Dropout(dropout) if dropout > 0 else None
         self.fc2 = nn.Linear(128, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = torch.flatten(x, 1)
-        return self.fc2(F.relu(self.fc1(x)))
+        x = F.relu(self.fc1(torch.flatten(x, 1)))
+        return self.fc2(self.drop(x) if self.drop is not None else x)
 
 
 class PeerCNN(nn.Module):
@@ -219,6 +220,11 @@ def stochastic_modules(model: nn.Module) -> list[str]:
 def build_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
     """``cnn``: :class:`DoFedCNN` for ``(C, H, W)`` inputs."""
     return DoFedCNN(shape[0], (shape[1], shape[2]), n_classes)
+
+
+def build_cnn_mc(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """:class:`DoFedCNN` with Dropout(0.5) after its hidden linear layer (UM-pFSSL's MC-dropout rule on a CNN)."""
+    return DoFedCNN(shape[0], (shape[1], shape[2]), n_classes, dropout=0.5)
 
 
 def build_peer_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:

@@ -1,0 +1,446 @@
+"""UM-pFSSL (Shi, Chen & Zhang, IEEE TNSE 2023; arXiv 2205.02438): helpers label each other's data (docs/um_pfssl.md).
+
+Every device k keeps a personal model w_k and a list H_k of at most M helper
+models (k itself always among them) that it downloaded from the server's
+model pool. How much a helper j suits k is
+
+    Corr(k|j) = (1 − μ_k)·(1 − H̄(D_k^u | w_j)) + μ_k·Acc(D_k^s; w_j)      (arXiv Eq. 13, default)
+    Corr(k|j) = (1 − μ_k) / max(H̄, 1e-8)    + μ_k·Acc(D_k^s; w_j)      (journal Eq. 13, ``corr_form``)
+
+with μ_k = |D^s|/(|D^s| + |D^u|) (Eq. 2), H̄ the *mean* per-sample entropy
+of j's MC-dropout prediction (Eqs. 9–10, T passes) over k's unlabelled data
+divided by log C (Eq. 14), and Acc j's accuracy on k's labelled data (0
+without labelled data). One round t ≥ 1 (round 0 is the warm-up: every
+device trains ``warmup_epochs`` on its labelled data from the same w_0 and
+uploads, so the pool has a model of everyone):
+
+1. ``ReplaceHelper`` while t ≤ F: each device downloads R random models not
+   in its list and keeps the best R of (its R lowest helpers ∪ the
+   candidates) — a vacant slot ranks below every model;
+2. ``UpdateHelper`` when t % ν = 0 (the journal's rule, ``protocol =
+   "journal"``: every round once t ≥ ν): each device re-downloads those of
+   its helpers outside its R lowest whose server copy is newer than its own;
+3. the K̄ sampled devices fill their lists at random up to M, set
+   w_k ← Σ_j Corr(k|j)·w_j / Σ_j Corr(k|j), label each unlabelled x with the
+   MC-dropout prediction of its most certain helper (soft, no threshold),
+   and train E epochs, each mini-batch one cross-entropy step on labelled
+   data then one KL(ŷ ‖ softmax f(x)) step on the pseudo-labelled data
+   (Alg. 1, lines 22–23); then they upload w_k.
+
+In the arXiv protocol (default) steps 1–2 run on all K devices before the
+sampling (arXiv Alg. 1, lines 7–12); in the journal's on the sampled ones.
+
+On the clock: every helper or candidate model a device receives is
+``model_bits`` of download; every Corr it evaluates is T MC-dropout forward
+passes of that model over the device's labelled and unlabelled data
+(``learning.costs.forward_cycles``, phase ``"helpers"``). A device keeps
+what it has evaluated (Corr and the helper's predictions on its unlabelled
+data) and evaluates again only a model it has not seen; the aggregation's
+M·|w| multiply-adds are not charged. A device dropped at a deadline did
+nothing this round: its list, its model and the server's copy stay as they
+were.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.func import grad
+
+from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
+from edgesim.config import check_choice, check_int, fail
+from learning.aggregation import weighted_average
+from learning.algorithms.common import (
+    accuracy_metrics,
+    check_losses,
+    mean_loss,
+    sample_clients,
+    to_cpu,
+    to_device,
+    train_devices,
+)
+from learning.algorithms.registry import register
+from learning.context import Context
+from learning.costs import forward_cycles, task_cycles
+from learning.executors import LocalTask, StepInputs, Stream
+from learning.inference import entropy, evaluate, mc_dropout_proba
+from learning.objectives import cross_entropy_loss, kl_to_soft
+
+FORMS = ("arxiv", "journal")
+PROTOCOLS = ("arxiv", "journal")
+
+
+@dataclass(frozen=True)
+class UMPFSSLConfig:
+    """``helpers`` M, ``replace`` R, ``search_rounds`` F, ``update_every`` ν, ``mc_passes`` T (defaults: arXiv's,
+    T = 10 our choice); ``corr_form`` and ``protocol``: "arxiv" or "journal" (module docstring);
+    ``warmup_epochs``: the warm-up's local epochs on labelled data (round 0)."""
+
+    helpers: int = 5
+    replace: int = 2
+    search_rounds: int = 30
+    update_every: int = 10
+    mc_passes: int = 10
+    corr_form: str = "arxiv"
+    protocol: str = "arxiv"
+    warmup_epochs: int = 5
+
+    def __post_init__(self):
+        check_int("helpers", self.helpers, 1)
+        check_int("replace", self.replace, 0)
+        if self.replace > self.helpers - 1:
+            fail("replace", self.replace, f"at most helpers - 1 = {self.helpers - 1} (a device never replaces itself)")
+        check_int("search_rounds", self.search_rounds, 0)
+        check_int("update_every", self.update_every, 1)
+        check_int("mc_passes", self.mc_passes, 1)
+        check_choice("corr_form", self.corr_form, FORMS)
+        check_choice("protocol", self.protocol, PROTOCOLS)
+        check_int("warmup_epochs", self.warmup_epochs, 0)
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def labeled_share(n_labeled: int, n_unlabeled: int) -> float:
+    """μ_k = |D^s| / (|D^s| + |D^u|) (Eq. 2); 0 for a device without data."""
+    n = n_labeled + n_unlabeled
+    return n_labeled / n if n else 0.0
+
+
+def corr(mean_entropy_nats: float, accuracy: float, mu: float, n_classes: int, form: str = "arxiv") -> float:
+    """Corr(k|j) (module docstring): H̄ = mean entropy / log C (nats / nats); ``accuracy`` and ``mu`` in [0, 1].
+
+    arXiv: ``(1 − μ)(1 − H̄) + μ·Acc`` ∈ [0, 1]; journal: ``(1 − μ)/max(H̄, 1e-8) + μ·Acc``.
+    A device without unlabelled data has μ = 1 and no entropy term.
+    """
+    if n_classes < 2:
+        raise ValueError(f"n_classes(={n_classes}) must be >= 2")
+    h_bar = mean_entropy_nats / math.log(n_classes) if mu < 1 else 0.0
+    if form == "arxiv":
+        return (1.0 - mu) * (1.0 - h_bar) + mu * accuracy
+    if form == "journal":
+        return ((1.0 - mu) / max(h_bar, 1e-8) if mu < 1 else 0.0) + mu * accuracy
+    raise ValueError(f"corr form {form!r}; expected one of {FORMS}")
+
+
+def lowest(members: Sequence[int], k: int, corr_of: Mapping[int, float], r: int) -> list[int]:
+    """The ``r`` members other than ``k`` with the lowest Corr (ties: the larger id is lower), lowest first."""
+    others = sorted((j for j in members if j != k), key=lambda j: (corr_of[j], -j))
+    return others[:r]
+
+
+def replace_helpers(members: Sequence[int], k: int, corr_of: Mapping[int, float], candidates: Sequence[int],
+                    r: int, size: int) -> list[int]:
+    """ReplaceHelper (arXiv Alg. 3): the R lowest (vacant slots first, ranking below any model) against the
+    candidates; the best R of both stay (a candidate must beat strictly). Returns the new list, sorted."""
+    vacancies = max(0, size - len(members))
+    slots = lowest(members, k, corr_of, max(0, r - vacancies))
+    pool = [(corr_of[j], 1, -j, j) for j in slots] + [(corr_of[c], 0, -c, c) for c in candidates]
+    pool.sort(reverse=True)  # best first; on equal Corr a member (1) ranks above a candidate (0)
+    keep = [j for *_, j in pool[: len(slots) + min(vacancies, r)]]
+    return sorted(set(members) - set(slots) | set(keep))
+
+
+def refresh_list(members: Sequence[int], k: int, corr_of: Mapping[int, float], r: int) -> list[int]:
+    """UpdateHelper's list Up (arXiv Alg. 2) without k itself: the helpers outside the R lowest."""
+    low = set(lowest(members, k, corr_of, r))
+    return sorted(j for j in members if j != k and j not in low)
+
+
+def pseudo_labels(probs: torch.Tensor) -> torch.Tensor:
+    """Soft labels ``(n, C)`` from helpers' predictions ``(M, n, C)``: per sample the most certain helper's
+    (lowest entropy, Eq. 11; ties to the first)."""
+    best = entropy(probs).argmin(0)
+    return probs[best, torch.arange(probs.shape[1], device=probs.device)]
+
+
+def protocol_steps(t: int, cfg: UMPFSSLConfig) -> tuple[bool, bool]:
+    """(ReplaceHelper, UpdateHelper) in round ``t`` ≥ 1: t ≤ F; t % ν = 0 (arXiv) or t ≥ ν (journal)."""
+    update = (t % cfg.update_every == 0) if cfg.protocol == "arxiv" else (t >= cfg.update_every)
+    return 1 <= t <= cfg.search_rounds, t >= 1 and update
+
+
+def cost_fedavg(k_bar: int, rounds: int) -> int:
+    """Cost₁ = 2·K̄·n model transmissions (journal Eq. 26; × |w| for bits): FedAvg's downloads and uploads."""
+    return 2 * k_bar * rounds
+
+
+def cost_bound(n_devices: int, k_bar: int, rounds: int, cfg: UMPFSSLConfig) -> float:
+    """Cost₂ = K·M·n/ν + F·R·K + K̄·n model transmissions (arXiv Eq. 28; journal Eq. 27 is K = K̄), the bound
+    on UM-pFSSL's protocol rounds (the warm-up's uploads come on top)."""
+    return n_devices * cfg.helpers * rounds / cfg.update_every + cfg.search_rounds * cfg.replace * n_devices \
+        + k_bar * rounds
+
+
+# --------------------------------------------------------------------------- the client step
+
+
+def alternating_step(opt, param_keys: Sequence[str]):
+    """One mini-batch of Alg. 1 (lines 22–23): an SGD step on the labelled batch's cross-entropy, then one on
+    the unlabelled batch's ``KL(ŷ ‖ softmax f(u))`` from the updated weights."""
+
+    def step(inp: StepInputs):
+        b, net = inp.batch, inp.net
+        params = {k: inp.params[k] for k in param_keys}
+
+        def ce(p):
+            out = net.apply(p, b["x"], b.mask("x") if b.padded else None, b.rows("x"))
+            return b.mean(F.cross_entropy(out, b["y"], reduction="none"), "x")
+
+        def kl(p):
+            out = net.apply(p, b["u"], b.mask("u") if b.padded else None, b.rows("u"))
+            return b.mean(kl_to_soft(out, b["q"]), "u")
+
+        g = grad(ce)(params)
+        params, state = opt.update(params, g, inp.opt_state, 2 * inp.step, inp.lr_scale)
+        g = grad(kl)(params)
+        params, state = opt.update(params, g, state, 2 * inp.step + 1, inp.lr_scale)
+        return params, state, {"loss": ce(params).detach(), "kl": kl(params).detach()}
+
+    return step
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+@dataclass
+class _Seen:
+    """What device k keeps about a model it evaluated: its version, Corr and predictions on k's unlabelled data."""
+
+    version: int
+    corr: float
+    probs: torch.Tensor
+
+
+class UMPFSSL:
+    """UM-pFSSL as a :class:`edgesim.backend.LearningBackend` (module docstring)."""
+
+    name = "um_pfssl"
+
+    def __init__(self, ctx: Context, cfg: UMPFSSLConfig):
+        self.ctx, self.cfg = ctx, cfg
+        n = ctx.n_devices
+        if cfg.helpers > n:
+            fail("helpers", cfg.helpers, f"at most the {n} devices")
+        keys = [k for k, _ in ctx.model.named_parameters()]
+        t = ctx.train_cfg
+        opt = ctx.optimizer()
+        self.task = LocalTask(loss=None, step=alternating_step(opt, keys), optimizer=opt, epochs=ctx.local_cfg.epochs,
+                              streams=(Stream("lab", t.batch_size), Stream("unl", t.batch_size)),
+                              trainable=frozenset(keys))
+        self.warmup = LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=cfg.warmup_epochs, streams=(Stream("lab", t.batch_size),))
+        w0 = ctx.init_state()
+        self.pool: dict[tuple[int, int], dict] = {(j, -1): w0 for j in range(n)}  # (device, version) → model
+        self.latest = [-1] * n  # the version of each device's model on the server (= on the device)
+        self.lists: list[dict[int, int]] = [{k: -1} for k in range(n)]  # H_k: helper → version held
+        self.seen: list[dict[int, _Seen]] = [{} for _ in range(n)]
+        self.sizes = [(c.y_sup.shape[0], c.x_unl.shape[0]) for c in ctx.clients]
+        self.transmissions = 0
+        self._pending: dict[int, tuple[dict[int, int], dict[int, _Seen]]] = {}
+        self._train: dict[int, tuple[dict, torch.Tensor]] = {}
+        self._accuracy: dict[tuple[int, int], tuple[float, float]] = {}
+        self.selected: tuple[int, ...] = ()
+
+    # ----------------------------------------------------------------- evaluation of helpers on a device
+
+    def _evaluate(self, k: int, models: Sequence[tuple[int, int]]) -> dict[int, _Seen]:
+        """Corr(k|j) and j's MC-dropout predictions on k's unlabelled data, for each (j, version)."""
+        if not models:
+            return {}
+        ctx, c = self.ctx, self.ctx.clients[k]
+        n_s, n_u = self.sizes[k]
+        x = torch.cat([c.x_sup, c.x_unl])
+        seeds = [ctx.seed_for("um_mc", k, j, v + 1) for j, v in models]
+        probs = mc_dropout_proba(ctx.model, [self.pool[m] for m in models], x, self.cfg.mc_passes, seeds,
+                                 batch_size=ctx.train_cfg.eval_batch_size)
+        mu = labeled_share(n_s, n_u)
+        out = {}
+        for i, (j, v) in enumerate(models):
+            p_s, p_u = probs[i, :n_s], probs[i, n_s:]
+            acc = float((p_s.argmax(-1) == c.y_sup).float().mean()) if n_s else 0.0
+            h = float(entropy(p_u).mean()) if n_u else 0.0
+            out[j] = _Seen(v, corr(h, acc, mu, ctx.n_classes, self.cfg.corr_form), p_u)
+        return out
+
+    def _corr_of(self, k: int, members: Mapping[int, int], seen: dict[int, _Seen]) -> tuple[dict[int, float], int]:
+        """Corr of every member at the version k holds, evaluating the unseen ones; (Corr, models evaluated)."""
+        need = [(j, v) for j, v in members.items() if j not in seen or seen[j].version != v]
+        seen.update(self._evaluate(k, need))
+        return {j: seen[j].corr for j in members}, len(need)
+
+    def _protocol(self, k: int, t: int, sampled: bool, replace: bool, update: bool) -> tuple[dict, dict, dict]:
+        """Device k's helper protocol in round t: (new list, what it keeps, counts of downloads and evaluations)."""
+        cfg, n = self.cfg, self.ctx.n_devices
+        members, seen = dict(self.lists[k]), dict(self.seen[k])
+        counts = {"replace": 0, "update": 0, "fill": 0, "evaluated": 0}
+        rng = self.ctx.rng("um_pfssl", t, k)
+        if replace:
+            outside = [j for j in range(n) if j not in members]
+            cands = sorted(int(j) for j in rng.choice(outside, size=min(cfg.replace, len(outside)), replace=False))
+            counts["replace"] += len(cands)
+            everyone = {**members, **{j: self.latest[j] for j in cands}}
+            corr_of, e = self._corr_of(k, everyone, seen)
+            counts["evaluated"] += e
+            kept = replace_helpers(list(members), k, corr_of, cands, cfg.replace, cfg.helpers)
+            members = {j: everyone[j] for j in kept}
+        if update:
+            corr_of, e = self._corr_of(k, members, seen)
+            counts["evaluated"] += e
+            for j in refresh_list(list(members), k, corr_of, cfg.replace):
+                if self.latest[j] > members[j]:
+                    members[j] = self.latest[j]
+                    counts["update"] += 1
+        if sampled and len(members) < cfg.helpers:
+            outside = [j for j in range(n) if j not in members]
+            for j in rng.choice(outside, size=cfg.helpers - len(members), replace=False):
+                members[int(j)] = self.latest[int(j)]
+                counts["fill"] += 1
+        members[k] = self.latest[k]
+        if sampled:
+            _, e = self._corr_of(k, members, seen)
+            counts["evaluated"] += e
+        seen = {j: s for j, s in seen.items() if j in members and s.version == members[j]}
+        return members, seen, counts
+
+    # ----------------------------------------------------------------- the round
+
+    def plan_round(self, view: SystemView) -> RoundPlan:
+        ctx, cfg, t = self.ctx, self.cfg, view.round_index
+        n, bits = ctx.n_devices, float(ctx.model_bits)
+        self._pending, self._train = {}, {}
+        if t == 0:  # warm-up: everyone receives w_0, trains on its labelled data, uploads
+            self.selected = tuple(range(n))
+            work = tuple(DeviceWork(d, {"train": task_cycles(self.warmup, {"lab": self.sizes[d][0]}, ctx.cycles_per_sample)},
+                                    upload_bits=bits, download_bits=bits) for d in range(n))
+            self.transmissions += 2 * n
+            return RoundPlan(work, info={"K": n, "transmissions": 2 * n, "transmissions_total": self.transmissions})
+        self.selected = sample_clients(ctx, t, ctx.run_cfg.clients_per_round)
+        replace, update = protocol_steps(t, cfg)
+        everyone = cfg.protocol == "arxiv" and (replace or update)
+        workers = range(n) if everyone else self.selected
+        totals = {"replace": 0, "update": 0, "fill": 0, "evaluated": 0}
+        work = []
+        for k in workers:
+            sampled = k in self.selected
+            members, seen, counts = self._protocol(k, t, sampled, replace, update)
+            self._pending[k] = (members, seen)
+            for key in totals:
+                totals[key] += counts[key]
+            n_s, n_u = self.sizes[k]
+            cycles = {"helpers": forward_cycles(ctx.cycles_per_sample, n_s + n_u, counts["evaluated"], cfg.mc_passes)}
+            if sampled:
+                cycles["train"] = task_cycles(self.task, {"lab": n_s, "unl": n_u}, ctx.cycles_per_sample)
+            downloads = counts["replace"] + counts["update"] + counts["fill"]
+            work.append(DeviceWork(k, cycles, upload_bits=bits if sampled else 0.0, download_bits=downloads * bits))
+        sent = totals["replace"] + totals["update"] + totals["fill"] + len(self.selected)
+        self.transmissions += sent
+        info = {"K": len(self.selected), "downloads_replace": totals["replace"], "downloads_update": totals["update"],
+                "downloads_fill": totals["fill"], "helper_evaluations": totals["evaluated"], "transmissions": sent,
+                "transmissions_total": self.transmissions}
+        return RoundPlan(tuple(work), info=info)
+
+    def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
+        ctx, t = self.ctx, outcome.round_index
+        dropped = set(outcome.dropped)
+        for k, (members, seen) in self._pending.items():
+            if k not in dropped:
+                self.lists[k], self.seen[k] = members, seen
+        train = [k for k in self.selected if k in set(outcome.arrived)]
+        if t == 0:
+            starts = [self.pool[(k, -1)] for k in train]
+            data = [{"lab": {"x": ctx.clients[k].x_sup, "y": ctx.clients[k].y_sup}} for k in train]
+            task = self.warmup
+        else:
+            starts, data = [], []
+            for k in train:
+                members, seen = self.lists[k], self.seen[k]
+                weights = [(self.pool[(j, v)], max(seen[j].corr, 0.0)) for j, v in sorted(members.items())]
+                if sum(w for _, w in weights) <= 0:
+                    weights = [(s, 1.0) for s, _ in weights]
+                starts.append(weighted_average(weights))
+                c = ctx.clients[k]
+                probs = torch.stack([seen[j].probs for j in sorted(members)])
+                q = pseudo_labels(probs) if c.x_unl.shape[0] else torch.zeros(0, ctx.n_classes, device=c.x_unl.device)
+                data.append({"lab": {"x": c.x_sup, "y": c.y_sup}, "unl": {"u": c.x_unl, "q": q}})
+                self._train[k] = (c, q)
+            task = self.task
+        result = train_devices(ctx, self.name, t, train, starts, data, task) if train else None
+        for k, state in zip(train, result.params if result else []):
+            self.pool[(k, t)] = state
+            self.latest[k] = t
+            self.lists[k][k] = t
+        self._collect_garbage()
+        return self._metrics(result, train, t)
+
+    def _collect_garbage(self) -> None:
+        live = {(j, v) for lst in self.lists for j, v in lst.items()} | {(j, v) for j, v in enumerate(self.latest)}
+        for key in [key for key in self.pool if key not in live]:
+            del self.pool[key]
+
+    def _metrics(self, result, trained: Sequence[int], t: int) -> dict[str, float]:
+        ctx = self.ctx
+        accs, labs = [], []
+        for k, c in enumerate(ctx.clients):
+            key = (k, self.latest[k])
+            if key not in self._accuracy:
+                s = self.pool[key]
+                bs = ctx.train_cfg.eval_batch_size
+                self._accuracy[key] = (evaluate(ctx.model, [s], c.x_test, c.y_test, bs)[0],
+                                       evaluate(ctx.model, [s], c.x_unl, c.y_unl_hidden, bs)[0])
+            a, lab = self._accuracy[key]
+            accs.append(a)
+            labs.append(lab)
+        self._accuracy = {key: v for key, v in self._accuracy.items() if key[1] == self.latest[key[0]]}
+        metrics = {**accuracy_metrics(accs), **accuracy_metrics(labs, "labeling_accuracy")}
+        if result is not None:
+            check_losses(self.name, t, trained, result)
+            metrics["train_loss"] = mean_loss(result)
+        pl = [float((q.argmax(-1) == c.y_unl_hidden).float().mean()) for c, q in self._train.values() if q.shape[0]]
+        if pl:
+            metrics["pseudo_label_accuracy"] = float(np.mean(pl))
+        corrs = [s.corr for seen in self.seen for s in seen.values()]
+        if corrs:
+            metrics["helper_corr"] = float(np.mean(corrs))
+        return metrics
+
+    # ----------------------------------------------------------------- who helps whom
+
+    def graph(self) -> dict:
+        """The helper lists as a directed graph in node-link form: an edge k → j for each helper j ≠ k of k,
+        weighted by Corr(k|j) (nodes carry their labelled share μ_k)."""
+        nodes = [{"id": k, "labeled_share": labeled_share(*self.sizes[k]), "sampled": k in self.selected}
+                 for k in range(self.ctx.n_devices)]
+        links = [{"source": k, "target": j, "weight": self.seen[k][j].corr if j in self.seen[k] else None}
+                 for k, lst in enumerate(self.lists) for j in sorted(lst) if j != k]
+        return {"directed": True, "multigraph": False, "graph": {"kind": "helpers"}, "nodes": nodes, "links": links}
+
+    # ----------------------------------------------------------------- checkpoints
+
+    def state_dict(self) -> dict:
+        return {
+            "pool": {f"{j}:{v}": to_cpu(s) for (j, v), s in self.pool.items()},
+            "latest": list(self.latest),
+            "lists": [{str(j): v for j, v in lst.items()} for lst in self.lists],
+            "seen": [{str(j): (s.version, s.corr, s.probs.cpu()) for j, s in seen.items()} for seen in self.seen],
+            "transmissions": self.transmissions,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pool = {tuple(int(x) for x in key.split(":")): to_device(self.ctx, s) for key, s in state["pool"].items()}
+        self.latest = [int(v) for v in state["latest"]]
+        self.lists = [{int(j): int(v) for j, v in lst.items()} for lst in state["lists"]]
+        dev = self.ctx.device
+        self.seen = [{int(j): _Seen(int(v), float(c), p.to(dev)) for j, (v, c, p) in seen.items()} for seen in state["seen"]]
+        self.transmissions = int(state["transmissions"])
+        self._accuracy = {}
+
+
+@register("um_pfssl", UMPFSSLConfig, "UM-pFSSL: helpers chosen by uncertainty pseudo-label each device's data",
+          display="UM-pFSSL")
+def build_um_pfssl(ctx: Context, cfg: UMPFSSLConfig) -> UMPFSSL:
+    return UMPFSSL(ctx, cfg)
