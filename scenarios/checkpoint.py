@@ -48,6 +48,7 @@ class AlgorithmRun:
     records: list = field(default_factory=list)
     events: list = field(default_factory=list)
     now_s: float = 0.0
+    graphs: list = field(default_factory=list)  # (round, end time s, backend.graph()) when the backend has one
 
 
 def normal_form(config: dict) -> dict:
@@ -139,7 +140,7 @@ def path_for(folder: Path, name: str) -> Path:
 
 
 def save(folder: Path, name: str, *, fingerprint: str, sim, backend, records: list, events: list, done: bool,
-         use_torch: bool = True) -> Path:
+         use_torch: bool = True, graphs: Optional[list] = None) -> Path:
     """Write the checkpoint of algorithm ``name`` into ``folder/checkpoints/`` (atomically).
 
     ``use_torch``: ``torch.save`` (a zip archive); else plain pickle (physics-only runs, no torch).
@@ -154,6 +155,7 @@ def save(folder: Path, name: str, *, fingerprint: str, sim, backend, records: li
         "backend": backend.state_dict(),
         "records": [_record_to_dict(r) for r in records],
         "events": [dataclasses.astuple(e) for e in events],
+        "graphs": list(graphs or []),
     }
     buf = io.BytesIO()
     if use_torch:
@@ -197,4 +199,5 @@ def load(folder: Path, name: str, fingerprint: str) -> Optional[dict[str, Any]]:
                           f"run with --overwrite to start afresh")
     payload["records"] = [_record_from_dict(d) for d in payload["records"]]
     payload["events"] = [Event(*e) for e in payload["events"]]
+    payload.setdefault("graphs", [])
     return payload

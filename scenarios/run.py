@@ -126,6 +126,7 @@ def run_algorithm(
     out = AlgorithmRun(name)
     if saved is not None:
         out.records, out.events, out.now_s = saved["records"], saved["events"], float(saved["now_s"])
+        out.graphs = list(saved["graphs"])
         if on_round is not None:
             for rec in out.records:
                 on_round(name, rec)
@@ -144,6 +145,8 @@ def run_algorithm(
         rec = sim.run_round()
         out.records.append(rec)
         accs.append(rec.metrics.get("accuracy", float("nan")))
+        if callable(getattr(backend, "graph", None)):
+            out.graphs.append((rec.round_index, rec.end_time_s, backend.graph()))
         if on_round is not None:
             on_round(name, rec)
         if every:
@@ -151,7 +154,8 @@ def run_algorithm(
             if done or sim.round_index % every == 0:
                 events = out.events[:n_events] + sim.events
                 checkpoint.save(checkpoint_dir, name, fingerprint=fingerprint, sim=sim, backend=backend,
-                                records=out.records, events=events, done=done, use_torch=not sc.physics_only)
+                                records=out.records, events=events, done=done, use_torch=not sc.physics_only,
+                                graphs=out.graphs)
     out.events = out.events[:n_events] + sim.events
     out.now_s = sim.now_s
     return out
@@ -189,6 +193,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
             "plateau_reached": settled,
             "last_accuracy": accs[-1] if recs else None,
             "best_accuracy": max(accs) if recs else None,
+            "final_accuracy_var": recs[idx].metrics.get("accuracy_var") if recs else None,
             "time_to_accuracy_s": {str(t): time_to_accuracy(times, accs, t) for t in run_cfg.accuracy_thresholds},
             "total_bits_up": last.cum_bits_up if last else 0.0,
             "total_bits_down": last.cum_bits_down if last else 0.0,
@@ -251,6 +256,11 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
         ([name, e.time_s, e.round_index, e.device, e.kind, e.bits] for name, sim in sims.items() for e in sim.events),
     )
     folder.write_json("summary.json", summarize(sc, sims, model_bits, extra))
+    from scenarios.graphs import graph_path, node_link
+
+    for name, sim in sims.items():
+        for round_index, time_s, graph in sim.graphs:
+            folder.write_json(graph_path(name, round_index), node_link(graph, round_index, time_s))
     plot_accuracy([folder.work], folder.path("time_to_accuracy.png"), title=f"{sc.name} (seed {sc.seed})")
     plot_accuracy([folder.work], folder.path("accuracy_vs_uplink_bits.png"), x="cum_bits_up", title=sc.name)
     plot_accuracy([folder.work], folder.path("accuracy_vs_energy.png"), x="cum_energy_j", title=sc.name)

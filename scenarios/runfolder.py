@@ -36,6 +36,7 @@ from edgesim.config import ConfigError
 
 MARKER = "INCOMPLETE"
 CHECKPOINT_DIR = "checkpoints"
+GRAPH_DIR = "graphs"  # per-round node-link graphs (scenarios.graphs)
 # What a run writes into its folder (and nothing else); *.png are its figures.
 RUN_FILES = frozenset({MARKER, "config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json"})
 
@@ -63,10 +64,17 @@ def _is_run_entry(entry: Path) -> bool:
     """An entry a run writes: its files, figures, checkpoints and our temporary files."""
     name = entry.name
     if entry.is_dir() and not entry.is_symlink():
-        return name == CHECKPOINT_DIR and all(p.is_file() and p.suffix in (".pt", ".tmp") for p in entry.iterdir())
+        if name == GRAPH_DIR:  # graphs/<algorithm>/round_NNNN.json
+            return all(d.is_dir() and not d.is_symlink() and all(_is_plain(p, (".json", ".tmp")) for p in d.iterdir())
+                       for d in entry.iterdir())
+        return name == CHECKPOINT_DIR and all(_is_plain(p, (".pt", ".tmp")) for p in entry.iterdir())
     if not entry.is_file() or entry.is_symlink():
         return False
     return name in RUN_FILES or name.endswith(".png") or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def _is_plain(path: Path, suffixes: tuple[str, ...]) -> bool:
+    return path.is_file() and not path.is_symlink() and path.suffix in suffixes
 
 
 def foreign_entry(folder: Path) -> Optional[Path]:

@@ -134,13 +134,15 @@ def mean_loss(result: LocalTrainResult) -> float:
 
 
 def accuracy_metrics(accuracies: Sequence[float], prefix: str = "accuracy") -> dict[str, float]:
-    """Mean, std, min and max over devices (NaN accuracies — devices without test data — are skipped)."""
+    """Mean, standard deviation, variance (UM-pFSSL's fairness measure, Fig. 5), min and max over devices
+    (population statistics, ddof = 0; NaN accuracies — devices without test data — are skipped)."""
     a = np.asarray([x for x in accuracies if not math.isnan(x)], dtype=float)
     if a.size == 0:
         return {prefix: float("nan")}
     return {
         prefix: float(a.mean()),
         f"{prefix}_std": float(a.std()),
+        f"{prefix}_var": float(a.var()),
         f"{prefix}_min": float(a.min()),
         f"{prefix}_max": float(a.max()),
     }

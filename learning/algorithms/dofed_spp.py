@@ -229,6 +229,8 @@ class DofedSpp:
         full = compressed_bits(template, 1.0)
         self.pca_bits = int(round(ctx.model_bits * compressed_bits(template, cfg.pca_rank_fraction) / full))
         self.round_index = -1
+        self.uploaded: tuple[int, ...] = ()  # this round's arrived uploads and each device's B models (graph())
+        self.assign: dict[int, tuple] = {}
         self.owner = torch.cat([torch.full((cl.x_unl.shape[0],), d, dtype=torch.long) for d, cl in enumerate(ctx.clients)])
 
     # -- plan
@@ -372,6 +374,7 @@ class DofedSpp:
         versions = self._publish(up)
         # Phase 2: each device downloads its B of the uploaded models and pseudo-labels (Eq. 20).
         assign = assignment(self.rho, up, self.b) if up else {d: () for d in range(n)}
+        self.uploaded, self.assign = tuple(up), assign
         for d, ids in assign.items():
             for i in ids:
                 if i != d:
@@ -406,6 +409,14 @@ class DofedSpp:
             **extra,
         })
         return metrics
+
+    def graph(self) -> dict:
+        """This round's uploads and downloads (``scenarios.graphs``): nodes flag the K chosen uploaders whose model
+        arrived; an edge d → i for each of the B models device d labelled with, weighted by ρ̂_{d,i} (Eq. 19)."""
+        nodes = {d: {"uploaded": d in self.uploaded} for d in range(self.ctx.n_devices)}
+        edges = [(d, int(i), {"weight": float(self.rho[d, i])} if self.rho is not None else {})
+                 for d, ids in sorted(self.assign.items()) for i in ids if int(i) != d]
+        return {"graph": {"kind": "dofed_spp_downloads", "B": int(self.b)}, "nodes": nodes, "edges": edges}
 
     # -- checkpoints
     def state_dict(self) -> dict:

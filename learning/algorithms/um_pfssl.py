@@ -411,13 +411,13 @@ class UMPFSSL:
     # ----------------------------------------------------------------- who helps whom
 
     def graph(self) -> dict:
-        """The helper lists as a directed graph in node-link form: an edge k → j for each helper j ≠ k of k,
-        weighted by Corr(k|j) (nodes carry their labelled share μ_k)."""
-        nodes = [{"id": k, "labeled_share": labeled_share(*self.sizes[k]), "sampled": k in self.selected}
-                 for k in range(self.ctx.n_devices)]
-        links = [{"source": k, "target": j, "weight": self.seen[k][j].corr if j in self.seen[k] else None}
+        """The helper lists (``scenarios.graphs``): an edge k → j for each helper j ≠ k of device k, weighted by
+        Corr(k|j); nodes carry μ_k and whether they trained this round."""
+        nodes = {k: {"labeled_share": labeled_share(*self.sizes[k]), "sampled": k in self.selected}
+                 for k in range(self.ctx.n_devices)}
+        edges = [(k, j, {"weight": self.seen[k][j].corr} if j in self.seen[k] else {})
                  for k, lst in enumerate(self.lists) for j in sorted(lst) if j != k]
-        return {"directed": True, "multigraph": False, "graph": {"kind": "helpers"}, "nodes": nodes, "links": links}
+        return {"graph": {"kind": "helpers"}, "nodes": nodes, "edges": edges}
 
     # ----------------------------------------------------------------- checkpoints
 
