@@ -29,6 +29,11 @@ X_AXES = {
     "time_s": ("Simulated time (s)", 1.0),
     "cum_bits_up": ("Cumulative uplink (Mbit)", 1e-6),
     "cum_energy_j": ("Cumulative device energy (J)", 1.0),
+    "cum_bits_down": ("Cumulative downlink (Mbit)", 1e-6),
+}
+# y axes other than an accuracy in percent: (label, scale from the rounds.csv unit, y limits or None)
+Y_AXES = {
+    "accuracy_var": ("Variance of device accuracy (%²)", 1e4, None),
 }
 ALGORITHM_ORDER = ("dofed_spp", "dofedspp", "dofed-spp", "fedavg", "fedprox", "fedbn", "fedfomo", "fedbe", "local")
 
@@ -185,10 +190,10 @@ def mean_band(runs: list[tuple[np.ndarray, np.ndarray]], n: int = 200) -> tuple[
 
 
 def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = True, lw: float = 1.2,
-                  names: Optional[Mapping[str, str]] = None) -> list[str]:
+                  names: Optional[Mapping[str, str]] = None, scale: Optional[float] = None) -> list[str]:
     """Mean line and min–max band per algorithm on ``ax``, labelled with ``names``; returns the algorithms left out
-    (flat x, e.g. no uplink)."""
-    k = 100.0 if percent else 1.0
+    (flat x, e.g. no uplink). ``scale`` (default: 100 with ``percent``, else 1) multiplies the y values."""
+    k = scale if scale is not None else (100.0 if percent else 1.0)
     skipped = []
     for alg in sorted(series, key=lambda a: list(colors).index(a) if a in colors else len(colors)):
         runs = [(xs, ys) for xs, ys in series[alg] if len(xs)]
@@ -208,6 +213,8 @@ def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = T
 
 
 def accuracy_label(metric: str = "accuracy") -> str:
+    if metric in Y_AXES:
+        return Y_AXES[metric][0]
     if metric == "accuracy":
         return "Test accuracy (%)"
     return metric.replace("_", " ") + (" (%)" if "accuracy" in metric else "")
@@ -228,10 +235,13 @@ def plot_accuracy(
     colors = algorithm_colors(series)
     many = len(series) > 6  # the legend goes beside the axes, which keep the column's width
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN * (1.45 if many else 1.0), 2.5), dpi=200)
-    skipped = draw_accuracy(ax, series, colors, percent="accuracy" in metric, names=names)
-    style_axes(ax, X_AXES[x][0], accuracy_label(metric))
-    if "accuracy" in metric:
-        ax.set_ylim(0, 100)
+    label, scale, ylim = Y_AXES.get(metric, (accuracy_label(metric), None, (0, 100) if "accuracy" in metric else None))
+    skipped = draw_accuracy(ax, series, colors, percent="accuracy" in metric, names=names, scale=scale)
+    style_axes(ax, X_AXES[x][0], label)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     if title:
         ax.set_title(title, fontsize=8)

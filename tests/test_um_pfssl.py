@@ -101,7 +101,7 @@ def test_protocol_rounds_arxiv_and_journal():
     arxiv = UMPFSSLConfig(search_rounds=3, update_every=2)
     assert [protocol_steps(t, arxiv) for t in (1, 2, 3, 4, 5, 6)] == [
         (True, False), (True, True), (True, False), (False, True), (False, False), (False, True)]
-    journal = UMPFSSLConfig(search_rounds=3, update_every=2, protocol="journal")
+    journal = UMPFSSLConfig(search_rounds=3, update_every=2, update_rule="from_nu")
     assert [protocol_steps(t, journal)[1] for t in (1, 2, 3, 4)] == [False, True, True, True]
 
 
@@ -308,3 +308,24 @@ def test_too_many_helpers_for_the_devices(tmp_path):
         UMPFSSL(ctx, UMPFSSLConfig(helpers=7, replace=1))
     with pytest.raises(ScenarioError, match="replace"):
         _setup(tmp_path, overrides=["algorithms.um_pfssl.replace=5"])
+
+
+def test_same_class_share_by_hand(tmp_path):
+    from plots.graphs import draw_graph, same_class_share
+    from scenarios.graphs import node_link
+
+    # devices 0, 1 of class 3 and 2, 3 of class 5; edges 0→1 (same), 0→2 (other), 2→3 (same)
+    graph = {"nodes": {0: {"dominant_class": 3}, 1: {"dominant_class": 3}, 2: {"dominant_class": 5},
+                       3: {"dominant_class": 5}},
+             "edges": [(0, 1, {"weight": 0.5}), (0, 2, {"weight": 0.1}), (2, 3, {"weight": 0.9})]}
+    f = tmp_path / "g.json"
+    f.write_text(json.dumps(node_link(graph, 4, 12.5)))
+    from plots.graphs import read_graph
+
+    g = read_graph(f)
+    same, random = same_class_share(g)
+    assert same == pytest.approx(2 / 3)
+    assert random == pytest.approx((2 + 2) / (4 * 3))  # ordered pairs within a class / all ordered pairs
+    assert draw_graph(f, tmp_path / "g.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="not a node"):
+        node_link({"nodes": {0: {}}, "edges": [(0, 9, {})]}, 0, 0.0)

@@ -17,9 +17,10 @@ uploads, so the pool has a model of everyone):
 1. ``ReplaceHelper`` while t ≤ F: each device downloads R random models not
    in its list and keeps the best R of (its R lowest helpers ∪ the
    candidates) — a vacant slot ranks below every model;
-2. ``UpdateHelper`` when t % ν = 0 (the journal's rule, ``protocol =
-   "journal"``: every round once t ≥ ν): each device re-downloads those of
-   its helpers outside its R lowest whose server copy is newer than its own;
+2. ``UpdateHelper`` when t % ν = 0 (``update_rule = "from_nu"``: every
+   round once t ≥ ν, as the journal's Alg. 1 writes it): each device
+   re-downloads those of its helpers outside its R lowest whose server copy
+   is newer than its own;
 3. the K̄ sampled devices fill their lists at random up to M, set
    w_k ← Σ_j Corr(k|j)·w_j / Σ_j Corr(k|j), label each unlabelled x with the
    MC-dropout prediction of its most certain helper (soft, no threshold),
@@ -27,8 +28,9 @@ uploads, so the pool has a model of everyone):
    data then one KL(ŷ ‖ softmax f(x)) step on the pseudo-labelled data
    (Alg. 1, lines 22–23); then they upload w_k.
 
-In the arXiv protocol (default) steps 1–2 run on all K devices before the
-sampling (arXiv Alg. 1, lines 7–12); in the journal's on the sampled ones.
+Steps 1–2 run on all K devices before the sampling (arXiv Alg. 1, lines
+7–12; ``helper_devices = "all"``, default) or on the sampled ones only (the
+journal's Alg. 1, whose Table 3 counts match that; ``"sampled"``).
 
 On the clock: every helper or candidate model a device receives is
 ``model_bits`` of download; every Corr it evaluates is T MC-dropout forward
@@ -72,14 +74,17 @@ from learning.inference import entropy, evaluate, mc_dropout_proba
 from learning.objectives import cross_entropy_loss, kl_to_soft
 
 FORMS = ("arxiv", "journal")
-PROTOCOLS = ("arxiv", "journal")
+HELPER_DEVICES = ("all", "sampled")
+UPDATE_RULES = ("every_nu", "from_nu")
 
 
 @dataclass(frozen=True)
 class UMPFSSLConfig:
     """``helpers`` M, ``replace`` R, ``search_rounds`` F, ``update_every`` ν, ``mc_passes`` T (defaults: arXiv's,
-    T = 10 our choice); ``corr_form`` and ``protocol``: "arxiv" or "journal" (module docstring);
-    ``warmup_epochs``: the warm-up's local epochs on labelled data (round 0)."""
+    T = 10 our choice); ``corr_form``: "arxiv" or "journal"; ``helper_devices``: who runs ReplaceHelper and
+    UpdateHelper, "all" K devices (arXiv) or the "sampled" ones (journal); ``update_rule``: "every_nu" (t % ν
+    = 0, arXiv) or "from_nu" (every round once t ≥ ν, the journal's Alg. 1); ``warmup_epochs``: the
+    warm-up's local epochs on labelled data (round 0)."""
 
     helpers: int = 5
     replace: int = 2
@@ -87,7 +92,8 @@ class UMPFSSLConfig:
     update_every: int = 10
     mc_passes: int = 10
     corr_form: str = "arxiv"
-    protocol: str = "arxiv"
+    helper_devices: str = "all"
+    update_rule: str = "every_nu"
     warmup_epochs: int = 5
 
     def __post_init__(self):
@@ -99,7 +105,8 @@ class UMPFSSLConfig:
         check_int("update_every", self.update_every, 1)
         check_int("mc_passes", self.mc_passes, 1)
         check_choice("corr_form", self.corr_form, FORMS)
-        check_choice("protocol", self.protocol, PROTOCOLS)
+        check_choice("helper_devices", self.helper_devices, HELPER_DEVICES)
+        check_choice("update_rule", self.update_rule, UPDATE_RULES)
         check_int("warmup_epochs", self.warmup_epochs, 0)
 
 
@@ -160,8 +167,8 @@ def pseudo_labels(probs: torch.Tensor) -> torch.Tensor:
 
 
 def protocol_steps(t: int, cfg: UMPFSSLConfig) -> tuple[bool, bool]:
-    """(ReplaceHelper, UpdateHelper) in round ``t`` ≥ 1: t ≤ F; t % ν = 0 (arXiv) or t ≥ ν (journal)."""
-    update = (t % cfg.update_every == 0) if cfg.protocol == "arxiv" else (t >= cfg.update_every)
+    """(ReplaceHelper, UpdateHelper) in round ``t`` ≥ 1: t ≤ F; t % ν = 0 (``every_nu``) or t ≥ ν (``from_nu``)."""
+    update = (t % cfg.update_every == 0) if cfg.update_rule == "every_nu" else (t >= cfg.update_every)
     return 1 <= t <= cfg.search_rounds, t >= 1 and update
 
 
@@ -240,6 +247,8 @@ class UMPFSSL:
         self.lists: list[dict[int, int]] = [{k: -1} for k in range(n)]  # H_k: helper → version held
         self.seen: list[dict[int, _Seen]] = [{} for _ in range(n)]
         self.sizes = [(c.y_sup.shape[0], c.x_unl.shape[0]) for c in ctx.clients]
+        self.class_counts = [torch.bincount(torch.cat([c.y_sup, c.y_unl_hidden]).cpu(), minlength=ctx.n_classes).tolist()
+                             for c in ctx.clients]
         self.transmissions = 0
         self._pending: dict[int, tuple[dict[int, int], dict[int, _Seen]]] = {}
         self._train: dict[int, tuple[dict, torch.Tensor]] = {}
@@ -321,7 +330,7 @@ class UMPFSSL:
             return RoundPlan(work, info={"K": n, "transmissions": 2 * n, "transmissions_total": self.transmissions})
         self.selected = sample_clients(ctx, t, ctx.run_cfg.clients_per_round)
         replace, update = protocol_steps(t, cfg)
-        everyone = cfg.protocol == "arxiv" and (replace or update)
+        everyone = cfg.helper_devices == "all" and (replace or update)
         workers = range(n) if everyone else self.selected
         totals = {"replace": 0, "update": 0, "fill": 0, "evaluated": 0}
         work = []
@@ -412,9 +421,11 @@ class UMPFSSL:
 
     def graph(self) -> dict:
         """The helper lists (``scenarios.graphs``): an edge k → j for each helper j ≠ k of device k, weighted by
-        Corr(k|j); nodes carry μ_k and whether they trained this round."""
-        nodes = {k: {"labeled_share": labeled_share(*self.sizes[k]), "sampled": k in self.selected}
-                 for k in range(self.ctx.n_devices)}
+        Corr(k|j); nodes carry μ_k, whether they trained this round and the device's true class counts (labelled
+        and unlabelled: the Dirichlet split the helper communities can be held against)."""
+        nodes = {k: {"labeled_share": labeled_share(*self.sizes[k]), "sampled": k in self.selected,
+                     "class_counts": counts, "dominant_class": int(np.argmax(counts))}
+                 for k, counts in enumerate(self.class_counts)}
         edges = [(k, j, {"weight": self.seen[k][j].corr} if j in self.seen[k] else {})
                  for k, lst in enumerate(self.lists) for j in sorted(lst) if j != k]
         return {"graph": {"kind": "helpers"}, "nodes": nodes, "edges": edges}
