@@ -97,7 +97,9 @@ def test_work_that_exactly_fills_the_plans_deadline_is_not_dropped(k, model_bits
     for record in sim.run():
         assert record.dropped == () and len(record.arrived) == k
         assert record.duration_s <= deadline_with_tolerance_s(deadline_s)
-    late = BudgetConfig(total_time_s=3 * deadline_s, rounds=3, round_mode="deadline", deadline_s=deadline_s * (1 - 1e-9))
+    # shorter by more than the tolerance (1e-12·max(1, D) s, an absolute 1e-12 s below D = 1 s)
+    late_s = deadline_s * (1 - 1e-9) - 2e-12
+    late = BudgetConfig(total_time_s=3 * deadline_s, rounds=3, round_mode="deadline", deadline_s=late_s)
     assert Simulation(system, late, ParametricBackend(k, k, workload)).run_round().dropped != ()
 
 

@@ -1,0 +1,150 @@
+"""UM-pFSSL's Tables 1 and 3 and figures (docs/um_pfssl.md) from sweep folders of edgesim runs.
+
+    python benchmarks/um_pfssl_table.py table1 SWEEP_DIR            # runs named data.alpha=A,seed=S
+    python benchmarks/um_pfssl_table.py table3 SWEEP_DIR FEDAVG_RUN  # runs named ...update_every=V,seed=S
+    python benchmarks/um_pfssl_table.py figures SWEEP_DIR OUT_DIR ALPHA [GRAPH_RUN]
+
+Table 1: per alpha and algorithm, the last round's mean device test accuracy and the
+variance of device accuracies (%²), mean ± population std over the seeds. Table 3:
+per nu, the transmissions (models sent) of UM-pFSSL's protocol rounds (round 0, the
+warm-up, apart) and the last accuracy, beside FedAvg's 2·K̄·n from FEDAVG_RUN.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ORDER = ["fedavg_sl", "fedprox_sl", "fedbn_sl", "fixavg", "fixprox", "fixbn", "fedper", "lg_fedavg", "pfedme",
+         "um_pfssl"]
+# Shi, Chen & Zhang, TNSE 2023, Table 1 (Fashion-MNIST, mean of 20 runs)
+PAPER = {
+    "fedavg_sl": {0.5: 81.71, 1: 82.09, 5: 81.98, 10: 82.32}, "fedprox_sl": {0.5: 81.83, 1: 83.01, 5: 82.65, 10: 83.63},
+    "fedbn_sl": {0.5: 75.79, 1: 79.91, 5: 82.85, 10: 82.18}, "fixavg": {0.5: 75.94, 1: 76.78, 5: 78.68, 10: 79.59},
+    "fixprox": {0.5: 76.77, 1: 77.46, 5: 77.64, 10: 78.00}, "fixbn": {0.5: 76.40, 1: 79.22, 5: 80.48, 10: 81.88},
+    "fedper": {0.5: 60.65, 1: 50.90, 5: 37.89, 10: 38.05}, "lg_fedavg": {0.5: 74.64, 1: 78.49, 5: 75.39, 10: 66.54},
+    "pfedme": {0.5: 44.53, 1: 49.01, 5: 47.38, 10: 45.39}, "um_pfssl": {0.5: 78.38, 1: 80.12, 5: 79.80, 10: 79.19},
+}
+
+
+def runs(sweep: Path, key: str) -> dict[float, list[Path]]:
+    """{grid value: [run folders]} of the finished runs whose name holds ``key=value``."""
+    out = defaultdict(list)
+    for d in sorted(sweep.iterdir()):
+        m = re.search(rf"{re.escape(key)}=([0-9.]+)", d.name)
+        if m and (d / "summary.json").exists():
+            out[float(m.group(1))].append(d)
+    return dict(out)
+
+
+def rows(run: Path) -> dict[str, list[dict]]:
+    by = defaultdict(list)
+    with open(run / "rounds.csv") as f:
+        for r in csv.DictReader(f):
+            by[r["algorithm"]].append(r)
+    return by
+
+
+def pm(values, scale=100.0, digits=2) -> str:
+    v = np.asarray(values, dtype=float) * scale
+    return f"{v.mean():.{digits}f} ± {v.std():.{digits}f}" if len(v) > 1 else f"{v.mean():.{digits}f}"
+
+
+def table1(sweep: Path) -> str:
+    by_alpha = runs(sweep, "data.alpha")
+    alphas = sorted(by_alpha)
+    acc, var = defaultdict(list), defaultdict(list)
+    names = {}
+    for a in alphas:
+        for run in by_alpha[a]:
+            summary = json.loads((run / "summary.json").read_text())
+            for alg, rs in rows(run).items():
+                acc[alg, a].append(float(rs[-1]["accuracy"]))
+                var[alg, a].append(float(rs[-1]["accuracy_var"]))
+                names[alg] = summary["algorithms"][alg]["display"]
+    seeds = {a: len(by_alpha[a]) for a in alphas}
+    head = "| algorithm | " + " | ".join(f"α = {a:g}: ours ({seeds[a]} seeds) | paper" for a in alphas) + \
+        " | " + " | ".join(f"variance (%²), α = {a:g}" for a in alphas) + " |"
+    lines = [head, "|" + " --- |" * (1 + 3 * len(alphas))]
+    for alg in [a for a in ORDER if a in names]:
+        cells = [f"{pm(acc[alg, a])} | {PAPER.get(alg, {}).get(a, float('nan')):.2f}" for a in alphas]
+        cells += [pm(var[alg, a], 1e4, 1) for a in alphas]
+        lines.append(f"| {names[alg]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table3(sweep: Path, fedavg_run: Path) -> str:
+    by_nu = runs(sweep, "update_every")
+    lines = ["| algorithm | transmissions (models), protocol rounds | the paper's bound | last accuracy (%) |",
+             "| --- | --- | --- | --- |"]
+    fed = rows(fedavg_run)
+    for alg in ("fixavg", "fedavg_sl"):
+        if alg in fed:
+            rs = fed[alg]
+            n_rounds = len(rs) - 1
+            k_bar = float(rs[-1]["K"]) if rs[-1].get("K") else float("nan")
+            lines.append(f"| {alg} (2·K̄·n over rounds 1–{n_rounds}) | {2 * k_bar * n_rounds:.0f} | – | "
+                         f"{100 * float(rs[-1]['accuracy']):.2f} |")
+    for nu in sorted(by_nu):
+        for run in by_nu[nu]:
+            cfg = (run / "config.toml").read_text()
+            rs = rows(run)["um_pfssl"]
+            sent = sum(float(r["transmissions"]) for r in rs[1:])
+            n = len(rs) - 1
+            k_bar = float(rs[1]["K"])
+            m = int(re.search(r"helpers = (\d+)", cfg).group(1))
+            r_ = int(re.search(r"replace = (\d+)", cfg).group(1))
+            f = int(re.search(r"search_rounds = (\d+)", cfg).group(1))
+            bound = (m * n / nu + n + f * r_) * k_bar  # journal Eq. 27 (helpers on the sampled devices)
+            lines.append(f"| UM-pFSSL (ν = {nu:g}) | {sent:.0f} | {bound:.0f} | {100 * float(rs[-1]['accuracy']):.2f} |")
+    return "\n".join(lines)
+
+
+def figures(sweep: Path, out: Path, alpha: float, graph_run: Path | None = None) -> list[Path]:
+    from plots.curves import plot_accuracy
+
+    dirs = runs(sweep, "data.alpha")[alpha]
+    out.mkdir(parents=True, exist_ok=True)
+    made = [
+        plot_accuracy(dirs, out / f"um_pfssl_time_a{alpha:g}.png", title=f"Fashion-MNIST Dir({alpha:g}), {len(dirs)} seeds"),
+        plot_accuracy(dirs, out / f"um_pfssl_downlink_a{alpha:g}.png", x="cum_bits_down",
+                      title=f"Fashion-MNIST Dir({alpha:g}): accuracy vs downlink"),
+        plot_accuracy(dirs, out / f"um_pfssl_variance_a{alpha:g}.png", metric="accuracy_var",
+                      title=f"Fashion-MNIST Dir({alpha:g}): fairness"),
+    ]
+    if graph_run is not None:
+        from plots.graphs import draw_graph, read_graph, same_class_share
+
+        files = sorted((graph_run / "graphs" / "um_pfssl").glob("round_*.json"))
+        for f in (files[1], files[len(files) // 2], files[-1]):
+            g = read_graph(f)
+            same, rand = same_class_share(g)
+            print(f"{f.name}: same-class share of helper edges {same:.3f} (random lists: {rand:.3f})")
+            made.append(draw_graph(f, out / f"um_pfssl_helpers_{f.stem}.png",
+                                   title=f"helpers after round {g.graph['round']}: {100 * same:.0f} % same class "
+                                         f"(random {100 * rand:.0f} %)"))
+    return made
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("table1", "table3", "figures"):
+        print(__doc__)
+        return 2
+    if argv[0] == "table1":
+        print(table1(Path(argv[1])))
+    elif argv[0] == "table3":
+        print(table3(Path(argv[1]), Path(argv[2])))
+    else:
+        for p in figures(Path(argv[1]), Path(argv[2]), float(argv[3]), Path(argv[4]) if len(argv) > 4 else None):
+            print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
