@@ -23,9 +23,20 @@ NAMES = {"fedmix": "FedMix+FedFreq", "fedmatch": "FedMatch", "fedmix_samples": "
          "fedfreq": "FedFreq (plain average)"}
 
 
+NM = "not measured"
+
+
+def have(run: Path, alg: str) -> bool:
+    return (run / "rounds.csv").is_file() and alg in read_rounds(run)
+
+
 def final(run: Path, alg: str, last: int = 3) -> float:
     acc = read_rounds(run)[alg]["accuracy"]
     return float(np.mean(acc[-last:]))
+
+
+def fin(run: Path, alg: str) -> str:
+    return f"{final(run, alg) * 100:.1f}" if have(run, alg) else NM
 
 
 def at_round(run: Path, alg: str, r: int) -> float:
@@ -40,7 +51,7 @@ def wobble(run: Path, alg: str, last: int = 10) -> float:
 
 def pm(values) -> str:
     v = np.asarray(values, dtype=float) * 100
-    return f"{v.mean():.1f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.1f}"
+    return f"{v.mean():.1f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.1f} (n = {len(v)})" if len(v) else NM
 
 
 def tta(run: Path, alg: str, threshold: float) -> str:
@@ -70,6 +81,8 @@ def main(argv=None) -> int:
     out.append("| data | algorithm | final accuracy (%) | accuracy after round 5 (%) | best (%) |")
     out.append("| --- | --- | --- | --- | --- |")
     for data, runs in seeds.items():
+        runs = [r for r in runs if have(r, "fedmix")]
+        seeds[data] = runs
         for alg in ALGS:
             out.append(f"| {data} | {NAMES[alg]} | {pm([final(r, alg) for r in runs])} | "
                        f"{pm([at_round(r, alg, 4) for r in runs])} | "
@@ -79,30 +92,34 @@ def main(argv=None) -> int:
     out.append("| --- | --- | --- |")
     for label, run in (("Dir(0.1)", R / "dir01_s0"), ("Dir(0.5)", R / "dir05_s0"), ("Dir(1.0)", R / "dir10_s0"),
                        ("IID", R / "iid_s0")):
-        out.append(f"| {label} | {final(run, 'fedmix') * 100:.1f} | {final(run, 'fedmatch') * 100:.1f} |")
+        out.append(f"| {label} | {fin(run, 'fedmix')} | {fin(run, 'fedmatch')} |")
     out.append("")
     out.append("| (α, β, γ) | final accuracy (%) | mean round-to-round change, last 10 rounds (points) |")
     out.append("| --- | --- | --- |")
     sweep = {"(0.6, 0.2, 0.2)": R / "abg_622_dir05", "(0.5, 0.3, 0.2) default": R / "dir05_s0",
              "(0.4, 0.3, 0.3)": R / "abg_433_dir05", "(1/3, 1/3, 1/3)": R / "abg_333_dir05"}
     for label, run in sweep.items():
-        out.append(f"| {label} | {final(run, 'fedmix') * 100:.1f} | {wobble(run, 'fedmix'):.2f} |")
+        out.append(f"| {label} | {fin(run, 'fedmix')} | {wobble(run, 'fedmix'):.2f} |" if have(run, "fedmix")
+                   else f"| {label} | {NM} | {NM} |")
     out.append("")
     out.append("| server labelled images | FedMix+FedFreq (%) | FedMatch (%) |")
     out.append("| --- | --- | --- |")
     for n, run in ((700, R / "lab700_dir05"), (800, R / "lab800_dir05"), (1000, R / "dir05_s0")):
-        out.append(f"| {n} | {final(run, 'fedmix') * 100:.1f} | {final(run, 'fedmatch') * 100:.1f} |")
+        out.append(f"| {n} | {fin(run, 'fedmix')} | {fin(run, 'fedmatch')} |")
     out.append("")
     out.append("| variant (Dir(0.5), seed 0) | final accuracy (%) |")
     out.append("| --- | --- |")
-    out.append(f"| FedMix+FedFreq | {final(R / 'dir05_s0', 'fedmix') * 100:.1f} |")
+    out.append(f"| FedMix+FedFreq | {fin(R / 'dir05_s0', 'fedmix')} |")
     for alg in ("fedmix_samples", "fedfreq"):
-        out.append(f"| {NAMES[alg]} | {final(R / 'parts_dir05_s0', alg) * 100:.1f} |")
+        out.append(f"| {NAMES[alg]} | {fin(R / 'parts_dir05_s0', alg)} |")
     out.append("")
     out.append("| server CPU | algorithm | server s / round | round s (mean) | time to 65 % (s) | time to 70 % (s) |")
     out.append("| --- | --- | --- | --- | --- | --- |")
     for label, run in (("10 GHz", R / "dir05_s0"), ("1 GHz", R / "slow_server_dir05")):
         for alg in ALGS:
+            if not have(run, alg):
+                out.append(f"| {label} | {NAMES[alg]} | {NM} | {NM} | {NM} | {NM} |")
+                continue
             cols = read_rounds(run)[alg]
             out.append(f"| {label} | {NAMES[alg]} | {np.mean(cols['server_s']):.2f} | {np.mean(cols['duration_s']):.2f} | "
                        f"{tta(run, alg, 0.65)} | {tta(run, alg, 0.7)} |")
@@ -111,16 +128,19 @@ def main(argv=None) -> int:
         f = a.figures
         f.mkdir(parents=True, exist_ok=True)
         for data, runs in seeds.items():
+            if not runs:
+                continue
             tag = "iid" if data == "IID" else "dir05"
             figure(collect(runs, "round"), f / f"las_accuracy_{tag}.png", "round", "Round",
                    f"Fashion-MNIST, labels at the server, {data}, 3 seeds")
         series = {}
         for label, run in sweep.items():
-            series[label] = collect([run], "round")["fedmix"]
+            if have(run, "fedmix"):
+                series[label] = collect([run], "round")["fedmix"]
         figure(series, f / "las_alpha_sweep.png", "round", "Round", "FedMix (α, β, γ), Dir(0.5), seed 0",
                names={k: k for k in series})
-        levels = [("Dir(0.1)", R / "dir01_s0"), ("Dir(0.5)", R / "dir05_s0"), ("Dir(1.0)", R / "dir10_s0"),
-                  ("IID", R / "iid_s0")]
+        levels = [(lab, r) for lab, r in (("Dir(0.1)", R / "dir01_s0"), ("Dir(0.5)", R / "dir05_s0"),
+                                          ("Dir(1.0)", R / "dir10_s0"), ("IID", R / "iid_s0")) if have(r, "fedmatch")]
         fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.3), dpi=200)
         for alg, c in zip(ALGS, ("C0", "C1")):
             ax.plot(range(len(levels)), [final(r, alg) * 100 for _, r in levels], "o-", color=c, label=NAMES[alg])
@@ -133,7 +153,8 @@ def main(argv=None) -> int:
         series = {}
         for label, run in (("10 GHz", R / "dir05_s0"), ("1 GHz", R / "slow_server_dir05")):
             for alg in ALGS:
-                series[f"{NAMES[alg]}, server {label}"] = collect([run], "time_s")[alg]
+                if have(run, alg):
+                    series[f"{NAMES[alg]}, server {label}"] = collect([run], "time_s")[alg]
         figure(series, f / "las_time_to_accuracy.png", "time_s", "Simulated time (s)",
                "Dir(0.5), seed 0: the server's compute on the clock", names={k: k for k in series})
     return 0
