@@ -240,7 +240,8 @@ class UMPFSSL:
         self.task = LocalTask(loss=None, step=alternating_step(opt, keys), optimizer=opt, epochs=ctx.local_cfg.epochs,
                               streams=(Stream("lab", t.batch_size), Stream("unl", t.batch_size)),
                               trainable=frozenset(keys))
-        self.warmup = LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=cfg.warmup_epochs, streams=(Stream("lab", t.batch_size),))
+        self.warmup = LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=cfg.warmup_epochs,
+                                streams=(Stream("lab", t.batch_size),))
         w0 = ctx.init_state()
         self.pool: dict[tuple[int, int], dict] = {(j, -1): w0 for j in range(n)}  # (device, version) → model
         self.latest = [-1] * n  # the version of each device's model on the server (= on the device)
@@ -251,7 +252,7 @@ class UMPFSSL:
                              for c in ctx.clients]
         self.transmissions = 0
         self._pending: dict[int, tuple[dict[int, int], dict[int, _Seen]]] = {}
-        self._train: dict[int, tuple[dict, torch.Tensor]] = {}
+        self._train: dict[int, tuple[object, torch.Tensor]] = {}  # sampled device → (its data, its soft labels)
         self._accuracy: dict[tuple[int, int], tuple[float, float]] = {}
         self.selected: tuple[int, ...] = ()
 
@@ -324,8 +325,8 @@ class UMPFSSL:
         self._pending, self._train = {}, {}
         if t == 0:  # warm-up: everyone receives w_0, trains on its labelled data, uploads
             self.selected = tuple(range(n))
-            work = tuple(DeviceWork(d, {"train": task_cycles(self.warmup, {"lab": self.sizes[d][0]}, ctx.cycles_per_sample)},
-                                    upload_bits=bits, download_bits=bits) for d in range(n))
+            cycles = [task_cycles(self.warmup, {"lab": self.sizes[d][0]}, ctx.cycles_per_sample) for d in range(n)]
+            work = tuple(DeviceWork(d, {"train": cycles[d]}, upload_bits=bits, download_bits=bits) for d in range(n))
             self.transmissions += 2 * n
             return RoundPlan(work, info={"K": n, "transmissions": 2 * n, "transmissions_total": self.transmissions})
         self.selected = sample_clients(ctx, t, ctx.run_cfg.clients_per_round)
