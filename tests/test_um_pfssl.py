@@ -329,3 +329,21 @@ def test_same_class_share_by_hand(tmp_path):
     assert draw_graph(f, tmp_path / "g.png").stat().st_size > 0
     with pytest.raises(ValueError, match="not a node"):
         node_link({"nodes": {0: {}}, "edges": [(0, 9, {})]}, 0, 0.0)
+
+
+def test_vectorised_helper_evaluation_agrees_with_the_loop(tmp_path):
+    from dataclasses import replace
+
+    sc, ctx = _setup(tmp_path)
+    cfg = sc.learning["algorithms"]["um_pfssl"]
+    backends = [UMPFSSL(ctx, replace(cfg, vectorize=v)) for v in ("on", "off")]
+    for b in backends:
+        Simulation(sc.system, sc.budget, b, seed=sc.seed).run(2)
+    on, off = backends
+    assert on.vectorize and not off.vectorize
+    assert on.lists == off.lists
+    for seen_on, seen_off in zip(on.seen, off.seen):
+        assert seen_on.keys() == seen_off.keys()
+        for j in seen_on:
+            assert seen_on[j].corr == pytest.approx(seen_off[j].corr, abs=1e-6)
+            assert torch.allclose(seen_on[j].probs, seen_off[j].probs, atol=1e-5)

@@ -84,7 +84,9 @@ class UMPFSSLConfig:
     T = 10 our choice); ``corr_form``: "arxiv" or "journal"; ``helper_devices``: who runs ReplaceHelper and
     UpdateHelper, "all" K devices (arXiv) or the "sampled" ones (journal); ``update_rule``: "every_nu" (t % ν
     = 0, arXiv) or "from_nu" (every round once t ≥ ν, the journal's Alg. 1); ``warmup_epochs``: the
-    warm-up's local epochs on labelled data (round 0)."""
+    warm-up's local epochs on labelled data (round 0); ``vectorize``: a device's helper stack in one vmap
+    ("on"), one model at a time ("off"), or "auto" (vmap on a GPU; on a CPU the loop is faster,
+    benchmarks/RESULTS.md). The two agree to float rounding, not bit for bit."""
 
     helpers: int = 5
     replace: int = 2
@@ -95,6 +97,7 @@ class UMPFSSLConfig:
     helper_devices: str = "all"
     update_rule: str = "every_nu"
     warmup_epochs: int = 5
+    vectorize: str = "auto"
 
     def __post_init__(self):
         check_int("helpers", self.helpers, 1)
@@ -108,6 +111,7 @@ class UMPFSSLConfig:
         check_choice("helper_devices", self.helper_devices, HELPER_DEVICES)
         check_choice("update_rule", self.update_rule, UPDATE_RULES)
         check_int("warmup_epochs", self.warmup_epochs, 0)
+        check_choice("vectorize", self.vectorize, ("auto", "on", "off"))
 
 
 # --------------------------------------------------------------------------- formulas
@@ -255,6 +259,7 @@ class UMPFSSL:
         self._train: dict[int, tuple[object, torch.Tensor]] = {}  # sampled device → (its data, its soft labels)
         self._accuracy: dict[tuple[int, int], tuple[float, float]] = {}
         self.selected: tuple[int, ...] = ()
+        self.vectorize = cfg.vectorize == "on" or (cfg.vectorize == "auto" and ctx.device.type == "cuda")
 
     # ----------------------------------------------------------------- evaluation of helpers on a device
 
@@ -267,7 +272,7 @@ class UMPFSSL:
         x = torch.cat([c.x_sup, c.x_unl])
         seeds = [ctx.seed_for("um_mc", k, j, v + 1) for j, v in models]
         probs = mc_dropout_proba(ctx.model, [self.pool[m] for m in models], x, self.cfg.mc_passes, seeds,
-                                 batch_size=ctx.train_cfg.eval_batch_size)
+                                 batch_size=ctx.train_cfg.eval_batch_size, vectorize=self.vectorize)
         mu = labeled_share(n_s, n_u)
         out = {}
         for i, (j, v) in enumerate(models):
