@@ -146,6 +146,18 @@ def feedback(loss_before: torch.Tensor, loss_after: torch.Tensor, sign: str = "p
     return SIGNS[sign] * (loss_before - loss_after)
 
 
+def virtual_step_loss(unl_loss, lab_loss, phi: Mapping[str, torch.Tensor], lr_s: float):
+    """Eq. (5)'s objective as a function of the F-reg w: ``L(w) = lab_loss(φ⁻(w))`` with the virtual step of
+    Eq. (4), ``φ⁻(w) = φ − η_s ∇_φ unl_loss(φ, w)``, its graph kept (``torch.func.grad`` inside), so
+    ``grad(L)(w)`` is the hyper-gradient through the step (second derivatives ∂²unl_loss/∂φ∂w included)."""
+
+    def loss(w):
+        g = grad(unl_loss)(phi, w)
+        return lab_loss({k: phi[k] - lr_s * g[k] for k in phi})
+
+    return loss
+
+
 def phase_passes(creg: bool = True, freg: bool = True) -> tuple[tuple[str, str, int, int], ...]:
     """The passes of one FedDure step: ``(phase, stream, forwards, backwards)`` per row of the stream.
 
@@ -231,12 +243,8 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
                 ce = F.cross_entropy(out, y_hat, reduction="none")
                 return weighted_mean(freg_apply(w_, F.softmax(out.detach(), -1)), ce, u_mask, cfg.weight_norm)
 
-            def after_virtual_step(w_):  # Eq. (5)'s loss at φ⁻(w) of Eq. (4)
-                g = grad(unl_loss)(inner, w_)
-                return ce_lab(fwd({k: inner[k] - inner_lr * g[k] for k in inner}, "x_aug"))
-
-            w_new, w_state = freg_opt.update(w, grad(after_virtual_step)(w), _sub(opt_state, F_REG), inp.step,
-                                             inp.lr_scale)
+            outer = virtual_step_loss(unl_loss, lambda q: ce_lab(fwd(q, "x_aug")), inner, inner_lr)
+            w_new, w_state = freg_opt.update(w, grad(outer)(w), _sub(opt_state, F_REG), inp.step, inp.lr_scale)
             new.update(w_new)
             m = freg_apply(w_new, F.softmax(ls.detach(), -1)).detach()  # Eq. (6)
         else:
@@ -281,6 +289,27 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
     return step
 
 
+def make_task(cfg: FedDureConfig, param_keys: list[str], epochs: int, input_shape: tuple, mean=None,
+              std=None) -> LocalTask:
+    """One round of FedDure's local training: streams ``lab`` (B rows of x, y) and ``unl`` (μB rows of u), the
+    weak view of x and the weak and strong views of u, θ (+ φ, + w) trainable, every pass costed."""
+    from learning.augment import make_augmentation
+
+    weak = make_augmentation("weak", input_shape, mean, std)
+    strong = make_augmentation("strong", input_shape, mean, std)
+    trainable = list(param_keys)
+    if cfg.creg:
+        trainable += [C_REG + k for k in param_keys]
+    if cfg.freg:
+        trainable += list(F_REG)
+    return LocalTask(
+        loss=None, step=feddure_step(cfg, param_keys), optimizer=make_optimizer(cfg.optimizer, cfg.lr), epochs=epochs,
+        streams=(Stream("lab", cfg.labeled_batch), Stream("unl", cfg.unlabeled_ratio * cfg.labeled_batch)),
+        views=(View("x_aug", "x", weak), View("u_weak", "u", weak), View("u_strong", "u", strong)),
+        trainable=frozenset(trainable), report_stream="lab", passes=step_passes(cfg.creg, cfg.freg),
+    )
+
+
 # --------------------------------------------------------------------------- the backend
 
 
@@ -290,22 +319,7 @@ class FedDure:
     def __init__(self, ctx: Context, name: str, cfg: FedDureConfig):
         self.ctx, self.name, self.cfg = ctx, name, cfg
         self.param_keys = [n for n, _ in ctx.model.named_parameters()]
-        from learning.augment import make_augmentation
-
-        weak = make_augmentation("weak", ctx.input_shape, ctx.data_mean, ctx.data_std)
-        strong = make_augmentation("strong", ctx.input_shape, ctx.data_mean, ctx.data_std)
-        trainable = list(self.param_keys)
-        if cfg.creg:
-            trainable += [C_REG + k for k in self.param_keys]
-        if cfg.freg:
-            trainable += list(F_REG)
-        self.task = LocalTask(
-            loss=None, step=feddure_step(cfg, self.param_keys), optimizer=make_optimizer(cfg.optimizer, cfg.lr),
-            epochs=ctx.local_cfg.epochs,
-            streams=(Stream("lab", cfg.labeled_batch), Stream("unl", cfg.unlabeled_ratio * cfg.labeled_batch)),
-            views=(View("x_aug", "x", weak), View("u_weak", "u", weak), View("u_strong", "u", strong)),
-            trainable=frozenset(trainable), report_stream="lab", passes=step_passes(cfg.creg, cfg.freg),
-        )
+        self.task = make_task(cfg, self.param_keys, ctx.local_cfg.epochs, ctx.input_shape, ctx.data_mean, ctx.data_std)
         self.global_state = ctx.init_state()
         self.freg = [freg_init(ctx.n_classes, cfg.freg_hidden, ctx.generator("freg-init", d)) if cfg.freg else {}
                      for d in range(ctx.n_devices)]
