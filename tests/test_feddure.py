@@ -298,3 +298,12 @@ def test_bad_options_are_one_clear_error():
         FedDureConfig(threshold=1.5)
     with pytest.raises(ValueError, match="lr"):
         FedDureConfig(lr=0)
+
+
+def test_a_shared_test_set_is_one_copy_and_one_evaluation(tiny_scenario):
+    from learning.algorithms.common import evaluate_personal, evaluate_shared
+
+    sc, ctx = _ctx(tiny_scenario, "data.test_size=40")
+    assert all(c.x_test is ctx.clients[0].x_test for c in ctx.clients) and ctx.clients[0].x_test.shape[0] == 40
+    state = ctx.init_state()
+    assert evaluate_shared(ctx, state) == pytest.approx(evaluate_personal(ctx, [state] * ctx.n_devices), abs=1e-7)

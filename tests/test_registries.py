@@ -90,7 +90,8 @@ def test_make_partition_draws_exactly_what_the_partition_functions_draw():
         "dirichlet": lambda r: (None, P.dirichlet_partition(y_train, y_test, 4, 0.7, r, 0.5, test_size=7, n_classes=10)),
         "subset": lambda r: (None, P.subset_partition(y_train, y_test, 4, 2, r, *sizes, 7, n_classes=10)),
         "normal": lambda r: (None, P.normal_partition(y_train, y_test, 4, r, *sizes, 7, n_classes=10)),
-        "feddure_iid_dir": lambda r: (None, P.feddure_partition(y_train, y_test, 4, "iid_dir", r, 2, 0.7, n_classes=10)),
+        "feddure_iid_dir": lambda r: (None, P.feddure_partition(y_train, y_test, 4, "iid_dir", r, 2, 0.7, n_classes=10,
+                                                                             test_size=7)),
         "labels_at_server": lambda r: P.labels_at_server_partition(y_train, y_test, 4, 40, r, 0.7, n_classes=10),
     }
     for name, call in direct.items():
