@@ -43,6 +43,7 @@ class ModelSpec:
 MODELS = Registry("model")
 for _spec in (
     ModelSpec("cnn", "image", "learning.models:build_cnn", "DoFed-SPP's two-conv + two-linear CNN (DoFedCNN)"),
+    ModelSpec("small_cnn", "image", "learning.models:build_small_cnn", "a narrow LeNet-shaped CNN for CPU-scale runs"),
     ModelSpec("peer_cnn", "image", "learning.models:build_peer_cnn", "the peer benchmark's CNN (PeerCNN)"),
     ModelSpec("text", "text", "learning.models:build_text", "EmbeddingBag + Linear text classifier (torchtext tutorial)"),
     ModelSpec("resnet9", "image", "learning.models:build_resnet9", "UM-pFSSL's ResNet-9 with MC dropout"),
