@@ -301,9 +301,11 @@ def test_bad_options_are_one_clear_error():
 
 
 def test_a_shared_test_set_is_one_copy_and_one_evaluation(tiny_scenario):
-    from learning.algorithms.common import evaluate_personal, evaluate_shared
+    from learning.algorithms.common import evaluate_personal, evaluate_shared, labeling_accuracy
 
     sc, ctx = _ctx(tiny_scenario, "data.test_size=40")
     assert all(c.x_test is ctx.clients[0].x_test for c in ctx.clients) and ctx.clients[0].x_test.shape[0] == 40
     state = ctx.init_state()
     assert evaluate_shared(ctx, state) == pytest.approx(evaluate_personal(ctx, [state] * ctx.n_devices), abs=1e-7)
+    copies = [{k: v.clone() for k, v in state.items()} for _ in range(ctx.n_devices)]  # not one object: per device
+    assert labeling_accuracy(ctx, [state] * ctx.n_devices) == pytest.approx(labeling_accuracy(ctx, copies), abs=1e-7)
