@@ -40,7 +40,7 @@ def test_config_validation_accepts_exactly_the_registered_names():
         assert DataConfig(partition=name).partition == name
     for name in MODELS:
         assert TrainConfig(model=name).model == name
-    assert len(DATASETS) == 7 + len(_MEDMNIST)  # digits, mnist, fashion_mnist, cifar10/100, dbpedia, synthetic
+    assert len(DATASETS) == 8 + len(_MEDMNIST)  # digits, mnist, fashion_mnist, cifar10/100, cinic10, dbpedia, synthetic
     for make in (lambda: DataConfig(dataset="nope"), lambda: DataConfig(partition="nope"),
                  lambda: TrainConfig(model="nope")):
         with pytest.raises(ValueError, match="'nope': expected one of "):
