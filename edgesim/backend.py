@@ -60,10 +60,20 @@ class RoundPlan:
     """The backend's decision for one round: the devices that take part and their work.
 
     ``info`` carries algorithm decisions worth logging (e.g. ``{"B": 10, "K": 10}``).
+    ``server_cycles`` maps a phase name (``"train_sigma"``, ``"helpers"``…) to
+    base-station CPU cycles run *before the broadcast*: the round starts with
+    them and no device starts its download before they end.
+    ``server_cycles_after`` are base-station cycles run *after the uploads*
+    (e.g. FedBE's distillation): they start when every participant is done
+    (or at the deadline), run only if at least one upload arrived, and the
+    round ends when they end. Both take ``sum(cycles) / system.server_freq_hz``
+    seconds; empty (the default) means no server phase and no server event.
     """
 
     work: tuple[DeviceWork, ...]
     info: Mapping[str, float] = field(default_factory=dict)
+    server_cycles: Mapping[str, float] = field(default_factory=dict)
+    server_cycles_after: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

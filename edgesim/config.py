@@ -98,7 +98,10 @@ class SystemConfig:
     ``channel_gain_db`` is given it fixes the gain of every device and the
     path-loss model (placement, shadowing, fading, mobility) is not used.
     ``downlink_rate_bps`` = 0 means the BS broadcast takes no time (the paper's
-    assumption); download bits are still counted.
+    assumption); download bits are still counted. ``server_freq_hz`` is the
+    base station's own CPU (cycles/s) for the server phases of a round plan
+    (:class:`edgesim.backend.RoundPlan`): default 1e10, ten devices' worth
+    of the default 1 GHz device.
     """
 
     n_devices: int = 25
@@ -118,6 +121,7 @@ class SystemConfig:
     rayleigh_fading: bool = False
     mobility: str = "static"
     speed_m_per_s: Number = 1.0
+    server_freq_hz: Number = 1e10
 
     def __post_init__(self):
         check_int("n_devices", self.n_devices, 1)
@@ -145,6 +149,7 @@ class SystemConfig:
             fail("rayleigh_fading", self.rayleigh_fading, "true or false")
         check_choice("mobility", self.mobility, MOBILITY_MODELS)
         check_number("speed_m_per_s", self.speed_m_per_s, minimum=0)
+        check_range("server_freq_hz", self.server_freq_hz, *CPU_FREQ_HZ_RANGE, "Hz")
 
     @property
     def noise_psd_w_per_hz(self) -> float:

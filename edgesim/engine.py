@@ -1,7 +1,10 @@
 """The discrete-event engine: federated rounds on a SimPy clock (docs/system_model.md).
 
-One round, for every device of the backend's :class:`~edgesim.backend.RoundPlan`
-(a SimPy process each, all started at the round's start):
+One round: first the base station's own compute before the broadcast
+(``RoundPlan.server_cycles``, ``sum / system.server_freq_hz`` seconds; none
+when empty), then, for every device of the backend's
+:class:`~edgesim.backend.RoundPlan` (a SimPy process each, all started when
+the server is done):
 
 1. **download** ``download_bits`` from the BS broadcast, at
    ``system.downlink_rate_bps`` (every device in parallel; rate 0 = instantaneous,
@@ -15,13 +18,16 @@ One round, for every device of the backend's :class:`~edgesim.backend.RoundPlan`
 
 The round ends when every participant is done (``budget.round_mode = "sync"``,
 the paper's) or at ``min(all done, start + budget.round_deadline_s)``
-(``"deadline"``): devices not done by then are *dropped*; bits they put on
+(``"deadline"``, measured from the round's start, server phase included): devices not done by then are *dropped*; bits they put on
 air count as wasted, and the energy they spent (radio ``p * airtime``, compute
 ``kappa * f² * cycles`` for the cycles executed) is still counted. Work that
 finishes at the deadline counts as done, up to the plan's tolerance: within
 ``1e-12 · max(1, deadline)`` seconds after it (float rounding of a plan that
 exactly fills T/G, :data:`edgesim.budget.REL_TOL`); the round then ends when
-that work ends.
+that work ends. Then, if at least one upload arrived, the base station's
+compute after the uploads (``RoundPlan.server_cycles_after``); the round
+ends when it ends. Server phases are ``server_compute_start``/``_end``
+events (device -1) and the record's ``server_before_s``/``server_after_s``.
 
 Every step is recorded as an :class:`Event`; every round as a
 :class:`RoundRecord` with per-device :class:`DeviceRound` rows. Same inputs
@@ -55,6 +61,8 @@ EVENT_KINDS = (
     "upload_start",
     "upload_end",
     "upload_dropped",
+    "server_compute_start",
+    "server_compute_end",
     "round_end",
 )
 
@@ -128,8 +136,10 @@ class RoundRecord:
     """One round: when, who arrived (completion order) and who was dropped (by id), bits, energy, metrics.
 
     ``cum_*`` are totals since the start of the run, this round included;
-    ``cum_energy_j`` is radio plus compute. ``info`` is the plan's ``info``;
+    ``cum_energy_j`` is radio plus compute (of the devices). ``info`` is the plan's ``info``;
     ``metrics`` the backend's answer, valid at ``end_time_s``.
+    ``server_before_s``/``server_after_s``: the base station's compute before
+    the broadcast and after the uploads (seconds; 0 without a server phase).
     """
 
     round_index: int
@@ -149,10 +159,17 @@ class RoundRecord:
     metrics: Mapping[str, float]
     info: Mapping[str, float]
     devices: tuple[DeviceRound, ...]
+    server_before_s: float = 0.0
+    server_after_s: float = 0.0
 
     @property
     def duration_s(self) -> float:
         return self.end_time_s - self.start_time_s
+
+    @property
+    def server_s(self) -> float:
+        """The base station's compute time in this round (seconds)."""
+        return self.server_before_s + self.server_after_s
 
 
 # --------------------------------------------------------------------------- links
@@ -454,15 +471,20 @@ class _Device:
 
 
 class _Round:
-    __slots__ = ("index", "start_s", "devices", "remaining", "all_done", "arrived")
+    __slots__ = ("index", "start_s", "devices", "remaining", "all_done", "arrived", "server_s", "server_before_s",
+                 "server_after_s")
 
-    def __init__(self, index: int, start_s: float, devices: list[_Device], all_done: simpy.Event):
+    def __init__(self, index: int, start_s: float, devices: list[_Device], all_done: simpy.Event,
+                 server_s: tuple[Optional[float], Optional[float]] = (None, None)):
         self.index = index
         self.start_s = start_s
         self.devices = devices
         self.remaining = len(devices)
         self.all_done = all_done
         self.arrived: list[int] = []
+        self.server_s = server_s  # planned (before, after) seconds; None: no such phase
+        self.server_before_s = 0.0
+        self.server_after_s = 0.0
 
 
 class Simulation:
@@ -584,7 +606,7 @@ class Simulation:
         view = self.system_view()
         plan = self.backend.plan_round(view)
         devices = self._devices_of(plan, view)
-        rnd = _Round(self._round_index, env.now, devices, env.event())
+        rnd = _Round(self._round_index, env.now, devices, env.event(), self._server_seconds(plan))
         env.run(until=env.process(self._round_process(env, rnd)))
         record = self._finish_round(rnd, plan)
         self.channel.advance(record.duration_s)
@@ -610,6 +632,20 @@ class Simulation:
                                    self._tx_power_w[d], cycles))
         return devices
 
+    def _server_seconds(self, plan: RoundPlan) -> tuple[Optional[float], Optional[float]]:
+        """The plan's server phases in seconds at ``system.server_freq_hz`` (``None``: no such phase)."""
+        out = []
+        for label, phases in (("server_cycles", plan.server_cycles), ("server_cycles_after", plan.server_cycles_after)):
+            cycles = sum(non_negative(f"{label}[{k!r}]", v) for k, v in phases.items())
+            out.append(compute_time_s(cycles, float(self.system.server_freq_hz)) if phases else None)
+        return out[0], out[1]
+
+    def _server_phase(self, env: simpy.Environment, rnd: _Round, seconds: float):
+        self._emit(env.now, rnd.index, -1, "server_compute_start")
+        if seconds > 0:
+            yield env.timeout(seconds)
+        self._emit(env.now, rnd.index, -1, "server_compute_end")
+
     def _emit(self, time_s: float, round_index: int, device: int, kind: str, bits: float = 0.0) -> None:
         self._event_count += 1
         if self.record_events:
@@ -617,11 +653,16 @@ class Simulation:
 
     def _round_process(self, env: simpy.Environment, rnd: _Round):
         self._emit(env.now, rnd.index, -1, "round_start")
+        before_s, after_s = rnd.server_s
+        if before_s is not None:
+            yield from self._server_phase(env, rnd, before_s)
+            rnd.server_before_s = before_s
         processes = [env.process(self._device_process(env, rnd, dev)) for dev in rnd.devices]
         if not processes:
             rnd.all_done.succeed()
         if self.budget.round_mode == "deadline":
-            yield rnd.all_done | env.timeout(self.budget.round_deadline_s)
+            left_s = max(0.0, rnd.start_s + self.budget.round_deadline_s - env.now)
+            yield rnd.all_done | env.timeout(self.budget.round_deadline_s if before_s is None else left_s)
             # Let everything else due at this very instant, or within the plan's
             # tolerance after it, happen first: work that ends at the deadline is
             # done, not dropped by float rounding.
@@ -633,6 +674,9 @@ class Simulation:
                     if not dev.finished:
                         process.interrupt("deadline")
         yield rnd.all_done
+        if after_s is not None and rnd.arrived:
+            yield from self._server_phase(env, rnd, after_s)
+            rnd.server_after_s = after_s
         self._emit(env.now, rnd.index, -1, "round_end")
 
     def _device_process(self, env: simpy.Environment, rnd: _Round, dev: _Device):
@@ -743,6 +787,8 @@ class Simulation:
             metrics=metrics,
             info={str(k): float(v) for k, v in plan.info.items()},
             devices=tuple(rows),
+            server_before_s=rnd.server_before_s,
+            server_after_s=rnd.server_after_s,
         )
         if self.keep_records:
             self._records.append(record)

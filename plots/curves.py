@@ -27,6 +27,7 @@ COLUMN_WIDTH_IN = 3.4
 PAGE_WIDTH_IN = 7.0
 X_AXES = {
     "time_s": ("Simulated time (s)", 1.0),
+    "round": ("Round", 1.0),
     "cum_bits_up": ("Cumulative uplink (Mbit)", 1e-6),
     "cum_energy_j": ("Cumulative device energy (J)", 1.0),
 }

@@ -40,6 +40,7 @@ from scenarios.schema import Scenario
 ROUND_FIELDS = (
     "round", "start_time_s", "time_s", "duration_s", "n_selected", "n_arrived", "n_dropped",
     "bits_up", "bits_down", "cum_bits_up", "cum_bits_down", "cum_wasted_bits", "energy_j", "cum_energy_j",
+    "server_s",
 )
 DEVICE_FIELDS = (
     "round", "device", "channel_gain", "rate_bps", "download_s", "compute_s", "upload_airtime_s", "idle_s",
@@ -218,7 +219,7 @@ def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys:
         yield [
             name, r.round_index, r.start_time_s, r.end_time_s, r.duration_s, len(r.devices), len(r.arrived),
             len(r.dropped), r.bits_up, r.bits_down, r.cum_bits_up, r.cum_bits_down, r.cum_wasted_bits,
-            r.radio_energy_j + r.compute_energy_j, r.cum_energy_j,
+            r.radio_energy_j + r.compute_energy_j, r.cum_energy_j, r.server_s,
             *[r.metrics.get(k) for k in metric_keys], *[r.info.get(k) for k in info_keys],
         ]
 

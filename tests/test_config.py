@@ -93,6 +93,10 @@ def test_system_with_path_loss_is_heterogeneous():
         ("rayleigh_fading", "yes"),
         ("mobility", "brownian"),
         ("speed_m_per_s", -1.0),
+        ("server_freq_hz", 0),
+        ("server_freq_hz", -1e10),
+        ("server_freq_hz", math.inf),
+        ("server_freq_hz", "fast"),
     ],
 )
 def test_system_rejects_bad_values(field, value):

@@ -481,3 +481,88 @@ def test_parametric_backend_validates():
         ParametricBackend(4, 2, WorkloadConfig(model_bits="auto"))
     with pytest.raises(ValueError, match=r"clients_per_round\(=5\)"):
         ParametricBackend(4, 5)
+
+
+# -- the base station's own compute ------------------------------------------------------------------------------
+
+
+class ServerBackend(ScriptedBackend):
+    """Every round: the given device work plus server cycles before the broadcast and after the uploads."""
+
+    def __init__(self, work, before=None, after=None):
+        super().__init__(work)
+        self.before, self.after = dict(before or {}), dict(after or {})
+
+    def plan_round(self, view):
+        self.views.append(view)
+        return RoundPlan(self.work, {}, server_cycles=self.before, server_cycles_after=self.after)
+
+
+def test_server_phases_hand_computed():
+    # server 10 GHz: 5e9 cycles before = 0.5 s, then compute 0.5 s (1 GHz), TDMA uploads 1 Mbit at 2 Mbit/s (0.5 s
+    # each, FIFO by id), then 2e9 cycles after = 0.2 s: 0.5 + 0.5 + 2·0.5 + 0.2 = 2.2 s.
+    backend = ServerBackend([work(0), work(1)], before={"train": 3e9, "helpers": 2e9}, after={"distill": 2e9})
+    sim = Simulation(system(n=2, server_freq_hz=1e10), budget(), backend)
+    record = sim.run_round()
+    assert record.duration_s == pytest.approx(2.2)
+    assert (record.server_before_s, record.server_after_s) == (pytest.approx(0.5), pytest.approx(0.2))
+    assert record.server_s == pytest.approx(0.7)
+    assert log(sim) == approx_log([
+        (-1, "round_start", 0.0), (-1, "server_compute_start", 0.0), (-1, "server_compute_end", 0.5),
+        (0, "compute_start", 0.5), (1, "compute_start", 0.5), (0, "compute_end", 1.0), (1, "compute_end", 1.0),
+        (0, "upload_start", 1.0), (0, "upload_end", 1.5), (1, "upload_start", 1.5), (1, "upload_end", 2.0),
+        (-1, "server_compute_start", 2.0), (-1, "server_compute_end", 2.2), (-1, "round_end", 2.2),
+    ])
+    # devices wait for the server: that is idle time, not compute
+    assert all(row.compute_s == pytest.approx(0.5) for row in record.devices)
+    assert record.devices[0].idle_s == pytest.approx(2.2 - 0.5 - 0.5)
+
+
+def test_server_time_scales_inversely_with_its_frequency():
+    times = []
+    for f_hz in (1e9, 2e9, 4e9):
+        sim = Simulation(system(n=1, server_freq_hz=f_hz), budget(), ServerBackend([work(0)], before={"x": 1e9}))
+        times.append(sim.run_round().server_before_s)
+    assert times == [pytest.approx(1.0), pytest.approx(0.5), pytest.approx(0.25)]
+
+
+def test_server_phase_counts_against_the_deadline():
+    # deadline 1.2 s from the round's start: server 0.5 s, compute to 1.0 s, upload on air 1.0–1.2 s → dropped with
+    # 0.2 s · 2 Mbit/s = 0.4 Mbit wasted; nothing arrived, so the phase after the uploads does not run.
+    backend = ServerBackend([work(0)], before={"x": 5e9}, after={"y": 1e9})
+    sim = Simulation(system(n=1, server_freq_hz=1e10), budget(round_mode="deadline", deadline_s=1.2), backend)
+    record = sim.run_round()
+    assert record.dropped == (0,) and record.arrived == ()
+    assert record.wasted_bits == pytest.approx(4e5)
+    assert record.duration_s == pytest.approx(1.2)
+    assert record.server_after_s == 0.0
+    assert [e.kind for e in sim.events].count("server_compute_start") == 1
+
+
+def test_server_phase_longer_than_the_deadline_drops_every_device():
+    backend = ServerBackend([work(0), work(1)], before={"x": 2e10})  # 2 s > 1 s deadline
+    sim = Simulation(system(n=2, server_freq_hz=1e10), budget(round_mode="deadline", deadline_s=1.0), backend)
+    record = sim.run_round()
+    assert record.dropped == (0, 1) and record.duration_s == pytest.approx(2.0)
+    assert record.compute_energy_j == 0.0
+
+
+def test_no_server_phase_no_server_event_and_same_clock():
+    plain = Simulation(system(n=2), budget(), ScriptedBackend([work(0), work(1)]))
+    empty = Simulation(system(n=2), budget(), ServerBackend([work(0), work(1)]))
+    a, b = plain.run_round(), empty.run_round()
+    assert [(e.time_s, e.kind, e.device) for e in plain.events] == [(e.time_s, e.kind, e.device) for e in empty.events]
+    assert a.end_time_s == b.end_time_s and b.server_s == 0.0
+    zero = Simulation(system(n=2), budget(), ServerBackend([work(0), work(1)], before={"x": 0.0}))
+    zero.run_round()
+    assert [e.kind for e in zero.events][1:3] == ["server_compute_start", "server_compute_end"]
+    assert zero.events[-1].time_s == plain.events[-1].time_s
+
+
+def test_server_cycles_are_validated():
+    sim = Simulation(system(n=1), budget(), ServerBackend([work(0)], before={"train": -1.0}))
+    with pytest.raises(ValueError, match="server_cycles"):
+        sim.run_round()
+    sim = Simulation(system(n=1), budget(), ServerBackend([work(0)], after={"distill": math.nan}))
+    with pytest.raises(ValueError, match="server_cycles_after"):
+        sim.run_round()

@@ -172,6 +172,15 @@ def test_fedbe_runs_on_the_clock(tiny):
         assert len(r.arrived) == 3 and r.bits_up == pytest.approx(3 * ctx.model_bits)
         assert r.bits_down == pytest.approx(3 * ctx.model_bits)
         assert 0 <= r.metrics["accuracy"] <= 1 and "distill_loss" in r.metrics
+    # the BS after the uploads: C_fwd·40·(1 + 3 samples + 3 clients) + 2 epochs·C_tra·40 at 10 GHz
+    c = 3e6
+    assert recs[0].server_after_s == pytest.approx((c / 3 * 40 * 7 + 2 * c * 40) / 1e10, rel=1e-12)
+    assert recs[0].server_before_s == 0.0
+    free = _setup(tiny, "fedbe", "algorithms.fedbe.server_on_clock=false")[2]
+    rec = Simulation(sc.system, sc.budget, free, seed=sc.seed).run_round()
+    assert rec.server_s == 0.0 and rec.end_time_s == pytest.approx(recs[0].end_time_s - recs[0].server_after_s)
+    with pytest.raises(ValueError, match="server_on_clock"):
+        FedBEConfig(server_on_clock="yes")
     with pytest.raises(ValueError, match="server needs"):
         _setup(tiny, "fedbe", "algorithms.fedbe.server_samples=100000")
     with pytest.raises(ValueError):

@@ -69,3 +69,47 @@ def test_golden_round_timing_by_hand():
     view_rate = first.devices[0].rate_bps
     assert first.arrived == (2, 1, 0)
     assert first.duration_s == pytest.approx(0.25 + 3 * 4e6 / view_rate, rel=1e-12)
+
+
+class WithServer:
+    """The golden backend plus ``before`` server cycles before each broadcast and ``after`` after the uploads."""
+
+    def __init__(self, inner, before: float, after: float):
+        self.inner, self.before, self.after = inner, before, after
+
+    def plan_round(self, view):
+        import dataclasses
+
+        plan = self.inner.plan_round(view)
+        return dataclasses.replace(plan, server_cycles={"train": self.before}, server_cycles_after={"agg": self.after})
+
+    def complete_round(self, outcome):
+        return self.inner.complete_round(outcome)
+
+
+def test_golden_trace_with_server_phases_is_the_golden_trace_shifted():
+    # Fixed gains: every round is the same, so a 1e9-cycle phase before (0.1 s at 10 GHz) and a 5e8-cycle phase
+    # after (0.05 s) shift round r's device events by (r + 1)·0.1 + r·0.05 s, framed by the four server events.
+    plain = golden_simulation()
+    sim = Simulation(plain.system, plain.budget, WithServer(plain.backend, 1e9, 5e8), seed=0)
+    sim.run()
+    with GOLDEN.open(newline="") as f:
+        golden = list(csv.DictReader(f))
+    before_s, after_s = 0.1, 0.05
+    expected = []
+    for row in golden:
+        r, kind, t = int(row["round_index"]), row["kind"], float(row["time_s"])
+        shift = r * (before_s + after_s)
+        if kind == "round_start":
+            expected += [(r, -1, "round_start", t + shift), (r, -1, "server_compute_start", t + shift),
+                         (r, -1, "server_compute_end", t + shift + before_s)]
+        elif kind == "round_end":
+            expected += [(r, -1, "server_compute_start", t + shift + before_s),
+                         (r, -1, "server_compute_end", t + shift + before_s + after_s),
+                         (r, -1, "round_end", t + shift + before_s + after_s)]
+        else:
+            expected.append((r, int(row["device"]), kind, t + shift + before_s))
+    got = [(e.round_index, e.device, e.kind, e.time_s) for e in sim.events]
+    assert [g[:3] for g in got] == [e[:3] for e in expected]
+    assert [g[3] for g in got] == [pytest.approx(e[3], abs=1e-9) for e in expected]
+    assert [r.server_s for r in sim.records] == [pytest.approx(0.15)] * 2

@@ -315,6 +315,17 @@ def test_labels_at_server_iid_and_dirichlet():
         labels_at_server_partition(Y10, YT10, 10, 6010, rng())
 
 
+
+def test_labels_at_server_test_size_draws_one_test_set_for_every_client_last():
+    server, clients = labels_at_server_partition(Y10, YT10, 10, 1000, rng(1))
+    server2, small = labels_at_server_partition(Y10, YT10, 10, 1000, rng(1), test_size=50)
+    assert np.array_equal(server, server2)
+    assert all(np.array_equal(a.unlabeled, b.unlabeled) for a, b in zip(clients, small))
+    assert all(len(c.test) == 50 and np.array_equal(c.test, small[0].test) for c in small)
+    assert len(np.unique(small[0].test)) == 50
+    with pytest.raises(ValueError, match="test_size"):
+        labels_at_server_partition(Y10, YT10, 10, 1000, rng(1), test_size=len(YT10) + 1)
+
 def test_iid_partition():
     splits = iid_partition(Y10, YT10, 7, rng(), labeled_fraction=0.1)
     assert_disjoint(splits)

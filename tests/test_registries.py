@@ -75,7 +75,7 @@ def test_every_partition_reads_only_data_config_fields_and_splits():
         cfg = DataConfig(partition=name, n_clusters=2, size_scale=0.02, server_labeled=50)
         server, splits = make_partition(ds, cfg, 4, np.random.default_rng(0))
         assert len(splits) == 4 and all(isinstance(s, P.ClientSplit) for s in splits), name
-        assert (server is not None) == (name == "labels_at_server"), name
+        assert (server is not None) == name.startswith("labels_at_server"), name
 
 
 def test_make_partition_draws_exactly_what_the_partition_functions_draw():
@@ -92,7 +92,10 @@ def test_make_partition_draws_exactly_what_the_partition_functions_draw():
         "normal": lambda r: (None, P.normal_partition(y_train, y_test, 4, r, *sizes, 7, n_classes=10)),
         "feddure_iid_dir": lambda r: (None, P.feddure_partition(y_train, y_test, 4, "iid_dir", r, 2, 0.7, n_classes=10,
                                                                              test_size=7)),
-        "labels_at_server": lambda r: P.labels_at_server_partition(y_train, y_test, 4, 40, r, 0.7, n_classes=10),
+        "labels_at_server": lambda r: P.labels_at_server_partition(y_train, y_test, 4, 40, r, 0.7, n_classes=10,
+                                                                   test_size=7),
+        "labels_at_server_iid": lambda r: P.labels_at_server_partition(y_train, y_test, 4, 40, r, None, n_classes=10,
+                                                                       test_size=7),
     }
     for name, call in direct.items():
         got = make_partition(ds, dataclasses.replace(cfg, partition=name), 4, np.random.default_rng(5))

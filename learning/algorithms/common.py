@@ -7,7 +7,6 @@ server step, costs); the loop around it is these functions.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Mapping, Sequence
 
@@ -148,15 +147,25 @@ def accuracy_metrics(accuracies: Sequence[float], prefix: str = "accuracy") -> d
 
 
 def evaluate_shared(ctx: Context, state: Mapping[str, torch.Tensor]) -> list[float]:
-    """Accuracy of one model on every device's test set (one forward pass over their union; once when every
-    device holds the same test set, as in FedDure's splits)."""
-    if len(ctx.clients) > 1 and all(c.x_test is ctx.clients[0].x_test for c in ctx.clients):
-        first = ctx.clients[0]
-        return evaluate_shared(dataclasses.replace(ctx, clients=[first]), state) * len(ctx.clients)
-    xs = torch.cat([c.x_test for c in ctx.clients])
-    ys = torch.cat([c.y_test for c in ctx.clients])
+    """Accuracy of one model on every device's test set (one forward pass over their union).
+
+    Devices whose test sets are the same samples (labels-at-server: every device holds the whole test
+    pool) are evaluated once and share the result.
+    """
+    first: dict[bytes, int] = {}
+    owner = [first.setdefault(np.asarray(c.split.test).tobytes(), d) for d, c in enumerate(ctx.clients)]
+    distinct = sorted(set(owner))
+    if len(distinct) < len(owner):
+        accs = dict(zip(distinct, _evaluate_on(ctx, state, [ctx.clients[d] for d in distinct])))
+        return [accs[o] for o in owner]
+    return _evaluate_on(ctx, state, ctx.clients)
+
+
+def _evaluate_on(ctx: Context, state: Mapping[str, torch.Tensor], clients: Sequence) -> list[float]:
+    xs = torch.cat([c.x_test for c in clients])
+    ys = torch.cat([c.y_test for c in clients])
     if xs.shape[0] == 0:
-        return [float("nan")] * ctx.n_devices
+        return [float("nan")] * len(clients)
     with torch.no_grad():
         from torch.func import functional_call
 
@@ -170,7 +179,7 @@ def evaluate_shared(ctx: Context, state: Mapping[str, torch.Tensor]) -> list[flo
             ctx.model.train(was)
     correct = (preds == ys).float()
     out, start = [], 0
-    for c in ctx.clients:
+    for c in clients:
         n = c.y_test.shape[0]
         out.append(float(correct[start : start + n].mean()) if n else float("nan"))
         start += n
@@ -211,6 +220,26 @@ def labeling_accuracy(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]
         evaluate(ctx.model, [s], c.x_unl, c.y_unl_hidden, ctx.train_cfg.eval_batch_size)[0]
         for s, c in zip(states, ctx.clients)
     ]
+
+
+# --------------------------------------------------------------------------- labels at the server
+
+
+def server_labeled_set(ctx: Context, algorithm: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The server's labelled ``(x, y)`` (labels-at-server partitions); a clear error when there is none."""
+    if ctx.server_x is None or ctx.server_x.shape[0] == 0:
+        raise ValueError(f"{algorithm}: needs a labelled set at the server; set [data] partition = "
+                         f"\"labels_at_server\" (got {ctx.data_cfg.partition!r})")
+    return ctx.server_x, ctx.server_y
+
+
+def train_at_server(ctx: Context, algorithm: str, round_index: int, start: Mapping[str, torch.Tensor], data,
+                    task: LocalTask) -> LocalTrainResult:
+    """Run ``task`` once at the base station from ``start`` on ``data`` (generator ``(seed, "server",
+    algorithm, round)``); check for divergence. Its cycles go into the plan's server phase."""
+    result = ctx.executor.run(ctx.model, task, [dict(start)], [data], [ctx.generator("server", algorithm, round_index)])
+    check_losses(f"{algorithm} (server)", round_index, [-1], result)
+    return result
 
 
 def has_unlabeled(ctx: Context) -> bool:

@@ -25,9 +25,12 @@ pool plus every device's samples — drawn from the samples no device holds
 (``ctx.pool_x``), or ``server_samples`` of them; its labels are never used.
 FedBE averages the student's weights (SWA) from step 500 on; with the few
 distillation steps affordable here (``distill_epochs`` default 2) that
-point is never reached, so SWA is left out. The BS's distillation is
-computation at the base station, negligible in the paper's system model
-(§3.1), so it takes no simulated time. Evaluation as FedAvg: the global
+point is never reached, so SWA is left out. The BS's ensemble and
+distillation run on the clock after the uploads
+(``RoundPlan.server_cycles_after``, at ``system.server_freq_hz``; see
+:func:`server_cycles`); ``server_on_clock = false`` makes them free, the
+paper's system model (§3.1), which calls server computation negligible.
+Evaluation as FedAvg: the global
 model on every device's target test set, and as the labeller of its
 unlabelled set.
 """
@@ -36,6 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
+
+import dataclasses
 
 import numpy as np
 import torch
@@ -57,6 +62,7 @@ from learning.algorithms.common import (
 )
 from learning.algorithms.registry import register
 from learning.context import Context
+from learning.costs import forward_cycles
 from learning.executors import LocalTrainConfig
 from learning.inference import predict_proba
 
@@ -81,6 +87,7 @@ class FedBEConfig:
     distill_weight_decay: float = 1e-5
     distill_batch_size: int = 128
     weighting: str = "samples"
+    server_on_clock: bool = True
 
     def __post_init__(self):
         check_number("server_fraction", self.server_fraction, minimum=0, strict=True)
@@ -102,6 +109,8 @@ class FedBEConfig:
         check_number("distill_weight_decay", self.distill_weight_decay, minimum=0)
         check_int("distill_batch_size", self.distill_batch_size, 1)
         check_choice("weighting", self.weighting, ("samples", "uniform"))
+        if not isinstance(self.server_on_clock, bool):
+            raise ValueError(f"server_on_clock = {self.server_on_clock!r}: expected true or false")
 
 
 def swag_sample(base: Params, clients: list[Params], generator: torch.Generator, var_scale: float = 0.1,
@@ -134,6 +143,21 @@ def sharpen(p: torch.Tensor, temperature: float) -> torch.Tensor:
     """``p^(1/T)`` renormalised over the last dim."""
     q = p.clamp_min(1e-12) ** (1.0 / temperature)
     return q / q.sum(dim=-1, keepdim=True)
+
+
+def server_cycles(cfg: FedBEConfig, n_server: int, n_clients: int, cycles_per_sample: float) -> dict[str, float]:
+    """The BS's cycles after the uploads: the ensemble's forward passes and the student's training.
+
+    ``ensemble`` = ``C_fwd · n_server · (1 + n_samples + K)`` (w̄, the samples and the K client models on
+    the server set; ``learning.costs.forward_cycles``), ``distill`` = ``distill_epochs · C_tra · n_server``
+    (Eq. 7 with the server set as the data). K is the planned number of uploads.
+    """
+    from edgesim.compute import training_cycles
+
+    return {
+        "ensemble": forward_cycles(cycles_per_sample, n_server, 1 + cfg.n_samples + n_clients),
+        "distill": training_cycles(cfg.distill_epochs, cycles_per_sample, n_server),
+    }
 
 
 def server_set_size(ctx: Context, cfg: FedBEConfig) -> int:
@@ -170,7 +194,11 @@ class FedBE:
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
         self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
-        return sampled_training_plan(ctx, self.selected)
+        plan = sampled_training_plan(ctx, self.selected)
+        if not self.cfg.server_on_clock:
+            return plan
+        after = server_cycles(self.cfg, int(self.server_x.shape[0]), len(self.selected), ctx.cycles_per_sample)
+        return dataclasses.replace(plan, server_cycles_after=after)
 
     def teachers(self, base: Params, clients: list[Params], weights: list[float], round_index: int) -> tuple[Params, list[Params]]:
         """``(w̄, teachers)`` for one round: w̄, the ``n_samples`` samples and the client models."""

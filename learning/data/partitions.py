@@ -466,7 +466,8 @@ def feddure_partition(y_train, y_test, n_clients: int, mode: str, rng: np.random
 
 def labels_at_server_partition(y_train, y_test, n_clients: int, n_server_labeled: int, rng: np.random.Generator,
                                alpha: float | None = None, *, min_size: int = 10, n_classes: int | None = None,
-                               balance: bool = False, max_tries: int = 1000) -> tuple[np.ndarray, list[ClientSplit]]:
+                               balance: bool = False, max_tries: int = 1000,
+                               test_size: int | None = None) -> tuple[np.ndarray, list[ClientSplit]]:
     """FedMix labels-at-server: a class-balanced labelled server set, unlabelled clients.
 
     ``n_server_labeled`` is the server set's total (FedMix: 1000 = 100 per
@@ -474,7 +475,9 @@ def labels_at_server_partition(y_train, y_test, n_clients: int, n_server_labeled
     all unlabelled: equal random shares when ``alpha`` is None (IID), else
     per-class Dir(α) cuts, which skew both label mix and quantity (each client
     >= ``min_size``). ``test``: the whole test pool (the global model is
-    evaluated). Returns (server indices, client splits).
+    evaluated), or ``test_size`` samples of it drawn uniformly (last, so the
+    rest of the split does not depend on it; FedMix tests on 2,000 CIFAR-10
+    images), the same for every client. Returns (server indices, client splits).
     """
     y_train, y_test, n_classes = _setup(y_train, y_test, n_classes)
     n_clients = _count("n_clients", n_clients, 1)
@@ -499,6 +502,11 @@ def labels_at_server_partition(y_train, y_test, n_clients: int, n_server_labeled
         rest_by_class = [ix[rest_mask[ix]] for ix in by_class]
         clients, _ = _dirichlet_assign(rest_by_class, n_clients, alpha, rng, min_size, balance, max_tries)
     test = np.arange(len(y_test), dtype=np.int64)
+    if test_size is not None:
+        test_size = _count("test_size", test_size, 1)
+        if test_size > len(y_test):
+            raise ValueError(f"test_size(={test_size}) exceeds the {len(y_test)} test samples")
+        test = np.sort(rng.choice(len(y_test), size=test_size, replace=False)).astype(np.int64)
     return server, [ClientSplit(train=np.empty(0, dtype=np.int64), labeled=np.empty(0, dtype=np.int64),
                                 unlabeled=ix.astype(np.int64), test=test.copy(), train_classes=(),
                                 target_classes=_classes_of(y_train, ix)) for ix in clients]
@@ -584,8 +592,14 @@ def _feddure(mode: str) -> Callable:
     return split
 
 
-def _labels_at_server(y_tr, y_te, n, rng, n_classes, server_labeled, alpha):
-    return labels_at_server_partition(y_tr, y_te, n, server_labeled, rng, alpha, n_classes=n_classes)
+def _labels_at_server(y_tr, y_te, n, rng, n_classes, server_labeled, alpha, test_size):
+    return labels_at_server_partition(y_tr, y_te, n, server_labeled, rng, alpha, n_classes=n_classes,
+                                      test_size=test_size)
+
+
+def _labels_at_server_iid(y_tr, y_te, n, rng, n_classes, server_labeled, test_size):
+    return labels_at_server_partition(y_tr, y_te, n, server_labeled, rng, None, n_classes=n_classes,
+                                      test_size=test_size)
 
 
 PARTITIONS = Registry("partition")
@@ -601,7 +615,9 @@ for _spec in (
                   "DoFed-SPP NORMAL: random class sets per device"),
     *(PartitionSpec(f"feddure_{mode}", ("labels_per_class", "alpha", "test_size"), _feddure(mode),
                     f"FedDure ({mode.replace('_', ', ').upper()}) labelled/unlabelled split") for mode in FEDDURE_MODES),
-    PartitionSpec("labels_at_server", ("server_labeled", "alpha"), _labels_at_server,
+    PartitionSpec("labels_at_server", ("server_labeled", "alpha", "test_size"), _labels_at_server,
                   "FedMix: a class-balanced labelled set at the server, unlabelled clients"),
+    PartitionSpec("labels_at_server_iid", ("server_labeled", "test_size"), _labels_at_server_iid,
+                  "FedMix IID: a class-balanced labelled set at the server, equal random unlabelled shares"),
 ):
     PARTITIONS.add(_spec)

@@ -1,0 +1,332 @@
+"""Labels at the server (learning/algorithms/fedmix.py, fedmatch.py): FedFreq weights and the three-way mix
+by hand, the server phase on the clock, σ/ψ never leaking, FedMatch's helpers on a tiny case, resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from edgesim.engine import Simulation
+from learning.algorithms import REGISTRY
+from learning.algorithms.fedmix import FedMixConfig, argmax_pseudo_labels, fedfreq_weights, mix, squared_distance
+from learning.context import build_context
+from learning.costs import task_cycles
+from scenarios.schema import load_scenario
+
+TINY = """
+name = "tiny_las"
+seed = 3
+
+[system]
+n_devices = 8
+bandwidth_hz = 1e6
+channel_gain_db = -100
+cpu_freq_hz = 1e9
+server_freq_hz = 2e9
+
+[budget]
+total_time_s = 100
+rounds = 10
+
+[workload]
+cycles_per_sample = 3e6
+model_bits = "auto"
+
+[data]
+dataset = "digits"
+partition = "labels_at_server_iid"
+server_labeled = 200
+test_size = 100
+
+[train]
+model = "cnn"
+lr = 0.05
+
+[run]
+algorithms = ["fedmix"]
+clients_per_round = 3
+
+[algorithms.fedmix]
+batch_size = 32
+server_batch_size = 50
+"""
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    p = tmp_path / "tiny_las.toml"
+    p.write_text(TINY)
+    return p
+
+
+def setup(path, name, *overrides):
+    sc = load_scenario(path, list(overrides))
+    ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                        sc.system.n_devices)
+    cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
+    return sc, ctx, REGISTRY[name].build(ctx, cfg)
+
+
+# --------------------------------------------------------------------------- FedFreq and the mix by hand
+
+
+def test_fedfreq_weights_by_hand():
+    # c = (1, 2, 4): 1/c = (1, .5, .25), sum 1.75
+    assert fedfreq_weights([1, 2, 4]) == pytest.approx([1 / 1.75, 0.5 / 1.75, 0.25 / 1.75])
+    # power 2: (1, .25, .0625) / 1.3125
+    assert fedfreq_weights([1, 2, 4], 2.0) == pytest.approx([1 / 1.3125, 0.25 / 1.3125, 0.0625 / 1.3125])
+    # limiting cases: power 0 and equal counts are uniform
+    assert fedfreq_weights([1, 5, 9], 0.0) == pytest.approx([1 / 3] * 3)
+    assert fedfreq_weights([7, 7]) == pytest.approx([0.5, 0.5])
+    with pytest.raises(ValueError, match="counts"):
+        fedfreq_weights([0, 1])
+
+
+def test_fedfreq_weights_sum_to_one_and_fall_with_the_count():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        c = rng.integers(1, 50, size=6)
+        w = np.asarray(fedfreq_weights(c.tolist(), float(rng.uniform(0.1, 3))))
+        assert w.sum() == pytest.approx(1.0)
+        order = np.argsort(c)
+        assert np.all(np.diff(w[order]) <= 1e-15)  # more rounds trained → no more weight
+
+
+def test_three_way_mix_by_hand():
+    psi, sigma, theta = {"w": torch.tensor([1.0, 0.0])}, {"w": torch.tensor([0.0, 2.0])}, {"w": torch.tensor([4.0, 4.0])}
+    # 0.5·(1, 0) + 0.3·(0, 2) + 0.2·(4, 4) = (1.3, 1.4)
+    assert torch.allclose(mix(psi, sigma, theta, 0.5, 0.3, 0.2)["w"], torch.tensor([1.3, 1.4]))
+    assert torch.equal(mix(psi, sigma, theta, 1.0, 0.0, 0.0)["w"], psi["w"])  # FedFreq alone: θ = ψ̄
+    same = mix(theta, theta, theta, 0.2, 0.3, 0.5)["w"]
+    assert torch.allclose(same, theta["w"])  # a convex mix of equal models is that model
+
+
+def test_config_checks_alpha_beta_gamma_sum():
+    with pytest.raises(ValueError, match=r"alpha \+ beta \+ gamma = 1.1.*expected 1"):
+        FedMixConfig(alpha=0.5, beta=0.3, gamma=0.3)
+    with pytest.raises(ValueError, match="beta"):
+        FedMixConfig(alpha=1.2, beta=-0.2, gamma=0.0)
+    with pytest.raises(ValueError, match="weighting"):
+        FedMixConfig(weighting="often")
+    assert FedMixConfig(alpha=1 / 3, beta=1 / 3, gamma=1 / 3).alpha == pytest.approx(1 / 3)
+
+
+def test_argmax_pseudo_labels_average_the_perturbations():
+    p1 = torch.tensor([[0.9, 0.1], [0.6, 0.4]])
+    p2 = torch.tensor([[0.7, 0.3], [0.2, 0.8]])
+    label, mask = argmax_pseudo_labels([p1, p2], 0.75)
+    # q = (0.8, 0.2) and (0.4, 0.6): labels 0, 1; confident only the first
+    assert label.tolist() == [0, 1] and mask.tolist() == [1.0, 0.0]
+    assert argmax_pseudo_labels([p1, p2], 0.0)[1].tolist() == [1.0, 1.0]
+
+
+def test_squared_distance_by_hand():
+    a = {"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([3.0])}
+    b = {"s/w": torch.tensor([0.0, 0.0]), "s/b": torch.tensor([1.0])}
+    assert float(squared_distance(a, b, "s/")) == pytest.approx(1 + 4 + 4)
+
+
+# --------------------------------------------------------------------------- FedMix on the clock
+
+
+def test_fedmix_round_on_the_clock(tiny):
+    sc, ctx, alg = setup(tiny, "fedmix")
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    rec = sim.run_round()
+    # the server trains σ on its 200 labelled samples, 1 epoch: 200·C_tra cycles at 2 GHz, before the broadcast
+    assert rec.server_before_s == pytest.approx(200 * 3e6 / 2e9) and rec.server_after_s == 0.0
+    assert rec.bits_down == pytest.approx(3 * 2 * ctx.model_bits) and rec.bits_up == pytest.approx(3 * ctx.model_bits)
+    for row in rec.devices:
+        n = ctx.clients[row.device].x_unl.shape[0]
+        assert row.compute_s == pytest.approx(n * 3e6 * (1 + 2 / 3) / 1e9)
+        assert task_cycles(alg.task, {"unl": n}, 3e6) == pytest.approx(n * 3e6 * 5 / 3)
+    first = [e for e in sim.events if e.device >= 0][0]
+    assert first.time_s == pytest.approx(rec.server_before_s)  # no device starts before the server is done
+    assert 0 <= rec.metrics["accuracy"] <= 1 and "mask_rate" in rec.metrics and "server_loss" in rec.metrics
+    assert alg.counts.sum() == 3 and set(np.flatnonzero(alg.counts)) == set(rec.arrived)
+
+
+def test_fedmix_needs_a_server_set(tiny):
+    with pytest.raises(ValueError, match="labelled set at the server"):
+        setup(tiny, "fedmix", 'data.partition="iid"')
+
+
+def test_fedmix_counts_weigh_frequent_clients_less(tiny):
+    sc, ctx, alg = setup(tiny, "fedmix")
+    alg.counts[:] = [1, 2, 4, 1, 1, 1, 1, 1]
+    assert alg.weights([0, 1, 2]) == pytest.approx(fedfreq_weights([1, 2, 4]))
+    _, _, samples = setup(tiny, "fedmix_samples")
+    assert samples.weights([0, 1]) == [float(ctx.clients[0].x_unl.shape[0]), float(ctx.clients[1].x_unl.shape[0])]
+    assert REGISTRY["fedfreq"].config_cls().alpha == 1.0 and REGISTRY["fedfreq"].config_cls().weighting == "freq"
+
+
+def test_fedmix_resume_is_identical(tiny):
+    sc, ctx, a = setup(tiny, "fedmix")
+    sim = Simulation(sc.system, sc.budget, a, seed=sc.seed)
+    full = [r.metrics for r in sim.run(3)]
+    _, _, b = setup(tiny, "fedmix")
+    sim_b = Simulation(sc.system, sc.budget, b, seed=sc.seed)
+    sim_b.run(1)
+    engine, backend = sim_b.state_dict(), b.state_dict()
+    _, _, c = setup(tiny, "fedmix")
+    sim_c = Simulation(sc.system, sc.budget, c, seed=sc.seed)
+    sim_c.load_state_dict(engine)
+    c.load_state_dict(backend)
+    assert [r.metrics for r in sim_c.run(2)] == full[1:]
+
+
+# --------------------------------------------------------------------------- FedMatch
+
+from learning.algorithms.fedmatch import (  # noqa: E402
+    PSI, FedMatchConfig, agreement_vote, choose_helpers, compose, hard_threshold,
+)
+
+
+def test_hard_threshold_and_compose_by_hand():
+    psi = torch.tensor([0.5, -1e-6, 2e-5, -3e-5])
+    assert hard_threshold(psi, 1e-5).tolist() == pytest.approx([0.5, 0.0, 2e-5, -3e-5])
+    assert torch.equal(hard_threshold(psi, 0.0), psi)  # limiting case: threshold 0 keeps every non-zero
+    assert hard_threshold(psi, 1.0).abs().sum() == 0
+    theta = compose({"w": torch.tensor([1.0, 1.0])}, {PSI + "w": torch.tensor([0.25, 1e-7])}, ["w"], 1e-5)
+    assert theta["w"].tolist() == [1.25, 1.0]
+
+
+def test_agreement_vote_by_hand():
+    own = torch.tensor([[0.6, 0.4, 0.0], [0.1, 0.2, 0.7], [0.5, 0.3, 0.2]])
+    h1 = torch.tensor([[0.1, 0.9, 0.0], [0.0, 0.9, 0.1], [0.2, 0.7, 0.1]])
+    h2 = torch.tensor([[0.0, 0.8, 0.2], [0.0, 0.1, 0.9], [0.1, 0.1, 0.8]])
+    # row 0: votes (1, 2, 0) → 1; row 1: (0, 1, 2) → 2; row 2: one each → the lowest class, 0
+    assert agreement_vote(own, [h1, h2]).tolist() == [1, 2, 0]
+    assert agreement_vote(own, []).tolist() == [0, 2, 0]  # no helpers: the own argmax
+
+
+def test_choose_helpers_tiny_case():
+    vectors = {0: np.array([0.0, 0.0]), 3: np.array([1.0, 0.0]), 5: np.array([0.0, 3.0]), 7: np.array([0.9, 0.1]),
+               9: np.array([10.0, 10.0])}
+    # from client 3 (1, 0): 7 at 0.14, 0 at 1, 5 at 3.2, 9 at 13.5
+    assert choose_helpers(vectors, 3, 2) == [7, 0]
+    assert choose_helpers(vectors, 0, 2) == [7, 3]
+    assert choose_helpers(vectors, 9, 1) == [5]  # (0, 3) is 12.2 away, (1, 0) 13.5
+    assert choose_helpers(vectors, 4, 2) == []  # never embedded: no helpers
+    assert choose_helpers(vectors, 3, 0) == []
+    assert choose_helpers({1: np.zeros(2), 2: np.ones(2)}, 1, 2) == [2]  # fewer clients than H
+
+
+def test_fedmatch_config_checks():
+    with pytest.raises(ValueError, match="labels"):
+        FedMatchConfig(labels="both")
+    with pytest.raises(ValueError, match="helper_interval"):
+        FedMatchConfig(helper_interval=0)
+    lc = REGISTRY["fedmatch_lc"].config_cls()
+    assert (lc.labels, lc.lambda_l1, lc.l1_threshold) == ("client", 1e-4, 5e-6)
+
+
+def test_fedmatch_round_on_the_clock_and_helpers_sent(tiny):
+    sc, ctx, alg = setup(tiny, "fedmatch", "algorithms.fedmatch.batch_size=32", "algorithms.fedmatch.server_batch_size=50",
+                         "algorithms.fedmatch.helper_interval=2")
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    rec = sim.run_round()
+    c = 3e6
+    assert rec.server_before_s == pytest.approx(200 * c / 2e9)  # σ: one epoch on 200 labelled samples
+    assert rec.server_after_s == pytest.approx(3 * c / 3 / 2e9)  # 3 restored models on one noise image
+    psi_bits = ctx.bits_of([k for k, _ in ctx.model.named_parameters()])
+    assert rec.bits_up == pytest.approx(3 * psi_bits)
+    assert rec.bits_down == pytest.approx(3 * (ctx.model_bits + psi_bits))
+    for row in rec.devices:
+        assert row.compute_s == pytest.approx(ctx.clients[row.device].x_unl.shape[0] * c * 2 / 1e9)
+    assert set(alg.vectors) == set(rec.arrived) and "mask_rate" in rec.metrics
+    # rounds 1, 3, 5 are helper rounds ((r + 1) % 2 = 0): an embedded client gets its H = 2 nearest, each ψ sent down
+    seen_helped = 0
+    for r in range(1, 6):
+        before = dict(alg.vectors)
+        rec = sim.run_round()
+        for d, h in alg.helpers.items():
+            assert h == (choose_helpers(before, d, 2) if r % 2 == 1 else [])
+        seen_helped += sum(1 for h in alg.helpers.values() if h)
+        for row in rec.devices:
+            h = len(alg.helpers[row.device])
+            assert row.bits_down == pytest.approx(ctx.model_bits + psi_bits * (1 + h))
+            n = ctx.clients[row.device].x_unl.shape[0]
+            assert row.compute_s == pytest.approx(n * c * (2 + h / 3) / 1e9)
+        assert rec.info["helpers"] == sum(len(h) for h in alg.helpers.values())
+    assert seen_helped > 0
+
+
+def test_fedmatch_helper_rounds_only_every_interval(tiny):
+    sc, ctx, alg = setup(tiny, "fedmatch")
+    assert [r for r in range(30) if alg.helper_round(r)] == [9, 19, 29]
+
+
+def test_sigma_psi_split_never_leaks(tiny):
+    sc, ctx, alg = setup(tiny, "fedmatch", "algorithms.fedmatch.batch_size=32", "algorithms.fedmatch.server_batch_size=50")
+    template = {k: v.clone() for k, v in ctx.model.state_dict().items()}
+    sigma0 = {k: v.clone() for k, v in alg.sigma.items()}
+    psi0 = {k: v.clone() for k, v in alg.psi.items()}
+    _, _, mix_a = setup(tiny, "fedmix")
+    theta0 = {k: v.clone() for k, v in mix_a.theta.items()}
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    plan = alg.plan_round(sim.system_view())
+    # σ at the server: ψ frozen, bit for bit
+    from learning.algorithms.common import train_at_server
+
+    res = train_at_server(ctx, "fedmatch", 0, {**alg.sigma, **alg.psi}, alg.server_data, alg.server_task)
+    assert all(torch.equal(res.params[0][k], psi0[k]) for k in psi0)
+    assert any(not torch.equal(res.params[0][k], sigma0[k]) for k in alg.keys)
+    # ψ at the clients: σ frozen, bit for bit
+    states, _ = alg._train_clients(0, list(alg.selected))
+    for s in states:
+        assert all(torch.equal(s[k], sigma0[k]) for k in alg.keys)
+        assert any(not torch.equal(s[k], psi0[k]) for k in psi0)
+    # nothing an algorithm did touched the shared template or another algorithm of the run
+    assert all(torch.equal(v, template[k]) for k, v in ctx.model.state_dict().items())
+    assert all(torch.equal(alg.sigma[k], sigma0[k]) for k in sigma0)  # inputs never mutated in place
+    assert all(torch.equal(mix_a.theta[k], theta0[k]) for k in theta0)
+    assert plan.server_cycles and plan.server_cycles_after
+
+
+def test_algorithms_of_one_run_do_not_interact(tiny):
+    """FedMix alone and FedMix after FedMatch on the same context give identical metrics."""
+    sc, ctx, mix_alone = setup(tiny, "fedmix")
+    alone = [r.metrics for r in Simulation(sc.system, sc.budget, mix_alone, seed=sc.seed).run(2)]
+    cfg = FedMatchConfig(batch_size=32, server_batch_size=50)
+    fm = REGISTRY["fedmatch"].build(ctx, cfg)
+    Simulation(sc.system, sc.budget, fm, seed=sc.seed).run(2)
+    mix_after = REGISTRY["fedmix"].build(ctx, sc.learning["algorithms"]["fedmix"])
+    after = [r.metrics for r in Simulation(sc.system, sc.budget, mix_after, seed=sc.seed).run(2)]
+    assert alone == after
+
+
+def test_fedmatch_resume_is_identical(tiny):
+    over = ("algorithms.fedmatch.batch_size=32", "algorithms.fedmatch.server_batch_size=50",
+            "algorithms.fedmatch.helper_interval=2")
+    sc, ctx, a = setup(tiny, "fedmatch", *over)
+    full = [r.metrics for r in Simulation(sc.system, sc.budget, a, seed=sc.seed).run(4)]
+    _, _, b = setup(tiny, "fedmatch", *over)
+    sim_b = Simulation(sc.system, sc.budget, b, seed=sc.seed)
+    sim_b.run(2)
+    engine, backend = sim_b.state_dict(), b.state_dict()
+    _, _, c = setup(tiny, "fedmatch", *over)
+    sim_c = Simulation(sc.system, sc.budget, c, seed=sc.seed)
+    sim_c.load_state_dict(engine)
+    c.load_state_dict(backend)
+    assert [r.metrics for r in sim_c.run(2)] == full[2:]
+
+
+def test_fedmatch_labels_at_client(tiny):
+    over = ('data.partition="dirichlet"', "data.alpha=1.0", "algorithms.fedmatch_lc.batch_size=32", "algorithms.fedmatch_lc.lr=0.005")
+    sc, ctx, alg = setup(tiny, "fedmatch_lc", *over)
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    sigma0 = {k: v.clone() for k, v in alg.sigma.items()}
+    rec = sim.run_round()
+    assert rec.server_before_s == 0.0 and rec.server_after_s > 0  # no server training; the embedding only
+    psi_bits = ctx.bits_of(alg.keys)
+    assert rec.bits_up == pytest.approx(len(rec.arrived) * (ctx.model_bits + psi_bits))
+    for row in rec.devices:
+        c = ctx.clients[row.device]
+        want = task_cycles(alg.task(0), {"lab": c.x_sup.shape[0], "unl": c.x_unl.shape[0]}, 3e6)
+        assert row.compute_s == pytest.approx(want / 1e9)
+    assert any(not torch.equal(alg.sigma[k], sigma0[k]) for k in alg.keys)  # σ learned at the clients
+    assert 0 <= rec.metrics["accuracy"] <= 1 and "loss_s" in rec.metrics
+    with pytest.raises(ValueError, match="labelled data on the clients"):
+        setup(tiny, "fedmatch_lc")
