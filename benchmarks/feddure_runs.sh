@@ -19,6 +19,13 @@ for seed in 0 1 2; do
   done
   run ablation_dir_dir_s$seed --seed $seed --set data.partition=\"feddure_dir_dir\" \
       --set 'run.algorithms=["feddure_no_creg","feddure_no_freg"]'
+  [ $seed = 0 ] && run slowcpu_dir_dir_s0 --seed 0 --set data.partition=\"feddure_dir_dir\" \
+      --set system.cpu_freq_hz=1e8 --set 'run.algorithms=["feddure","fedmatch_lc","fedavg_labeled","fedavg_sl","fixavg"]'
 done
-run slowcpu_dir_dir_s0 --seed 0 --set data.partition=\"feddure_dir_dir\" --set system.cpu_freq_hz=1e8 \
-    --set 'run.algorithms=["feddure","fedmatch_lc","fedavg_labeled","fedavg_sl","fixavg"]'
+# diagnostics of FedDure alone, seed 0 of (DIR, DIR): the options the paper leaves open
+run diag_freg_lr_dir_dir_s0 --seed 0 --set data.partition=\"feddure_dir_dir\" --set 'run.algorithms=["feddure"]' \
+    --set algorithms.feddure.freg_lr=2e-2
+run diag_sum_dir_dir_s0 --seed 0 --set data.partition=\"feddure_dir_dir\" --set 'run.algorithms=["feddure"]' \
+    --set algorithms.feddure.weight_norm=\"sum\"
+run diag_code_sign_dir_dir_s0 --seed 0 --set data.partition=\"feddure_dir_dir\" --set 'run.algorithms=["feddure"]' \
+    --set algorithms.feddure.feedback_sign=\"code\"
