@@ -143,6 +143,15 @@ def main() -> None:
         per_f = f"{f['time_s'][-1] / len(f['time_s']):.2f}"
         per_s = f"{sl['time_s'][-1] / len(sl['time_s']):.2f}" if sl is not None else "not measured"
         print(f"| {label} | " + " | ".join(row) + f" | {per_f} | {per_s} |")
+    long_dir = args.runs / "long_iid_iid_s0"
+    if (long_dir / "rounds.csv").is_file():
+        print("\n### A longer horizon, (IID, IID), seed 0 (%), mean of 3 rounds ending at round 20 / 40 / 60\n")
+        print("| method | round 20 | round 40 | round 60 |\n|---|---|---|---|")
+        for alg, c in read_rounds(long_dir).items():
+            acc = c["accuracy"]
+            cells = [f"{100 * np.mean(acc[r - 3:r]):.2f}" if len(acc) >= r else "not measured" for r in (20, 40, 60)]
+            label = METHODS.get(alg, {"feddure_no_freg": "FedDure w/o F-reg"}.get(alg, alg))
+            print(f"| {label} | " + " | ".join(cells) + " |")
     if slow and fast0:
         same = all(np.allclose(slow[a]["accuracy"], fast0[a]["accuracy"], equal_nan=True) for a in slow if a in fast0)
         print(f"\n(accuracy per round identical at both CPU speeds: {same})")
@@ -159,6 +168,10 @@ def main() -> None:
         if dirs:
             print(plot_accuracy(dirs, args.figures / "feddure_ablation_rounds.png", x="round",
                                 title="Fashion-MNIST (DIR, DIR): FedDure without a regulator"))
+        long_dir = args.runs / "long_iid_iid_s0"
+        if (long_dir / "rounds.csv").is_file():
+            print(plot_accuracy([long_dir], args.figures / "feddure_long_iid_iid.png", x="round",
+                                title="(IID, IID), seed 0, 60 rounds"))
         for d, speed in ((args.runs / "dir_dir_s0", "1 GHz"), (slow_dir, "0.1 GHz")):
             if (d / "rounds.csv").is_file():
                 print(plot_accuracy([d], args.figures / f"feddure_time_{speed.replace(' ', '').replace('.', 'p')}.png",
