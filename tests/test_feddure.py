@@ -309,3 +309,18 @@ def test_a_shared_test_set_is_one_copy_and_one_evaluation(tiny_scenario):
     assert evaluate_shared(ctx, state) == pytest.approx(evaluate_personal(ctx, [state] * ctx.n_devices), abs=1e-7)
     copies = [{k: v.clone() for k, v in state.items()} for _ in range(ctx.n_devices)]  # not one object: per device
     assert labeling_accuracy(ctx, [state] * ctx.n_devices) == pytest.approx(labeling_accuracy(ctx, copies), abs=1e-7)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("feddure_*_*_*.toml")),
+                         ids=lambda p: p.name)
+def test_the_papers_full_setting_plans_without_the_data(path, tmp_path):
+    from typer.testing import CliRunner
+
+    from scenarios.cli import app
+
+    # the data set is pointed at an empty folder: planning must not need it
+    result = CliRunner().invoke(app, ["plan", str(path), "--json", "--set", f'data.data_dir="{tmp_path}"'])
+    assert result.exit_code == 0, result.output
+    sc = load_scenario(path)
+    assert sc.system.n_devices == 100 and sc.learning["run"].clients_per_round == 5 and sc.budget.rounds == 200
+    assert sc.learning["train"].model == "resnet9" and "feddure" in sc.learning["run"].algorithms
