@@ -178,16 +178,19 @@ def build_context(
     y_train = torch.as_tensor(ds.y_train, device=device)
     x_test = torch.as_tensor(ds.x_test, device=device)
     y_test = torch.as_tensor(ds.y_test, device=device)
-    clients = []
+    clients, tests = [], {}
     for s in splits:
         sup = np.concatenate([s.train, s.labeled])
+        key = np.asarray(s.test, dtype=np.int64).tobytes()
+        if key not in tests:  # devices that share one test set (FedDure's splits) share one copy of it
+            tests[key] = _gather(x_test, y_test, s.test)
         clients.append(
             ClientData(
                 *_gather(x_train, y_train, sup),
                 *_gather(x_train, y_train, s.train),
                 *_gather(x_train, y_train, s.labeled),
                 *_gather(x_train, y_train, s.unlabeled),
-                *_gather(x_test, y_test, s.test),
+                *tests[key],
                 split=s,
             )
         )

@@ -13,6 +13,8 @@ One place for every algorithm (DoFed-SPP, FedFomo, the FedAvg family, …):
   row per step; FixMatch's unlabelled stream: 2, the weak and the strong
   view in one joint forward–backward), times ``C_tra``. A one-stream
   supervised task is ``I·C_tra·D`` (Eq. 7) exactly.
+- :func:`training_passes` turns a step's forward and backward passes per
+  row into training passes (FedDure's bi-level step: docs/feddure.md).
 - :func:`forward_cycles` is inference: ``C_fwd`` per sample per model
   (pseudo-labelling, evaluation on a device, MC-dropout passes).
 """
@@ -30,6 +32,21 @@ def forward_cycles_per_sample(cycles_per_sample: float) -> float:
     if not cycles_per_sample >= 0:
         raise ValueError(f"cycles_per_sample(={cycles_per_sample}) must be >= 0")
     return float(cycles_per_sample) * FORWARD_SHARE
+
+
+def training_passes(forward: float, backward: float) -> float:
+    """``forward`` forward and ``backward`` backward passes of a row, in training passes (units of ``C_tra``).
+
+    ``f·C_fwd + b·2·C_fwd = (f + 2b)/3·C_tra`` (a backward ≈ two forwards,
+    module docstring): one forward + one backward is 1 training pass; a
+    forward alone 1/3. What a task's ``passes`` counts, for steps that run
+    more than one forward–backward (pFedMe's inner loop, FedDure's bi-level
+    step).
+    """
+    for name, v in (("forward", forward), ("backward", backward)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+            raise ValueError(f"{name}(={v!r}) must be a number >= 0")
+    return (float(forward) + 2.0 * float(backward)) * FORWARD_SHARE
 
 
 def forward_cycles(cycles_per_sample: float, n_samples: int, n_models: int = 1, n_passes: int = 1) -> float:

@@ -218,7 +218,9 @@ class Net:
     forward over the rows of several batch keys (their masks and row ids
     concatenated), split back per key; ``net.apply(params, x, ...)`` with other
     trainable values (a virtual step); ``net.params`` (trainable),
-    ``net.start`` (their values at the start of local training), ``net.fixed``.
+    ``net.start`` (their values at the start of local training), ``net.fixed``;
+    ``net.running_stats()``/``net.restore_running_stats(s)`` read and reset
+    the BatchNorm statistics the step's forward passes have written.
     """
 
     def __init__(self, model: nn.Module, params: Params, fixed: Params, start: Params, fs: ForwardState,
@@ -241,6 +243,21 @@ class Net:
 
     def __call__(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, rows: Optional[torch.Tensor] = None):
         return self.apply(self.params, x, mask, rows)
+
+    def running_stats(self) -> dict:
+        """The step's BatchNorm running statistics so far (by state-dict key; empty before any BatchNorm call)."""
+        return dict(self._fs.buffers)
+
+    def restore_running_stats(self, stats: Mapping[str, torch.Tensor]) -> None:
+        """Make ``stats`` the step's running statistics (drop what forward passes since wrote).
+
+        A custom step whose forward passes run inside ``torch.func`` transforms
+        returns the statistics it keeps as an output of the transform, and
+        restores them here; a regulator's forward pass (FedDure's C-reg) that
+        must not move the model's statistics is followed by a restore.
+        """
+        self._fs.buffers.clear()
+        self._fs.buffers.update(stats)
 
     def logits(self, batch: Batch, *keys: str, params: Optional[Params] = None) -> tuple[torch.Tensor, ...]:
         xs = [batch[k] for k in keys]

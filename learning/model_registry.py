@@ -45,6 +45,7 @@ for _spec in (
     ModelSpec("cnn", "image", "learning.models:build_cnn", "DoFed-SPP's two-conv + two-linear CNN (DoFedCNN)"),
     ModelSpec("cnn_mc", "image", "learning.models:build_cnn_mc",
               "the CNN with Dropout(0.5) after its hidden linear layer (MC dropout at CPU scale)"),
+    ModelSpec("small_cnn", "image", "learning.models:build_small_cnn", "a narrow LeNet-shaped CNN for CPU-scale runs"),
     ModelSpec("peer_cnn", "image", "learning.models:build_peer_cnn", "the peer benchmark's CNN (PeerCNN)"),
     ModelSpec("text", "text", "learning.models:build_text", "EmbeddingBag + Linear text classifier (torchtext tutorial)"),
     ModelSpec("resnet9", "image", "learning.models:build_resnet9", "UM-pFSSL's ResNet-9 with MC dropout"),

@@ -471,3 +471,30 @@ def test_dataset_validates_its_arrays():
     with pytest.raises(ValueError, match=r"kind\(='audio'\)"):
         Dataset("t", "audio", x, np.zeros(2, np.int64), x, np.zeros(2, np.int64), 2)
 
+
+
+def test_load_cinic10_from_tiny_pngs(tmp_path):
+    from PIL import Image
+
+    from learning.data.datasets import load_cinic10
+
+    root = tmp_path / "cinic-10"
+    classes = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+    for split, n in (("train", 2), ("test", 1), ("valid", 1)):
+        for c, name in enumerate(classes):
+            (root / split / name).mkdir(parents=True)
+            for i in range(n):
+                if name == "bird" and i == 0:  # a grayscale image, as CINIC-10 has some
+                    Image.fromarray(np.full((32, 32), 7 * c, dtype=np.uint8), "L").save(root / split / name / f"{i}.png")
+                else:
+                    Image.fromarray(np.full((32, 32, 3), 7 * c, dtype=np.uint8), "RGB").save(root / split / name / f"{i}.png")
+    ds = load_cinic10(tmp_path)
+    assert ds.x_train.shape == (20, 3, 32, 32) and ds.x_test.shape == (10, 3, 32, 32)
+    assert ds.y_train.tolist() == [c for c in range(10) for _ in range(2)] and ds.n_classes == 10
+    assert ds.class_names[2] == "bird" and len(ds.mean) == 3
+    (root / "test" / "truck" / "0.png").unlink()
+    Image.fromarray(np.zeros((16, 16, 3), dtype=np.uint8)).save(root / "test" / "truck" / "0.png")
+    with pytest.raises(DatasetError, match="16x16 image; CINIC-10 images are 32x32"):
+        load_cinic10(tmp_path)
+    with pytest.raises(DatasetError, match="missing folders"):
+        load_cinic10(tmp_path / "cinic-10" / "train")

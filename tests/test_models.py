@@ -254,3 +254,16 @@ def test_entropy_hand_values():
 
     assert float(entropy(torch.tensor([0.5, 0.5]))) == pytest.approx(math.log(2))
     assert float(entropy(torch.tensor([1.0, 0.0]))) == 0.0
+
+
+def test_small_cnn_parameters_and_flops_by_hand():
+    from learning.models import flops_per_sample
+
+    m = build_model("small_cnn", (1, 28, 28), 10)
+    # conv1 8·25 + 8, conv2 16·200 + 16, fc1 256·64 + 64, fc2 64·10 + 10
+    assert sum(p.numel() for p in m.parameters()) == 208 + 3216 + 16448 + 650
+    # MACs: conv1 8·24·24·25 (reads the input: 4 FLOPs/MAC), conv2 16·8·8·200, fc1 64·256, fc2 10·64 (6 FLOPs/MAC)
+    assert flops_per_sample(m, (1, 28, 28)) == 4 * 115_200 + 6 * (204_800 + 16_384 + 640)
+    assert m(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    with pytest.raises(ValueError, match="image_size"):
+        build_model("small_cnn", (1, 12, 12), 10)

@@ -271,6 +271,18 @@ def test_feddure_dir_dir_totals_and_min_one_label():
     assert_same(splits, feddure_partition(Y10, YT10, 20, "dir_dir", rng(3), labels_per_class=5))
 
 
+def test_feddure_test_size_is_one_shared_subset_and_leaves_the_train_side_alone():
+    full = feddure_partition(Y10, YT10, 10, "iid_dir", rng(4), labels_per_class=3)
+    cut = feddure_partition(Y10, YT10, 10, "iid_dir", rng(4), labels_per_class=3, test_size=50)
+    assert all(np.array_equal(s.test, cut[0].test) for s in cut)  # the same test set on every client
+    assert len(cut[0].test) == len(np.unique(cut[0].test)) == 50 and cut[0].test.max() < len(YT10)
+    for a, b in zip(full, cut):  # drawn after the train side: labelled and unlabelled sets unchanged
+        assert np.array_equal(a.labeled, b.labeled) and np.array_equal(a.unlabeled, b.unlabeled)
+    assert len(feddure_partition(Y10, YT10, 10, "iid_iid", rng(4), test_size=len(YT10))[0].test) == len(YT10)
+    with pytest.raises(ValueError, match=r"test_size\(=100000\) exceeds"):
+        feddure_partition(Y10, YT10, 10, "iid_iid", rng(4), test_size=100_000)
+
+
 def test_feddure_bad_parameters():
     with pytest.raises(ValueError, match=r"mode\(='dir_iid'\) must be one of 'iid_iid', 'iid_dir', 'dir_dir'"):
         feddure_partition(Y10, YT10, 5, "dir_iid", rng())

@@ -40,7 +40,7 @@ def test_config_validation_accepts_exactly_the_registered_names():
         assert DataConfig(partition=name).partition == name
     for name in MODELS:
         assert TrainConfig(model=name).model == name
-    assert len(DATASETS) == 7 + len(_MEDMNIST)  # digits, mnist, fashion_mnist, cifar10/100, dbpedia, synthetic
+    assert len(DATASETS) == 8 + len(_MEDMNIST)  # digits, mnist, fashion_mnist, cifar10/100, cinic10, dbpedia, synthetic
     for make in (lambda: DataConfig(dataset="nope"), lambda: DataConfig(partition="nope"),
                  lambda: TrainConfig(model="nope")):
         with pytest.raises(ValueError, match="'nope': expected one of "):
@@ -90,7 +90,8 @@ def test_make_partition_draws_exactly_what_the_partition_functions_draw():
         "dirichlet": lambda r: (None, P.dirichlet_partition(y_train, y_test, 4, 0.7, r, 0.5, test_size=7, n_classes=10)),
         "subset": lambda r: (None, P.subset_partition(y_train, y_test, 4, 2, r, *sizes, 7, n_classes=10)),
         "normal": lambda r: (None, P.normal_partition(y_train, y_test, 4, r, *sizes, 7, n_classes=10)),
-        "feddure_iid_dir": lambda r: (None, P.feddure_partition(y_train, y_test, 4, "iid_dir", r, 2, 0.7, n_classes=10)),
+        "feddure_iid_dir": lambda r: (None, P.feddure_partition(y_train, y_test, 4, "iid_dir", r, 2, 0.7, n_classes=10,
+                                                                             test_size=7)),
         "labels_at_server": lambda r: P.labels_at_server_partition(y_train, y_test, 4, 40, r, 0.7, n_classes=10,
                                                                    test_size=7),
         "labels_at_server_iid": lambda r: P.labels_at_server_partition(y_train, y_test, 4, 40, r, None, n_classes=10,
@@ -150,7 +151,7 @@ def test_an_unknown_name_in_a_scenario_is_one_line_listing_the_registry(key, val
 def test_an_unknown_name_given_to_a_builder_lists_the_registry():
     with pytest.raises(DatasetError, match=r"^unknown dataset 'imagenet'; expected one of: 'digits', .*'bloodmnist'"):
         load_dataset("imagenet")
-    with pytest.raises(ValueError, match=r"^unknown model 'vgg'; expected one of: 'cnn', 'cnn_mc', 'peer_cnn', 'text', 'resnet9'$"):
+    with pytest.raises(ValueError, match=r"^unknown model 'vgg'; expected one of: 'cnn', 'cnn_mc', 'small_cnn', 'peer_cnn', 'text', 'resnet9'$"):
         build_model("vgg", (1, 8, 8), 10)
     with pytest.raises(ValueError, match=r"^unknown partition 'shards'; expected one of: 'iid', 'dirichlet', "):
         make_partition(SimpleNamespace(y_train=None, y_test=None, n_classes=2), SimpleNamespace(partition="shards"), 2,

@@ -201,8 +201,23 @@ def labeling_accuracy(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]
 
     DoFed-SPP's labelling metric for a baseline whose one classifier also
     labels the unlabelled target set (docs/dofed_spp.md). NaN for a device
-    without unlabelled data.
+    without unlabelled data. One model on every device (a shared global
+    model): one forward pass over all the unlabelled data.
     """
+    if len(states) > 1 and all(s is states[0] for s in states):
+        from learning.inference import logits
+
+        xs = torch.cat([c.x_unl for c in ctx.clients])
+        ys = torch.cat([c.y_unl_hidden for c in ctx.clients])
+        if xs.shape[0] == 0:
+            return [float("nan")] * len(states)
+        correct = (logits(ctx.model, [states[0]], xs, batch_size=ctx.train_cfg.eval_batch_size)[0].argmax(-1) == ys)
+        out, start = [], 0
+        for c in ctx.clients:
+            n = c.y_unl_hidden.shape[0]
+            out.append(float(correct[start:start + n].sum()) / n if n else float("nan"))
+            start += n
+        return out
     return [
         evaluate(ctx.model, [s], c.x_unl, c.y_unl_hidden, ctx.train_cfg.eval_batch_size)[0]
         for s, c in zip(states, ctx.clients)

@@ -253,8 +253,9 @@ class FedAvg:
         updates = arrived_updates(outcome, sel, shared, weights)
         if updates and sum(w for _, w in updates) > 0:
             self.global_state = weighted_average(updates)
-        models = [merge(self.global_state, p) for p in self.personal]
-        return round_metrics(ctx, models, result, shared=None if any(self.personal) else self.global_state)
+        if any(self.personal):
+            return round_metrics(ctx, [merge(self.global_state, p) for p in self.personal], result)
+        return round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state)
 
     def state_dict(self) -> dict:
         return {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal]}

@@ -445,6 +445,45 @@ def load_cifar(data_dir: str | Path, variant: int = 10) -> Dataset:
 
 
 # --------------------------------------------------------------------------
+# CINIC-10 (folders of PNGs)
+
+_CINIC_FOLDERS = ("cinic-10", "CINIC-10", "cinic10")
+
+
+def load_cinic10(data_dir: str | Path) -> Dataset:
+    """CINIC-10 (Darlow et al., 2018): ``train/``, ``test/`` (and ``valid/``, not used), each with one folder of
+    32×32 RGB PNGs per CIFAR-10 class name, under ``data_dir`` or ``data_dir/cinic-10`` (as the archive unpacks).
+
+    Every image must be 32×32; a grayscale PNG (CINIC-10 has some) is
+    repeated over the three channels. Labels follow CIFAR-10's class order.
+    """
+    from PIL import Image
+
+    root = _existing_dir(data_dir, "CINIC-10")
+    folder = next((root / f for f in _CINIC_FOLDERS if (root / f / "train").is_dir()), root)
+    splits = {}
+    for split in ("train", "test"):
+        missing = [c for c in _CIFAR10_CLASSES if not (folder / split / c).is_dir()]
+        if missing:
+            raise DatasetError(f"missing folders {', '.join(str(folder / split / c) for c in missing[:3])}"
+                               f"{' ...' if len(missing) > 3 else ''}: expected CINIC-10's train/ and test/ with one "
+                               f"folder per class under {root} or {root}/cinic-10")
+        xs, ys = [], []
+        for label, name in enumerate(_CIFAR10_CLASSES):
+            for png in sorted((folder / split / name).glob("*.png")):
+                with Image.open(png) as im:
+                    a = np.asarray(im.convert("RGB"), dtype=np.uint8)
+                if a.shape != (32, 32, 3):
+                    raise DatasetError(f"{png}: a {a.shape[1]}x{a.shape[0]} image; CINIC-10 images are 32x32")
+                xs.append(a.transpose(2, 0, 1))
+                ys.append(label)
+        if not xs:
+            raise DatasetError(f"no PNG images under {folder / split}")
+        splits[split] = (np.stack(xs), np.asarray(ys, dtype=np.int64))
+    return _image_dataset("cinic10", *splits["train"], *splits["test"], 10, _CIFAR10_CLASSES, 255.0)
+
+
+# --------------------------------------------------------------------------
 # MedMNIST (.npz)
 
 # flag -> (classes, channels, class names or None); single-label 2-D MedMNIST sets (medmnist/info.py)
@@ -768,6 +807,7 @@ for _spec in (
     DatasetSpec("fashion_mnist", "Fashion-MNIST", "image", lambda d: load_mnist(d, "fashion_mnist")),
     DatasetSpec("cifar10", "CIFAR-10", "image", lambda d: load_cifar(d, 10)),
     DatasetSpec("cifar100", "CIFAR-100", "image", lambda d: load_cifar(d, 100)),
+    DatasetSpec("cinic10", "CINIC-10", "image", load_cinic10),
     *(DatasetSpec(flag, _MEDMNIST_TITLES[flag], "image", partial(_load_medmnist_flag, flag=flag), options=("merge_val",))
       for flag in _MEDMNIST),
     DatasetSpec("dbpedia", "DBPedia", "text", load_dbpedia, options=("vocab_size", "max_len")),

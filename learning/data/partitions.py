@@ -408,7 +408,7 @@ def dirichlet_partition(y_train, y_test, n_clients: int, alpha: float, rng: np.r
 def feddure_partition(y_train, y_test, n_clients: int, mode: str, rng: np.random.Generator,
                       labels_per_class: int = 5, alpha: float = 0.5, labeled_total_per_class: int | None = None,
                       *, min_size: int = 10, n_classes: int | None = None, balance: bool = True,
-                      max_tries: int = 1000) -> list[ClientSplit]:
+                      max_tries: int = 1000, test_size: int | None = None) -> list[ClientSplit]:
     """FedDure §4.1 (A, B) splits, A = labelled distribution, B = unlabelled distribution, disjoint.
 
     - IID labelled: every client gets exactly ``labels_per_class`` of each class.
@@ -420,7 +420,8 @@ def feddure_partition(y_train, y_test, n_clients: int, mode: str, rng: np.random
       (each client >= ``min_size``).
     ``balance`` follows the official code's Dirichlet (no more to clients
     above the mean size). ``test``: the whole test pool (FedDure evaluates
-    the global model on the test split).
+    the global model on the test split), or with ``test_size`` one random
+    subset of that many test samples, the same for every client.
     """
     y_train, y_test, n_classes = _setup(y_train, y_test, n_classes)
     n_clients = _count("n_clients", n_clients, 1)
@@ -430,6 +431,10 @@ def feddure_partition(y_train, y_test, n_clients: int, mode: str, rng: np.random
     alpha = _positive("alpha", alpha)
     min_size = _count("min_size", min_size, 0)
     max_tries = _count("max_tries", max_tries, 1)
+    if test_size is not None:
+        test_size = _count("test_size", test_size, 1)
+        if test_size > len(y_test):
+            raise ValueError(f"test_size(={test_size}) exceeds the {len(y_test)} test samples")
     labeled_iid = mode.startswith("iid")
     per_class = labels_per_class * n_clients
     if labeled_total_per_class is not None:
@@ -452,7 +457,8 @@ def feddure_partition(y_train, y_test, n_clients: int, mode: str, rng: np.random
         unlabeled = [np.sort(dealt[k::n_clients]) for k in range(n_clients)]
     else:
         unlabeled, _ = _dirichlet_assign(rest, n_clients, alpha, rng, min_size, balance, max_tries)
-    test = np.arange(len(y_test), dtype=np.int64)
+    test = (np.arange(len(y_test), dtype=np.int64) if test_size is None
+            else np.sort(rng.choice(len(y_test), size=test_size, replace=False)).astype(np.int64))
     return [ClientSplit(train=np.empty(0, dtype=np.int64), labeled=labeled[k], unlabeled=unlabeled[k], test=test.copy(),
                         train_classes=(), target_classes=_classes_of(y_train, labeled[k], unlabeled[k]))
             for k in range(n_clients)]
@@ -579,8 +585,9 @@ def _normal(y_tr, y_te, n, rng, n_classes, n_clusters, size_scale, test_size):
 
 
 def _feddure(mode: str) -> Callable:
-    def split(y_tr, y_te, n, rng, n_classes, labels_per_class, alpha):
-        return None, feddure_partition(y_tr, y_te, n, mode, rng, labels_per_class, alpha, n_classes=n_classes)
+    def split(y_tr, y_te, n, rng, n_classes, labels_per_class, alpha, test_size):
+        return None, feddure_partition(y_tr, y_te, n, mode, rng, labels_per_class, alpha, n_classes=n_classes,
+                                       test_size=test_size)
 
     return split
 
@@ -606,7 +613,7 @@ for _spec in (
                   "DoFed-SPP SUBSET: train and target sets from two class clusters"),
     PartitionSpec("normal", ("n_clusters", "size_scale", "test_size"), _normal,
                   "DoFed-SPP NORMAL: random class sets per device"),
-    *(PartitionSpec(f"feddure_{mode}", ("labels_per_class", "alpha"), _feddure(mode),
+    *(PartitionSpec(f"feddure_{mode}", ("labels_per_class", "alpha", "test_size"), _feddure(mode),
                     f"FedDure ({mode.replace('_', ', ').upper()}) labelled/unlabelled split") for mode in FEDDURE_MODES),
     PartitionSpec("labels_at_server", ("server_labeled", "alpha", "test_size"), _labels_at_server,
                   "FedMix: a class-balanced labelled set at the server, unlabelled clients"),
