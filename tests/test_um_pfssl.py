@@ -120,6 +120,8 @@ def test_config_errors_name_the_key():
         UMPFSSLConfig(corr_form="other")
     with pytest.raises(ValueError, match="update_every"):
         UMPFSSLConfig(update_every=0)
+    with pytest.raises(ValueError, match="lr"):
+        UMPFSSLConfig(lr=0.0)
 
 
 # --------------------------------------------------------------------------- on the clock
@@ -341,6 +343,8 @@ def test_vectorised_helper_evaluation_agrees_with_the_loop(tmp_path):
         Simulation(sc.system, sc.budget, b, seed=sc.seed).run(2)
     on, off = backends
     assert on.vectorize and not off.vectorize
+    assert on.task.optimizer.lr == ctx.train_cfg.lr
+    assert UMPFSSL(ctx, replace(cfg, lr=0.001)).task.optimizer.lr == 0.001  # the lr option overrides [train]
     assert on.lists == off.lists
     for seen_on, seen_off in zip(on.seen, off.seen):
         assert seen_on.keys() == seen_off.keys()

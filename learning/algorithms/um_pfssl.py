@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from torch.func import grad
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, fail
+from edgesim.config import check_choice, check_int, check_number, fail
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     accuracy_metrics,
@@ -86,7 +86,8 @@ class UMPFSSLConfig:
     = 0, arXiv) or "from_nu" (every round once t ≥ ν, the journal's Alg. 1); ``warmup_epochs``: the
     warm-up's local epochs on labelled data (round 0); ``vectorize``: a device's helper stack in one vmap
     ("on"), one model at a time ("off"), or "auto" (vmap on a GPU; on a CPU the loop is faster,
-    benchmarks/RESULTS.md). The two agree to float rounding, not bit for bit."""
+    benchmarks/RESULTS.md). The two agree to float rounding, not bit for bit. ``lr``: overrides ``[train]
+    lr`` for the local steps (unset: ``[train]``'s; each mini-batch takes two steps, docs/um_pfssl.md)."""
 
     helpers: int = 5
     replace: int = 2
@@ -98,6 +99,7 @@ class UMPFSSLConfig:
     update_rule: str = "every_nu"
     warmup_epochs: int = 5
     vectorize: str = "auto"
+    lr: Optional[float] = None
 
     def __post_init__(self):
         check_int("helpers", self.helpers, 1)
@@ -112,6 +114,7 @@ class UMPFSSLConfig:
         check_choice("update_rule", self.update_rule, UPDATE_RULES)
         check_int("warmup_epochs", self.warmup_epochs, 0)
         check_choice("vectorize", self.vectorize, ("auto", "on", "off"))
+        check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
 
 
 # --------------------------------------------------------------------------- formulas
@@ -240,7 +243,7 @@ class UMPFSSL:
             fail("helpers", cfg.helpers, f"at most the {n} devices")
         keys = [k for k, _ in ctx.model.named_parameters()]
         t = ctx.train_cfg
-        opt = ctx.optimizer()
+        opt = ctx.optimizer(lr=cfg.lr)
         self.task = LocalTask(loss=None, step=alternating_step(opt, keys), optimizer=opt, epochs=ctx.local_cfg.epochs,
                               streams=(Stream("lab", t.batch_size), Stream("unl", t.batch_size)),
                               trainable=frozenset(keys))

@@ -335,7 +335,7 @@ def _dirichlet_assign(by_class: list[np.ndarray], n_clients: int, alpha: float, 
             return [_sorted(p) for p in parts], props
     raise ValueError(f"no Dirichlet draw in max_tries(={max_tries}) gave every one of n_clients(={n_clients}) "
                      f"at least min_size(={min_size}) of {total} samples with alpha(={alpha}); "
-                     "lower min_size or raise alpha")
+                     "raise alpha, or give the clients more samples (data.train_pool_size)")
 
 
 def _apportion(total: int, weights: np.ndarray) -> np.ndarray:
