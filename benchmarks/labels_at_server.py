@@ -3,7 +3,7 @@
     python benchmarks/labels_at_server.py RUNS_DIR [--figures docs/figures]
 
 ``RUNS_DIR`` holds the run folders written by ``edgesim run scenarios/las_fmnist_cpu.toml`` with the
-overrides listed in the docs page (``iid_s{0,1,2}``, ``dir05_s{0,1,2}``, ``dir01_s0``, ``dir10_s0``,
+overrides listed in the docs page (``iid_s{0,1,2}``, ``dir05_s{0,1,2}``, ``dir02_s0``, ``dir10_s0``,
 ``parts_dir05_s0``, ``abg_*_dir05``, ``lab{700,800}_dir05``, ``slow_server_dir05``). Prints Markdown
 tables; draws PNGs with ``plots.curves``. "Final" accuracy = mean of the last 3 rounds.
 """
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     out.append("")
     out.append("| non-IID level | FedMix+FedFreq (%) | FedMatch (%) |")
     out.append("| --- | --- | --- |")
-    for label, run in (("Dir(0.1)", R / "dir01_s0"), ("Dir(0.5)", R / "dir05_s0"), ("Dir(1.0)", R / "dir10_s0"),
+    for label, run in (("Dir(0.2)", R / "dir02_s0"), ("Dir(0.5)", R / "dir05_s0"), ("Dir(1.0)", R / "dir10_s0"),
                        ("IID", R / "iid_s0")):
         out.append(f"| {label} | {fin(run, 'fedmix')} | {fin(run, 'fedmatch')} |")
     out.append("")
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
                 series[label] = collect([run], "round")["fedmix"]
         figure(series, f / "las_alpha_sweep.png", "round", "Round", "FedMix (α, β, γ), Dir(0.5), seed 0",
                names={k: k for k in series})
-        levels = [(lab, r) for lab, r in (("Dir(0.1)", R / "dir01_s0"), ("Dir(0.5)", R / "dir05_s0"),
+        levels = [(lab, r) for lab, r in (("Dir(0.2)", R / "dir02_s0"), ("Dir(0.5)", R / "dir05_s0"),
                                           ("Dir(1.0)", R / "dir10_s0"), ("IID", R / "iid_s0")) if have(r, "fedmatch")]
         fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.3), dpi=200)
         for alg, c in zip(ALGS, ("C0", "C1")):
