@@ -330,3 +330,19 @@ def test_fedmatch_labels_at_client(tiny):
     assert 0 <= rec.metrics["accuracy"] <= 1 and "loss_s" in rec.metrics
     with pytest.raises(ValueError, match="labelled data on the clients"):
         setup(tiny, "fedmatch_lc")
+
+
+@pytest.mark.parametrize("name", ["fedmatch", "fedmatch_lc"])
+def test_fedmatch_vectorised_equals_sequential(tiny, name):
+    over = ['train.executor="sequential"']
+    if name == "fedmatch_lc":
+        over += ['data.partition="dirichlet"', "data.alpha=1.0", "algorithms.fedmatch_lc.batch_size=32",
+                 "algorithms.fedmatch_lc.lr=0.005"]
+    runs = []
+    for executor in ("sequential", "vmap"):
+        sc, ctx, alg = setup(tiny, name, *over[1:], f'train.executor="{executor}"')
+        runs.append([r.metrics for r in Simulation(sc.system, sc.budget, alg, seed=sc.seed).run(2)])
+    for a, b in zip(*runs):  # the agreement vote has no data-dependent branch, so vmap runs it
+        assert a.keys() == b.keys()
+        for k in a:
+            assert a[k] == pytest.approx(b[k], rel=1e-5, abs=1e-5), k

@@ -136,10 +136,10 @@ def agreement_vote(own: torch.Tensor, helpers: Sequence[torch.Tensor]) -> torch.
     ``own``/``helpers[h]``: ``(n, C)`` scores; ties go to the lowest class (``argmax``), as in the official
     code; no helpers: ``argmax p``.
     """
-    c = own.shape[-1]
-    votes = F.one_hot(own.argmax(-1), c)
+    classes = torch.arange(own.shape[-1], device=own.device)
+    votes = (own.argmax(-1, keepdim=True) == classes).long()  # one-hot without F.one_hot's data check (vmap)
     for p in helpers:
-        votes = votes + F.one_hot(p.argmax(-1), c)
+        votes = votes + (p.argmax(-1, keepdim=True) == classes).long()
     return votes.argmax(-1)
 
 
