@@ -70,50 +70,30 @@ class DoFedCNN(nn.Module):
         return self.fc2(self.drop(x) if self.drop is not None else x)
 
 
-class SmallCNN(nn.Module):
-    """Conv(c,8,5)-ReLU-MaxPool2 → Conv(8,16,5)-ReLU-MaxPool2 → Linear(16·h'·w',64)-ReLU → Linear(64,C).
-
-    A CPU-scale image model (LeNet-5's shape, narrower): 1×28×28 → 4×4 maps,
-    20,522 parameters and 1.79 MFLOPs per training sample for C = 10 — a
-    fourteenth of :class:`DoFedCNN` — for runs of many algorithms on a shared CPU.
-    """
-
-    def __init__(self, in_channels: int, image_size: int | tuple[int, int], n_classes: int) -> None:
-        super().__init__()
-        h, w = _hw(image_size)
-        fh, fw = ((h - 4) // 2 - 4) // 2, ((w - 4) // 2 - 4) // 2
-        if fh < 1 or fw < 1:
-            raise ValueError(f"image_size(={image_size}) must be >= 14 (two 5x5 convs and two pools)")
-        self.conv1 = nn.Conv2d(in_channels, 8, 5)
-        self.conv2 = nn.Conv2d(8, 16, 5)
-        self.fc1 = nn.Linear(16 * fh * fw, 64)
-        self.fc2 = nn.Linear(64, n_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = torch.flatten(x, 1)
-        return self.fc2(F.relu(self.fc1(x)))
-
-
 class PeerCNN(nn.Module):
     """The peer benchmark's conv(3,32,5)-pool-conv(32,64,5)-pool-fc(1600,256)-fc(256,C).
 
     Defaults give exactly bench/peers/fl_workload.py's ``Net`` (466,122
     parameters, same parameter names); ``in_channels``/``image_size`` only
-    resize the first conv and fc1 for other inputs.
+    resize the first conv and fc1 for other inputs. ``widths`` = (conv1,
+    conv2, fc1) channels: ``small_cnn`` is (8, 16, 64), LeNet-5's shape made
+    narrower — 1×28×28 → 4×4 maps, 20,522 parameters and 1.79 MFLOPs per
+    training sample for C = 10, a fourteenth of :class:`DoFedCNN`, for runs
+    of many algorithms on a shared CPU.
     """
 
-    def __init__(self, n_classes: int = 10, in_channels: int = 3, image_size: int | tuple[int, int] = 32) -> None:
+    def __init__(self, n_classes: int = 10, in_channels: int = 3, image_size: int | tuple[int, int] = 32,
+                 widths: tuple[int, int, int] = (32, 64, 256)) -> None:
         super().__init__()
         h, w = _hw(image_size)
         fh, fw = ((h - 4) // 2 - 4) // 2, ((w - 4) // 2 - 4) // 2
         if fh < 1 or fw < 1:
             raise ValueError(f"image_size(={image_size}) must be >= 14 (two 5x5 convs and two pools)")
-        self.conv1 = nn.Conv2d(in_channels, 32, 5)
-        self.conv2 = nn.Conv2d(32, 64, 5)
-        self.fc1 = nn.Linear(64 * fh * fw, 256)
-        self.fc2 = nn.Linear(256, n_classes)
+        c1, c2, hidden = widths
+        self.conv1 = nn.Conv2d(in_channels, c1, 5)
+        self.conv2 = nn.Conv2d(c1, c2, 5)
+        self.fc1 = nn.Linear(c2 * fh * fw, hidden)
+        self.fc2 = nn.Linear(hidden, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
@@ -254,8 +234,8 @@ def build_cnn_mc(shape: tuple, n_classes: int, vocab_size: int | None = None) ->
 
 
 def build_small_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
-    """``small_cnn``: :class:`SmallCNN` for ``(C, H, W)`` inputs (H, W >= 14)."""
-    return SmallCNN(shape[0], (shape[1], shape[2]), n_classes)
+    """``small_cnn``: a narrow :class:`PeerCNN` (widths 8, 16, 64) for ``(C, H, W)`` inputs (H, W >= 14)."""
+    return PeerCNN(n_classes, shape[0], (shape[1], shape[2]), widths=(8, 16, 64))
 
 
 def build_peer_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:

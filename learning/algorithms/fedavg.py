@@ -54,7 +54,7 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register
+from learning.algorithms.registry import register_variants, variant
 from learning.context import Context
 from learning.costs import task_cycles
 from learning.executors import LocalTask, Stream, View
@@ -123,10 +123,6 @@ class FedAvgConfig:
             check_choice("schedule", self.schedule, ("constant", "cosine"))
 
 
-def _variant(name: str, doc: str, **defaults) -> type:
-    """A subclass of :class:`FedAvgConfig` with other defaults (a registered variant of the family)."""
-    ns = {"__doc__": doc, "__annotations__": {k: FedAvgConfig.__annotations__[k] for k in defaults}, **defaults}
-    return dataclass(frozen=True)(type(name, (FedAvgConfig,), ns))
 
 
 # --------------------------------------------------------------------------- which keys stay on the device
@@ -267,41 +263,33 @@ class FedAvg:
 
 # --------------------------------------------------------------------------- the registered variants
 
-FedProxConfig = _variant("FedProxConfig", "FedProx: ``mu`` = 0.01 (docs/fedavg_family.md).", mu=0.01)
-FedBNConfig = _variant("FedBNConfig", "FedBN: BatchNorm kept local.", local="batchnorm")
+FedProxConfig = variant(FedAvgConfig, "FedProxConfig", "FedProx: ``mu`` = 0.01 (docs/fedavg_family.md).", mu=0.01)
+FedBNConfig = variant(FedAvgConfig, "FedBNConfig", "FedBN: BatchNorm kept local.", local="batchnorm")
 _SL = "fully labelled (the unlabelled data's true labels are used): an upper bound"
 VARIANTS = {
     "fedavg": (FedAvgConfig, "FedAvg", "FedAvg: sample K devices, average their models weighted by sample count"),
     "fedprox": (FedProxConfig, "FedProx", "FedProx: FedAvg with a proximal term (mu/2)||w - w_global||^2"),
     "fedbn": (FedBNConfig, "FedBN", "FedBN: FedAvg with BatchNorm layers kept local"),
-    "fedavg_labeled": (_variant("FedAvgLabeledConfig", "FedAvg on labelled data only.", data="labeled"),
+    "fedavg_labeled": (variant(FedAvgConfig, "FedAvgLabeledConfig", "FedAvg on labelled data only.", data="labeled"),
                        "FedAvg*", "FedAvg*: FedAvg on the labelled data only (FedDure's floor)"),
-    "fedavg_sl": (_variant("FedAvgSLConfig", _SL, data="all_labels"), "FedAvg-SL", f"FedAvg-SL: {_SL}"),
-    "fedprox_sl": (_variant("FedProxSLConfig", _SL, data="all_labels", mu=0.01), "FedProx-SL", f"FedProx-SL: {_SL}"),
-    "fedbn_sl": (_variant("FedBNSLConfig", _SL, data="all_labels", local="batchnorm"), "FedBN-SL", f"FedBN-SL: {_SL}"),
-    "fixavg": (_variant("FixAvgConfig", "FedAvg + FixMatch.", objective="fixmatch"), "FixAvg",
+    "fedavg_sl": (variant(FedAvgConfig, "FedAvgSLConfig", _SL, data="all_labels"), "FedAvg-SL", f"FedAvg-SL: {_SL}"),
+    "fedprox_sl": (variant(FedAvgConfig, "FedProxSLConfig", _SL, data="all_labels", mu=0.01), "FedProx-SL", f"FedProx-SL: {_SL}"),
+    "fedbn_sl": (variant(FedAvgConfig, "FedBNSLConfig", _SL, data="all_labels", local="batchnorm"), "FedBN-SL", f"FedBN-SL: {_SL}"),
+    "fixavg": (variant(FedAvgConfig, "FixAvgConfig", "FedAvg + FixMatch.", objective="fixmatch"), "FixAvg",
                "FixAvg: FedAvg with FixMatch local training"),
-    "fixprox": (_variant("FixProxConfig", "FedProx + FixMatch.", objective="fixmatch", mu=0.01), "FixProx",
+    "fixprox": (variant(FedAvgConfig, "FixProxConfig", "FedProx + FixMatch.", objective="fixmatch", mu=0.01), "FixProx",
                 "FixProx: FedProx with FixMatch local training"),
-    "fixbn": (_variant("FixBNConfig", "FedBN + FixMatch.", objective="fixmatch", local="batchnorm"), "FixBN",
+    "fixbn": (variant(FedAvgConfig, "FixBNConfig", "FedBN + FixMatch.", objective="fixmatch", local="batchnorm"), "FixBN",
               "FixBN: FedBN with FixMatch local training"),
-    "fedavg_uda": (_variant("FedAvgUDAConfig", "FedAvg + UDA.", objective="uda"), "FedAvg+UDA",
+    "fedavg_uda": (variant(FedAvgConfig, "FedAvgUDAConfig", "FedAvg + UDA.", objective="uda"), "FedAvg+UDA",
                    "FedAvg+UDA: FedAvg with UDA local training"),
-    "fedprox_uda": (_variant("FedProxUDAConfig", "FedProx + UDA.", objective="uda", mu=0.01), "FedProx+UDA",
+    "fedprox_uda": (variant(FedAvgConfig, "FedProxUDAConfig", "FedProx + UDA.", objective="uda", mu=0.01), "FedProx+UDA",
                     "FedProx+UDA: FedProx with UDA local training"),
-    "fedper": (_variant("FedPerConfig", "FedPer: the last linear layer stays on the device.", local="head"), "FedPer",
+    "fedper": (variant(FedAvgConfig, "FedPerConfig", "FedPer: the last linear layer stays on the device.", local="head"), "FedPer",
                "FedPer: FedAvg of the base layers, the head kept personal"),
-    "lg_fedavg": (_variant("LGFedAvgConfig", "LG-FedAvg: only the last layers are global.", local="lg"), "LG-FedAvg",
+    "lg_fedavg": (variant(FedAvgConfig, "LGFedAvgConfig", "LG-FedAvg: only the last layers are global.", local="lg"), "LG-FedAvg",
                   "LG-FedAvg: local representation layers, global last layers sent to every device"),
 }
 
 
-def _builder(name: str):
-    def build(ctx: Context, cfg: FedAvgConfig) -> FedAvg:
-        return FedAvg(ctx, name, cfg)
-
-    return build
-
-
-for _name, (_cls, _display, _summary) in VARIANTS.items():
-    register(_name, _cls, _summary, display=_display)(_builder(_name))
+register_variants(VARIANTS, FedAvg)

@@ -60,7 +60,7 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register
+from learning.algorithms.registry import register_variants, variant
 from learning.context import Context
 from learning.costs import task_cycles, training_passes
 from learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
@@ -362,26 +362,15 @@ class FedDure:
 # --------------------------------------------------------------------------- the registered variants
 
 
-def _variant(name: str, doc: str, **defaults) -> type:
-    ns = {"__doc__": doc, "__annotations__": {k: FedDureConfig.__annotations__[k] for k in defaults}, **defaults}
-    return dataclass(frozen=True)(type(name, (FedDureConfig,), ns))
 
 
 VARIANTS = {
     "feddure": (FedDureConfig, "FedDure", "FedDure: dual regulators (C-reg feedback, F-reg instance weights)"),
-    "feddure_no_creg": (_variant("FedDureNoCRegConfig", "FedDure without C-reg (Table 2).", creg=False),
+    "feddure_no_creg": (variant(FedDureConfig, "FedDureNoCRegConfig", "FedDure without C-reg (Table 2).", creg=False),
                         "FedDure w/o C-reg", "FedDure without C-reg: no feedback term, F-reg learnt through θ"),
-    "feddure_no_freg": (_variant("FedDureNoFRegConfig", "FedDure without F-reg (Table 2).", freg=False),
+    "feddure_no_freg": (variant(FedDureConfig, "FedDureNoFRegConfig", "FedDure without F-reg (Table 2).", freg=False),
                         "FedDure w/o F-reg", "FedDure without F-reg: a fixed confidence threshold weights pseudo-labels"),
 }
 
 
-def _builder(name: str):
-    def build(ctx: Context, cfg: FedDureConfig) -> FedDure:
-        return FedDure(ctx, name, cfg)
-
-    return build
-
-
-for _name, (_cls, _display, _summary) in VARIANTS.items():
-    register(_name, _cls, _summary, display=_display)(_builder(_name))
+register_variants(VARIANTS, FedDure)

@@ -53,7 +53,7 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register
+from learning.algorithms.registry import register_variants, variant
 from learning.augment import make_augmentation
 from learning.context import Context
 from learning.costs import task_cycles
@@ -254,27 +254,16 @@ class FedMix:
         self.counts = np.asarray(state["counts"], dtype=np.int64)
 
 
-def _variant(name: str, doc: str, **defaults) -> type:
-    ns = {"__doc__": doc, "__annotations__": {k: FedMixConfig.__annotations__[k] for k in defaults}, **defaults}
-    return dataclass(frozen=True)(type(name, (FedMixConfig,), ns))
 
 
 VARIANTS = {
     "fedmix": (FedMixConfig, "FedMix+FedFreq", "FedMix + FedFreq: server-trained sigma, client psi, theta = a*psi + b*sigma + g*theta, weights 1/c_k"),
-    "fedmix_samples": (_variant("FedMixSamplesConfig", "FedMix mixing with sample-count weights.", weighting="samples"),
+    "fedmix_samples": (variant(FedMixConfig, "FedMixSamplesConfig", "FedMix mixing with sample-count weights.", weighting="samples"),
                        "FedMix", "FedMix alone: the three-way mix with sample-count client weights"),
-    "fedfreq": (_variant("FedFreqConfig", "FedFreq weights with plain averaging (theta = psi-bar).",
+    "fedfreq": (variant(FedMixConfig, "FedFreqConfig", "FedFreq weights with plain averaging (theta = psi-bar).",
                          alpha=1.0, beta=0.0, gamma=0.0),
                 "FedFreq", "FedFreq alone: client weights 1/c_k, plain averaging theta = psi-bar"),
 }
 
 
-def _builder(name: str):
-    def build(ctx: Context, cfg: FedMixConfig) -> FedMix:
-        return FedMix(ctx, name, cfg)
-
-    return build
-
-
-for _name, (_cfg, _display, _summary) in VARIANTS.items():
-    register(_name, _cfg, _summary, display=_display)(_builder(_name))
+register_variants(VARIANTS, FedMix)

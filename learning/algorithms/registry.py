@@ -12,7 +12,7 @@ sets and partitions: :mod:`learning.registry`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -48,3 +48,20 @@ def get(name: str) -> AlgorithmSpec:
     if name not in REGISTRY:
         raise ValueError(f"unknown algorithm {name!r}; expected one of: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[name]
+
+
+def variant(base: type, name: str, doc: str, **defaults) -> type:
+    """A frozen subclass of the config dataclass ``base`` with other defaults: a registered variant of an
+    algorithm (FedBN is FedAvg with ``local = "batchnorm"``)."""
+    ns = {"__doc__": doc, "__annotations__": {k: base.__annotations__[k] for k in defaults}, **defaults}
+    return dataclass(frozen=True)(type(name, (base,), ns))
+
+
+def register_variants(variants: Mapping[str, tuple[type, str, str]], backend: Callable) -> None:
+    """Register every ``name: (config class, display, summary)`` of one algorithm family, each built as
+    ``backend(ctx, name, cfg)`` (the name keys the variant's random streams)."""
+    for name, (config_cls, display, summary) in variants.items():
+        def build(ctx, cfg, _name=name):
+            return backend(ctx, _name, cfg)
+
+        register(name, config_cls, summary, display=display)(build)
