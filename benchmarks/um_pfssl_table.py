@@ -1,6 +1,6 @@
 """UM-pFSSL's Tables 1 and 3 and figures (docs/um_pfssl.md) from sweep folders of edgesim runs.
 
-    python benchmarks/um_pfssl_table.py table1 SWEEP_DIR            # runs named data.alpha=A,seed=S
+    python benchmarks/um_pfssl_table.py table1 SWEEP_DIR [DIR:SUFFIX ...]  # runs named data.alpha=A,seed=S
     python benchmarks/um_pfssl_table.py table3 SWEEP_DIR FEDAVG_RUN  # runs named ...update_every=V,seed=S
     python benchmarks/um_pfssl_table.py figures SWEEP_DIR OUT_DIR ALPHA [GRAPH_RUN]
 
@@ -56,26 +56,42 @@ def pm(values, scale=100.0, digits=2) -> str:
     return f"{v.mean():.{digits}f} ± {v.std():.{digits}f}" if len(v) > 1 else f"{v.mean():.{digits}f}"
 
 
-def table1(sweep: Path) -> str:
-    by_alpha = runs(sweep, "data.alpha")
-    alphas = sorted(by_alpha)
+def table1(sources: list[str]) -> str:
+    """``sources``: sweep folders, each optionally ``DIR:SUFFIX`` — its algorithms are listed as ``name SUFFIX``
+    (e.g. UM-pFSSL at another learning rate). A cell with fewer runs than seeds says ``(n = …)``."""
     acc, var = defaultdict(list), defaultdict(list)
-    names = {}
-    for a in alphas:
-        for run in by_alpha[a]:
-            summary = json.loads((run / "summary.json").read_text())
-            for alg, rs in rows(run).items():
-                acc[alg, a].append(float(rs[-1]["accuracy"]))
-                var[alg, a].append(float(rs[-1]["accuracy_var"]))
-                names[alg] = summary["algorithms"][alg]["display"]
-    seeds = {a: len(by_alpha[a]) for a in alphas}
-    head = "| algorithm | " + " | ".join(f"α = {a:g}: ours ({seeds[a]} seeds) | paper" for a in alphas) + \
+    names, order, alphas, seeds = {}, [], set(), defaultdict(set)
+    for source in sources:
+        folder, _, suffix = source.partition(":")
+        for a, run_dirs in runs(Path(folder), "data.alpha").items():
+            alphas.add(a)
+            for run in run_dirs:
+                summary = json.loads((run / "summary.json").read_text())
+                seeds[a].add(summary["seed"])
+                for alg, rs in rows(run).items():
+                    key = alg + (f" {suffix}" if suffix else "")
+                    acc[key, a].append(float(rs[-1]["accuracy"]))
+                    var[key, a].append(float(rs[-1]["accuracy_var"]))
+                    names[key] = summary["algorithms"][alg]["display"] + (f" ({suffix})" if suffix else "")
+                    if key not in order:
+                        order.append(key)
+    alphas = sorted(alphas)
+    head = "| algorithm | " + " | ".join(f"α = {a:g}: ours | paper" for a in alphas) + \
         " | " + " | ".join(f"variance (%²), α = {a:g}" for a in alphas) + " |"
     lines = [head, "|" + " --- |" * (1 + 3 * len(alphas))]
-    for alg in [a for a in ORDER if a in names]:
-        cells = [f"{pm(acc[alg, a])} | {PAPER.get(alg, {}).get(a, float('nan')):.2f}" for a in alphas]
-        cells += [pm(var[alg, a], 1e4, 1) for a in alphas]
-        lines.append(f"| {names[alg]} | " + " | ".join(cells) + " |")
+    rank = {a: i for i, a in enumerate(ORDER)}
+    for key in sorted(order, key=lambda k: (rank.get(k.split()[0], len(ORDER)), k)):
+        base = key.split()[0]
+
+        def cell(values, scale, digits, a):
+            if not values:
+                return "–"
+            n = "" if len(values) == len(seeds[a]) else f" (n = {len(values)})"
+            return pm(values, scale, digits) + n
+
+        cells = [f"{cell(acc[key, a], 100.0, 2, a)} | {PAPER.get(base, {}).get(a, float('nan')):.2f}" for a in alphas]
+        cells += [cell(var[key, a], 1e4, 1, a) for a in alphas]
+        lines.append(f"| {names[key]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -137,7 +153,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     if argv[0] == "table1":
-        print(table1(Path(argv[1])))
+        print(table1(argv[1:]))
     elif argv[0] == "table3":
         print(table3(Path(argv[1]), Path(argv[2])))
     else:
