@@ -351,3 +351,21 @@ def test_vectorised_helper_evaluation_agrees_with_the_loop(tmp_path):
         for j in seen_on:
             assert seen_on[j].corr == pytest.approx(seen_off[j].corr, abs=1e-6)
             assert torch.allclose(seen_on[j].probs, seen_off[j].probs, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["um_pfssl_fmnist_paper.toml", "um_pfssl_cifar10_paper.toml"])
+def test_the_papers_setting_plans_without_the_data(name, tmp_path):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from scenarios.cli import app
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / name
+    result = CliRunner().invoke(app, ["plan", str(path), "--json", "--set", f'data.data_dir="{tmp_path}"'])
+    assert result.exit_code == 0, result.output
+    sc = load_scenario(path)
+    cfg = sc.learning["algorithms"]["um_pfssl"]
+    assert sc.system.n_devices == 100 and sc.learning["run"].clients_per_round == 10 and sc.budget.rounds == 201
+    assert sc.learning["train"].model == "resnet9" and len(sc.learning["run"].algorithms) == 10
+    assert (cfg.helpers, cfg.replace, cfg.search_rounds, cfg.update_every, cfg.mc_passes) == (5, 2, 30, 10, 10)
