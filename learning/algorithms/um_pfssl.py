@@ -59,7 +59,6 @@ from edgesim.config import check_choice, check_int, check_number, fail
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     accuracy_metrics,
-    check_losses,
     mean_loss,
     sample_clients,
     to_cpu,
@@ -393,14 +392,14 @@ class UMPFSSL:
             self.latest[k] = t
             self.lists[k][k] = t
         self._collect_garbage()
-        return self._metrics(result, train, t)
+        return self._metrics(result)
 
     def _collect_garbage(self) -> None:
         live = {(j, v) for lst in self.lists for j, v in lst.items()} | {(j, v) for j, v in enumerate(self.latest)}
         for key in [key for key in self.pool if key not in live]:
             del self.pool[key]
 
-    def _metrics(self, result, trained: Sequence[int], t: int) -> dict[str, float]:
+    def _metrics(self, result) -> dict[str, float]:
         ctx = self.ctx
         accs, labs = [], []
         for k, c in enumerate(ctx.clients):
@@ -415,8 +414,7 @@ class UMPFSSL:
             labs.append(lab)
         self._accuracy = {key: v for key, v in self._accuracy.items() if key[1] == self.latest[key[0]]}
         metrics = {**accuracy_metrics(accs), **accuracy_metrics(labs, "labeling_accuracy")}
-        if result is not None:
-            check_losses(self.name, t, trained, result)
+        if result is not None:  # train_devices has checked its losses
             metrics["train_loss"] = mean_loss(result)
         pl = [float((q.argmax(-1) == c.y_unl_hidden).float().mean()) for c, q in self._train.values() if q.shape[0]]
         if pl:
