@@ -157,17 +157,19 @@ def evaluate_shared(ctx: Context, state: Mapping[str, torch.Tensor]) -> list[flo
     first: dict[bytes, int] = {}
     owner = [first.setdefault(np.asarray(c.split.test).tobytes(), d) for d, c in enumerate(ctx.clients)]
     distinct = sorted(set(owner))
-    if len(distinct) < len(owner):
-        accs = dict(zip(distinct, _evaluate_on(ctx, state, [ctx.clients[d] for d in distinct])))
-        return [accs[o] for o in owner]
-    return _evaluate_on(ctx, state, ctx.clients)
+    accs = dict(zip(distinct, accuracy_per_part(ctx, state, [(ctx.clients[d].x_test, ctx.clients[d].y_test)
+                                                             for d in distinct])))
+    return [accs[o] for o in owner]
 
 
-def _evaluate_on(ctx: Context, state: Mapping[str, torch.Tensor], clients: Sequence) -> list[float]:
-    xs = torch.cat([c.x_test for c in clients])
-    ys = torch.cat([c.y_test for c in clients])
+def accuracy_per_part(ctx: Context, state: Mapping[str, torch.Tensor],
+                      parts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
+    """Accuracy of one model on each ``(x, y)`` part, in one eval-mode forward pass over their union
+    (NaN for an empty part)."""
+    xs = torch.cat([x for x, _ in parts])
+    ys = torch.cat([y for _, y in parts])
     if xs.shape[0] == 0:
-        return [float("nan")] * len(clients)
+        return [float("nan")] * len(parts)
     with torch.no_grad():
         from torch.func import functional_call
 
@@ -181,8 +183,8 @@ def _evaluate_on(ctx: Context, state: Mapping[str, torch.Tensor], clients: Seque
             ctx.model.train(was)
     correct = (preds == ys).float()
     out, start = [], 0
-    for c in clients:
-        n = c.y_test.shape[0]
+    for _, y in parts:
+        n = y.shape[0]
         out.append(float(correct[start : start + n].mean()) if n else float("nan"))
         start += n
     return out
@@ -205,19 +207,7 @@ def labeling_accuracy(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]
     model): one forward pass over all the unlabelled data.
     """
     if len(states) > 1 and all(s is states[0] for s in states):
-        from learning.inference import logits
-
-        xs = torch.cat([c.x_unl for c in ctx.clients])
-        ys = torch.cat([c.y_unl_hidden for c in ctx.clients])
-        if xs.shape[0] == 0:
-            return [float("nan")] * len(states)
-        correct = (logits(ctx.model, [states[0]], xs, batch_size=ctx.train_cfg.eval_batch_size)[0].argmax(-1) == ys)
-        out, start = [], 0
-        for c in ctx.clients:
-            n = c.y_unl_hidden.shape[0]
-            out.append(float(correct[start:start + n].sum()) / n if n else float("nan"))
-            start += n
-        return out
+        return accuracy_per_part(ctx, states[0], [(c.x_unl, c.y_unl_hidden) for c in ctx.clients])
     return [
         evaluate(ctx.model, [s], c.x_unl, c.y_unl_hidden, ctx.train_cfg.eval_batch_size)[0]
         for s, c in zip(states, ctx.clients)
