@@ -144,6 +144,10 @@ class RunConfig:
     :class:`edgesim.curve.ParametricBackend` (no torch; ``algorithms`` is then
     ``["parametric"]``, its default there, and ``[data]``, ``[train]`` and
     ``[algorithms.*]`` are not used and must be left out).
+
+    ``threads``: torch threads the run trains with (an integer >= 1, or
+    ``"auto"`` = the cores this process may use); default 1, see
+    :mod:`scenarios.threads`. Results depend on it, so it is recorded.
     """
 
     algorithms: list = field(default_factory=lambda: list(DEFAULT_ALGORITHMS))
@@ -156,9 +160,12 @@ class RunConfig:
     stop_on_plateau: bool = False
     checkpoint_every: int = 0
     backend: str = "torch"
+    threads: Union[int, str] = 1
 
     def __post_init__(self):
         check_choice("backend", self.backend, BACKENDS)
+        if self.threads != "auto" and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
+            fail("threads", self.threads, 'an integer >= 1 or "auto"')
         if self.backend == "parametric" and self.algorithms == DEFAULT_ALGORITHMS:
             object.__setattr__(self, "algorithms", [PARAMETRIC])
         if self.backend == "parametric" and self.algorithms != [PARAMETRIC]:

@@ -19,6 +19,20 @@ app = typer.Typer(
 
 SCENARIO_ARG = typer.Argument(None, help="Scenario TOML file (default: the bundled scenarios/default.toml).")
 SET_OPT = typer.Option(None, "--set", help="Override any scenario key: --set system.bandwidth_hz=2e6 (repeatable).")
+THREADS_OPT = typer.Option(
+    None, "--threads", help='Torch threads per run: an integer or "auto" (the cores); same as --set run.threads=N. '
+    "Default: the scenario's run.threads (1). Results depend on it, never on --jobs or --executor.")
+
+
+def _threads_override(threads: Optional[str]) -> list[str]:
+    """``--threads N`` as the override ``run.threads=N`` (validated like the scenario key)."""
+    if threads is None:
+        return []
+    if threads == "auto":
+        return ['run.threads="auto"']
+    if not threads.isdigit() or int(threads) < 1:
+        _fail(f'--threads {threads}: expected an integer >= 1 or "auto"')
+    return [f"run.threads={int(threads)}"]
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -120,6 +134,7 @@ def run(
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an earlier run folder at --out (only an edgesim run folder, never anything else)."
     ),
+    threads: Optional[str] = THREADS_OPT,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, PNG)."""
@@ -135,6 +150,9 @@ def run(
     if data_dir is not None:
         overrides.append(f"data.data_dir={json.dumps(str(data_dir))}")
         options.append("--data-dir")
+    for override in _threads_override(threads):
+        overrides.append(override)
+        options.append("--threads")
     try:
         sc = load_scenario(scenario, overrides, options=options)
     except ConfigError as e:
@@ -206,9 +224,7 @@ def sweep(
         None, "--ray-address", help="Join this Ray cluster (e.g. 127.0.0.1:6379 from `ray start --head`); "
         "default with --executor ray: start a local Ray."
     ),
-    threads: int = typer.Option(
-        1, "--threads", help="Torch threads per run. Results depend on it, never on --jobs or --executor."
-    ),
+    threads: Optional[str] = THREADS_OPT,
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default: sweeps/<scenario name>)."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Do not draw the sweep's figures."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
@@ -221,9 +237,9 @@ def sweep(
     from scenarios.sweep import default_out, make_spec, run_sweep
 
     try:
-        spec = make_spec(scenario, grid or [], seeds, set_ or [])
+        spec = make_spec(scenario, grid or [], seeds, [*(set_ or []), *_threads_override(threads)])
         out = out if out is not None else default_out(spec)
-        result = run_sweep(spec, out, jobs=jobs, executor=executor, ray_address=ray_address, threads=threads,
+        result = run_sweep(spec, out, jobs=jobs, executor=executor, ray_address=ray_address,
                            progress=not quiet, plots=not no_plots)
     except ConfigError as e:
         _fail(str(e))
@@ -232,7 +248,7 @@ def sweep(
               f"(unfinished runs resume from their checkpoints)", code=130)
     n_ok = len(result.runs) - len(result.failed)
     typer.echo(f"sweep folder: {result.out} ({n_ok} of {len(result.runs)} runs finished; {result.jobs} at a time "
-               f"on {executor}, {threads} torch thread(s) each)")
+               f"on {executor}, {result.threads} torch thread(s) each)")
     typer.echo(f"  {result.out / 'sweep.csv'}")
     for name, status in result.failed.items():
         typer.echo(f"  {name}: {status}", err=True)

@@ -36,6 +36,7 @@ from scenarios import checkpoint
 from scenarios.checkpoint import AlgorithmRun
 from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
 from scenarios.schema import Scenario
+from scenarios.threads import resolve_threads, threads
 
 ROUND_FIELDS = (
     "round", "start_time_s", "time_s", "duration_s", "n_selected", "n_arrived", "n_dropped",
@@ -341,8 +342,15 @@ def run_scenario(
     in it where it has none); a folder whose recorded scenario is missing,
     unreadable or different is refused and left untouched. ``overwrite``
     replaces an older run folder (and only that). ``say(line)`` gets one-line
-    notes for the user (what ``resume`` found).
+    notes for the user (what ``resume`` found). The run trains with ``run.threads`` torch threads
+    (:mod:`scenarios.threads`); the process's own setting is back when it returns.
     """
+    with threads(resolve_threads(sc.learning["run"].threads)):
+        return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say)
+
+
+def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resume: bool, overwrite: bool,
+                  say: Optional[Callable[[str], None]]) -> Path:
     say = say or (lambda line: None)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite: give one of them (go on with a run, or replace it)")

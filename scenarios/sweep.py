@@ -13,11 +13,13 @@ accuracy threshold, bits up/down and energy, read from its ``summary.json``).
 - Executors: ``local`` (a process pool, spawn context; ``--jobs 1`` runs in
   this process) or ``ray`` (a local Ray, or a cluster given by its address);
   runs are Ray tasks that declare their CPUs (and a GPU share on a GPU cluster).
-- Every run trains with the same number of torch threads (``threads``,
-  default 1), whatever the executor and the number of jobs: torch's CPU
-  reductions depend on the thread count, so this is what makes the results
-  independent of how the sweep was executed (and keeps OpenMP from
-  spin-waiting on a shared machine).
+- Every run trains with its scenario's ``run.threads`` torch threads
+  (default 1; ``--threads N`` is ``--set run.threads=N``), whatever the
+  executor and the number of jobs, exactly as ``edgesim run`` would: torch's
+  CPU reductions depend on the thread count, so this is what makes the
+  results independent of how the sweep was executed (and keeps OpenMP from
+  spin-waiting on a shared machine). ``threads`` here only schedules: jobs
+  default to the cores over it, and a Ray task declares that many CPUs.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from edgesim.config import ConfigError
 from scenarios.progress import SweepProgress
 from scenarios.runfolder import RunFolder, atomic_write_bytes, csv_text
 from scenarios.schema import DEFAULT_SCENARIO, load_scenario, parse_override
+from scenarios.threads import resolve_threads, set_threads, threads as threads_for, usable_cores
 
 EXECUTORS = ("local", "ray")
 SWEEP_JSON = "sweep.json"
@@ -181,6 +184,16 @@ def make_spec(scenario: Optional[Path], grid: Sequence[str], seeds: Optional[int
     return SweepSpec(path, tuple(overrides), tuple(axes), tuple(base + i for i in range(seeds or 1)))
 
 
+def run_threads(spec: SweepSpec, runs: Sequence[SweepRun]) -> int:
+    """The most torch threads any run of the sweep trains with (its scenario's ``run.threads``)."""
+    most = 1
+    for run in runs:
+        sc = load_scenario(spec.scenario, list(run.overrides), options=list(run.options))
+        if not sc.physics_only:
+            most = max(most, resolve_threads(sc.learning["run"].threads))
+    return most
+
+
 def validate_runs(spec: SweepSpec, out: Path) -> list[SweepRun]:
     """Load every combination's scenario (clear error naming the run); check finished runs match it."""
     from scenarios import checkpoint
@@ -218,32 +231,21 @@ def validate_runs(spec: SweepSpec, out: Path) -> list[SweepRun]:
 # --------------------------------------------------------------------------- running
 
 
-def set_threads(n: int) -> None:
-    """This process trains with ``n`` torch threads (and OpenMP/MKL are told so); torch is not imported for it."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(n)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(n)
-
-
 def run_one(task: dict) -> dict:
     """Run (or resume, or skip if finished) one sweep run; never raises: failures come back as a status.
 
     ``task``: ``scenario``, ``overrides``, ``out`` (absolute), ``name``, ``threads``, ``cwd`` (the
-    sweep's working directory, where relative paths given with ``--set`` are resolved).
+    sweep's working directory, where relative paths given with ``--set`` are resolved). The run trains
+    with its scenario's ``run.threads`` (:func:`scenarios.run.run_scenario` sets them), as ``edgesim run`` does.
     """
     t0 = time.monotonic()
     try:
-        set_threads(task["threads"])
+        set_threads(task["threads"])  # before torch is loaded, so that OpenMP starts with this many
         if task.get("cwd") and os.path.isdir(task["cwd"]) and os.getcwd() != task["cwd"]:
             os.chdir(task["cwd"])  # a Ray worker starts elsewhere
         from scenarios.run import run_scenario
 
         sc = load_scenario(task["scenario"], list(task["overrides"]))
-        if not sc.physics_only:
-            import torch  # noqa: F401 - imported here so that set_threads sets its threads
-
-            set_threads(task["threads"])
         run_scenario(sc, Path(task["out"]), resume=True)
         status = "ok"
     except Exception as e:  # noqa: BLE001 - one run's failure must not end the sweep
@@ -259,30 +261,12 @@ def _worker_init(threads: int) -> None:
     set_threads(threads)
 
 
-def default_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dict], None]) -> None:
     """A spawn-context process pool of ``jobs`` workers (``jobs == 1``: in this process)."""
     if jobs == 1:
-        torch = sys.modules.get("torch")
-        before = torch.get_num_threads() if torch else None, {
-            v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-        try:
+        with threads_for(threads):
             for task in tasks:
                 on_done(run_one(task))
-        finally:
-            if before[0] is not None:
-                sys.modules["torch"].set_num_threads(before[0])
-            for var, value in before[1].items():
-                if value is None:
-                    os.environ.pop(var, None)
-                else:
-                    os.environ[var] = value
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -331,7 +315,7 @@ def run_ray(
         _ray_auth_env()
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     else:
-        jobs = jobs or max(1, default_cores() // threads)
+        jobs = jobs or max(1, usable_cores() // threads)
         ray.init(address="local", num_cpus=jobs * threads, include_dashboard=False, log_to_driver=False,
                  logging_level=logging.WARNING)
     try:
@@ -408,6 +392,7 @@ class SweepResult:
     runs: list[SweepRun]
     status: dict[str, str]
     jobs: int
+    threads: int = 1
 
     @property
     def failed(self) -> dict[str, str]:
@@ -433,7 +418,7 @@ def run_sweep(
     jobs: Optional[int] = None,
     executor: str = "local",
     ray_address: Optional[str] = None,
-    threads: int = 1,
+    threads: Optional[int] = None,
     progress: bool = True,
     plots: bool = True,
     stream=None,
@@ -445,13 +430,14 @@ def run_sweep(
         raise ConfigError("--ray-address needs --executor ray")
     if jobs is not None and jobs < 1:
         raise ConfigError(f"--jobs {jobs}: expected an integer >= 1")
-    if threads < 1:
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ConfigError(f"--threads {threads}: expected an integer >= 1")
     if executor == "ray":
         import_ray()
     check_sweep_out(Path(out))
     out = Path(out).resolve()
     runs = validate_runs(spec, out)
+    threads = threads or run_threads(spec, runs)
     from scenarios.run import is_finished
 
     out.mkdir(parents=True, exist_ok=True)
@@ -475,7 +461,7 @@ def run_sweep(
         if executor == "ray":
             jobs = run_ray(tasks, jobs, threads, ray_address, on_done) if tasks else (jobs or 1)
         else:
-            jobs = jobs or max(1, default_cores() // threads)
+            jobs = jobs or max(1, usable_cores() // threads)
             if tasks:
                 run_local(tasks, min(jobs, len(tasks)), threads, on_done)
     finally:
@@ -486,7 +472,7 @@ def run_sweep(
         from plots.sweep import plot_sweep
 
         plot_sweep(out)
-    return SweepResult(out, runs, status, jobs)
+    return SweepResult(out, runs, status, jobs, threads)
 
 
 def default_out(spec: SweepSpec) -> Path:
