@@ -36,14 +36,22 @@ How it runs is separate (as in FedJAX, with torch.func):
   copy of all clients' data).
 
 **Sampling (both executors).** Per client, every stream is cut into batches
-from random orders drawn on the CPU from the client's generator, stream by
-stream in the task's order: an *epoch* is as many steps as the stream with
-the most batches needs (``⌈n_s / B_s⌉``, the last batch of each of its
-epochs may be smaller); every other stream cycles through fresh
-permutations in batches of ``min(B_s, n_s)``. Then (models with dropout) one
-int64 dropout seed, then per step each view's augmentation parameters. A
-single-stream task is exactly the classic loop: ``epochs`` random
-permutations of the client's samples in batches of ``batch_size``.
+from random orders drawn on the CPU: an *epoch* is as many steps as the
+stream with the most batches needs (``⌈n_s / B_s⌉``, the last batch of each
+of its epochs may be smaller); every other stream cycles through fresh
+permutations in batches of ``min(B_s, n_s)``. A single-stream task is the
+classic loop: ``epochs`` random permutations of the client's samples in
+batches of ``batch_size``.
+
+**Common random numbers.** What is drawn is named by *what it draws*, so two
+tasks that draw the same thing get the same numbers, whatever else each
+draws (docs/metrics.md, "Paired comparisons"). From the client's generator
+the executor takes one seed and derives from it, with :func:`derive_seed`,
+independent sub-streams: the batch order of the task's *i*-th stream
+(``BATCHES, i``), the dropout seed (``DROPOUT``), and the parameters of the
+*j*-th view at step *s* (``VIEWS, s, j``). FedAvg and FixMatch on one device
+in one round then visit the labelled data in the same order, and FixMatch's
+extra unlabelled stream and augmentations change nothing of it.
 """
 
 from __future__ import annotations
@@ -399,17 +407,51 @@ def _cycle_schedule(n: int, batch: int, n_steps: int, generator: torch.Generator
     return list(flat[:need].split(b)) if need else []
 
 
-def task_schedule(task: LocalTask, sizes: Mapping[str, int], generator: torch.Generator) -> dict[str, list[torch.Tensor]]:
-    """One client's batches per stream (see "Sampling" in the module docstring)."""
+# Sub-stream tags of derive_seed: what a seed draws.
+BATCHES, DROPOUT, VIEWS = 1, 2, 3
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(z: int) -> int:
+    z = (z + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def derive_seed(seed: int, *keys: int) -> int:
+    """A non-negative int63 seed for the sub-stream ``keys`` of ``seed`` (SplitMix64 chained over the keys).
+
+    A pure function: the same ``(seed, keys)`` always gives the same seed, and
+    sub-streams with different keys are independent of one another.
+    """
+    z = _splitmix64(int(seed) & _MASK64)
+    for k in keys:
+        z = _splitmix64(z ^ _splitmix64(int(k) & _MASK64))
+    return z >> 1
+
+
+def _sub_generator(seed: int, *keys: int) -> torch.Generator:
+    return torch.Generator().manual_seed(derive_seed(seed, *keys))
+
+
+def task_schedule(task: LocalTask, sizes: Mapping[str, int], generator: GeneratorLike) -> dict[str, list[torch.Tensor]]:
+    """One client's batches per stream (see "Sampling" in the module docstring).
+
+    ``generator``: the client's generator (one seed is drawn from it) or that
+    seed itself; the *i*-th stream's order comes from ``derive_seed(seed, BATCHES, i)``.
+    """
+    seed = generator if isinstance(generator, int) else draw_seed(as_generator(generator))
     per_epoch = {s.name: math.ceil(sizes[s.name] / s.batch_size) for s in task.streams}
     lead = max(task.streams, key=lambda s: per_epoch[s.name]).name  # first of the largest
     n_steps = task.epochs * per_epoch[lead]
     out = {}
-    for s in task.streams:
+    for i, s in enumerate(task.streams):
+        g = _sub_generator(seed, BATCHES, i)
         if s.name == lead:
-            out[s.name] = client_schedule(sizes[s.name], s.batch_size, task.epochs, generator)
+            out[s.name] = client_schedule(sizes[s.name], s.batch_size, task.epochs, g)
         else:
-            out[s.name] = _cycle_schedule(sizes[s.name], s.batch_size, n_steps, generator)
+            out[s.name] = _cycle_schedule(sizes[s.name], s.batch_size, n_steps, g)
     return out
 
 
@@ -475,12 +517,12 @@ class _Plan:
         for i, k in enumerate(self.stream_of):
             self.slot_of[k] = i
         self.fixed = [k for k in starts[0] if k not in self.trainable and k not in self.buffer_keys] if starts else []
-        self.gens = [as_generator(g) for g in generators]
+        self.base = [draw_seed(as_generator(g)) for g in generators]  # each client's one draw (module docstring)
         self.sizes = [{s: (next(iter(d[s].values())).shape[0] if d[s] else 0) for s in self.streams} for d in self.data]
-        self.schedules = [task_schedule(task, sz, g) for sz, g in zip(self.sizes, self.gens)]
+        self.schedules = [task_schedule(task, sz, b) for sz, b in zip(self.sizes, self.base)]
         self.n_steps = [max((len(v) for v in sch.values()), default=0) for sch in self.schedules]
         self.stochastic = bool(stochastic_modules(model))
-        self.seeds = [draw_seed(g) if self.stochastic else 0 for g in self.gens]
+        self.seeds = [derive_seed(b, DROPOUT) if self.stochastic else 0 for b in self.base]
         self.keys = [step_keys(s, n) for s, n in zip(self.seeds, self.n_steps)]
         self.has_bn = _has_bn(model)
         self.report = task.report_stream or self.streams[0]
@@ -494,8 +536,10 @@ class _Plan:
         return self.task.schedule.factor(s, self.n_steps[c])
 
     def draw_views(self, c: int, s: int, widths: Mapping[str, int]) -> list:
-        """This client's augmentation parameters for step ``s`` (one per view, in order)."""
-        return [v.augmentation.draw(widths[self.stream_of[v.src]], self.gens[c]) for v in self.task.views]
+        """This client's augmentation parameters for step ``s`` (one per view, in order; view ``j`` from
+        ``derive_seed(base, VIEWS, s, j)``)."""
+        return [v.augmentation.draw(widths[self.stream_of[v.src]], _sub_generator(self.base[c], VIEWS, s, j))
+                for j, v in enumerate(self.task.views)]
 
     def collect(self, c: int, state: Params, loss_sum: float, rows: int, aux_sums: dict) -> tuple:
         mean = loss_sum / rows if rows else float("nan")

@@ -16,13 +16,15 @@ from learning.executors import (
     LocalTrainConfig,
     SequentialExecutor,
     VmapExecutor,
+    BATCHES,
     client_schedule,
+    derive_seed,
     make_executor,
     stack_params,
 )
 from learning.inference import evaluate, predict_proba
 from learning.optim import SGD
-from learning.models import build_model
+from learning.models import build_model, draw_seed
 
 SIZES = (37, 64, 5, 0, 50)  # unequal, one client without data
 TOL = 1e-5
@@ -144,7 +146,8 @@ def test_sequential_executor_is_the_plain_torch_loop(cnn, clients):
     model = build_model("cnn", (1, 8, 8), 10)
     model.load_state_dict(sp)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
-    gen = torch.Generator().manual_seed(5)
+    # the batch order is the first stream's sub-stream of the one seed drawn from the client's generator
+    gen = torch.Generator().manual_seed(derive_seed(draw_seed(torch.Generator().manual_seed(5)), BATCHES, 0))
     for _ in range(cfg.epochs):
         perm = torch.randperm(len(x), generator=gen)
         for i in range(0, len(x), cfg.batch_size):

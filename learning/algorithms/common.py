@@ -73,10 +73,14 @@ def train_devices(
 ) -> LocalTrainResult:
     """Run ``task`` on ``devices`` with the run's executor and their derived generators; check for divergence.
 
-    Generators come from ``(seed, stream, name, round, device)``, so a device's
-    randomness never depends on which other devices train with it.
+    Generators come from ``(seed, stream, round, device)`` — not from the
+    algorithm's name — so every algorithm of a run draws the same batch
+    orders, dropout and augmentations for a device in a round (common random
+    numbers, docs/metrics.md), and a device's randomness never depends on
+    which other devices train with it. ``name`` only names the algorithm in a
+    divergence error.
     """
-    gens = [ctx.generator(stream, name, round_index, d) for d in devices]
+    gens = [ctx.generator(stream, round_index, d) for d in devices]
     result = ctx.executor.run(ctx.model, task, list(starts), list(data), gens)
     check_losses(name, round_index, devices, result)
     return result
@@ -227,9 +231,9 @@ def server_labeled_set(ctx: Context, algorithm: str) -> tuple[torch.Tensor, torc
 
 def train_at_server(ctx: Context, algorithm: str, round_index: int, start: Mapping[str, torch.Tensor], data,
                     task: LocalTask) -> LocalTrainResult:
-    """Run ``task`` once at the base station from ``start`` on ``data`` (generator ``(seed, "server",
-    algorithm, round)``); check for divergence. Its cycles go into the plan's server phase."""
-    result = ctx.executor.run(ctx.model, task, [dict(start)], [data], [ctx.generator("server", algorithm, round_index)])
+    """Run ``task`` once at the base station from ``start`` on ``data`` (generator ``(seed, "server", round)``,
+    shared by every algorithm of the run); check for divergence. Its cycles go into the plan's server phase."""
+    result = ctx.executor.run(ctx.model, task, [dict(start)], [data], [ctx.generator("server", round_index)])
     check_losses(f"{algorithm} (server)", round_index, [-1], result)
     return result
 

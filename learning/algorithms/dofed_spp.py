@@ -200,8 +200,8 @@ class DofedSpp:
         self.warmup_cfg = replace(ctx.local_cfg, epochs=cfg.warmup_rounds * ctx.local_cfg.epochs)
         target_epochs = cfg.target_epochs if cfg.target_epochs is not None else ctx.local_cfg.epochs
         self.target_cfg = replace(ctx.local_cfg, epochs=target_epochs)
-        rec0 = ctx.init_state(self.name, "rec")
-        tar0 = ctx.init_state(self.name, "tar")
+        rec0 = ctx.init_state()  # the run's common initial model (as every algorithm's)
+        tar0 = ctx.init_state("target")
         self.rec = [rec0] * n  # θ_n^rec (never modified in place: training returns new tensors)
         self.rec_prev = [rec0] * n  # θ_n^rec one local update older (Eq. 19's reference)
         self.tar = [tar0] * n
@@ -284,7 +284,8 @@ class DofedSpp:
     def _train(self, kind: str, round_index: int, starts, datasets, cfg):
         ctx = self.ctx
         devices = list(range(ctx.n_devices))
-        gens = [ctx.generator(self.name, kind, round_index, d) for d in devices]
+        # the reciprocal model trains on what every algorithm's local training draws; the target model its own
+        gens = [ctx.generator("target" if kind == "target" else "train", round_index, d) for d in devices]
         result = ctx.executor.train_with_stats(ctx.model, starts, datasets, gens, cfg)
         check_losses(f"{self.name} ({kind} model)", round_index, devices, result)
         return result

@@ -216,7 +216,7 @@ class FedBE:
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, cfg, r = self.ctx, self.cfg, outcome.round_index
         sel = list(self.selected)
-        gens = [ctx.generator("train", self.name, r, d) for d in sel]
+        gens = [ctx.generator("train", r, d) for d in sel]
         data = [(ctx.clients[d].x_sup, ctx.clients[d].y_sup) for d in sel]
         result = ctx.executor.train_with_stats(ctx.model, [self.global_state] * len(sel), data, gens, ctx.local_cfg)
         check_losses(self.name, r, sel, result)

@@ -223,7 +223,7 @@ class FedFomo:
         sel = list(self.selected)
         for d, start in zip(sel, starts):
             self.federated[d] = start
-        gens = [ctx.generator("train", self.name, r, d) for d in sel]
+        gens = [ctx.generator("train", r, d) for d in sel]
         result = ctx.executor.train_with_stats(ctx.model, starts, [self.train_sets[d] for d in sel], gens, ctx.local_cfg)
         check_losses(self.name, r, sel, result)
         arrived = set(outcome.arrived)

@@ -47,7 +47,7 @@ class Local:
         ctx = self.ctx
         devices = list(range(ctx.n_devices))
         data = [(c.x_sup, c.y_sup) for c in ctx.clients]
-        gens = [ctx.generator("train", self.name, outcome.round_index, d) for d in devices]
+        gens = [ctx.generator("train", outcome.round_index, d) for d in devices]
         result = ctx.executor.train_with_stats(ctx.model, self.states, data, gens, ctx.local_cfg)
         check_losses(self.name, outcome.round_index, devices, result)
         self.states = result.params

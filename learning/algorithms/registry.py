@@ -59,7 +59,7 @@ def variant(base: type, name: str, doc: str, **defaults) -> type:
 
 def register_variants(variants: Mapping[str, tuple[type, str, str]], backend: Callable) -> None:
     """Register every ``name: (config class, display, summary)`` of one algorithm family, each built as
-    ``backend(ctx, name, cfg)`` (the name keys the variant's random streams)."""
+    ``backend(ctx, name, cfg)`` (the name keys only the variant's own extra randomness; docs/metrics.md)."""
     for name, (config_cls, display, summary) in variants.items():
         def build(ctx, cfg, _name=name):
             return backend(ctx, _name, cfg)
