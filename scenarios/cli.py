@@ -135,6 +135,9 @@ def run(
         False, "--overwrite", help="Replace an earlier run folder at --out (only an edgesim run folder, never anything else)."
     ),
     threads: Optional[str] = THREADS_OPT,
+    jobs: int = typer.Option(
+        1, "--jobs", "-j", help="Train the scenario's algorithms in this many processes at once (each with "
+        "--threads threads); the run folder is the same bytes as with 1."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, PNG)."""
@@ -153,6 +156,8 @@ def run(
     for override in _threads_override(threads):
         overrides.append(override)
         options.append("--threads")
+    if jobs < 1:
+        _fail(f"--jobs {jobs}: expected an integer >= 1")
     try:
         sc = load_scenario(scenario, overrides, options=options)
     except ConfigError as e:
@@ -172,7 +177,7 @@ def run(
     try:
         with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
             folder = run_scenario(sc, out, on_round=progress.update, resume=resume, overwrite=overwrite,
-                                  say=lambda line: typer.echo(line, err=True))
+                                  say=lambda line: typer.echo(line, err=True), jobs=jobs)
     except ConfigError as e:
         _fail(str(e))
     except divergence as e:

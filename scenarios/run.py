@@ -332,6 +332,7 @@ def run_scenario(
     resume: bool = False,
     overwrite: bool = False,
     say: Optional[Callable[[str], None]] = None,
+    jobs: int = 1,
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
@@ -344,13 +345,17 @@ def run_scenario(
     replaces an older run folder (and only that). ``say(line)`` gets one-line
     notes for the user (what ``resume`` found). The run trains with ``run.threads`` torch threads
     (:mod:`scenarios.threads`); the process's own setting is back when it returns.
+    ``jobs`` > 1 trains the algorithms in that many worker processes at once
+    (:mod:`scenarios.parallel`), writing the same bytes.
     """
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigError(f"--jobs {jobs!r}: expected an integer >= 1")
     with threads(resolve_threads(sc.learning["run"].threads)):
-        return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say)
+        return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, jobs=jobs)
 
 
 def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resume: bool, overwrite: bool,
-                  say: Optional[Callable[[str], None]]) -> Path:
+                  say: Optional[Callable[[str], None]], jobs: int) -> Path:
     say = say or (lambda line: None)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite: give one of them (go on with a run, or replace it)")
@@ -386,11 +391,15 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     try:
         if not resuming:
             folder.write_text("config.toml", tomli_w.dumps(config))
-        sims = {
-            name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work, fingerprint=fp,
-                                saved=saved.get(name))
-            for name in sc.learning["run"].algorithms
-        }
+        names = list(sc.learning["run"].algorithms)
+        if jobs > 1 and len(names) > 1:
+            from scenarios.parallel import run_algorithms
+
+            sims = run_algorithms(sc, names, jobs, resolve_threads(sc.learning["run"].threads), work=folder.work,
+                                  fingerprint=fp, resume=resuming, on_round=on_round)
+        else:
+            sims = {name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work,
+                                        fingerprint=fp, saved=saved.get(name)) for name in names}
         write_results(folder, sc, sims, model_bits, extra)
         shutil.rmtree(folder.path(CHECKPOINT_DIR), ignore_errors=True)  # only an unfinished run needs them
     except ConfigError:
