@@ -11,6 +11,16 @@ channel), so their rates differ and their uploads end one by one.
 Prints the wall-clock seconds per round (host time, measured here, outside
 the simulator) and the trace events emitted per second, with the versions
 and the CPU it ran on. Results: benchmarks/RESULTS.md, "Engine at scale".
+
+``--compare-bare`` (TDMA) also runs, interleaved round by round with the
+engine (engine, bare, engine, bare, …, so that load on a shared machine hits
+both alike), the same events in bare SimPy: one process per device that
+waits its compute time, then holds a ``simpy.Resource(capacity=1)`` for its
+upload time (the durations the engine's round just had), and nothing else —
+no records, no checks, no backend. It reports both medians, the ratio of the
+medians and the median of the per-round ratios, for the engine's whole round
+and for the engine alone (the backend's ``plan_round``/``complete_round``
+time subtracted).
 """
 
 from __future__ import annotations
@@ -52,7 +62,11 @@ def main(argv=None) -> None:
     parser.add_argument("--model-bits", type=float, default=17_440_000.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record-events", action="store_true", help="keep every Event in memory too")
+    parser.add_argument("--compare-bare", action="store_true",
+                        help="interleave each round with the same events in bare SimPy (tdma only)")
     args = parser.parse_args(argv)
+    if args.compare_bare and args.access != "tdma":
+        parser.error("--compare-bare compares the TDMA uplink (a simpy.Resource): give --access tdma")
 
     n = args.devices
     k = n if args.clients_per_round is None else args.clients_per_round
@@ -66,6 +80,9 @@ def main(argv=None) -> None:
     print(f"cpu: {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.machine()}")
     print(f"N={n} K={k} access={args.access} rounds={args.rounds} model_bits={args.model_bits:g}")
 
+    if args.compare_bare:
+        compare_bare(sim, backend, args.rounds, args.model_bits)
+        return
     per_round, sim_s = [], []
     start_events = sim.event_count
     t_all = time.perf_counter()
@@ -83,6 +100,68 @@ def main(argv=None) -> None:
     print(f"trace events {events} ({events / args.rounds:.0f}/round): {events / wall:,.0f} events/s")
     print(f"simulated {sim.now_s:.6g} s ({statistics.mean(sim_s):.6g} s/round); "
           f"final accuracy {record.metrics['accuracy']:.4f}")
+
+
+def bare_round(compute_s: list[float], upload_s: list[float]) -> float:
+    """The round's events in bare SimPy: per device a compute timeout, then the band for its upload."""
+    env = simpy.Environment()
+    band = simpy.Resource(env, capacity=1)
+
+    def device(c: float, u: float):
+        yield env.timeout(c)
+        with band.request() as request:
+            yield request
+            yield env.timeout(u)
+
+    for c, u in zip(compute_s, upload_s):
+        env.process(device(c, u))
+    env.run()
+    return env.now
+
+
+class TimedBackend:
+    """The backend with the host seconds of its own calls summed (what the engine does not control)."""
+
+    def __init__(self, backend):
+        self.backend, self.seconds = backend, 0.0
+
+    def plan_round(self, view):
+        t0 = time.perf_counter()
+        try:
+            return self.backend.plan_round(view)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def complete_round(self, outcome):
+        t0 = time.perf_counter()
+        try:
+            return self.backend.complete_round(outcome)
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+
+def compare_bare(sim: Simulation, backend, rounds: int, model_bits: float) -> None:
+    timed = TimedBackend(backend)
+    sim.backend = timed
+    whole, engine, bare = [], [], []
+    for _ in range(rounds):
+        timed.seconds = 0.0
+        t0 = time.perf_counter()
+        record = sim.run_round()
+        whole.append(time.perf_counter() - t0)
+        engine.append(whole[-1] - timed.seconds)
+        compute = [row.compute_s for row in record.devices]
+        upload = [model_bits / row.rate_bps for row in record.devices]
+        t0 = time.perf_counter()
+        bare_end = bare_round(compute, upload)
+        bare.append(time.perf_counter() - t0)
+        assert abs(bare_end - record.duration_s) <= 1e-9 * record.duration_s, (bare_end, record.duration_s)
+    med = statistics.median
+    print(f"bare SimPy     {med(bare):.4f} s/round (median of {rounds})")
+    for label, xs in (("engine round ", whole), ("engine alone ", engine)):
+        ratios = [x / b for x, b in zip(xs, bare)]
+        print(f"{label}  {med(xs):.4f} s/round; ratio of medians {med(xs) / med(bare):.2f}x, "
+              f"median per-round ratio {med(ratios):.2f}x")
 
 
 if __name__ == "__main__":

@@ -37,9 +37,11 @@ give identical records and events; :meth:`Simulation.state_dict` and
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
 import numpy as np
 import simpy
@@ -47,10 +49,10 @@ import simpy
 from ._checks import count, finite, non_negative, positive
 from .backend import DeviceWork, LearningBackend, RoundOutcome, RoundPlan, SystemView
 from .channel import ChannelModel
-from .compute import compute_energy_j, compute_time_s
+from .compute import compute_time_s
 from .config import ACCESS_SCHEMES, BudgetConfig, SystemConfig
 from .budget import REL_TOL
-from .radio import radio_energy_j, shannon_rate_bps
+from .radio import shannon_rate_bps
 
 EVENT_KINDS = (
     "round_start",
@@ -73,6 +75,25 @@ _SIMULTANEOUS_REL = 1e-12
 
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block (then as the caller had it).
+
+    A round of N devices keeps ~N generators, events and device objects alive
+    at once; the generational collector would traverse them again and again
+    (about 0.5× the cost of the events themselves at N = 10,000,
+    benchmarks/RESULTS.md) while reference counting frees them anyway. Only
+    the engine's own work runs in the block, never a backend's.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def deadline_with_tolerance_s(deadline_s: float) -> float:
     """The latest end (s after round start) that still meets ``deadline_s``: ``D + 1e-12 · max(1, D)``.
 
@@ -84,9 +105,8 @@ def deadline_with_tolerance_s(deadline_s: float) -> float:
 # --------------------------------------------------------------------------- records
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One step of the trace. ``device`` is -1 for round-level events.
+class Event(NamedTuple):
+    """One step of the trace (an immutable named tuple). ``device`` is -1 for round-level events.
 
     ``bits``: the bits to download/upload for ``*_start``, the bits delivered
     for ``*_end``, the wasted bits (sent on air before the deadline) for
@@ -102,9 +122,8 @@ class Event:
     bits: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class DeviceRound:
-    """One participating device in one round (seconds, bits, joules).
+class DeviceRound(NamedTuple):
+    """One participating device in one round (seconds, bits, joules); an immutable named tuple.
 
     ``rate_bps`` is the device's full-band Shannon rate with this round's gain
     (Eq. (8)); under FDMA it actually gets less while it shares the band.
@@ -180,7 +199,9 @@ class Transfer:
 
     ``start_s``: when it went on air (``None`` while queued); ``end_s``: when
     it completed (``None`` if aborted); ``sent_bits``/``airtime_s``: progress,
-    final once the transfer completed or was aborted.
+    final once the transfer completed or was aborted. Its inputs are checked
+    by whoever creates it (:func:`checked_transfer`, or the engine once per
+    round for all its devices).
     """
 
     __slots__ = ("device", "bits", "channel_gain", "tx_power_w", "queued_s", "start_s", "end_s",
@@ -188,9 +209,9 @@ class Transfer:
 
     def __init__(self, device: int, bits: float, channel_gain: float, tx_power_w: float, queued_s: float):
         self.device = device
-        self.bits = non_negative("bits", bits)
-        self.channel_gain = positive("channel_gain", channel_gain)
-        self.tx_power_w = positive("tx_power_w", tx_power_w)
+        self.bits = bits
+        self.channel_gain = channel_gain
+        self.tx_power_w = tx_power_w
         self.queued_s = queued_s
         self.start_s: Optional[float] = None
         self.end_s: Optional[float] = None
@@ -205,6 +226,12 @@ class Transfer:
 
 
 OnAir = Optional[Callable[[Transfer], None]]
+
+
+def checked_transfer(device: int, bits: float, channel_gain: float, tx_power_w: float, queued_s: float) -> Transfer:
+    """A :class:`Transfer` whose inputs are checked: ``bits`` >= 0, gain and power > 0 (all finite)."""
+    return Transfer(device, non_negative("bits", bits), positive("channel_gain", channel_gain),
+                    positive("tx_power_w", tx_power_w), queued_s)
 
 
 class TdmaUplink:
@@ -224,16 +251,21 @@ class TdmaUplink:
 
     def transmit(
         self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
-        on_air: OnAir = None,
+        on_air: OnAir = None, *, checked: bool = False,
     ) -> Iterator[simpy.Event]:
         """Process step: ``transfer = yield from uplink.transmit(env, ...)``.
 
         Calls ``on_air(transfer)`` when the band is granted. On
         :class:`simpy.Interrupt` the transfer is aborted (its partial progress
-        recorded, the band released) and the interrupt re-raised.
+        recorded, the band released) and the interrupt re-raised. ``checked``:
+        the caller has already checked ``bits``, ``channel_gain`` and
+        ``tx_power_w`` (the engine does, for a whole round at once).
         """
-        transfer = Transfer(device, bits, channel_gain, tx_power_w, env.now)
-        rate = shannon_rate_bps(self.bandwidth_hz, channel_gain, tx_power_w, self.noise_psd_w_per_hz)
+        if checked:
+            transfer = Transfer(device, bits, channel_gain, tx_power_w, env.now)
+        else:
+            transfer = checked_transfer(device, bits, channel_gain, tx_power_w, env.now)
+        rate = shannon_rate_bps(self.bandwidth_hz, transfer.channel_gain, transfer.tx_power_w, self.noise_psd_w_per_hz)
         if not rate > 0:
             raise ValueError(f"rate(={rate}) of device {device} must be > 0 (channel_gain={channel_gain})")
         with self._band.request() as request:
@@ -297,10 +329,12 @@ class FdmaUplink:
 
     def transmit(
         self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
-        on_air: OnAir = None,
+        on_air: OnAir = None, *, checked: bool = False,
     ) -> Iterator[simpy.Event]:
-        """Process step: ``transfer = yield from uplink.transmit(env, ...)``; on air at once."""
-        transfer = Transfer(device, bits, channel_gain, tx_power_w, env.now)
+        """Process step: ``transfer = yield from uplink.transmit(env, ...)``; on air at once.
+
+        ``checked``: the caller has already checked the inputs (see :meth:`TdmaUplink.transmit`)."""
+        transfer = (Transfer if checked else checked_transfer)(device, bits, channel_gain, tx_power_w, env.now)
         transfer.start_s = env.now
         if on_air is not None:
             on_air(transfer)
@@ -440,11 +474,25 @@ class Downlink:
 
 
 class _Device:
-    """Mutable book-keeping of one device during a round."""
+    """Mutable book-keeping of one device during a round (inputs checked by :meth:`Simulation._devices_of`).
 
-    __slots__ = ("work", "device", "gain", "rate_bps", "cpu_freq_hz", "tx_power_w", "cycles", "compute_s",
-                 "phase", "phase_start_s", "download_s", "bits_down", "compute_done_s", "cycles_done",
-                 "transfer", "compute_end_s", "upload_end_s", "arrived", "dropped", "finished")
+    Only what differs between devices is set per object; the starting values
+    of the progress fields are class attributes (immutable), so 10,000
+    devices a round cost 10,000 small objects and no more.
+    """
+
+    phase = "start"
+    phase_start_s = 0.0
+    download_s = 0.0
+    bits_down = 0.0
+    compute_done_s = 0.0
+    cycles_done = 0.0
+    transfer: Optional[Transfer] = None
+    compute_end_s: Optional[float] = None
+    upload_end_s: Optional[float] = None
+    arrived = False
+    dropped = False
+    finished = False
 
     def __init__(self, work: DeviceWork, gain: float, rate_bps: float, cpu_freq_hz: float, tx_power_w: float,
                  cycles: float):
@@ -455,19 +503,7 @@ class _Device:
         self.cpu_freq_hz = cpu_freq_hz
         self.tx_power_w = tx_power_w
         self.cycles = cycles
-        self.compute_s = compute_time_s(cycles, cpu_freq_hz)
-        self.phase = "start"
-        self.phase_start_s = 0.0
-        self.download_s = 0.0
-        self.bits_down = 0.0
-        self.compute_done_s = 0.0
-        self.cycles_done = 0.0
-        self.transfer: Optional[Transfer] = None
-        self.compute_end_s: Optional[float] = None
-        self.upload_end_s: Optional[float] = None
-        self.arrived = False
-        self.dropped = False
-        self.finished = False
+        self.compute_s = cycles / cpu_freq_hz  # compute_time_s, its inputs checked
 
 
 class _Round:
@@ -514,8 +550,9 @@ class Simulation:
         self.keep_records = bool(keep_records)
         self.channel = ChannelModel(system, self.seed)
         self._noise_psd_w_per_hz = system.noise_psd_w_per_hz
-        self._tx_power_w = system.tx_power_w
-        self._cpu_freqs_hz = system.cpu_freqs_hz
+        self._tx_power_w = tuple(positive("tx_power_w", p) for p in system.tx_power_w)
+        non_negative("kappa", system.kappa)
+        self._cpu_freqs_hz = tuple(positive("cpu_freq_hz", f) for f in system.cpu_freqs_hz)
         self._tx_power_arr = np.asarray(self._tx_power_w)
         self._events: list[Event] = []
         self._records: list[RoundRecord] = []
@@ -605,32 +642,55 @@ class Simulation:
         env = self._env
         view = self.system_view()
         plan = self.backend.plan_round(view)
-        devices = self._devices_of(plan, view)
-        rnd = _Round(self._round_index, env.now, devices, env.event(), self._server_seconds(plan))
-        env.run(until=env.process(self._round_process(env, rnd)))
+        with _cyclic_gc_paused():
+            devices = self._devices_of(plan, view)
+            rnd = _Round(self._round_index, env.now, devices, env.event(), self._server_seconds(plan))
+            env.run(until=env.process(self._round_process(env, rnd)))
         record = self._finish_round(rnd, plan)
         self.channel.advance(record.duration_s)
         return record
 
     def _devices_of(self, plan: RoundPlan, view: SystemView) -> list[_Device]:
+        """The plan's devices, every input checked for the whole round at once (one clear error otherwise)."""
         if not isinstance(plan, RoundPlan):
             raise ValueError(f"plan_round returned {plan!r}, expected a RoundPlan")
+        work = plan.work
+        ids = [w.device for w in work]
+        try:
+            phases = np.asarray([v for w in work for v in w.compute_cycles.values()], dtype=float)
+            bits = np.asarray([(w.upload_bits, w.download_bits) for w in work], dtype=float).reshape(-1, 2)
+            ok = (all(type(d) is int for d in ids) and len(set(ids)) == len(ids)
+                  and (not ids or 0 <= min(ids) and max(ids) < self.system.n_devices)
+                  and bool(np.isfinite(phases).all() and (phases >= 0).all())
+                  and bool(np.isfinite(bits).all() and (bits >= 0).all()))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            self._check_work(work)  # names the culprit; integer-like ids (NumPy ints) pass on
+        gains, rates = view.channel_gain, view.uplink_rate_bps
+        for d in (d for w, d in zip(work, ids) if w.upload_bits > 0 and not 0 < gains[d] < math.inf):
+            positive(f"channel_gain of device {d}", gains[d])  # an uploader needs a usable channel
+        freqs, powers = self._cpu_freqs_hz, self._tx_power_w
+        return [
+            _Device(w, gains[d], rates[d], freqs[d], powers[d], sum(map(float, w.compute_cycles.values())))
+            for w, d in zip(work, ids)
+        ]
+
+    def _check_work(self, work) -> None:
+        """The per-device checks of a round plan, one device at a time (for the message of a bad plan)."""
         n = self.system.n_devices
         seen: set[int] = set()
-        devices = []
-        for work in plan.work:
-            d = work.device
+        for w in work:
+            d = w.device
             if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d < n:
                 raise ValueError(f"DeviceWork.device(={d!r}) must be a device id in 0..{n - 1}")
             if d in seen:
                 raise ValueError(f"DeviceWork.device(={d}) appears twice in the round plan")
             seen.add(d)
-            cycles = sum(non_negative(f"compute_cycles[{k!r}]", v) for k, v in work.compute_cycles.items())
-            non_negative("upload_bits", work.upload_bits)
-            non_negative("download_bits", work.download_bits)
-            devices.append(_Device(work, view.channel_gain[d], view.uplink_rate_bps[d], self._cpu_freqs_hz[d],
-                                   self._tx_power_w[d], cycles))
-        return devices
+            for k, v in w.compute_cycles.items():
+                non_negative(f"compute_cycles[{k!r}]", v)
+            non_negative("upload_bits", w.upload_bits)
+            non_negative("download_bits", w.download_bits)
 
     def _server_seconds(self, plan: RoundPlan) -> tuple[Optional[float], Optional[float]]:
         """The plan's server phases in seconds at ``system.server_freq_hz`` (``None``: no such phase)."""
@@ -680,31 +740,35 @@ class Simulation:
         self._emit(env.now, rnd.index, -1, "round_end")
 
     def _device_process(self, env: simpy.Environment, rnd: _Round, dev: _Device):
-        work, r, d = dev.work, rnd.index, dev.device
+        work, r, d, emit = dev.work, rnd.index, dev.device, self._emit
         try:
             if work.download_bits > 0:
                 dev.phase, dev.phase_start_s = "download", env.now
-                self._emit(env.now, r, d, "download_start", float(work.download_bits))
+                emit(env.now, r, d, "download_start", float(work.download_bits))
                 yield from self._downlink.receive(env, d, work.download_bits)
                 dev.download_s = env.now - dev.phase_start_s
                 dev.bits_down = float(work.download_bits)
-                self._emit(env.now, r, d, "download_end", dev.bits_down)
-            dev.phase, dev.phase_start_s = "compute", env.now
-            self._emit(env.now, r, d, "compute_start")
+                emit(env.now, r, d, "download_end", dev.bits_down)
+            now = env.now
+            dev.phase, dev.phase_start_s = "compute", now
+            emit(now, r, d, "compute_start")
             yield env.timeout(dev.compute_s)
-            dev.compute_done_s, dev.cycles_done, dev.compute_end_s = dev.compute_s, dev.cycles, env.now
-            self._emit(env.now, r, d, "compute_end")
+            now = env.now
+            dev.compute_done_s, dev.cycles_done, dev.compute_end_s = dev.compute_s, dev.cycles, now
+            emit(now, r, d, "compute_end")
             if work.upload_bits > 0:
                 dev.phase = "upload"
 
                 def on_air(transfer: Transfer) -> None:
                     dev.transfer = transfer
-                    self._emit(env.now, r, d, "upload_start", transfer.bits)
+                    emit(env.now, r, d, "upload_start", transfer.bits)
 
-                transfer = yield from self._uplink.transmit(env, d, work.upload_bits, dev.gain, dev.tx_power_w, on_air)
-                dev.upload_end_s, dev.arrived = env.now, True
+                transfer = yield from self._uplink.transmit(env, d, float(work.upload_bits), dev.gain, dev.tx_power_w,
+                                                            on_air, checked=True)
+                now = env.now
+                dev.upload_end_s, dev.arrived = now, True
                 rnd.arrived.append(d)
-                self._emit(env.now, r, d, "upload_end", transfer.bits)
+                emit(now, r, d, "upload_end", transfer.bits)
             dev.phase = "done"
         except simpy.Interrupt:
             elapsed_s = env.now - dev.phase_start_s
@@ -724,31 +788,9 @@ class Simulation:
 
     def _finish_round(self, rnd: _Round, plan: RoundPlan) -> RoundRecord:
         end_s = self.now_s
-        duration_s = end_s - rnd.start_s
-        kappa = float(self.system.kappa)
-        rows = []
-        for dev in sorted(rnd.devices, key=lambda x: x.device):
-            transfer = dev.transfer
-            airtime_s = transfer.airtime_s if transfer is not None else 0.0
-            bits_up = float(dev.work.upload_bits) if dev.arrived else 0.0
-            wasted = transfer.sent_bits if (dev.dropped and transfer is not None) else 0.0
-            rows.append(DeviceRound(
-                round_index=rnd.index,
-                device=dev.device,
-                channel_gain=dev.gain,
-                rate_bps=dev.rate_bps,
-                download_s=dev.download_s,
-                compute_s=dev.compute_done_s,
-                upload_airtime_s=airtime_s,
-                idle_s=max(0.0, duration_s - dev.download_s - dev.compute_done_s - airtime_s),
-                bits_up=bits_up,
-                bits_down=dev.bits_down,
-                wasted_bits=wasted,
-                radio_energy_j=radio_energy_j(dev.tx_power_w, airtime_s),
-                compute_energy_j=compute_energy_j(kappa, dev.cpu_freq_hz, dev.cycles_done),
-                arrived=dev.arrived,
-                dropped=dev.dropped,
-            ))
+        with _cyclic_gc_paused():
+            rows, totals, compute_end_s, upload_end_s = self._device_rows(rnd, end_s - rnd.start_s,
+                                                                         float(self.system.kappa))
         arrived = tuple(rnd.arrived)
         dropped = tuple(row.device for row in rows if row.dropped)
         outcome = RoundOutcome(
@@ -757,17 +799,10 @@ class Simulation:
             end_time_s=end_s,
             arrived=arrived,
             dropped=dropped,
-            compute_end_s={dev.device: dev.compute_end_s for dev in rnd.devices if dev.compute_end_s is not None},
-            upload_end_s={dev.device: dev.upload_end_s for dev in rnd.devices if dev.upload_end_s is not None},
+            compute_end_s=compute_end_s,
+            upload_end_s=upload_end_s,
         )
         metrics = {str(k): float(v) for k, v in self.backend.complete_round(outcome).items()}
-        totals = {
-            "bits_up": sum(row.bits_up for row in rows),
-            "bits_down": sum(row.bits_down for row in rows),
-            "wasted_bits": sum(row.wasted_bits for row in rows),
-            "radio_energy_j": sum(row.radio_energy_j for row in rows),
-            "compute_energy_j": sum(row.compute_energy_j for row in rows),
-        }
         cum = self._cum
         cum["bits_up"] += totals["bits_up"]
         cum["bits_down"] += totals["bits_down"]
@@ -794,6 +829,49 @@ class Simulation:
             self._records.append(record)
         self._round_index += 1
         return record
+
+    @staticmethod
+    def _device_rows(rnd: _Round, duration_s: float, kappa: float) -> tuple[list[DeviceRound], dict, dict, dict]:
+        """The round's :class:`DeviceRound` rows by device id, their totals (summed in that order), and each
+        device's compute and upload end times (where it got there), in one pass.
+
+        Energies are :func:`edgesim.radio.radio_energy_j` (``p * t``) and
+        :func:`edgesim.compute.compute_energy_j` (``kappa * f**2 * cycles``),
+        the same float operations, their inputs checked once by the engine.
+        """
+        index = rnd.index
+        rows = []
+        bits_up_t = bits_down_t = wasted_t = radio_t = compute_t = 0
+        compute_end_s, upload_end_s = {}, {}
+        by_id = sorted(rnd.devices, key=lambda x: x.device)
+        for dev in by_id:
+            transfer = dev.transfer
+            airtime_s = transfer.airtime_s if transfer is not None else 0.0
+            bits_up = float(dev.work.upload_bits) if dev.arrived else 0.0
+            wasted = transfer.sent_bits if (dev.dropped and transfer is not None) else 0.0
+            radio_j = dev.tx_power_w * airtime_s
+            compute_j = kappa * dev.cpu_freq_hz ** 2 * dev.cycles_done
+            bits_up_t += bits_up
+            bits_down_t += dev.bits_down
+            wasted_t += wasted
+            radio_t += radio_j
+            compute_t += compute_j
+            rows.append(DeviceRound(
+                index, dev.device, dev.gain, dev.rate_bps, dev.download_s, dev.compute_done_s, airtime_s,
+                max(0.0, duration_s - dev.download_s - dev.compute_done_s - airtime_s),
+                bits_up, dev.bits_down, wasted, radio_j, compute_j, dev.arrived, dev.dropped,
+            ))
+            if dev.compute_end_s is not None:
+                compute_end_s[dev.device] = dev.compute_end_s
+            if dev.upload_end_s is not None:
+                upload_end_s[dev.device] = dev.upload_end_s
+        totals = {"bits_up": bits_up_t, "bits_down": bits_down_t, "wasted_bits": wasted_t,
+                  "radio_energy_j": radio_t, "compute_energy_j": compute_t}
+        if by_id != rnd.devices:  # the outcome's maps keep the plan's order of the devices
+            order = [dev.device for dev in rnd.devices]
+            compute_end_s = {d: compute_end_s[d] for d in order if d in compute_end_s}
+            upload_end_s = {d: upload_end_s[d] for d in order if d in upload_end_s}
+        return rows, totals, compute_end_s, upload_end_s
 
     # -- checkpoints
     def state_dict(self) -> dict[str, Any]:

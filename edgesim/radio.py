@@ -37,6 +37,10 @@ def shannon_rate_bps(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)
     broadcast together) give an array, element by element the same numbers.
     """
     # log1p keeps full precision at low SNR, where log2(1.0 + snr) loses the digits of snr
+    b, g, p, n0 = bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz
+    if (type(b) is float and type(g) is float and type(p) is float and type(n0) is float
+            and 0.0 < b < math.inf and 0.0 <= g < math.inf and 0.0 <= p < math.inf and 0.0 < n0 < math.inf):
+        return b * math.log1p(g * p / (n0 * b)) / _LN2  # the checked path below, its checks passed in one test
     if not any(isinstance(x, np.ndarray) for x in (bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)):
         return float(bandwidth_hz) * math.log1p(snr(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)) / _LN2
     b = np.asarray(bandwidth_hz, dtype=float)

@@ -127,7 +127,7 @@ def check_resumable(backend, name: str) -> None:
 def _record_to_dict(r: RoundRecord) -> dict:
     d = {f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.name != "devices"}
     d["metrics"], d["info"] = dict(r.metrics), dict(r.info)
-    d["devices"] = [dataclasses.astuple(row) for row in r.devices]
+    d["devices"] = [tuple(row) for row in r.devices]
     return d
 
 
@@ -154,7 +154,7 @@ def save(folder: Path, name: str, *, fingerprint: str, sim, backend, records: li
         "engine": sim.state_dict(),
         "backend": backend.state_dict(),
         "records": [_record_to_dict(r) for r in records],
-        "events": [dataclasses.astuple(e) for e in events],
+        "events": [tuple(e) for e in events],
         "graphs": list(graphs or []),
     }
     buf = io.BytesIO()
