@@ -566,3 +566,29 @@ def test_server_cycles_are_validated():
     sim = Simulation(system(n=1), budget(), ServerBackend([work(0)], after={"distill": math.nan}))
     with pytest.raises(ValueError, match="server_cycles_after"):
         sim.run_round()
+
+
+def test_the_cyclic_gc_is_paused_only_for_the_engines_own_work():
+    """The backend always runs with the caller's GC setting; the caller's setting is back after each round."""
+    import gc
+
+    seen = []
+
+    class Watching(ParametricBackend):
+        def plan_round(self, view):
+            seen.append(gc.isenabled())
+            return super().plan_round(view)
+
+        def complete_round(self, outcome):
+            seen.append(gc.isenabled())
+            return super().complete_round(outcome)
+
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            sim = Simulation(SystemConfig(n_devices=4), BudgetConfig(rounds=2), Watching(4, 2, WorkloadConfig(model_bits=1e6)))
+            sim.run()
+            assert gc.isenabled() is enabled and seen == [enabled] * 4
+        finally:
+            gc.enable()
+            seen.clear()
