@@ -9,14 +9,24 @@ import math
 from typing import Optional, Sequence
 
 
+def first_crossing(accuracies: Sequence[float], threshold: float) -> Optional[int]:
+    """Index of the first round whose accuracy is ``>= threshold`` (missing/NaN accuracies skipped); ``None`` if none.
+
+    The one crossing rule: ``summary.json``'s times to accuracy and ``edgesim
+    report``'s times, bits and energy to any threshold all use it.
+    """
+    for i, a in enumerate(accuracies):
+        if a is not None and not math.isnan(a) and a >= threshold:
+            return i
+    return None
+
+
 def time_to_accuracy(times_s: Sequence[float], accuracies: Sequence[float], threshold: float) -> Optional[float]:
     """The first simulated time at which ``accuracy >= threshold``; ``None`` if never reached."""
     if len(times_s) != len(accuracies):
         raise ValueError(f"times_s and accuracies differ in length ({len(times_s)} vs {len(accuracies)})")
-    for t, a in zip(times_s, accuracies):
-        if a is not None and not math.isnan(a) and a >= threshold:
-            return float(t)
-    return None
+    i = first_crossing(accuracies, threshold)
+    return None if i is None else float(times_s[i])
 
 
 def plateau_index(accuracies: Sequence[float], tol: float, patience: int = 1) -> Optional[int]:

@@ -265,10 +265,17 @@ def sweep(
 def plot(
     folders: List[Path] = typer.Argument(..., help="Run folders (their seeds are drawn as mean and band) or sweep folders."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where to write the PNGs (default: the folder itself)."),
-    threshold: Optional[str] = typer.Option(None, "--threshold", help="Accuracy threshold of the sweep's time-to-accuracy figure (e.g. 0.8)."),
+    threshold: Optional[str] = typer.Option(None, "--threshold", help="Accuracy threshold of the sweep's time-to-accuracy "
+                                            "figure (e.g. 0.8): any accuracy, computed from rounds.csv if the runs did not."),
+    separate: bool = typer.Option(False, "--separate", help="Run folders of different scenarios: draw each scenario's "
+                                  "runs (its seeds) into its own sub-folder of --out instead of refusing."),
 ) -> None:
-    """Draw the figures of run folders or sweep folders (PNG, sized for a paper column)."""
+    """Draw the figures of run folders or sweep folders (PNG, sized for a paper column).
+
+    Several run folders are drawn together only when they are seeds of one scenario (their config.toml equal but
+    for the seed); otherwise plot refuses, naming the keys that differ (or, with --separate, draws each apart)."""
     from plots.curves import PlotDataError, plot_runs
+    from plots.runs import RunDataError
     from plots.sweep import plot_sweep
 
     if threshold is not None:
@@ -303,13 +310,53 @@ def plot(
         if runs:
             if out is None and len(runs) > 1:
                 _fail("several run folders: give --out DIR for their common figures")
-            written += plot_runs(runs, out or runs[0], title=None)
-    except PlotDataError as e:
+            from plots.runs import check_one_scenario, group_runs, load_run
+
+            loaded = [load_run(r) for r in runs] if len(runs) > 1 else []
+            if separate and loaded:
+                for g in group_runs(loaded):
+                    written += plot_runs([r.folder for r in g.runs], out / f"scenario_{g.fingerprint}", title=g.label)
+            else:
+                check_one_scenario(loaded, f"the run folders {', '.join(map(str, runs))}") if loaded else None
+                written += plot_runs(runs, out or runs[0], title=None)
+    except (PlotDataError, RunDataError) as e:
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot write the figures: {e.filename or out}: {e.strerror or e}")
     for p in written:
         typer.echo(str(p))
+
+
+@app.command()
+def report(
+    folders: List[Path] = typer.Argument(..., help="Run folders and sweep folders (a sweep stands for its runs)."),
+    threshold: Optional[List[str]] = typer.Option(
+        None, "--threshold", help="Accuracy threshold in (0, 1] (repeatable; default: the runs' accuracy_thresholds). "
+        "Computed now from rounds.csv, by the rules of summary.json."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<first folder's name>)."),
+) -> None:
+    """Leaderboards per scenario and grid point: algorithms ranked by simulated time to accuracy, with 95 % intervals
+    over seeds and paired differences (leaderboard.csv, paired.csv, leaderboard.md, figures)."""
+    from plots.runs import RunDataError
+    from scenarios.report import write_report
+
+    thresholds = []
+    for text in threshold or []:
+        try:
+            t = float(text)
+        except ValueError:
+            t = float("nan")
+        if not 0 < t <= 1:
+            _fail(f"--threshold {text!r}: expected an accuracy in (0, 1], such as 0.8")
+        thresholds.append(t)
+    out = out if out is not None else Path("reports") / folders[0].resolve().name
+    try:
+        written = write_report(folders, out, thresholds or None)
+    except RunDataError as e:
+        _fail(str(e))
+    typer.echo(f"report folder: {out}")
+    for path in written:
+        typer.echo(f"  {path.name}")
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -132,5 +132,9 @@ def test_sweep_figures_and_the_plot_command(sweep_dir, tmp_path):
     assert (tmp_path / "cli" / "sweep" / "tta_vs_bandwidth.png").exists()  # several sources: the sweep's own folder
     bad = runner.invoke(app, ["plot", str(tmp_path)])
     assert bad.exit_code == 2 and "neither a run folder" in bad.stderr
-    bad = runner.invoke(app, ["plot", str(sweep_dir), "--threshold", "0.95"])
-    assert bad.exit_code == 2 and "threshold" in bad.stderr
+    # a threshold the runs did not compute is computed now from their rounds.csv (by summary.json's rule)
+    late = runner.invoke(app, ["plot", str(sweep_dir), "--threshold", "0.95", "--out", str(tmp_path / "late")])
+    assert late.exit_code == 0, late.output
+    assert (tmp_path / "late" / "tta_vs_bandwidth.png").exists()
+    bad = runner.invoke(app, ["plot", str(sweep_dir), "--threshold", "1.5", "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 2 and "threshold" in bad.stderr and not (tmp_path / "bad").exists()

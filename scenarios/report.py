@@ -1,0 +1,60 @@
+"""``edgesim report RUN_OR_SWEEP... [--threshold T ...] [--out DIR]``: check ``--out``, build and write the report.
+
+What the report holds: :mod:`plots.report`. ``--out`` is checked before any
+work: a file, or a folder holding a file of a report's name that is not a
+report edgesim wrote, is refused (one line); every file is written through a
+temporary name, so a failure never leaves a half-written one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+from plots.runs import RunDataError
+from scenarios.runfolder import atomic_write_bytes, csv_text
+
+OUTPUTS = ("leaderboard.csv", "paired.csv", "leaderboard.md", "tta_vs_bandwidth.png", "accuracy_vs_time_extremes.png")
+MARK = "# Leaderboard"
+
+
+def check_report_out(out: Path) -> None:
+    """Refuse an ``--out`` that is a file, or a folder holding a report file (by name) that is not ours."""
+    out = Path(out)
+    if str(out).strip() == "":
+        raise RunDataError("--out '': expected the path of a folder for the report, such as reports/arena")
+    if out.exists() and not out.is_dir():
+        raise RunDataError(f"--out {out}: exists and is not a folder; expected a folder for the report")
+    if not out.is_dir():
+        return
+    clash = [n for n in OUTPUTS if (out / n).exists()]
+    md = out / "leaderboard.md"
+    ours = md.is_file() and md.read_text(encoding="utf-8", errors="replace").startswith(MARK)
+    if clash and not ours:
+        raise RunDataError(f"--out {out}: holds {clash[0]}, which edgesim report did not write; choose another --out")
+
+
+def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None) -> list[Path]:
+    """Build the report of ``paths`` (run and sweep folders) and write it into ``out``; returns the files written."""
+    from plots.report import build, leaderboard_rows, markdown, paired_rows
+    from plots.report_figures import plot_accuracy_extremes, plot_tta_vs_bandwidth
+
+    out = Path(out)
+    check_report_out(out)
+    report = build(paths, thresholds)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, (header, rows) in (("leaderboard.csv", leaderboard_rows(report)), ("paired.csv", paired_rows(report))):
+        atomic_write_bytes(out / name, csv_text(header, rows).encode())
+        written.append(out / name)
+    text = markdown(report)
+    assert text.startswith(MARK)
+    atomic_write_bytes(out / "leaderboard.md", text.encode())
+    written.append(out / "leaderboard.md")
+    for draw, name in ((plot_tta_vs_bandwidth, "tta_vs_bandwidth.png"),
+                       (plot_accuracy_extremes, "accuracy_vs_time_extremes.png")):
+        tmp = out / f".{name}.tmp.png"
+        if draw(report, tmp) is not None:
+            tmp.replace(out / name)
+            written.append(out / name)
+    return written
