@@ -14,6 +14,13 @@ mapping (:attr:`scenarios.schema.Scenario.raw`), builds the run's context once
 algorithm checkpoints and resumes on its own, exactly as in one process.
 Per-round progress comes back through a queue, so the progress display is
 the same; the records come back when the algorithm finishes.
+
+Algorithms go to the workers longest first (:func:`longest_first`): the
+estimate of an algorithm's host work is the CPU cycles its first round's
+plan charges on the clock (devices' and server's), which the cost module
+makes proportional to the passes it really computes. With three algorithms on
+two workers this is the difference between 1.4× and 1.9× (Local trains every
+device, FedAvg ten).
 """
 
 from __future__ import annotations
@@ -62,10 +69,32 @@ def _train_one(raw: dict, path: str, name: str, work: Optional[str], fingerprint
                          checkpoint_dir=Path(work) if work else None, fingerprint=fingerprint, saved=saved)
 
 
+def planned_cycles(sc, build_backend: Callable, name: str) -> float:
+    """CPU cycles (devices' and server's) of ``name``'s first-round plan; 0 if it cannot be planned here."""
+    from edgesim.engine import Simulation
+
+    try:
+        backend = build_backend(name)
+        plan = backend.plan_round(Simulation(sc.system, sc.budget, backend, seed=sc.seed).system_view())
+        return float(sum(sum(w.compute_cycles.values()) for w in plan.work) + sum(plan.server_cycles.values())
+                     + sum(plan.server_cycles_after.values()))
+    except Exception:  # noqa: BLE001 - only an estimate: the worker reports the real error
+        return 0.0
+
+
+def longest_first(sc, build_backend: Callable, names: list[str]) -> list[str]:
+    """``names`` by decreasing :func:`planned_cycles` (ties keep the scenario's order)."""
+    cost = {n: planned_cycles(sc, build_backend, n) for n in names}
+    return sorted(names, key=lambda n: -cost[n])
+
+
 def run_algorithms(sc, names: list[str], jobs: int, threads: int, *, work: Optional[Path], fingerprint: str,
-                   resume: bool, on_round: Optional[Callable] = None) -> dict[str, AlgorithmRun]:
+                   resume: bool, on_round: Optional[Callable] = None,
+                   build_backend: Optional[Callable] = None) -> dict[str, AlgorithmRun]:
     """Every algorithm of ``names`` in a pool of ``jobs`` spawned workers; ``{name: AlgorithmRun}`` in ``names``'
-    order. The first algorithm that fails ends the run: the others are cancelled and its error is raised here."""
+    order. ``build_backend`` (this process's) orders them longest first. The first algorithm that fails ends the
+    run: the others are cancelled and its error is raised here."""
+    order = longest_first(sc, build_backend, names) if build_backend is not None else list(names)
     ctx = mp.get_context("spawn")
     manager = ctx.Manager()
     progress = manager.Queue() if on_round is not None else None
@@ -88,7 +117,7 @@ def run_algorithms(sc, names: list[str], jobs: int, threads: int, *, work: Optio
                                initargs=(threads, progress))
     try:
         futures = {name: pool.submit(_train_one, dict(sc.raw), sc.path, name, str(work) if work else None,
-                                     fingerprint, resume) for name in names}
+                                     fingerprint, resume) for name in order}
         done, pending = wait(futures.values(), return_when=FIRST_EXCEPTION)
         for fut in done:
             if fut.exception() is not None:

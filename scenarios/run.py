@@ -396,7 +396,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             from scenarios.parallel import run_algorithms
 
             sims = run_algorithms(sc, names, jobs, resolve_threads(sc.learning["run"].threads), work=folder.work,
-                                  fingerprint=fp, resume=resuming, on_round=on_round)
+                                  fingerprint=fp, resume=resuming, on_round=on_round, build_backend=build_backend)
         else:
             sims = {name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work,
                                         fingerprint=fp, saved=saved.get(name)) for name in names}
