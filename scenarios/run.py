@@ -21,7 +21,7 @@ and torch is never imported.
 from __future__ import annotations
 
 import dataclasses
-import platform
+import json
 import shutil
 from pathlib import Path
 from typing import Callable, Optional
@@ -34,6 +34,7 @@ from learning.config import PARAMETRIC
 from learning.metrics import final_accuracy, time_to_accuracy
 from scenarios import checkpoint
 from scenarios.checkpoint import AlgorithmRun
+from scenarios.provenance import RUN_JSON, now, provenance
 from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
 from scenarios.schema import Scenario
 
@@ -48,24 +49,6 @@ DEVICE_FIELDS = (
 )
 
 
-def versions(with_torch: bool = True) -> dict:
-    """Package versions for ``config.toml`` (torch's only when the run uses it)."""
-    import numpy
-    import simpy
-
-    from importlib.metadata import version
-
-    out = {"edgesim": version("edgesim"), "python": platform.python_version()}
-    if with_torch:
-        import torch
-
-        out["torch"] = torch.__version__
-    out.update(numpy=numpy.__version__, simpy=simpy.__version__)
-    if with_torch:
-        out["torch_threads"] = torch.get_num_threads()
-    return out
-
-
 def _drop_none(obj):
     if isinstance(obj, dict):
         return {k: _drop_none(v) for k, v in obj.items() if v is not None}
@@ -75,8 +58,9 @@ def _drop_none(obj):
 
 
 def resolved_config(sc: Scenario) -> dict:
-    """Every section with every default filled in, plus the seed and versions (``None`` values omitted)."""
-    out = {"name": sc.name, "description": sc.description, "seed": sc.seed, "source": sc.path}
+    """Every section with every default filled in, and the seed (``None`` values omitted): a scenario that
+    ``edgesim run`` accepts and that reproduces the run. Provenance (versions, host, times): ``run.json``."""
+    out = {"name": sc.name, "description": sc.description, "seed": sc.seed}
     for name in ("system", "budget", "workload"):
         out[name] = dataclasses.asdict(getattr(sc, name))
     if sc.physics_only:  # only what the run uses: no data, no training, no algorithms
@@ -91,7 +75,6 @@ def resolved_config(sc: Scenario) -> dict:
         out["algorithms"] = {
             a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
         }
-    out["versions"] = versions(with_torch=not sc.physics_only)
     return _drop_none(out)
 
 
@@ -230,8 +213,8 @@ def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys:
 
 
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,
-                  extra: Optional[dict] = None) -> None:
-    from plots.curves import plot_accuracy
+                  extra: Optional[dict] = None, formats: tuple[str, ...] = ("png",)) -> None:
+    from plots.curves import plot_run
 
     metric_keys = sorted({k for s in sims.values() for r in s.records for k in r.metrics})
     metric_keys.sort(key=lambda k: (k != "accuracy", k))
@@ -262,9 +245,7 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
     for name, sim in sims.items():
         for round_index, time_s, graph in sim.graphs:
             folder.write_json(graph_path(name, round_index), node_link(graph, round_index, time_s))
-    plot_accuracy([folder.work], folder.path("time_to_accuracy.png"), title=f"{sc.name} (seed {sc.seed})")
-    plot_accuracy([folder.work], folder.path("accuracy_vs_uplink_bits.png"), x="cum_bits_up", title=sc.name)
-    plot_accuracy([folder.work], folder.path("accuracy_vs_energy.png"), x="cum_energy_j", title=sc.name)
+    plot_run(folder.work, title=f"{sc.name} (seed {sc.seed})", formats=formats)
 
 
 def every_upload_dropped(records: list) -> bool:
@@ -331,6 +312,7 @@ def run_scenario(
     resume: bool = False,
     overwrite: bool = False,
     say: Optional[Callable[[str], None]] = None,
+    formats: tuple[str, ...] = ("png",),
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
@@ -341,7 +323,8 @@ def run_scenario(
     in it where it has none); a folder whose recorded scenario is missing,
     unreadable or different is refused and left untouched. ``overwrite``
     replaces an older run folder (and only that). ``say(line)`` gets one-line
-    notes for the user (what ``resume`` found).
+    notes for the user (what ``resume`` found). ``formats``: the figures' file
+    types (``png``, ``pdf``, ``svg``). ``run.json`` records the provenance.
     """
     say = say or (lambda line: None)
     if resume and overwrite:
@@ -375,15 +358,24 @@ def run_scenario(
     folder.start(resume=resuming)
     if resuming:
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
+    run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now())
+    if resuming and folder.path(RUN_JSON).is_file():  # the first start's provenance, and when it was resumed
+        try:
+            old = json.loads(folder.path(RUN_JSON).read_text())
+            run_json = {**old, "finished": None, "resumed": [*old.get("resumed", []), _now()]}
+        except (OSError, ValueError):
+            pass
     try:
         if not resuming:
             folder.write_text("config.toml", tomli_w.dumps(config))
+        folder.write_json(RUN_JSON, run_json)
         sims = {
             name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work, fingerprint=fp,
                                 saved=saved.get(name))
             for name in sc.learning["run"].algorithms
         }
-        write_results(folder, sc, sims, model_bits, extra)
+        write_results(folder, sc, sims, model_bits, extra, formats)
+        folder.write_json(RUN_JSON, {**run_json, "finished": _now()})
         shutil.rmtree(folder.path(CHECKPOINT_DIR), ignore_errors=True)  # only an unfinished run needs them
     except ConfigError:
         if not resuming:  # a folder this call created, holding no result: a configuration error leaves nothing
@@ -398,7 +390,4 @@ def run_scenario(
     return folder.finish()
 
 
-def _now() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+_now = now

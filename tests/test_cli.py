@@ -98,7 +98,7 @@ def test_run_writes_the_run_folder(tiny_scenario, tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--seed", "5", "-q"])
     assert result.exit_code == 0, result.output
-    for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json", "time_to_accuracy.png"):
+    for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json", "run.json", "accuracy_vs_time.png"):
         assert (out / name).exists(), name
     assert not (tmp_path / "run.incomplete").exists()
     summary = json.loads((out / "summary.json").read_text())
@@ -113,3 +113,20 @@ def test_run_bad_data_dir_is_a_clear_error_and_writes_nothing(tiny_scenario, tmp
     assert result.exit_code == 2
     assert "error:" in result.stderr and "missing" in result.stderr
     assert not out.exists() and not (tmp_path / "run.incomplete").exists()
+
+
+def test_config_toml_is_a_scenario_that_reproduces_the_run_byte_for_byte(tiny_scenario, tmp_path):
+    first, again = tmp_path / "first", tmp_path / "again"
+    result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(first), "--set", "run.rounds=2",
+                                 "--set", 'run.algorithms=["fedavg","local"]', "-q"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["run", str(first / "config.toml"), "--out", str(again), "-q"])
+    assert result.exit_code == 0, result.output
+    for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json"):
+        assert (first / name).read_bytes() == (again / name).read_bytes(), name
+    prov = json.loads((again / "run.json").read_text())
+    assert prov["source"] == str(first / "config.toml")
+    assert prov["versions"]["torch"] and prov["versions"]["torch_threads"] >= 1 and prov["cpu"]["cores"] >= 1
+    assert prov["started"] <= prov["finished"] and prov["host"] and isinstance(prov["command"], list)
+    assert prov["git"] is None or (len(prov["git"]["commit"]) == 40 and isinstance(prov["git"]["dirty"], bool))
+    assert "versions" not in (first / "config.toml").read_text()
