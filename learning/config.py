@@ -144,6 +144,9 @@ class RunConfig:
     :class:`edgesim.curve.ParametricBackend` (no torch; ``algorithms`` is then
     ``["parametric"]``, its default there, and ``[data]``, ``[train]`` and
     ``[algorithms.*]`` are not used and must be left out).
+
+    ``plugins``: modules imported before the scenario is validated, which
+    register algorithms, models, data sets or partitions (:mod:`learning.plugins`).
     """
 
     algorithms: list = field(default_factory=lambda: list(DEFAULT_ALGORITHMS))
@@ -156,6 +159,7 @@ class RunConfig:
     stop_on_plateau: bool = False
     checkpoint_every: int = 0
     backend: str = "torch"
+    plugins: list = field(default_factory=list)
 
     def __post_init__(self):
         check_choice("backend", self.backend, BACKENDS)
@@ -182,6 +186,8 @@ class RunConfig:
         if not isinstance(self.stop_on_plateau, bool):
             fail("stop_on_plateau", self.stop_on_plateau, "true or false")
         check_int("checkpoint_every", self.checkpoint_every, 0)
+        if not isinstance(self.plugins, list) or not all(isinstance(m, str) and m for m in self.plugins):
+            fail("plugins", self.plugins, 'a list of module names, such as ["my_algorithm"]')
 
 
 def build_algorithms(values, where: str) -> dict:

@@ -140,6 +140,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     learned = {}
     if learning:
         run = build_config(RunConfig, raw.get("run", {}), f"{where}: [run]")
+        load_plugins(run.plugins, where)
         physics_only = run.backend == PARAMETRIC
         if physics_only:
             w = built["workload"]
@@ -168,6 +169,15 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         parametric=parametric,
         **built,
     )
+
+
+def load_plugins(modules, where: str) -> None:
+    """The installed plugins' models, data sets and partitions, and the scenario's ``[run] plugins`` modules,
+    registered before the sections that name them are validated (:mod:`learning.plugins`)."""
+    from learning.plugins import import_plugins, load_entry_points
+
+    load_entry_points("models", "datasets", "partitions")
+    import_plugins(modules, where)
 
 
 def check_cross_section(system: SystemConfig, run, where: str) -> None:
