@@ -1,4 +1,4 @@
-"""The ``edgesim`` command line: ``plan``, ``run``, ``sweep``, ``plot``."""
+"""The ``edgesim`` command line: ``plan``, ``run``, ``sweep``, ``plot``, ``list``, ``--version``."""
 
 from __future__ import annotations
 
@@ -17,8 +17,36 @@ app = typer.Typer(
     help="edgesim: wireless edge-network co-simulator for federated semi-supervised learning.",
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"edgesim {version('edgesim')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print edgesim's version and exit."),
+) -> None:
+    """edgesim: wireless edge-network co-simulator for federated semi-supervised learning."""
+
+
 SCENARIO_ARG = typer.Argument(None, help="Scenario TOML file (default: the bundled scenarios/default.toml).")
-SET_OPT = typer.Option(None, "--set", help="Override any scenario key: --set system.bandwidth_hz=2e6 (repeatable).")
+SET_OPT = typer.Option(None, "--set", help="Override any scenario key: --set system.bandwidth_hz=2e6 (repeatable; "
+                       "lists unquoted: --set run.algorithms=fedavg,fedprox).")
+FORMAT_OPT = typer.Option("png", "--format", help="Figure formats, comma-separated: png, pdf, svg (e.g. png,pdf).")
+DATA_DIR_HELP = "Directory of the data set files (data.data_dir; default: $EDGESIM_DATA)."
+
+
+def _formats(text: str) -> tuple[str, ...]:
+    from plots.curves import parse_formats
+
+    try:
+        return parse_formats(text)
+    except ConfigError as e:
+        _fail(str(e))
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -30,8 +58,23 @@ def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
+DOFED = "dofed_spp"  # the one algorithm whose plan is the (B, K) of Ineq. (26): C1/C2/C3, similarity, pseudo-labels
+
+
+def scenario_algorithms(scenario) -> list[str]:
+    """The scenario's ``[run] algorithms`` as written (``plan`` validates the simulator sections only)."""
+    from learning.config import DEFAULT_ALGORITHMS
+
+    run = scenario.raw.get("run", {})
+    algorithms = run.get("algorithms", DEFAULT_ALGORITHMS) if isinstance(run, dict) else DEFAULT_ALGORITHMS
+    return list(algorithms) if isinstance(algorithms, list) else [str(algorithms)]
+
+
 def _print_plan(scenario, plan) -> None:
+    """The plan as a table: what every algorithm uses (budget, per-device train and upload times), and
+    DoFed-SPP's similarity/pseudo-labelling times, C1/C2/C3 and (B, K) pairs only when it is one of them."""
     echo = typer.echo
+    dofed = DOFED in scenario_algorithms(scenario)
     echo(f"Scenario: {scenario.name} ({scenario.path})")
     kind = "heterogeneous — planned for the " + plan.reference if plan.heterogeneous else "identical"
     echo(f"Devices: {plan.n_devices} ({kind}); access: {scenario.system.access}")
@@ -40,19 +83,25 @@ def _print_plan(scenario, plan) -> None:
         f"= {_fmt(plan.round_budget_s)} s"
     )
     echo("")
-    echo(f"{'device':>6} {'cpu GHz':>8} {'gain dB':>8} {'uplink Mbit/s':>13} {'train s':>9} {'SR s':>8} {'PL/model s':>10} {'upload s':>9}")
+    echo(f"Algorithms: {', '.join(scenario_algorithms(scenario))}")
+    sr = f" {'SR s':>8} {'PL/model s':>10}" if dofed else ""
+    echo(f"{'device':>6} {'cpu GHz':>8} {'gain dB':>8} {'uplink Mbit/s':>13} {'train s':>9}{sr} {'upload s':>9}")
     import math
 
     rows = plan.devices if len(plan.devices) <= 12 else plan.devices[:10]
     for d in rows:
+        sr = f" {d.sr_s:>8.4g} {d.pseudo_label_per_model_s:>10.4g}" if dofed else ""
         echo(
             f"{d.device:>6} {d.cpu_freq_hz / 1e9:>8.3g} {10 * math.log10(d.channel_gain):>8.2f} "
-            f"{d.uplink_rate_bps / 1e6:>13.4g} {d.train_s:>9.4g} {d.sr_s:>8.4g} "
-            f"{d.pseudo_label_per_model_s:>10.4g} {d.upload_s:>9.4g}"
+            f"{d.uplink_rate_bps / 1e6:>13.4g} {d.train_s:>9.4g}{sr} {d.upload_s:>9.4g}"
         )
     if len(rows) < len(plan.devices):
         echo(f"   ... {len(plan.devices) - len(rows)} more devices (--json lists all)")
     echo("")
+    fits = sum(d.train_s + d.upload_s <= plan.round_budget_s for d in plan.devices)
+    echo(f"Train + upload within T/G: {fits} of {plan.n_devices} devices (alone on the uplink)")
+    if not dofed:
+        return
     echo(f"C1 = {_fmt(plan.c1_s)} s  (T/G minus training and similarity ratios: left for pseudo-labelling and uploads)")
     echo(f"C2 = {_fmt(plan.c2_s)} s  (pseudo-labelling with one downloaded model)")
     echo(
@@ -73,7 +122,7 @@ def plan(
     set_: Optional[List[str]] = SET_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
-    """Print the round budget, per-device compute and upload times, C1/C2/C3 and the feasible (B, K) pairs."""
+    """Print the round budget and per-device compute and upload times (with DoFed-SPP: C1/C2/C3 and the (B, K) pairs)."""
     from edgesim.plan import make_plan
     from scenarios.schema import load_scenario
 
@@ -97,10 +146,10 @@ def plan(
     except ValueError as e:  # a plan the formulas refuse (e.g. a zero uplink rate)
         _fail(f"{sc.path}: {e}")
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict()}, indent=2))
     else:
         _print_plan(sc, result)
-    if not result.feasible:
+    if not result.feasible and DOFED in scenario_algorithms(sc):
         typer.echo(result.infeasibility_message(), err=True)
         raise typer.Exit(1)
 
@@ -113,7 +162,8 @@ def run(
         None, "--out", help="Run folder (default: runs/<scenario name>). Must be new, empty or an earlier run "
         "(replaced only with --overwrite); edgesim never deletes what it did not write."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Directory of the data set files (data.data_dir)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    formats: str = FORMAT_OPT,
     resume: bool = typer.Option(
         False, "--resume", help="Go on from the last checkpoint of a killed run in <out>.incomplete/ (run.checkpoint_every)."
     ),
@@ -122,12 +172,13 @@ def run(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
-    """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, PNG)."""
+    """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, figures)."""
     from scenarios.progress import RunProgress
     from scenarios.run import run_scenario
     from scenarios.runfolder import RunFolder, check_out
     from scenarios.schema import load_scenario
 
+    figure_formats = _formats(formats)
     overrides, options = list(set_ or []), ["--set"] * len(set_ or [])
     if seed is not None:
         overrides.append(f"seed={seed}")
@@ -154,7 +205,7 @@ def run(
     try:
         with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
             folder = run_scenario(sc, out, on_round=progress.update, resume=resume, overwrite=overwrite,
-                                  say=lambda line: typer.echo(line, err=True))
+                                  say=lambda line: typer.echo(line, err=True), formats=figure_formats)
     except ConfigError as e:
         _fail(str(e))
     except divergence as e:
@@ -210,6 +261,8 @@ def sweep(
         1, "--threads", help="Torch threads per run. Results depend on it, never on --jobs or --executor."
     ),
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default: sweeps/<scenario name>)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    formats: str = FORMAT_OPT,
     no_plots: bool = typer.Option(False, "--no-plots", help="Do not draw the sweep's figures."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -220,11 +273,15 @@ def sweep(
     """
     from scenarios.sweep import default_out, make_spec, run_sweep
 
+    figure_formats = _formats(formats)
+    overrides = list(set_ or [])
+    if data_dir is not None:  # absolute: the runs may work elsewhere (Ray)
+        overrides.append(f"data.data_dir={json.dumps(str(data_dir.expanduser().resolve()))}")
     try:
-        spec = make_spec(scenario, grid or [], seeds, set_ or [])
+        spec = make_spec(scenario, grid or [], seeds, overrides)
         out = out if out is not None else default_out(spec)
         result = run_sweep(spec, out, jobs=jobs, executor=executor, ray_address=ray_address, threads=threads,
-                           progress=not quiet, plots=not no_plots)
+                           progress=not quiet, plots=not no_plots, formats=figure_formats)
     except ConfigError as e:
         _fail(str(e))
     except KeyboardInterrupt:
@@ -245,11 +302,13 @@ def plot(
     folders: List[Path] = typer.Argument(..., help="Run folders (their seeds are drawn as mean and band) or sweep folders."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where to write the PNGs (default: the folder itself)."),
     threshold: Optional[str] = typer.Option(None, "--threshold", help="Accuracy threshold of the sweep's time-to-accuracy figure (e.g. 0.8)."),
+    formats: str = FORMAT_OPT,
 ) -> None:
-    """Draw the figures of run folders or sweep folders (PNG, sized for a paper column)."""
+    """Draw the figures of run folders or sweep folders (PNG, PDF or SVG, sized for a paper column)."""
     from plots.curves import PlotDataError, plot_runs
     from plots.sweep import plot_sweep
 
+    figure_formats = _formats(formats)
     if threshold is not None:
         try:
             t = float(threshold)
@@ -274,7 +333,7 @@ def plot(
             # several sources into one --out: each sweep in its own sub-folder
             where = out if out is None or len(sweeps) + bool(runs) == 1 else out / f.resolve().name
             try:
-                written += plot_sweep(f, where, threshold)
+                written += plot_sweep(f, where, threshold, formats=figure_formats)
             except PlotDataError:
                 raise
             except ValueError as e:
@@ -282,13 +341,34 @@ def plot(
         if runs:
             if out is None and len(runs) > 1:
                 _fail("several run folders: give --out DIR for their common figures")
-            written += plot_runs(runs, out or runs[0], title=None)
+            written += plot_runs(runs, out or runs[0], title=None, formats=figure_formats)
     except PlotDataError as e:
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot write the figures: {e.filename or out}: {e.strerror or e}")
     for p in written:
         typer.echo(str(p))
+
+
+@app.command("list")
+def list_(
+    kind: Optional[str] = typer.Argument(None, help="algorithms, models, datasets or partitions (default: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+) -> None:
+    """List the registered algorithms, models, data sets and partitions (plugins included), with each option's
+    type and default."""
+    from scenarios.catalog import KINDS, catalog, format_catalog
+
+    if kind is not None and kind not in KINDS:
+        _fail(f"list {kind!r}: expected one of {', '.join(KINDS)}")
+    try:
+        entries = {k: catalog(k) for k in ([kind] if kind else KINDS)}
+    except ConfigError as e:
+        _fail(str(e))
+    if as_json:
+        typer.echo(json.dumps({k: [e.to_dict() for e in v] for k, v in entries.items()}, indent=2))
+    else:
+        typer.echo(format_catalog(entries))
 
 
 def main() -> None:  # pragma: no cover - console entry point
