@@ -241,12 +241,13 @@ def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
 def save_figure(fig, path: Path, formats: Iterable[str] = ("png",)) -> list[Path]:
     """Save ``fig`` as ``path`` with each of ``formats``' suffixes (``path``'s own suffix is replaced); close it.
 
-    PDF and SVG are vector (for papers); PNG at the figure's dpi. No date is written into PDF and SVG
-    metadata, so the same run gives the same bytes."""
+    PDF and SVG are vector (for papers); PNG at the figure's dpi. No date goes into PDF and SVG metadata
+    and SVG ids come from a fixed salt, so the same run gives the same bytes."""
     out = []
     for f in formats:
         p = Path(path).with_suffix("." + f)
-        fig.savefig(p, metadata={"Date": None} if f == "svg" else ({"CreationDate": None} if f == "pdf" else None))
+        with matplotlib.rc_context({"svg.hashsalt": "edgesim"}):
+            fig.savefig(p, metadata={"Date": None} if f == "svg" else ({"CreationDate": None} if f == "pdf" else None))
         out.append(p)
     plt.close(fig)
     return out
