@@ -105,3 +105,38 @@ def test_a_broken_entry_point_names_itself(monkeypatch):
     with pytest.raises(plugins.PluginError, match=r"plugin entry point 'broken' = 'broken_pkg.mod' \(group "
                                                   r"'edgesim.models'.*ImportError: No module named 'broken_pkg'"):
         plugins.load_entry_points("models")
+
+
+MODEL_PLUGIN = '''
+"""A model plugin: registered torch-free, its builder imported (with torch) only to build."""
+from learning.model_registry import MODELS, ModelSpec
+
+MODELS.add(ModelSpec("tiny_mlp", "image", "my_models:build", "a one-hidden-layer MLP (a plugin)"))
+
+
+def build(shape, n_classes, vocab_size=None):
+    import math
+
+    import torch.nn as nn
+
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(shape), 16), nn.ReLU(), nn.Linear(16, n_classes))
+'''
+
+
+def test_a_model_from_an_entry_point_is_listed_validated_and_trained(tiny_scenario, tmp_path):
+    site = tmp_path / "site"
+    info = site / "my_models-0.1.dist-info"  # what pip writes for a package with an entry point, by hand
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-models\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[edgesim.models]\ntiny_mlp = my_models\n")
+    (site / "my_models.py").write_text(MODEL_PLUGIN)
+    listed = edgesim("list", "models", cwd=tmp_path, pythonpath=str(site))
+    assert listed.returncode == 0 and re.search(r"^tiny_mlp\s+a one-hidden-layer MLP \(a plugin\)", listed.stdout, re.M)
+    done = edgesim("run", str(tiny_scenario), "--set", "train.model=tiny_mlp", "--set", "run.rounds=1",
+                   "--set", "run.algorithms=fedavg", "--out", str(tmp_path / "run"), "-q", cwd=tmp_path,
+                   pythonpath=str(site))
+    assert done.returncode == 0, done.stderr
+    assert 'model = "tiny_mlp"' in (tmp_path / "run" / "config.toml").read_text()
+    without = edgesim("run", str(tiny_scenario), "--set", "train.model=tiny_mlp", "--out", str(tmp_path / "x"),
+                      cwd=tmp_path)  # not installed: one line naming the key, the value and the choices
+    assert without.returncode == 2 and "[train]: model = 'tiny_mlp': expected one of 'cnn'" in without.stderr
