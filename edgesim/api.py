@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
@@ -221,7 +222,8 @@ def run(
     except ConfigError as e:
         _reraise(e, RunFolderError)
     try:
-        return Run(run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, formats=formats))
+        return Run(run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, formats=formats,
+                                say=lambda line: warnings.warn(line, stacklevel=3) if "warning" in line else None))
     except ConfigError as e:
         _reraise(e)
 

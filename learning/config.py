@@ -147,6 +147,8 @@ class RunConfig:
 
     ``plugins``: modules imported before the scenario is validated, which
     register algorithms, models, data sets or partitions (:mod:`learning.plugins`).
+    ``tracking``: ``"none"`` or ``"mlflow"`` (the finished run's metrics and
+    folder sent to MLflow, :mod:`scenarios.tracking`; an extra).
     """
 
     algorithms: list = field(default_factory=lambda: list(DEFAULT_ALGORITHMS))
@@ -160,6 +162,7 @@ class RunConfig:
     checkpoint_every: int = 0
     backend: str = "torch"
     plugins: list = field(default_factory=list)
+    tracking: str = "none"
 
     def __post_init__(self):
         check_choice("backend", self.backend, BACKENDS)
@@ -188,6 +191,7 @@ class RunConfig:
         check_int("checkpoint_every", self.checkpoint_every, 0)
         if not isinstance(self.plugins, list) or not all(isinstance(m, str) and m for m in self.plugins):
             fail("plugins", self.plugins, 'a list of module names, such as ["my_algorithm"]')
+        check_choice("tracking", self.tracking, ("none", "mlflow"))
 
 
 def build_algorithms(values, where: str) -> dict:

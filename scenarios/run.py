@@ -35,6 +35,8 @@ from learning.metrics import final_accuracy, time_to_accuracy
 from scenarios import checkpoint
 from scenarios.checkpoint import AlgorithmRun
 from scenarios.provenance import RUN_JSON, now, provenance
+from scenarios.tracking import check_available as check_tracking
+from scenarios.tracking import log_mlflow
 from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
 from scenarios.schema import Scenario
 
@@ -332,6 +334,8 @@ def run_scenario(
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume)
     _check_algorithms(sc)
+    tracking = sc.learning["run"].tracking
+    check_tracking(tracking, sc.path)
     config = resolved_config(sc)
     fp = checkpoint.fingerprint(config)
     folder = RunFolder(out)
@@ -387,7 +391,13 @@ def run_scenario(
         folder.mark(f"interrupted: {type(e).__name__}: {e}" if isinstance(e, KeyboardInterrupt)
                     else f"failed: {type(e).__name__}: {e}")
         raise
-    return folder.finish()
+    final = folder.finish()
+    if tracking == "mlflow":
+        try:
+            log_mlflow(final)
+        except Exception as e:  # noqa: BLE001 - the run is complete; a tracker that fails is only a note
+            say(f"warning: {final} was not logged to MLflow ({type(e).__name__}: {e}); the run folder is complete")
+    return final
 
 
 _now = now
