@@ -70,9 +70,9 @@ def import_plugins(modules, where: str) -> None:
 
     The current folder is on the path as for ``python -m``, so a ``my_algorithm.py`` beside the
     scenario's users is found when edgesim runs there."""
-    if cwd := os.getcwd():
-        if cwd not in sys.path and "" not in sys.path:
-            sys.path.append(cwd)
+    cwd = os.getcwd()
+    if modules and cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
     for name in modules:
         try:
             _run(importlib.import_module(name))

@@ -222,3 +222,16 @@ def test_run_and_sweep_figure_formats_and_sweep_data_dir(tiny_scenario, tmp_path
     config = (tmp_path / "sw" / "seed=1" / "config.toml").read_text()
     assert f"data_dir = {json.dumps(str(data.resolve()))}" in config
     assert (tmp_path / "sw" / "accuracy_vs_time.svg").is_file()
+
+
+def test_a_physics_only_config_toml_reproduces_its_run(tmp_path):
+    from scenarios.schema import SCENARIO_DIR
+
+    small = ["--set", "budget.rounds=3", "--set", "system.n_devices=50", "--set", "run.clients_per_round=5"]
+    first = runner.invoke(app, ["run", str(SCENARIO_DIR / "physics_10k.toml"), *small, "--out", str(tmp_path / "a"), "-q"])
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(app, ["run", str(tmp_path / "a" / "config.toml"), "--out", str(tmp_path / "b"), "-q"])
+    assert again.exit_code == 0, again.output
+    for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["versions"].get("torch") is None
