@@ -59,8 +59,9 @@ def timed_run(out: Path, rounds: int, threads: str, jobs: int, load: int) -> flo
 
 
 def same_folder(a: Path, b: Path) -> bool:
-    names_a = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
-    names_b = sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file())
+    """The same files with the same bytes, run.json aside (its times and command line differ by design)."""
+    names_a = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file() and p.name != "run.json")
+    names_b = sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file() and p.name != "run.json")
     return names_a == names_b and all(filecmp.cmp(a / n, b / n, shallow=False) for n in names_a)
 
 

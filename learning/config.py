@@ -148,6 +148,10 @@ class RunConfig:
     ``threads``: torch threads the run trains with (an integer >= 1, or
     ``"auto"`` = the cores this process may use); default 1, see
     :mod:`scenarios.threads`. Results depend on it, so it is recorded.
+    ``plugins``: modules imported before the scenario is validated, which
+    register algorithms, models, data sets or partitions (:mod:`learning.plugins`).
+    ``tracking``: ``"none"`` or ``"mlflow"`` (the finished run's metrics and
+    folder sent to MLflow, :mod:`scenarios.tracking`; an extra).
     """
 
     algorithms: list = field(default_factory=lambda: list(DEFAULT_ALGORITHMS))
@@ -161,6 +165,8 @@ class RunConfig:
     checkpoint_every: int = 0
     backend: str = "torch"
     threads: Union[int, str] = 1
+    plugins: list = field(default_factory=list)
+    tracking: str = "none"
 
     def __post_init__(self):
         check_choice("backend", self.backend, BACKENDS)
@@ -189,6 +195,9 @@ class RunConfig:
         if not isinstance(self.stop_on_plateau, bool):
             fail("stop_on_plateau", self.stop_on_plateau, "true or false")
         check_int("checkpoint_every", self.checkpoint_every, 0)
+        if not isinstance(self.plugins, list) or not all(isinstance(m, str) and m for m in self.plugins):
+            fail("plugins", self.plugins, 'a list of module names, such as ["my_algorithm"]')
+        check_choice("tracking", self.tracking, ("none", "mlflow"))
 
 
 def build_algorithms(values, where: str) -> dict:

@@ -36,6 +36,7 @@ X_AXES = {
 Y_AXES = {
     "accuracy_var": ("Variance of device accuracy (%²)", 1e4, None),
 }
+PARAMETRIC = "parametric"  # the one "algorithm" of a physics-only run: a synthetic curve, not a test accuracy
 ALGORITHM_ORDER = ("dofed_spp", "dofedspp", "dofed-spp", "fedavg", "fedprox", "fedbn", "fedfomo", "fedbe", "local")
 
 
@@ -213,16 +214,48 @@ def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = T
     return skipped
 
 
-def accuracy_label(metric: str = "accuracy") -> str:
+def accuracy_label(metric: str = "accuracy", synthetic: bool = False) -> str:
+    """The y label of ``metric``; ``synthetic``: a physics-only run's parametric curve, which is no test accuracy."""
     if metric in Y_AXES:
         return Y_AXES[metric][0]
     if metric == "accuracy":
-        return "Test accuracy (%)"
+        return "Modelled accuracy, parametric curve (%)" if synthetic else "Test accuracy (%)"
     return metric.replace("_", " ") + (" (%)" if "accuracy" in metric else "")
 
 
+FORMATS = ("png", "pdf", "svg")
+
+
+def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
+    """``"png,pdf"`` (or a list) → ``("png", "pdf")``; :class:`ConfigError` naming an unknown format."""
+    items = [f.strip().lower().lstrip(".") for f in (text.split(",") if isinstance(text, str) else text)]
+    for f in items:
+        if f not in FORMATS:
+            raise ConfigError(f"--format {f!r}: expected one or more of {', '.join(FORMATS)}, comma-separated "
+                              f"(e.g. --format png,pdf)")
+    if not items:
+        raise ConfigError(f"--format: expected one or more of {', '.join(FORMATS)}")
+    return tuple(dict.fromkeys(items))
+
+
+def save_figure(fig, path: Path, formats: Iterable[str] = ("png",)) -> list[Path]:
+    """Save ``fig`` as ``path`` with each of ``formats``' suffixes (``path``'s own suffix is replaced); close it.
+
+    PDF and SVG are vector (for papers); PNG at the figure's dpi. No date goes into PDF and SVG metadata
+    and SVG ids come from a fixed salt, so the same run gives the same bytes."""
+    out = []
+    for f in formats:
+        p = Path(path).with_suffix("." + f)
+        with matplotlib.rc_context({"svg.hashsalt": "edgesim"}):
+            fig.savefig(p, metadata={"Date": None} if f == "svg" else ({"CreationDate": None} if f == "pdf" else None))
+        out.append(p)
+    plt.close(fig)
+    return out
+
+
 def plot_accuracy(
-    run_dirs: Iterable[Path], out_png: Path, x: str = "time_s", metric: str = "accuracy", title: Optional[str] = None
+    run_dirs: Iterable[Path], out_png: Path, x: str = "time_s", metric: str = "accuracy", title: Optional[str] = None,
+    formats: Iterable[str] = ("png",),
 ) -> Path:
     """Accuracy (``metric``) against ``x`` per algorithm; runs of one algorithm form a mean and a min–max band.
 
@@ -236,7 +269,7 @@ def plot_accuracy(
     colors = algorithm_colors(series)
     many = len(series) > 6  # the legend goes beside the axes, which keep the column's width
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN * (1.45 if many else 1.0), 2.5), dpi=200)
-    label, scale, ylim = Y_AXES.get(metric, (accuracy_label(metric), None, (0, 100) if "accuracy" in metric else None))
+    label, scale, ylim = Y_AXES.get(metric, (accuracy_label(metric, synthetic=set(series) == {PARAMETRIC}), None, (0, 100) if "accuracy" in metric else None))
     skipped = draw_accuracy(ax, series, colors, percent="accuracy" in metric, names=names, scale=scale)
     style_axes(ax, X_AXES[x][0], label)
     if ylim is not None:
@@ -255,22 +288,31 @@ def plot_accuracy(
         else:
             ax.legend(fontsize=6.5, frameon=False, loc="lower right" if not skipped else "center right")
     fig.tight_layout()
-    out_png = Path(out_png)
-    fig.savefig(out_png)
-    plt.close(fig)
-    return out_png
+    return save_figure(fig, out_png, formats)[0]
 
 
+# The figures of a run folder, by file name (one name everywhere: `edgesim run`, `edgesim plot`, the docs).
 RUN_FIGURES = {
-    "accuracy_vs_time.png": "time_s",
-    "accuracy_vs_uplink_bits.png": "cum_bits_up",
-    "accuracy_vs_energy.png": "cum_energy_j",
+    "accuracy_vs_time": "time_s",
+    "accuracy_vs_uplink_bits": "cum_bits_up",
+    "accuracy_vs_energy": "cum_energy_j",
 }
 
 
-def plot_runs(run_dirs: Iterable[Path], out_dir: Path, title: Optional[str] = None) -> list[Path]:
-    """The three accuracy figures of one or several runs (seeds: mean and band) into ``out_dir``."""
-    run_dirs = list(run_dirs)
+def plot_runs(run_dirs: Iterable[Path], out_dir: Path, title: Optional[str] = None,
+              formats: Iterable[str] = ("png",)) -> list[Path]:
+    """The three accuracy figures of one or several runs (seeds: mean and band) into ``out_dir``, in each of
+    ``formats`` (``png``, ``pdf``, ``svg``)."""
+    run_dirs, formats = list(run_dirs), tuple(formats)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    return [plot_accuracy(run_dirs, out_dir / name, x=x, title=title) for name, x in RUN_FIGURES.items()]
+    written = []
+    for name, x in RUN_FIGURES.items():
+        first = plot_accuracy(run_dirs, out_dir / f"{name}.{formats[0]}", x=x, title=title, formats=formats)
+        written += [first.with_suffix("." + f) for f in formats]
+    return written
+
+
+def plot_run(run_dir: Path, title: Optional[str] = None, formats: Iterable[str] = ("png",)) -> list[Path]:
+    """The figures of one run, written into its own folder (what ``edgesim run`` draws)."""
+    return plot_runs([run_dir], run_dir, title=title, formats=formats)

@@ -3,19 +3,20 @@
 - ``accuracy_vs_time.png``, ``accuracy_vs_uplink_bits.png``,
   ``accuracy_vs_energy.png``: one panel per grid point (rows: transmit
   power, columns: bandwidth, when both are swept), each algorithm's mean over
-  seeds with its min–max band;
+  seeds with its min–max band (each panel its own x range);
 - ``tta_vs_bandwidth.png``: time to an accuracy threshold against the
   bandwidth, one line style per transmit power, one colour per algorithm;
 - ``final_accuracy_heatmap.png``: final accuracy over (bandwidth, power),
-  one panel per algorithm.
+  one panel per algorithm, on a 0–100 % colour scale.
+
+``plot_sweep(..., formats=("png", "pdf", "svg"))`` writes each figure in each format.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 import matplotlib
 
@@ -26,6 +27,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from plots.curves import (  # noqa: E402
     COLUMN_WIDTH_IN,
+    PARAMETRIC,
+    save_figure,
     PlotDataError,
     number_field,
     read_csv_rows,
@@ -162,15 +165,17 @@ def _point_title(sweep: Sweep, point: tuple) -> str:
     return ", ".join(value_label(k, v) for k, v in zip(sweep.keys, point)) or "all runs"
 
 
-def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s") -> Path:
-    """One panel per grid point; each algorithm's mean over seeds with a min–max band."""
+def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s", formats: Iterable[str] = ("png",)) -> Path:
+    """One panel per grid point, each with its own x range (a 10 MHz point is not squashed by a 100 kHz one);
+    each algorithm's mean over seeds with a min–max band. The legend names only what is drawn."""
     layout, _, _ = _panel_grid(sweep)
     nrows, ncols = len(layout), len(layout[0])
     colors = algorithm_colors(sweep.algorithms)
     width = COLUMN_WIDTH_IN if ncols == 1 else PAGE_WIDTH_IN
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 0.4 + 1.75 * nrows), dpi=200, sharex=True, sharey=True,
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 0.4 + 1.75 * nrows), dpi=200, sharex=False, sharey=True,
                              squeeze=False)
     skipped_all: set[str] = set()
+    drawn: set[str] = set()
     n_seeds = 0
     for r, row in enumerate(layout):
         for c, point in enumerate(row):
@@ -181,7 +186,9 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s") -> Path:
             dirs = sweep.run_dirs(point)
             n_seeds = max(n_seeds, len(dirs))
             series = collect(dirs, x)
-            skipped_all |= set(draw_accuracy(ax, series, colors, lw=1.0, names=sweep.names))
+            skipped = set(draw_accuracy(ax, series, colors, lw=1.0, names=sweep.names))
+            skipped_all |= skipped
+            drawn |= {a for a, runs in series.items() if any(len(xs) for xs, _ in runs)} - skipped
             ax.set_title(_point_title(sweep, point), fontsize=7.5, pad=3)
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3, lw=0.5)
@@ -189,10 +196,11 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s") -> Path:
             if r == nrows - 1:
                 ax.set_xlabel(X_AXES[x][0], fontsize=8)
             if c == 0:
-                ax.set_ylabel(accuracy_label(), fontsize=8)
-    axes[0][0].set_xlim(left=0)  # once all panels are drawn: the shared axis spans every panel's data
+                ax.set_ylabel(accuracy_label(synthetic=set(sweep.algorithms) == {PARAMETRIC}), fontsize=8)
+            ax.set_xlim(left=0)
+    skipped_all -= drawn  # drawn in some panel: in the legend
     handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a, sweep.names))
-               for a in colors if a not in skipped_all]
+               for a in colors if a in drawn]
     note = f"mean and min–max over {n_seeds} seeds" if n_seeds > 1 else ""
     if skipped_all:
         note += ("; " if note else "") + "not shown (no uplink): " + ", ".join(
@@ -202,9 +210,7 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s") -> Path:
     fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1 - 0.22 / (0.4 + 1.75 * nrows)))
     if note:
         fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=6.5, color="0.35")
-    fig.savefig(out_png)
-    plt.close(fig)
-    return Path(out_png)
+    return save_figure(fig, out_png, formats)[0]
 
 
 def choose_threshold(sweep: Sweep, algorithms: list[str]) -> Optional[str]:
@@ -216,8 +222,12 @@ def choose_threshold(sweep: Sweep, algorithms: list[str]) -> Optional[str]:
     return sweep.thresholds[0] if sweep.thresholds else None
 
 
-def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] = None) -> Optional[Path]:
+def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] = None,
+                          formats: Iterable[str] = ("png",)) -> Optional[Path]:
     """Time to ``threshold`` accuracy (mean over seeds, min–max bars) against bandwidth; a line style per power.
+
+    An algorithm that reaches the threshold nowhere has no legend entry; it and any gaps are named in a note
+    below the axes (never over a curve).
 
     ``threshold``: any accuracy (one of the runs' ``accuracy_thresholds`` is read
     from ``sweep.csv``, any other is computed from each run's ``rounds.csv`` by the
@@ -241,7 +251,8 @@ def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] 
     powers = sorted(sweep.values.get(POWER_KEY, [None]))
     bws = sorted(sweep.values[BANDWIDTH_KEY])
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.6), dpi=200)
-    missing = False
+    gaps: set[str] = set()  # algorithms with a point where some seed did not reach the threshold
+    reached: set[str] = set()
     for a in algorithms:
         for j, pw in enumerate(powers):
             means, lo, hi = [], [], []
@@ -255,9 +266,12 @@ def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] 
                 if vals and all(v is not None for v in vals):
                     means.append(np.mean(vals)), lo.append(min(vals)), hi.append(max(vals))
                 else:
-                    missing = missing or bool(vals)
+                    if vals:
+                        gaps.add(a)
                     means.append(np.nan), lo.append(np.nan), hi.append(np.nan)
             means, lo, hi = map(np.asarray, (means, lo, hi))
+            if np.isfinite(means).any():
+                reached.add(a)
             xs = np.asarray(bws) / 1e6
             ax.errorbar(xs, means, yerr=[means - lo, hi - means], color=colors[a], ls=LINESTYLES[j % 4],
                         marker=MARKERS[j % 5], ms=3, lw=1.0, capsize=2, elinewidth=0.7)
@@ -267,22 +281,26 @@ def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] 
     ax.minorticks_off()
     style_axes(ax, "Uplink bandwidth (MHz)", f"Time to {float(threshold) * 100:g} % accuracy (s)")
     ax.set_ylim(bottom=0)
-    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a, sweep.names)) for a in algorithms]
+    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a, sweep.names))
+               for a in algorithms if a in reached]
     if powers != [None]:
         handles += [Line2D([], [], color="0.3", ls=LINESTYLES[j % 4], marker=MARKERS[j % 5], ms=3, lw=1.0,
                            label=value_label(POWER_KEY, pw)) for j, pw in enumerate(powers)]
     ax.legend(handles=handles, fontsize=6.5, frameon=False, ncol=2)
-    if missing:
-        ax.text(0.02, 0.02, "gaps: threshold not reached by every seed", transform=ax.transAxes, fontsize=6,
-                color="0.35")
-    fig.tight_layout()
-    fig.savefig(out_png)
-    plt.close(fig)
-    return Path(out_png)
+    notes = (["gaps: threshold not reached by every seed"] if gaps & reached else []) + (
+        ["never reached: " + ", ".join(display_name(a, sweep.names) for a in algorithms if a not in reached)]
+        if set(algorithms) - reached else [])
+    fig.tight_layout(rect=(0, 0.06 if notes else 0, 1, 1))
+    if notes:
+        fig.text(0.5, 0.005, "; ".join(notes), ha="center", va="bottom", fontsize=6, color="0.35")
+    return save_figure(fig, out_png, formats)[0]
 
 
-def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path) -> Optional[Path]:
-    """Final accuracy (mean over seeds, %) over (bandwidth, power), one panel per algorithm."""
+def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path, formats: Iterable[str] = ("png",)) -> Optional[Path]:
+    """Final accuracy (mean over seeds, %) over (bandwidth, power), one panel per algorithm.
+
+    The colour scale is the whole 0–100 % (a scale fitted to the data, say 49–62 %, would make a few points
+    look like a large difference); each cell is also labelled with its value."""
     if not (BANDWIDTH_KEY in sweep.keys and POWER_KEY in sweep.keys and len(sweep.keys) == 2):
         return None
     algorithms = list(algorithm_colors(sweep.algorithms))
@@ -296,8 +314,7 @@ def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path) -> Optional[Path]:
             if vals:
                 g[powers.index(p[pi]), bws.index(p[bi])] = 100 * np.mean(vals)
         grids[a] = g
-    finite = np.concatenate([g[np.isfinite(g)] for g in grids.values()])
-    vmin, vmax = (math.floor(finite.min()), math.ceil(finite.max())) if finite.size else (0, 100)
+    vmin, vmax = 0, 100
     n = len(algorithms)
     width = COLUMN_WIDTH_IN if n <= 3 else PAGE_WIDTH_IN
     fig, axes = plt.subplots(1, n, figsize=(width, 1.05 + 0.3 * len(powers)), dpi=200, squeeze=False, sharey=True,
@@ -321,24 +338,25 @@ def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path) -> Optional[Path]:
     cbar = fig.colorbar(im, ax=list(axes[0]), fraction=0.05, pad=0.02)
     cbar.set_label("Final accuracy (%)", fontsize=7)
     cbar.ax.tick_params(labelsize=6.5)
-    fig.savefig(out_png, bbox_inches="tight")
-    plt.close(fig)
-    return Path(out_png)
+    return save_figure(fig, out_png, formats)[0]
 
 
-def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional[str] = None) -> list[Path]:
-    """Every figure of a sweep folder into ``out_dir`` (default: the sweep folder); returns their paths."""
+def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional[str] = None,
+               formats: Iterable[str] = ("png",)) -> list[Path]:
+    """Every figure of a sweep folder into ``out_dir`` (default: the sweep folder), in each of ``formats``;
+    returns their paths."""
     sweep = Sweep(folder)
     out_dir = Path(out_dir) if out_dir is not None else sweep.folder
     out_dir.mkdir(parents=True, exist_ok=True)
     if not sweep.ok:
         return []
     try:
-        paths = [plot_sweep_curves(sweep, out_dir / name, x) for name, x in RUN_FIGURES.items()]
-        for p in (plot_tta_vs_bandwidth(sweep, out_dir / "tta_vs_bandwidth.png", threshold),
-                  plot_final_accuracy_heatmap(sweep, out_dir / "final_accuracy_heatmap.png")):
-            if p is not None:
-                paths.append(p)
+        formats = tuple(formats)
+        firsts = [plot_sweep_curves(sweep, out_dir / f"{name}.{formats[0]}", x, formats)
+                  for name, x in RUN_FIGURES.items()]
+        firsts += [plot_tta_vs_bandwidth(sweep, out_dir / f"tta_vs_bandwidth.{formats[0]}", threshold, formats),
+                   plot_final_accuracy_heatmap(sweep, out_dir / f"final_accuracy_heatmap.{formats[0]}", formats)]
+        paths = [p.with_suffix("." + f) for p in firsts if p is not None for f in formats]
     except (KeyError, TypeError, IndexError, StopIteration) as e:  # grid values in sweep.csv that sweep.json lacks
         raise PlotDataError(f"{sweep.folder}: sweep.csv and sweep.json disagree ({type(e).__name__}: {e}); "
                             f"expected the files edgesim wrote") from None

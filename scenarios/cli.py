@@ -1,4 +1,4 @@
-"""The ``edgesim`` command line: ``plan``, ``run``, ``sweep``, ``plot``."""
+"""The ``edgesim`` command line: ``plan``, ``run``, ``sweep``, ``plot``, ``list``, ``--version``."""
 
 from __future__ import annotations
 
@@ -17,8 +17,27 @@ app = typer.Typer(
     help="edgesim: wireless edge-network co-simulator for federated semi-supervised learning.",
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"edgesim {version('edgesim')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print edgesim's version and exit."),
+) -> None:
+    """edgesim: wireless edge-network co-simulator for federated semi-supervised learning."""
+
+
 SCENARIO_ARG = typer.Argument(None, help="Scenario TOML file (default: the bundled scenarios/default.toml).")
-SET_OPT = typer.Option(None, "--set", help="Override any scenario key: --set system.bandwidth_hz=2e6 (repeatable).")
+SET_OPT = typer.Option(None, "--set", help="Override any scenario key: --set system.bandwidth_hz=2e6 (repeatable; "
+                       "lists unquoted: --set run.algorithms=fedavg,fedprox).")
+FORMAT_OPT = typer.Option("png", "--format", help="Figure formats, comma-separated: png, pdf, svg (e.g. png,pdf).")
+DATA_DIR_HELP = "Directory of the data set files (data.data_dir; default: $EDGESIM_DATA)."
 THREADS_OPT = typer.Option(
     None, "--threads", help='Torch threads per run: an integer or "auto" (the cores); same as --set run.threads=N. '
     "Default: the scenario's run.threads (1). Results depend on it, never on --jobs or --executor.")
@@ -35,6 +54,15 @@ def _threads_override(threads: Optional[str]) -> list[str]:
     return [f"run.threads={int(threads)}"]
 
 
+def _formats(text: str) -> tuple[str, ...]:
+    from plots.curves import parse_formats
+
+    try:
+        return parse_formats(text)
+    except ConfigError as e:
+        _fail(str(e))
+
+
 def _fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
@@ -44,8 +72,23 @@ def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
+DOFED = "dofed_spp"  # the one algorithm whose plan is the (B, K) of Ineq. (26): C1/C2/C3, similarity, pseudo-labels
+
+
+def scenario_algorithms(scenario) -> list[str]:
+    """The scenario's ``[run] algorithms`` as written (``plan`` validates the simulator sections only)."""
+    from learning.config import DEFAULT_ALGORITHMS
+
+    run = scenario.raw.get("run", {})
+    algorithms = run.get("algorithms", DEFAULT_ALGORITHMS) if isinstance(run, dict) else DEFAULT_ALGORITHMS
+    return list(algorithms) if isinstance(algorithms, list) else [str(algorithms)]
+
+
 def _print_plan(scenario, plan) -> None:
+    """The plan as a table: what every algorithm uses (budget, per-device train and upload times), and
+    DoFed-SPP's similarity/pseudo-labelling times, C1/C2/C3 and (B, K) pairs only when it is one of them."""
     echo = typer.echo
+    dofed = DOFED in scenario_algorithms(scenario)
     echo(f"Scenario: {scenario.name} ({scenario.path})")
     kind = "heterogeneous — planned for the " + plan.reference if plan.heterogeneous else "identical"
     echo(f"Devices: {plan.n_devices} ({kind}); access: {scenario.system.access}")
@@ -54,19 +97,25 @@ def _print_plan(scenario, plan) -> None:
         f"= {_fmt(plan.round_budget_s)} s"
     )
     echo("")
-    echo(f"{'device':>6} {'cpu GHz':>8} {'gain dB':>8} {'uplink Mbit/s':>13} {'train s':>9} {'SR s':>8} {'PL/model s':>10} {'upload s':>9}")
+    echo(f"Algorithms: {', '.join(scenario_algorithms(scenario))}")
+    sr = f" {'SR s':>8} {'PL/model s':>10}" if dofed else ""
+    echo(f"{'device':>6} {'cpu GHz':>8} {'gain dB':>8} {'uplink Mbit/s':>13} {'train s':>9}{sr} {'upload s':>9}")
     import math
 
     rows = plan.devices if len(plan.devices) <= 12 else plan.devices[:10]
     for d in rows:
+        sr = f" {d.sr_s:>8.4g} {d.pseudo_label_per_model_s:>10.4g}" if dofed else ""
         echo(
             f"{d.device:>6} {d.cpu_freq_hz / 1e9:>8.3g} {10 * math.log10(d.channel_gain):>8.2f} "
-            f"{d.uplink_rate_bps / 1e6:>13.4g} {d.train_s:>9.4g} {d.sr_s:>8.4g} "
-            f"{d.pseudo_label_per_model_s:>10.4g} {d.upload_s:>9.4g}"
+            f"{d.uplink_rate_bps / 1e6:>13.4g} {d.train_s:>9.4g}{sr} {d.upload_s:>9.4g}"
         )
     if len(rows) < len(plan.devices):
         echo(f"   ... {len(plan.devices) - len(rows)} more devices (--json lists all)")
     echo("")
+    fits = sum(d.train_s + d.upload_s <= plan.round_budget_s for d in plan.devices)
+    echo(f"Train + upload within T/G: {fits} of {plan.n_devices} devices (alone on the uplink)")
+    if not dofed:
+        return
     echo(f"C1 = {_fmt(plan.c1_s)} s  (T/G minus training and similarity ratios: left for pseudo-labelling and uploads)")
     echo(f"C2 = {_fmt(plan.c2_s)} s  (pseudo-labelling with one downloaded model)")
     echo(
@@ -87,7 +136,7 @@ def plan(
     set_: Optional[List[str]] = SET_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
-    """Print the round budget, per-device compute and upload times, C1/C2/C3 and the feasible (B, K) pairs."""
+    """Print the round budget and per-device compute and upload times (with DoFed-SPP: C1/C2/C3 and the (B, K) pairs)."""
     from edgesim.plan import make_plan
     from scenarios.schema import load_scenario
 
@@ -111,10 +160,10 @@ def plan(
     except ValueError as e:  # a plan the formulas refuse (e.g. a zero uplink rate)
         _fail(f"{sc.path}: {e}")
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict()}, indent=2))
     else:
         _print_plan(sc, result)
-    if not result.feasible:
+    if not result.feasible and DOFED in scenario_algorithms(sc):
         typer.echo(result.infeasibility_message(), err=True)
         raise typer.Exit(1)
 
@@ -127,7 +176,8 @@ def run(
         None, "--out", help="Run folder (default: runs/<scenario name>). Must be new, empty or an earlier run "
         "(replaced only with --overwrite); edgesim never deletes what it did not write."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Directory of the data set files (data.data_dir)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    formats: str = FORMAT_OPT,
     resume: bool = typer.Option(
         False, "--resume", help="Go on from the last checkpoint of a killed run in <out>.incomplete/ (run.checkpoint_every)."
     ),
@@ -140,12 +190,13 @@ def run(
         "--threads threads); the run folder is the same bytes as with 1."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
-    """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, PNG)."""
+    """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, figures)."""
     from scenarios.progress import RunProgress
     from scenarios.run import run_scenario
     from scenarios.runfolder import RunFolder, check_out
     from scenarios.schema import load_scenario
 
+    figure_formats = _formats(formats)
     overrides, options = list(set_ or []), ["--set"] * len(set_ or [])
     if seed is not None:
         overrides.append(f"seed={seed}")
@@ -177,7 +228,7 @@ def run(
     try:
         with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
             folder = run_scenario(sc, out, on_round=progress.update, resume=resume, overwrite=overwrite,
-                                  say=lambda line: typer.echo(line, err=True), jobs=jobs)
+                                  say=lambda line: typer.echo(line, err=True), jobs=jobs, formats=figure_formats)
     except ConfigError as e:
         _fail(str(e))
     except divergence as e:
@@ -231,6 +282,8 @@ def sweep(
     ),
     threads: Optional[str] = THREADS_OPT,
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default: sweeps/<scenario name>)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
+    formats: str = FORMAT_OPT,
     no_plots: bool = typer.Option(False, "--no-plots", help="Do not draw the sweep's figures."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -241,11 +294,15 @@ def sweep(
     """
     from scenarios.sweep import default_out, make_spec, run_sweep
 
+    figure_formats = _formats(formats)
+    overrides = list(set_ or [])
+    if data_dir is not None:  # absolute: the runs may work elsewhere (Ray)
+        overrides.append(f"data.data_dir={json.dumps(str(data_dir.expanduser().resolve()))}")
     try:
-        spec = make_spec(scenario, grid or [], seeds, [*(set_ or []), *_threads_override(threads)])
+        spec = make_spec(scenario, grid or [], seeds, [*overrides, *_threads_override(threads)])
         out = out if out is not None else default_out(spec)
         result = run_sweep(spec, out, jobs=jobs, executor=executor, ray_address=ray_address,
-                           progress=not quiet, plots=not no_plots)
+                           progress=not quiet, plots=not no_plots, formats=figure_formats)
     except ConfigError as e:
         _fail(str(e))
     except KeyboardInterrupt:
@@ -269,8 +326,9 @@ def plot(
                                             "figure (e.g. 0.8): any accuracy, computed from rounds.csv if the runs did not."),
     separate: bool = typer.Option(False, "--separate", help="Run folders of different scenarios: draw each scenario's "
                                   "runs (its seeds) into its own sub-folder of --out instead of refusing."),
+    formats: str = FORMAT_OPT,
 ) -> None:
-    """Draw the figures of run folders or sweep folders (PNG, sized for a paper column).
+    """Draw the figures of run folders or sweep folders (PNG, PDF or SVG, sized for a paper column).
 
     Several run folders are drawn together only when they are seeds of one scenario (their config.toml equal but
     for the seed); otherwise plot refuses, naming the keys that differ (or, with --separate, draws each apart)."""
@@ -278,6 +336,7 @@ def plot(
     from plots.runs import RunDataError
     from plots.sweep import plot_sweep
 
+    figure_formats = _formats(formats)
     if threshold is not None:
         try:
             t = float(threshold)
@@ -302,7 +361,7 @@ def plot(
             # several sources into one --out: each sweep in its own sub-folder
             where = out if out is None or len(sweeps) + bool(runs) == 1 else out / f.resolve().name
             try:
-                written += plot_sweep(f, where, threshold)
+                written += plot_sweep(f, where, threshold, formats=figure_formats)
             except PlotDataError:
                 raise
             except ValueError as e:
@@ -315,10 +374,11 @@ def plot(
             loaded = [load_run(r) for r in runs] if len(runs) > 1 else []
             if separate and loaded:
                 for g in group_runs(loaded):
-                    written += plot_runs([r.folder for r in g.runs], out / f"scenario_{g.fingerprint}", title=g.label)
+                    written += plot_runs([r.folder for r in g.runs], out / f"scenario_{g.fingerprint}", title=g.label,
+                                         formats=figure_formats)
             else:
                 check_one_scenario(loaded, f"the run folders {', '.join(map(str, runs))}") if loaded else None
-                written += plot_runs(runs, out or runs[0], title=None)
+                written += plot_runs(runs, out or runs[0], title=None, formats=figure_formats)
     except (PlotDataError, RunDataError) as e:
         _fail(str(e))
     except OSError as e:
@@ -357,6 +417,27 @@ def report(
     typer.echo(f"report folder: {out}")
     for path in written:
         typer.echo(f"  {path.name}")
+
+
+@app.command("list")
+def list_(
+    kind: Optional[str] = typer.Argument(None, help="algorithms, models, datasets or partitions (default: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+) -> None:
+    """List the registered algorithms, models, data sets and partitions (plugins included), with each option's
+    type and default."""
+    from scenarios.catalog import KINDS, catalog, format_catalog
+
+    if kind is not None and kind not in KINDS:
+        _fail(f"list {kind!r}: expected one of {', '.join(KINDS)}")
+    try:
+        entries = {k: catalog(k) for k in ([kind] if kind else KINDS)}
+    except ConfigError as e:
+        _fail(str(e))
+    if as_json:
+        typer.echo(json.dumps({k: [e.to_dict() for e in v] for k, v in entries.items()}, indent=2))
+    else:
+        typer.echo(format_catalog(entries))
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -21,7 +21,7 @@ and torch is never imported.
 from __future__ import annotations
 
 import dataclasses
-import platform
+import json
 import shutil
 from pathlib import Path
 from typing import Callable, Optional
@@ -34,6 +34,9 @@ from learning.config import PARAMETRIC
 from learning.metrics import final_accuracy, time_to_accuracy
 from scenarios import checkpoint
 from scenarios.checkpoint import AlgorithmRun
+from scenarios.provenance import RUN_JSON, now, provenance
+from scenarios.tracking import check_available as check_tracking
+from scenarios.tracking import log_mlflow
 from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
 from scenarios.schema import Scenario
 from scenarios.threads import resolve_threads, threads
@@ -49,24 +52,6 @@ DEVICE_FIELDS = (
 )
 
 
-def versions(with_torch: bool = True) -> dict:
-    """Package versions for ``config.toml`` (torch's only when the run uses it)."""
-    import numpy
-    import simpy
-
-    from importlib.metadata import version
-
-    out = {"edgesim": version("edgesim"), "python": platform.python_version()}
-    if with_torch:
-        import torch
-
-        out["torch"] = torch.__version__
-    out.update(numpy=numpy.__version__, simpy=simpy.__version__)
-    if with_torch:
-        out["torch_threads"] = torch.get_num_threads()
-    return out
-
-
 def _drop_none(obj):
     if isinstance(obj, dict):
         return {k: _drop_none(v) for k, v in obj.items() if v is not None}
@@ -76,8 +61,9 @@ def _drop_none(obj):
 
 
 def resolved_config(sc: Scenario) -> dict:
-    """Every section with every default filled in, plus the seed and versions (``None`` values omitted)."""
-    out = {"name": sc.name, "description": sc.description, "seed": sc.seed, "source": sc.path}
+    """Every section with every default filled in, and the seed (``None`` values omitted): a scenario that
+    ``edgesim run`` accepts and that reproduces the run. Provenance (versions, host, times): ``run.json``."""
+    out = {"name": sc.name, "description": sc.description, "seed": sc.seed}
     for name in ("system", "budget", "workload"):
         out[name] = dataclasses.asdict(getattr(sc, name))
     if sc.physics_only:  # only what the run uses: no data, no training, no algorithms
@@ -92,7 +78,6 @@ def resolved_config(sc: Scenario) -> dict:
         out["algorithms"] = {
             a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
         }
-    out["versions"] = versions(with_torch=not sc.physics_only)
     return _drop_none(out)
 
 
@@ -231,8 +216,8 @@ def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys:
 
 
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,
-                  extra: Optional[dict] = None) -> None:
-    from plots.curves import plot_accuracy
+                  extra: Optional[dict] = None, formats: tuple[str, ...] = ("png",)) -> None:
+    from plots.curves import plot_run
 
     metric_keys = sorted({k for s in sims.values() for r in s.records for k in r.metrics})
     metric_keys.sort(key=lambda k: (k != "accuracy", k))
@@ -263,9 +248,7 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
     for name, sim in sims.items():
         for round_index, time_s, graph in sim.graphs:
             folder.write_json(graph_path(name, round_index), node_link(graph, round_index, time_s))
-    plot_accuracy([folder.work], folder.path("time_to_accuracy.png"), title=f"{sc.name} (seed {sc.seed})")
-    plot_accuracy([folder.work], folder.path("accuracy_vs_uplink_bits.png"), x="cum_bits_up", title=sc.name)
-    plot_accuracy([folder.work], folder.path("accuracy_vs_energy.png"), x="cum_energy_j", title=sc.name)
+    plot_run(folder.work, title=f"{sc.name} (seed {sc.seed})", formats=formats)
 
 
 def every_upload_dropped(records: list) -> bool:
@@ -333,6 +316,7 @@ def run_scenario(
     overwrite: bool = False,
     say: Optional[Callable[[str], None]] = None,
     jobs: int = 1,
+    formats: tuple[str, ...] = ("png",),
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
@@ -343,25 +327,30 @@ def run_scenario(
     in it where it has none); a folder whose recorded scenario is missing,
     unreadable or different is refused and left untouched. ``overwrite``
     replaces an older run folder (and only that). ``say(line)`` gets one-line
-    notes for the user (what ``resume`` found). The run trains with ``run.threads`` torch threads
-    (:mod:`scenarios.threads`); the process's own setting is back when it returns.
-    ``jobs`` > 1 trains the algorithms in that many worker processes at once
-    (:mod:`scenarios.parallel`), writing the same bytes.
+    notes for the user (what ``resume`` found). ``formats``: the figures' file
+    types (``png``, ``pdf``, ``svg``). ``run.json`` records the provenance.
+    The run trains with ``run.threads`` torch threads (:mod:`scenarios.threads`);
+    the process's own setting is back when it returns. ``jobs`` > 1 trains the
+    algorithms in that many worker processes at once (:mod:`scenarios.parallel`),
+    writing the same bytes.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"--jobs {jobs!r}: expected an integer >= 1")
     with threads(resolve_threads(sc.learning["run"].threads)):
-        return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, jobs=jobs)
+        return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, jobs=jobs,
+                             formats=formats)
 
 
 def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resume: bool, overwrite: bool,
-                  say: Optional[Callable[[str], None]], jobs: int) -> Path:
+                  say: Optional[Callable[[str], None]], jobs: int, formats: tuple[str, ...]) -> Path:
     say = say or (lambda line: None)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite: give one of them (go on with a run, or replace it)")
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume)
     _check_algorithms(sc)
+    tracking = sc.learning["run"].tracking
+    check_tracking(tracking, sc.path)
     config = resolved_config(sc)
     fp = checkpoint.fingerprint(config)
     folder = RunFolder(out)
@@ -388,9 +377,17 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     folder.start(resume=resuming)
     if resuming:
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
+    run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now())
+    if resuming and folder.path(RUN_JSON).is_file():  # the first start's provenance, and when it was resumed
+        try:
+            old = json.loads(folder.path(RUN_JSON).read_text())
+            run_json = {**old, "finished": None, "resumed": [*old.get("resumed", []), _now()]}
+        except (OSError, ValueError):
+            pass
     try:
         if not resuming:
             folder.write_text("config.toml", tomli_w.dumps(config))
+        folder.write_json(RUN_JSON, run_json)
         names = list(sc.learning["run"].algorithms)
         if jobs > 1 and len(names) > 1:
             from scenarios.parallel import run_algorithms
@@ -400,7 +397,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         else:
             sims = {name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work,
                                         fingerprint=fp, saved=saved.get(name)) for name in names}
-        write_results(folder, sc, sims, model_bits, extra)
+        write_results(folder, sc, sims, model_bits, extra, formats)
+        folder.write_json(RUN_JSON, {**run_json, "finished": _now()})
         shutil.rmtree(folder.path(CHECKPOINT_DIR), ignore_errors=True)  # only an unfinished run needs them
     except ConfigError:
         if not resuming:  # a folder this call created, holding no result: a configuration error leaves nothing
@@ -412,10 +410,13 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         folder.mark(f"interrupted: {type(e).__name__}: {e}" if isinstance(e, KeyboardInterrupt)
                     else f"failed: {type(e).__name__}: {e}")
         raise
-    return folder.finish()
+    final = folder.finish()
+    if tracking == "mlflow":
+        try:
+            log_mlflow(final)
+        except Exception as e:  # noqa: BLE001 - the run is complete; a tracker that fails is only a note
+            say(f"warning: {final} was not logged to MLflow ({type(e).__name__}: {e}); the run folder is complete")
+    return final
 
 
-def _now() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+_now = now

@@ -37,8 +37,9 @@ from edgesim.config import ConfigError
 MARKER = "INCOMPLETE"
 CHECKPOINT_DIR = "checkpoints"
 GRAPH_DIR = "graphs"  # per-round node-link graphs (scenarios.graphs)
-# What a run writes into its folder (and nothing else); *.png are its figures.
-RUN_FILES = frozenset({MARKER, "config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json"})
+# What a run writes into its folder (and nothing else); *.png, *.pdf, *.svg are its figures.
+RUN_FILES = frozenset({MARKER, "config.toml", "run.json", "rounds.csv", "devices.csv", "events.csv", "summary.json"})
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -70,7 +71,7 @@ def _is_run_entry(entry: Path) -> bool:
         return name == CHECKPOINT_DIR and all(_is_plain(p, (".pt", ".tmp")) for p in entry.iterdir())
     if not entry.is_file() or entry.is_symlink():
         return False
-    return name in RUN_FILES or name.endswith(".png") or (name.startswith(".") and name.endswith(".tmp"))
+    return name in RUN_FILES or name.endswith(FIGURE_SUFFIXES) or (name.startswith(".") and name.endswith(".tmp"))
 
 
 def _is_plain(path: Path, suffixes: tuple[str, ...]) -> bool:

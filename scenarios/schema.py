@@ -3,7 +3,12 @@
 A scenario is a TOML file with top-level ``name``, ``description``, ``seed`` and
 one table per section; each section maps onto one frozen dataclass whose
 ``__post_init__`` validates its values. ``--set section.key=value`` overrides
-any key (the value is parsed as TOML, falling back to a plain string).
+any key (the value is parsed as TOML, falling back to a plain string; an
+unquoted ``a,b`` or a bare word for a list key is a list:
+``--set run.algorithms=fedavg,fedprox``).
+
+A data set that needs files and has no ``data.data_dir`` takes the
+``EDGESIM_DATA`` environment variable (the shipped scenarios name no folder).
 
 Every error is a :class:`ScenarioError` naming the file, the key, the value and
 what was expected — never a traceback from deep inside.
@@ -12,6 +17,7 @@ what was expected — never a traceback from deep inside.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,11 +77,30 @@ def parse_override(text: str, option: str = "--set") -> tuple[list[str], Any]:
     key = key.strip()
     if not key or any(not part.strip() for part in key.split(".")):
         raise ScenarioError(f"{option} {text!r}: expected a dotted key such as system.bandwidth_hz before '='")
+    return key.split("."), parse_value(value_text)
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value: TOML (``2e6``, ``true``, ``["a", "b"]``, ``"x"``), else an unquoted list
+    (``a,b`` or ``[a, b]``: each item TOML or a plain string), else the plain string."""
+    text = text.strip()
     try:
-        value = tomllib.loads(f"v = {value_text.strip()}")["v"]
+        return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
-        value = value_text.strip()
-    return key.split("."), value
+        pass
+    inner = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if "," in inner or inner is not text:
+        return [parse_value(item) for item in inner.split(",") if item.strip()]
+    return text
+
+
+def list_keys() -> set[str]:
+    """``section.key`` of every list-valued scenario key (a bare word given for one becomes a one-item list)."""
+    from learning.config import DataConfig, RunConfig, TrainConfig
+
+    classes = {**SIM_SECTIONS, "data": DataConfig, "train": TrainConfig, "run": RunConfig}
+    return {f"{section}.{f.name}" for section, cls in classes.items() for f in dataclasses.fields(cls)
+            if f.default_factory is not dataclasses.MISSING and isinstance(f.default_factory(), list)}
 
 
 def apply_overrides(raw: dict, overrides: list[str], options: list[str] | None = None) -> dict:
@@ -94,6 +119,8 @@ def apply_overrides(raw: dict, overrides: list[str], options: list[str] | None =
             if not isinstance(child, dict):
                 raise ScenarioError(f"{option} {text!r}: {part!r} is a value ({child!r}), not a table")
             node = child
+        if isinstance(value, str) and ".".join(path) in list_keys():
+            value = [value]
         if isinstance(node.get(path[-1]), dict) and not isinstance(value, dict):
             raise ScenarioError(f"{option} {text!r}: {'.'.join(path)} is a table, not a value; "
                                 f"expected a key inside it, such as {'.'.join(path)}.KEY=VALUE")
@@ -140,6 +167,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     learned = {}
     if learning:
         run = build_config(RunConfig, raw.get("run", {}), f"{where}: [run]")
+        load_plugins(run.plugins, where)
         physics_only = run.backend == PARAMETRIC
         if physics_only:
             w = built["workload"]
@@ -170,6 +198,15 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     )
 
 
+def load_plugins(modules, where: str) -> None:
+    """The installed plugins' models, data sets and partitions, and the scenario's ``[run] plugins`` modules,
+    registered before the sections that name them are validated (:mod:`learning.plugins`)."""
+    from learning.plugins import import_plugins, load_entry_points
+
+    load_entry_points("models", "datasets", "partitions")
+    import_plugins(modules, where)
+
+
 def check_cross_section(system: SystemConfig, run, where: str) -> None:
     """Checks that span sections: K <= N."""
     if run.clients_per_round > system.n_devices:
@@ -177,6 +214,24 @@ def check_cross_section(system: SystemConfig, run, where: str) -> None:
             f"{where}: [run] clients_per_round = {run.clients_per_round}: expected at most [system] n_devices "
             f"(= {system.n_devices}); a round cannot select more devices than the cell has"
         )
+
+
+DATA_ENV = "EDGESIM_DATA"
+
+
+def data_dir_from_env(raw: dict) -> dict:
+    """``data.data_dir`` from ``$EDGESIM_DATA`` when the data set needs files and the scenario names no folder
+    (absolute, so the recorded ``config.toml`` reproduces the run from anywhere)."""
+    env = os.environ.get(DATA_ENV)
+    data = raw.get("data", {})
+    if not env or not isinstance(data, dict) or data.get("data_dir") is not None:
+        return raw
+    from learning.data.datasets import DATASETS
+
+    spec = DATASETS.get(data.get("dataset", "digits"))
+    if spec is None or not spec.needs_files:
+        return raw
+    return {**raw, "data": {**data, "data_dir": str(Path(env).expanduser().resolve())}}
 
 
 def resolve_paths(raw: dict, path: Path) -> dict:
@@ -209,6 +264,8 @@ def load_scenario(
     options = list(options or ["--set"] * len(overrides))
     file_raw = resolve_paths(read_toml(path), path)
     raw = apply_overrides(file_raw, overrides, options)
+    if learning:
+        raw = data_dir_from_env(raw)
     try:
         return validate(raw, str(path), learning=learning)
     except ScenarioError as e:

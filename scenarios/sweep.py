@@ -422,6 +422,7 @@ def run_sweep(
     progress: bool = True,
     plots: bool = True,
     stream=None,
+    formats: tuple[str, ...] = ("png",),
 ) -> SweepResult:
     """Validate every run, run those not finished, write ``sweep.csv`` (and the sweep's figures)."""
     if executor not in EXECUTORS:
@@ -471,7 +472,7 @@ def run_sweep(
     if plots and any(s == "ok" for s in status.values()):
         from plots.sweep import plot_sweep
 
-        plot_sweep(out)
+        plot_sweep(out, formats=formats)
     return SweepResult(out, runs, status, jobs, threads)
 
 

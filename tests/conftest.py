@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,10 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+# The shipped scenarios name no data folder (users pass --data-dir or EDGESIM_DATA): the tests' copy.
+if SHARED_DATA.is_dir():
+    os.environ.setdefault("EDGESIM_DATA", str(SHARED_DATA))
 
 # Tests share a 2-core machine; one intra-op thread keeps tiny models fast and runs reproducible.
 torch.set_num_threads(1)

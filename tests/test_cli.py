@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 from typer.testing import CliRunner
 
@@ -32,6 +33,9 @@ samples_per_device = 1000  # I*C*D = 2e9 cycles = 2 s
 sr_cycles = 1e9            # 1 s
 pseudo_label_cycles_per_model = 5e8   # C2 = 0.5 s
 model_bits = 1e7
+
+[run]
+algorithms = ["dofed_spp"]  # the plan's C1/C2/C3 and (B, K) pairs are DoFed-SPP's
 """
 
 
@@ -98,7 +102,7 @@ def test_run_writes_the_run_folder(tiny_scenario, tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--seed", "5", "-q"])
     assert result.exit_code == 0, result.output
-    for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json", "time_to_accuracy.png"):
+    for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json", "run.json", "accuracy_vs_time.png"):
         assert (out / name).exists(), name
     assert not (tmp_path / "run.incomplete").exists()
     summary = json.loads((out / "summary.json").read_text())
@@ -113,3 +117,121 @@ def test_run_bad_data_dir_is_a_clear_error_and_writes_nothing(tiny_scenario, tmp
     assert result.exit_code == 2
     assert "error:" in result.stderr and "missing" in result.stderr
     assert not out.exists() and not (tmp_path / "run.incomplete").exists()
+
+
+def test_config_toml_is_a_scenario_that_reproduces_the_run_byte_for_byte(tiny_scenario, tmp_path):
+    first, again = tmp_path / "first", tmp_path / "again"
+    result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(first), "--set", "run.rounds=2",
+                                 "--set", 'run.algorithms=["fedavg","local"]', "-q"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["run", str(first / "config.toml"), "--out", str(again), "-q"])
+    assert result.exit_code == 0, result.output
+    for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json"):
+        assert (first / name).read_bytes() == (again / name).read_bytes(), name
+    prov = json.loads((again / "run.json").read_text())
+    assert prov["source"] == str(first / "config.toml")
+    assert prov["versions"]["torch"] and prov["versions"]["torch_threads"] >= 1 and prov["cpu"]["cores"] >= 1
+    assert prov["started"] <= prov["finished"] and prov["host"] and isinstance(prov["command"], list)
+    assert prov["git"] is None or (len(prov["git"]["commit"]) == 40 and isinstance(prov["git"]["dirty"], bool))
+    assert "versions" not in (first / "config.toml").read_text()
+
+
+def test_version():
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"edgesim {version('edgesim')}"
+
+
+def test_plan_prints_only_what_the_algorithms_use(tmp_path):
+    p = tmp_path / "hand.toml"
+    p.write_text(HAND.replace('algorithms = ["dofed_spp"]', 'algorithms = ["fedavg", "local"]'))
+    result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30"])  # no (B, K) pair fits: not used
+    assert result.exit_code == 0, result.output
+    assert "Algorithms: fedavg, local" in result.stdout and "Train + upload within T/G: 25 of 25" in result.stdout
+    assert "C1" not in result.output and "(B, K)" not in result.output and "SR s" not in result.stdout
+    dofed = runner.invoke(app, ["plan", str(p), "--set", "run.algorithms=fedavg,dofed_spp"])
+    assert dofed.exit_code == 0 and "C1 = 7 s" in dofed.stdout and "SR s" in dofed.stdout
+
+
+def test_list_every_kind_with_options_types_and_defaults():
+    result = runner.invoke(app, ["list", "algorithms"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert re.search(r"^fedadam\s+FedAdam: FedAvg with Adam as the server optimizer", out, re.M)
+    block = out.split("\nfedadam ", 1)[1].split("\nfedyogi ", 1)[0]
+    assert re.search(r"^    server_optimizer\s+str\s+\"adam\"$", block, re.M)
+    assert re.search(r"^    server_lr\s+float\s+0.01$", block, re.M)
+    assert re.search(r"^    lr\s+Optional\[float\]\s+\(unset\)$", block, re.M)
+    for kind, line in (("models", r"^resnet9\s+UM-pFSSL's ResNet-9"), ("datasets", r"^    vocab_size\s+int\s+199000$"),
+                       ("partitions", r"^dirichlet\s+.*\n    alpha\s+Number\s+0.5$")):
+        result = runner.invoke(app, ["list", kind])
+        assert result.exit_code == 0 and re.search(line, result.stdout, re.M), (kind, result.stdout[:500])
+    as_json = json.loads(runner.invoke(app, ["list", "--json"]).stdout)
+    assert set(as_json) == {"algorithms", "models", "datasets", "partitions"}
+    assert {"name": "mu", "type": "float", "default": 0.01} in next(
+        e for e in as_json["algorithms"] if e["name"] == "fedprox")["options"]
+    bad = runner.invoke(app, ["list", "algorithm"])
+    assert bad.exit_code == 2 and bad.stderr.strip() == (
+        "error: list 'algorithm': expected one of algorithms, models, datasets, partitions")
+
+
+def test_list_values_need_no_toml_quoting(tiny_scenario):
+    from scenarios.schema import load_scenario, parse_value
+
+    assert parse_value("fedavg,fedprox") == ["fedavg", "fedprox"]
+    assert parse_value("[fedavg, local]") == ["fedavg", "local"]
+    assert parse_value("0.5,0.7") == [0.5, 0.7] and parse_value('["a"]') == ["a"] and parse_value("x") == "x"
+    sc = load_scenario(tiny_scenario, ["run.algorithms=fedavg,fedprox", "run.accuracy_thresholds=0.5,0.7"])
+    assert sc.learning["run"].algorithms == ["fedavg", "fedprox"]
+    assert sc.learning["run"].accuracy_thresholds == [0.5, 0.7]
+    assert load_scenario(tiny_scenario, ["run.algorithms=local"]).learning["run"].algorithms == ["local"]
+
+
+def test_shipped_scenarios_find_data_through_edgesim_data(tmp_path, monkeypatch):
+    from scenarios.schema import SCENARIO_DIR, load_scenario
+
+    for p in SCENARIO_DIR.glob("*.toml"):
+        assert "data_dir" not in p.read_text().replace("--set data.data_dir", ""), p.name
+    monkeypatch.setenv("EDGESIM_DATA", str(tmp_path))
+    sc = load_scenario(SCENARIO_DIR / "fmnist_fedavg.toml")
+    assert sc.learning["data"].data_dir == str(tmp_path.resolve())
+    assert load_scenario(SCENARIO_DIR / "default.toml").learning["data"].data_dir is None  # digits needs no files
+    explicit = load_scenario(SCENARIO_DIR / "fmnist_fedavg.toml", [f"data.data_dir={json.dumps(str(tmp_path / 'x'))}"])
+    assert explicit.learning["data"].data_dir == str(tmp_path / "x")
+    monkeypatch.delenv("EDGESIM_DATA")
+    result = runner.invoke(app, ["run", str(SCENARIO_DIR / "fmnist_fedavg.toml"), "--out", str(tmp_path / "r"), "-q"])
+    assert result.exit_code == 2 and "EDGESIM_DATA" in result.stderr and "--data-dir" in result.stderr
+
+
+def test_run_and_sweep_figure_formats_and_sweep_data_dir(tiny_scenario, tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--set", "run.rounds=1",
+                                 "--set", "run.algorithms=fedavg", "--format", "pdf,svg", "-q"])
+    assert result.exit_code == 0, result.output
+    assert (out / "accuracy_vs_time.pdf").read_bytes().startswith(b"%PDF-")
+    assert (out / "accuracy_vs_energy.svg").is_file() and not list(out.glob("*.png"))
+    bad = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "b"), "--format", "png,jpg"])
+    assert bad.exit_code == 2 and "--format 'jpg': expected one or more of png, pdf, svg" in bad.stderr
+    data = tmp_path / "data"
+    data.mkdir()
+    result = runner.invoke(app, ["sweep", str(tiny_scenario), "--grid", "seed=1", "--set", "run.rounds=1",
+                                 "--set", "run.algorithms=fedavg", "--data-dir", str(data), "--jobs", "1",
+                                 "--out", str(tmp_path / "sw"), "--format", "svg", "-q"])
+    assert result.exit_code == 0, result.output
+    config = (tmp_path / "sw" / "seed=1" / "config.toml").read_text()
+    assert f"data_dir = {json.dumps(str(data.resolve()))}" in config
+    assert (tmp_path / "sw" / "accuracy_vs_time.svg").is_file()
+
+
+def test_a_physics_only_config_toml_reproduces_its_run(tmp_path):
+    from scenarios.schema import SCENARIO_DIR
+
+    small = ["--set", "budget.rounds=3", "--set", "system.n_devices=50", "--set", "run.clients_per_round=5"]
+    first = runner.invoke(app, ["run", str(SCENARIO_DIR / "physics_10k.toml"), *small, "--out", str(tmp_path / "a"), "-q"])
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(app, ["run", str(tmp_path / "a" / "config.toml"), "--out", str(tmp_path / "b"), "-q"])
+    assert again.exit_code == 0, again.output
+    for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["versions"].get("torch") is None

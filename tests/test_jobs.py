@@ -21,7 +21,9 @@ CKPT = ["run.checkpoint_every=1", "budget.rounds=4"]
 
 
 def files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Every file of a run folder but run.json (provenance: start and end times, the command line)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != "run.json"}
 
 
 def test_two_jobs_write_the_same_run_folder_as_one(tiny_scenario, tmp_path):

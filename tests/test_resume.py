@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import os
 import signal
 import subprocess
@@ -66,6 +68,9 @@ def test_killed_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path):
     assert not (tmp_path / "killed.incomplete").exists() and not (out / "checkpoints").exists()
     for name in OUTPUTS:
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+    provenance = json.loads((out / "run.json").read_text())  # the first start, both resumptions, the end
+    assert len(provenance["resumed"]) == 2 and provenance["started"] <= provenance["resumed"][0]
+    assert provenance["resumed"][-1] <= provenance["finished"]
 
     # resuming a finished run returns it untouched; another scenario in its place is refused
     mtime = (out / "rounds.csv").stat().st_mtime_ns

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 
@@ -61,7 +62,8 @@ def test_run_trains_with_one_thread_whatever_the_process_had_and_records_it(tiny
     finally:
         torch.set_num_threads(1)
     config = tomllib.loads((tmp_path / "r" / "config.toml").read_text())
-    assert config["run"]["threads"] == 1 and config["versions"]["torch_threads"] == 1
+    provenance = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert config["run"]["threads"] == 1 and provenance["versions"]["torch_threads"] == 1
     sweep = run_sweep(make_spec(tiny_scenario, ["system.bandwidth_hz=1e6"], 1, FAST), tmp_path / "s", jobs=1,
                       progress=False, plots=False)
     assert not sweep.failed and sweep.threads == 1
@@ -77,7 +79,8 @@ def test_threads_option_is_the_scenario_key(tiny_scenario, tmp_path, monkeypatch
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     config = tomllib.loads((tmp_path / "r" / "config.toml").read_text())
-    assert config["run"]["threads"] == 2 and config["versions"]["torch_threads"] == 2
+    provenance = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert config["run"]["threads"] == 2 and provenance["versions"]["torch_threads"] == 2
     bad = runner.invoke(app, ["run", str(tiny_scenario), "--out", "x", "--threads", "zero"])
     assert bad.exit_code == 2 and "--threads zero" in bad.stderr and "Traceback" not in bad.output
     assert not (tmp_path / "x").exists()

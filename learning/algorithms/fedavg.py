@@ -20,7 +20,14 @@ device trained on. What varies, each a config value:
   ``"head"`` (FedPer, Arivazhagan et al. 2019: the last linear layer),
   ``"lg"`` (LG-FedAvg, Liang et al. 2020: everything but the last
   ``lg_global_layers`` weight layers, which are averaged and copied to *all*
-  devices), or ``"none"``.
+  devices), or ``"none"``;
+- ``server_optimizer`` — the server step after averaging
+  (:mod:`learning.server_optim`): ``"sgd"`` with ``server_lr = 1`` is FedAvg;
+  ``"momentum"`` (FedAvgM), ``"adam"`` (FedAdam), ``"yogi"`` (FedYogi).
+
+The server step is the family's aggregation hook: :meth:`FedAvg.server_step`
+takes the arrived ``(state, weight)`` uploads and sets the global model; a
+variant overrides that one method (docs/writing_an_algorithm.md).
 
 Bits are what is sent: the global keys' share of the model's numbers ×
 ``model_bits`` up and down (FedBN sends no BatchNorm tensor, FedPer no head,
@@ -60,6 +67,7 @@ from learning.costs import task_cycles
 from learning.executors import LocalTask, Stream, View
 from learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
 from learning.optim import make_schedule
+from learning.server_optim import ServerOptimizer, check_server_options
 
 OBJECTIVES = ("supervised", "fixmatch", "uda")
 DATA = ("labeled", "all_labels")
@@ -75,7 +83,9 @@ class FedAvgConfig:
     FixMatch's τ, λ_u and unlabelled batch ratio; ``uda_threshold``,
     ``uda_temperature``, ``uda_lambda``, ``uda_ramp_steps``: UDA's β, T, λ and
     ramp. ``optimizer``, ``lr``, ``nesterov``, ``schedule``: override
-    ``[train]`` for this algorithm (unset: ``[train]``'s).
+    ``[train]`` for this algorithm (unset: ``[train]``'s). ``server_optimizer``,
+    ``server_lr`` (η), ``server_momentum`` (β, β₁), ``server_beta2`` (β₂),
+    ``server_tau`` (τ): the server step (:mod:`learning.server_optim`).
     """
 
     weighting: str = "samples"
@@ -95,6 +105,11 @@ class FedAvgConfig:
     lr: Optional[float] = None
     nesterov: Optional[bool] = None
     schedule: Optional[str] = None
+    server_optimizer: str = "sgd"
+    server_lr: float = 1.0
+    server_momentum: float = 0.9
+    server_beta2: float = 0.99
+    server_tau: float = 1e-3
 
     def __post_init__(self):
         check_choice("weighting", self.weighting, ("samples", "uniform"))
@@ -121,6 +136,7 @@ class FedAvgConfig:
             fail("nesterov", self.nesterov, "true or false")
         if self.schedule is not None:
             check_choice("schedule", self.schedule, ("constant", "cosine"))
+        check_server_options(self)
 
 
 
@@ -227,6 +243,8 @@ class FedAvg:
         self.sizes = [{s: next(iter(t.values())).shape[0] for s, t in streams.items()} for streams in self.data]
         self.bits = ctx.bits_of(list(self.global_state))
         self.selected: tuple[int, ...] = ()
+        self.server_opt = ServerOptimizer(cfg.server_optimizer, cfg.server_lr, cfg.server_momentum, cfg.server_beta2,
+                                          cfg.server_tau, trainable=(n for n, _ in ctx.model.named_parameters()))
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
@@ -246,30 +264,51 @@ class FedAvg:
             self.personal[d] = local  # local keys never leave the device, whatever the uplink did
             shared.append(g)
         weights = [1.0 if self.cfg.weighting == "uniform" else float(sum(self.sizes[d].values())) for d in sel]
-        updates = arrived_updates(outcome, sel, shared, weights)
-        if updates and sum(w for _, w in updates) > 0:
-            self.global_state = weighted_average(updates)
+        self.server_step(arrived_updates(outcome, sel, shared, weights))
         if any(self.personal):
             return round_metrics(ctx, [merge(self.global_state, p) for p in self.personal], result)
         return round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state)
 
+    def server_step(self, updates: list[tuple[dict, float]]) -> None:
+        """The aggregation hook: the round's arrived uploads, ``(global keys' state, weight)`` each (none when
+        every upload was dropped), become ``self.global_state``.
+
+        FedAvg: their weighted average, then the server optimizer's step. A variant overrides this method
+        alone (a robust aggregate, another server rule); the round loop stays this class's."""
+        if updates and sum(w for _, w in updates) > 0:
+            self.global_state = self.server_opt.step(self.global_state, weighted_average(updates))
+
     def state_dict(self) -> dict:
-        return {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal]}
+        return {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal],
+                "server": self.server_opt.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         self.global_state = to_device(self.ctx, state["global"])
         self.personal = [to_device(self.ctx, p) for p in state["personal"]]
+        if "server" in state:
+            self.server_opt.load_state_dict(state["server"], self.ctx.device)
 
 
 # --------------------------------------------------------------------------- the registered variants
 
 FedProxConfig = variant(FedAvgConfig, "FedProxConfig", "FedProx: ``mu`` = 0.01 (docs/fedavg_family.md).", mu=0.01)
 FedBNConfig = variant(FedAvgConfig, "FedBNConfig", "FedBN: BatchNorm kept local.", local="batchnorm")
+# Server optimizers (Reddi et al., ICLR 2021; FedAvgM: Hsu et al. 2019): η, β₁, β₂, τ as Reddi et al.'s defaults
+# (β₁ = 0.9, β₂ = 0.99, τ = 1e-3); η = 0.01 for the adaptive ones is a start to tune (their Table 8 grid).
+FedAvgMConfig = variant(FedAvgConfig, "FedAvgMConfig", "FedAvgM: server momentum β = 0.9, η = 1.",
+                        server_optimizer="momentum")
+FedAdamConfig = variant(FedAvgConfig, "FedAdamConfig", "FedAdam: Adam at the server, η = 0.01.",
+                        server_optimizer="adam", server_lr=0.01)
+FedYogiConfig = variant(FedAvgConfig, "FedYogiConfig", "FedYogi: Yogi at the server, η = 0.01.",
+                        server_optimizer="yogi", server_lr=0.01)
 _SL = "fully labelled (the unlabelled data's true labels are used): an upper bound"
 VARIANTS = {
     "fedavg": (FedAvgConfig, "FedAvg", "FedAvg: sample K devices, average their models weighted by sample count"),
     "fedprox": (FedProxConfig, "FedProx", "FedProx: FedAvg with a proximal term (mu/2)||w - w_global||^2"),
     "fedbn": (FedBNConfig, "FedBN", "FedBN: FedAvg with BatchNorm layers kept local"),
+    "fedavgm": (FedAvgMConfig, "FedAvgM", "FedAvgM: FedAvg with server momentum (Hsu et al. 2019)"),
+    "fedadam": (FedAdamConfig, "FedAdam", "FedAdam: FedAvg with Adam as the server optimizer (Reddi et al. 2021)"),
+    "fedyogi": (FedYogiConfig, "FedYogi", "FedYogi: FedAvg with Yogi as the server optimizer (Reddi et al. 2021)"),
     "fedavg_labeled": (variant(FedAvgConfig, "FedAvgLabeledConfig", "FedAvg on labelled data only.", data="labeled"),
                        "FedAvg*", "FedAvg*: FedAvg on the labelled data only (FedDure's floor)"),
     "fedavg_sl": (variant(FedAvgConfig, "FedAvgSLConfig", _SL, data="all_labels"), "FedAvg-SL", f"FedAvg-SL: {_SL}"),

@@ -1,0 +1,84 @@
+"""Plugins: algorithms, models, data sets and partitions from other packages, without editing edgesim.
+
+Two ways in, both ending in the same registries as edgesim's own entries:
+
+- **entry points** of an installed package, one group per kind
+  (:data:`GROUPS`): ``[project.entry-points."edgesim.algorithms"] mine =
+  "my_package.my_algorithm"``. Each entry point names a module whose import
+  registers (``@register(...)`` for an algorithm, ``MODELS.add(...)``,
+  ``DATASETS.add(...)``, ``PARTITIONS.add(...)``), or a function called with
+  no arguments that does. The algorithm group is loaded when
+  :mod:`learning.algorithms` is imported; the other groups when a scenario is
+  validated (they must stay torch-free: a model names its builder lazily).
+- a scenario's ``[run] plugins = ["my_module"]``: modules imported (from the
+  Python path, e.g. the current folder) before the scenario is validated.
+
+docs/writing_an_algorithm.md walks through one. Standard library only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from importlib.metadata import entry_points
+
+from edgesim.config import ConfigError
+
+GROUPS = {
+    "algorithms": "edgesim.algorithms",
+    "models": "edgesim.models",
+    "datasets": "edgesim.datasets",
+    "partitions": "edgesim.partitions",
+}
+_loaded: set[tuple[str, str, str]] = set()
+
+
+class PluginError(ConfigError):
+    """A plugin that cannot be loaded; the message names the entry point or module and the reason."""
+
+
+def _run(obj) -> None:
+    """An entry point's object: a module registers on import; a function is called to register."""
+    if callable(obj) and not isinstance(obj, type):
+        obj()
+
+
+def load_entry_points(*kinds: str) -> list[str]:
+    """Load the entry points of ``kinds`` (default: all) not loaded yet; returns their ``group:name``s."""
+    done = []
+    for kind in kinds or tuple(GROUPS):
+        group = GROUPS[kind]
+        for ep in entry_points(group=group):
+            key = (group, ep.name, ep.value)
+            if key in _loaded:
+                continue
+            _loaded.add(key)  # once, even if it fails: a broken plugin is reported once, not on every lookup
+            dist = getattr(getattr(ep, "dist", None), "name", None) or "an installed package"
+            try:
+                _run(ep.load())
+            except Exception as e:  # noqa: BLE001 - any failure of someone else's code is reported in one line
+                raise PluginError(f"plugin entry point {ep.name!r} = {ep.value!r} (group {group!r}, from {dist}): "
+                                  f"cannot be loaded ({type(e).__name__}: {e}); expected a module that registers "
+                                  f"{kind}, or uninstall {dist}") from None
+            done.append(f"{group}:{ep.name}")
+    return done
+
+
+def import_plugins(modules, where: str) -> None:
+    """Import a scenario's ``[run] plugins`` (``where`` names the file in errors).
+
+    The current folder is on the path as for ``python -m``, so a ``my_algorithm.py`` beside the
+    scenario's users is found when edgesim runs there."""
+    cwd = os.getcwd()
+    if modules and cwd not in sys.path and "" not in sys.path:
+        sys.path.append(cwd)
+    for name in modules:
+        try:
+            _run(importlib.import_module(name))
+        except ConfigError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise PluginError(f"{where}: [run] plugins: cannot import {name!r} ({type(e).__name__}: {e}); expected "
+                              f"a module on the Python path (the current folder or PYTHONPATH) that registers "
+                              f"algorithms, models, data sets or partitions") from None

@@ -1,0 +1,122 @@
+"""``edgesim list``: what a scenario can name — algorithms, models, data sets, partitions — with their options.
+
+Read from the registries (plugins included, :mod:`learning.plugins`), so the
+list is always what a scenario accepts. Each option is a key of the table
+that configures it: an algorithm's ``[algorithms.NAME]`` keys, a partition's
+``[data]`` keys, a data set's loader options.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+KINDS = ("algorithms", "models", "datasets", "partitions")
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    type: str
+    default: Any
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One name a scenario can use: its one-line summary, a detail (display name, input kind, ...) and options."""
+
+    name: str
+    summary: str
+    detail: str = ""
+    options: tuple[Option, ...] = ()
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _type_name(t) -> str:
+    return t if isinstance(t, str) else getattr(t, "__name__", str(t))
+
+
+def dataclass_options(cls, names=None) -> tuple[Option, ...]:
+    """The fields of a config dataclass (those in ``names``, in that order, if given) as options."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    out = []
+    for name in (names if names is not None else fields):
+        f = fields[name]
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        out.append(Option(name, _type_name(f.type), None if default is dataclasses.MISSING else default))
+    return tuple(out)
+
+
+def _loader_options(spec) -> tuple[Option, ...]:
+    """A data set's loader options with the defaults of the function that takes them."""
+    import functools
+
+    from learning.data import datasets
+
+    load = spec.load.func if isinstance(spec.load, functools.partial) else spec.load
+    params = dict(inspect.signature(load).parameters)
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()) and spec.name == "synthetic":
+        params = dict(inspect.signature(datasets.make_synthetic).parameters)
+    out = []
+    for name in spec.options:
+        p = params.get(name)
+        default = None if p is None or p.default is p.empty else p.default
+        annotation = "" if p is None or p.annotation is p.empty else _type_name(p.annotation)
+        out.append(Option(name, annotation or (type(default).__name__ if default is not None else ""), default))
+    return tuple(out)
+
+
+def catalog(kind: str) -> list[Entry]:
+    """The registered entries of ``kind`` (one of :data:`KINDS`), in registration order."""
+    from learning.plugins import load_entry_points
+
+    load_entry_points("models", "datasets", "partitions")
+    if kind == "algorithms":
+        from learning.algorithms import REGISTRY
+
+        return [Entry(s.name, s.summary, f"display: {s.display}", dataclass_options(s.config_cls))
+                for s in REGISTRY.values()]
+    if kind == "models":
+        from learning.model_registry import MODELS
+
+        return [Entry(s.name, s.summary, f"input: {s.input}") for s in MODELS.values()]
+    if kind == "datasets":
+        from learning.data.datasets import DATASETS
+
+        return [Entry(s.name, s.title, f"{s.kind}; " + ("files in data_dir" if s.needs_files else "no files needed"),
+                      _loader_options(s)) for s in DATASETS.values()]
+    if kind == "partitions":
+        from learning.config import DataConfig
+        from learning.data.partitions import PARTITIONS
+
+        return [Entry(s.name, s.summary, "its [data] keys:", dataclass_options(DataConfig, s.reads))
+                for s in PARTITIONS.values()]
+    raise ValueError(f"kind(={kind!r}) must be one of {KINDS}")
+
+
+def toml_value(value) -> str:
+    """A default as a scenario writes it (``"samples"``, ``true``, ``[0.5, 0.7]``); ``None`` is ``(unset)``."""
+    import json
+
+    if value is None:
+        return "(unset)"
+    if isinstance(value, tuple):
+        value = list(value)
+    return json.dumps(value)
+
+
+def format_catalog(entries: dict[str, list[Entry]]) -> str:
+    """Plain text: per kind a heading, per entry ``name  summary`` then one indented line per option."""
+    lines = []
+    for kind, items in entries.items():
+        lines.append(f"{kind}:" if len(entries) > 1 else f"{kind} ({len(items)}):")
+        for e in items:
+            lines.append(f"{e.name:<22} {e.summary}" + (f"  [{e.detail}]" if e.detail else ""))
+            for o in e.options:
+                lines.append(f"    {o.name:<22} {o.type:<16} {toml_value(o.default)}")
+        lines.append("")
+    return "\n".join(lines).rstrip()

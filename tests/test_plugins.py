@@ -1,0 +1,142 @@
+"""Plugins: the worked example of docs/writing_an_algorithm.md, installed as a package and run by name.
+
+The package is installed into a temporary ``--target`` folder (offline, no
+dependencies, the test's venv untouched) that the edgesim subprocesses get on
+``PYTHONPATH``; its ``*.dist-info`` carries the entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from scenarios.cli import app
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_an_algorithm.md"
+runner = CliRunner()
+
+
+def doc_files() -> dict[str, str]:
+    """The page's ```lang file=NAME blocks, by file name."""
+    return dict(re.findall(r"```\w+ file=(\S+)\n(.*?)```", DOC.read_text(), flags=re.S))
+
+
+def edgesim(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture
+def example(tmp_path) -> Path:
+    files = doc_files()
+    assert set(files) == {"edgesim_trimmed_mean.py", "pyproject.toml", "trimmed.toml"}
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    return pkg
+
+
+def test_the_documented_plugin_installs_and_runs_by_name(example, tmp_path):
+    target = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(target), str(example)], capture_output=True, text=True,
+                         timeout=300)
+    assert pip.returncode == 0, pip.stderr
+    assert list(target.glob("edgesim_trimmed_mean-*.dist-info"))
+    work = tmp_path / "work"  # not the package's folder: only the entry point can find the module
+    work.mkdir()
+    scenario = work / "trimmed.toml"
+    scenario.write_text((example / "trimmed.toml").read_text())
+    listed = edgesim("list", "algorithms", cwd=work, pythonpath=str(target))
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(r"^trimmed_mean\b.*TrimmedMean: FedAvg with a coordinate-wise trimmed mean", listed.stdout, re.M)
+    assert re.search(r"^\s+trim\s+float\s+0\.2\b", listed.stdout, re.M)
+    done = edgesim("run", str(scenario), "--out", str(work / "run"), "-q", cwd=work, pythonpath=str(target))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((work / "run" / "summary.json").read_text())
+    assert summary["algorithms"]["trimmed_mean"]["display"] == "TrimmedMean"
+    assert summary["algorithms"]["trimmed_mean"]["rounds"] == 2
+    assert "trim = 0.2" in (work / "run" / "config.toml").read_text()
+    bad = edgesim("run", str(scenario), "--set", "algorithms.trimmed_mean.trim=0.7", "--out", str(work / "bad"),
+                  "-q", cwd=work, pythonpath=str(target))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == (f"error: --set algorithms.trimmed_mean.trim=0.7: {scenario}: "
+                                  f"[algorithms.trimmed_mean]: trim = 0.7: expected a fraction in [0, 0.5)")
+    unknown = edgesim("run", str(scenario), "--out", str(work / "x"), "-q", cwd=work)  # not installed here
+    assert unknown.returncode == 2 and "unknown algorithm 'trimmed_mean'" in unknown.stderr
+
+
+def test_run_plugins_imports_a_module_from_the_current_folder(example):
+    scenario = example / "trimmed.toml"
+    scenario.write_text(scenario.read_text().replace("[run]\n", '[run]\nplugins = ["edgesim_trimmed_mean"]\n'))
+    done = edgesim("run", str(scenario), "--out", str(example / "run"), "-q", "--set", "run.rounds=1", cwd=example)
+    assert done.returncode == 0, done.stderr
+    assert 'plugins = [\n    "edgesim_trimmed_mean",\n]' in (example / "run" / "config.toml").read_text()
+
+
+def test_a_missing_plugin_is_one_clear_line(tiny_scenario, tmp_path):
+    result = runner.invoke(app, ["run", str(tiny_scenario), "--set", "run.plugins=[\"no_such_plugin\"]",
+                                 "--out", str(tmp_path / "r"), "-q"])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "[run] plugins: cannot import 'no_such_plugin'" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_broken_entry_point_names_itself(monkeypatch):
+    from learning import plugins
+
+    class Broken:
+        name, value, dist = "broken", "broken_pkg.mod", None
+
+        def load(self):
+            raise ImportError("No module named 'broken_pkg'")
+
+    monkeypatch.setattr(plugins, "entry_points", lambda group: [Broken()] if group == "edgesim.models" else [])
+    monkeypatch.setattr(plugins, "_loaded", set())
+    with pytest.raises(plugins.PluginError, match=r"plugin entry point 'broken' = 'broken_pkg.mod' \(group "
+                                                  r"'edgesim.models'.*ImportError: No module named 'broken_pkg'"):
+        plugins.load_entry_points("models")
+
+
+MODEL_PLUGIN = '''
+"""A model plugin: registered torch-free, its builder imported (with torch) only to build."""
+from learning.model_registry import MODELS, ModelSpec
+
+MODELS.add(ModelSpec("tiny_mlp", "image", "my_models:build", "a one-hidden-layer MLP (a plugin)"))
+
+
+def build(shape, n_classes, vocab_size=None):
+    import math
+
+    import torch.nn as nn
+
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(shape), 16), nn.ReLU(), nn.Linear(16, n_classes))
+'''
+
+
+def test_a_model_from_an_entry_point_is_listed_validated_and_trained(tiny_scenario, tmp_path):
+    site = tmp_path / "site"
+    info = site / "my_models-0.1.dist-info"  # what pip writes for a package with an entry point, by hand
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-models\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[edgesim.models]\ntiny_mlp = my_models\n")
+    (site / "my_models.py").write_text(MODEL_PLUGIN)
+    listed = edgesim("list", "models", cwd=tmp_path, pythonpath=str(site))
+    assert listed.returncode == 0 and re.search(r"^tiny_mlp\s+a one-hidden-layer MLP \(a plugin\)", listed.stdout, re.M)
+    done = edgesim("run", str(tiny_scenario), "--set", "train.model=tiny_mlp", "--set", "run.rounds=1",
+                   "--set", "run.algorithms=fedavg", "--out", str(tmp_path / "run"), "-q", cwd=tmp_path,
+                   pythonpath=str(site))
+    assert done.returncode == 0, done.stderr
+    assert 'model = "tiny_mlp"' in (tmp_path / "run" / "config.toml").read_text()
+    without = edgesim("run", str(tiny_scenario), "--set", "train.model=tiny_mlp", "--out", str(tmp_path / "x"),
+                      cwd=tmp_path)  # not installed: one line naming the key, the value and the choices
+    assert without.returncode == 2 and "[train]: model = 'tiny_mlp': expected one of 'cnn'" in without.stderr
