@@ -119,11 +119,12 @@ def load_scenario(source: ScenarioSource = None, /, **overrides):
 
 
 def scenario_fingerprint(config: Mapping) -> str:
-    """SHA-256 of a resolved scenario (a run's ``config.toml``) without its seed and provenance: the runs of
-    one scenario that differ only in their seed share it (group them to average over seeds)."""
-    drop = {"seed", "versions", "source", "command", "host", "git", "started", "finished"}
-    canonical = {k: v for k, v in config.items() if k not in drop}
-    return hashlib.sha256(json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    """SHA-256 (hex) of a resolved scenario (a run's ``config.toml``) without its seed: the runs of one scenario
+    that differ only in their seed share it (group them to average over seeds). The same fingerprint as
+    ``edgesim plot`` and ``edgesim report`` group by (:func:`plots.runs.scenario_fingerprint`)."""
+    from plots.runs import scenario_fingerprint as fingerprint
+
+    return fingerprint(config)
 
 
 def _read_toml(path: Path) -> dict:

@@ -135,7 +135,7 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None) -
 def leaderboard_rows(report: dict) -> tuple[list[str], list[list]]:
     """(header, rows) of ``leaderboard.csv``: one row per group × algorithm × metric (× threshold)."""
     point_keys = sorted({k for g in report["groups"] for k in g.point})
-    header = ["group", "scenario", *point_keys, "algorithm", "display", "metric", "threshold", "n_seeds", "n",
+    header = ["fingerprint", "scenario", *point_keys, "algorithm", "display", "metric", "threshold", "n_seeds", "n",
               "mean", "ci_low", "ci_high", "rank"]
     rows = []
     for g, stats, ranks in zip(report["groups"], report["stats"], report["ranks"]):
@@ -151,7 +151,7 @@ def leaderboard_rows(report: dict) -> tuple[list[str], list[list]]:
 
 def paired_rows(report: dict) -> tuple[list[str], list[list]]:
     point_keys = sorted({k for g in report["groups"] for k in g.point})
-    header = ["group", *point_keys, "metric", "threshold", "algorithm", "leader", "n", "mean_difference", "ci_low",
+    header = ["fingerprint", *point_keys, "metric", "threshold", "algorithm", "leader", "n", "mean_difference", "ci_low",
               "ci_high", "interval_excludes_zero"]
     rows = []
     for g, pairs in zip(report["groups"], report["paired"]):
@@ -186,7 +186,7 @@ def markdown(report: dict) -> str:
       "of every group); algorithms that never reach it follow, by final accuracy.\n\n")
     for g, stats, ranks, pairs in zip(report["groups"], report["stats"], report["ranks"], report["paired"]):
         w(f"## {g.label}\n\n")
-        w(f"Scenario `{g.config.get('name', '')}` (fingerprint `{g.fingerprint}`), seeds "
+        w(f"Scenario `{g.config.get('name', '')}` (fingerprint `{g.fingerprint[:12]}`), seeds "
           f"{', '.join(map(str, g.seeds))}.\n\n")
         order = ranks.get(primary, []) if primary is not None else []
         rest = [a for a in ranks[None] if a not in order] + [a for a in stats if a not in order and a not in ranks[None]]

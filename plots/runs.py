@@ -67,9 +67,10 @@ def scenario_keys(config: Mapping) -> dict:
 
 
 def scenario_fingerprint(config: Mapping) -> str:
-    """SHA-256 (hex, first 12 characters) of the resolved scenario minus the seed (:data:`NOT_SCENARIO`)."""
+    """SHA-256 (64 hex digits) of the resolved scenario minus the seed (:data:`NOT_SCENARIO`); reports show
+    its first 12."""
     text = json.dumps(scenario_keys(config), sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def scenario_differences(a: Mapping, b: Mapping) -> list[tuple[str, object, object]]:

@@ -374,7 +374,7 @@ def plot(
             loaded = [load_run(r) for r in runs] if len(runs) > 1 else []
             if separate and loaded:
                 for g in group_runs(loaded):
-                    written += plot_runs([r.folder for r in g.runs], out / f"scenario_{g.fingerprint}", title=g.label,
+                    written += plot_runs([r.folder for r in g.runs], out / f"scenario_{g.fingerprint[:12]}", title=g.label,
                                          formats=figure_formats)
             else:
                 check_one_scenario(loaded, f"the run folders {', '.join(map(str, runs))}") if loaded else None

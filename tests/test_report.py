@@ -136,7 +136,7 @@ def test_report_writes_a_tidy_leaderboard_with_intervals_and_ranks(sweep, tmp_pa
     result = runner.invoke(app, ["report", str(sweep), "--out", str(out), "--threshold", "0.2", "--threshold", "0.45"])
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(open(out / "leaderboard.csv")))
-    keys = {(r["group"], r["algorithm"], r["metric"], r["threshold"]) for r in rows}
+    keys = {(r["fingerprint"], r["algorithm"], r["metric"], r["threshold"]) for r in rows}
     assert len(keys) == len(rows)  # tidy: one row per group × algorithm × metric × threshold
     assert {r["system.bandwidth_hz"] for r in rows} == {"250000.0", "1000000.0"}
     assert {r["metric"] for r in rows} >= {"time_to_accuracy_s", "bits_up_to_accuracy", "energy_to_accuracy_j",
@@ -145,8 +145,8 @@ def test_report_writes_a_tidy_leaderboard_with_intervals_and_ranks(sweep, tmp_pa
     final = [r for r in rows if r["metric"] == "final_accuracy"]
     assert all(r["n_seeds"] == "2" and r["n"] == "2" and float(r["ci_low"]) <= float(r["mean"]) <= float(r["ci_high"])
                for r in final)
-    for group in {r["group"] for r in final}:
-        ranked = sorted((r for r in final if r["group"] == group), key=lambda r: int(r["rank"]))
+    for group in {r["fingerprint"] for r in final}:
+        ranked = sorted((r for r in final if r["fingerprint"] == group), key=lambda r: int(r["rank"]))
         assert [float(r["mean"]) for r in ranked] == sorted((float(r["mean"]) for r in ranked), reverse=True)
     # the mean over seeds is the mean of the runs' own numbers
     summaries = [json.loads((p / "summary.json").read_text()) for p in expand([sweep]) if "2.5e5" in p.name]
