@@ -23,6 +23,8 @@ import numpy as np  # noqa: E402
 
 from edgesim.config import ConfigError  # noqa: E402
 
+from plots.save import save_figure  # noqa: E402
+
 COLUMN_WIDTH_IN = 3.4
 PAGE_WIDTH_IN = 7.0
 X_AXES = {
@@ -256,7 +258,7 @@ def plot_accuracy(
             ax.legend(fontsize=6.5, frameon=False, loc="lower right" if not skipped else "center right")
     fig.tight_layout()
     out_png = Path(out_png)
-    fig.savefig(out_png)
+    save_figure(fig, out_png)
     plt.close(fig)
     return out_png
 

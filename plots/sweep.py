@@ -24,6 +24,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from plots.save import save_figure  # noqa: E402
+
 from plots.curves import (  # noqa: E402
     COLUMN_WIDTH_IN,
     PlotDataError,
@@ -189,7 +191,7 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s") -> Path:
     fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1 - 0.22 / (0.4 + 1.75 * nrows)))
     if note:
         fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=6.5, color="0.35")
-    fig.savefig(out_png)
+    save_figure(fig, out_png)
     plt.close(fig)
     return Path(out_png)
 
@@ -260,7 +262,7 @@ def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] 
         ax.text(0.02, 0.02, "gaps: threshold not reached by every seed", transform=ax.transAxes, fontsize=6,
                 color="0.35")
     fig.tight_layout()
-    fig.savefig(out_png)
+    save_figure(fig, out_png)
     plt.close(fig)
     return Path(out_png)
 
@@ -305,9 +307,13 @@ def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path) -> Optional[Path]:
     cbar = fig.colorbar(im, ax=list(axes[0]), fraction=0.05, pad=0.02)
     cbar.set_label("Final accuracy (%)", fontsize=7)
     cbar.ax.tick_params(labelsize=6.5)
-    fig.savefig(out_png, bbox_inches="tight")
+    save_figure(fig, out_png, bbox_inches="tight")
     plt.close(fig)
     return Path(out_png)
+
+
+# Every figure plot_sweep may draw (the last two only when the grid has the axes they need).
+SWEEP_FIGURES = (*RUN_FIGURES, "tta_vs_bandwidth.png", "final_accuracy_heatmap.png")
 
 
 def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional[str] = None) -> list[Path]:
@@ -319,8 +325,8 @@ def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional
         return []
     try:
         paths = [plot_sweep_curves(sweep, out_dir / name, x) for name, x in RUN_FIGURES.items()]
-        for p in (plot_tta_vs_bandwidth(sweep, out_dir / "tta_vs_bandwidth.png", threshold),
-                  plot_final_accuracy_heatmap(sweep, out_dir / "final_accuracy_heatmap.png")):
+        for p in (plot_tta_vs_bandwidth(sweep, out_dir / SWEEP_FIGURES[-2], threshold),
+                  plot_final_accuracy_heatmap(sweep, out_dir / SWEEP_FIGURES[-1])):
             if p is not None:
                 paths.append(p)
     except (KeyError, TypeError, IndexError, StopIteration) as e:  # grid values in sweep.csv that sweep.json lacks

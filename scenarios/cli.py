@@ -159,6 +159,9 @@ def run(
         _fail(str(e))
     except divergence as e:
         _fail(f"{e} (run folder left incomplete: {work})", code=1)
+    except OSError as e:  # a full disk or a quota: the file it could not write, and where the run is
+        _fail(f"cannot write {e.filename or work}: {e.strerror or e}; the unfinished run is in {work} "
+              f"(free some space, then run the same command with --resume or --overwrite)", code=1)
     except KeyboardInterrupt:
         _interrupted(work, run_cfg.checkpoint_every)
     typer.echo(f"run folder: {folder}")
@@ -247,8 +250,8 @@ def plot(
     threshold: Optional[str] = typer.Option(None, "--threshold", help="Accuracy threshold of the sweep's time-to-accuracy figure (e.g. 0.8)."),
 ) -> None:
     """Draw the figures of run folders or sweep folders (PNG, sized for a paper column)."""
-    from plots.curves import PlotDataError, plot_runs
-    from plots.sweep import plot_sweep
+    from plots.curves import RUN_FIGURES, PlotDataError, plot_runs
+    from plots.sweep import SWEEP_FIGURES, plot_sweep
 
     if threshold is not None:
         try:
@@ -274,6 +277,7 @@ def plot(
             # several sources into one --out: each sweep in its own sub-folder
             where = out if out is None or len(sweeps) + bool(runs) == 1 else out / f.resolve().name
             try:
+                _claim_figures(where or f, SWEEP_FIGURES)
                 written += plot_sweep(f, where, threshold)
             except PlotDataError:
                 raise
@@ -282,13 +286,22 @@ def plot(
         if runs:
             if out is None and len(runs) > 1:
                 _fail("several run folders: give --out DIR for their common figures")
+            _claim_figures(out or runs[0], RUN_FIGURES)
             written += plot_runs(runs, out or runs[0], title=None)
-    except PlotDataError as e:
+    except (PlotDataError, ConfigError) as e:
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot write the figures: {e.filename or out}: {e.strerror or e}")
     for p in written:
         typer.echo(str(p))
+
+
+def _claim_figures(folder: Path, names) -> None:
+    """Refuse to draw over a figure edgesim did not draw (one line naming it); list the rest in the manifest."""
+    from scenarios.runfolder import claim_files
+
+    folder.mkdir(parents=True, exist_ok=True)
+    claim_files(folder, names)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -34,7 +34,7 @@ from learning.config import PARAMETRIC
 from learning.metrics import final_accuracy, time_to_accuracy
 from scenarios import checkpoint
 from scenarios.checkpoint import AlgorithmRun
-from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
+from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, RunLock, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
 from scenarios.schema import Scenario
 
 ROUND_FIELDS = (
@@ -323,7 +323,24 @@ def _check_algorithms(sc: Scenario) -> None:
                               f"{', '.join(sorted(REGISTRY))}")
 
 
-def run_scenario(
+def run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable] = None, **options) -> Path:
+    """Run every algorithm of ``sc`` into the run folder ``out`` (:func:`_run_scenario`), holding its lock.
+
+    ``out`` is checked, then locked (:class:`scenarios.runfolder.RunLock`: a
+    second run, resume or overwrite of the same ``out`` is refused naming this
+    process), then checked again under the lock, so two runs never mix their files.
+    """
+    out = Path(out)
+    check_out(out, overwrite=options.get("overwrite", False), resume=options.get("resume", False))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot create {out.parent}: {e.strerror or e}") from None
+    with RunLock(out):
+        return _run_scenario(sc, out, on_round, **options)
+
+
+def _run_scenario(
     sc: Scenario,
     out: Path,
     on_round: Optional[Callable] = None,
@@ -347,7 +364,7 @@ def run_scenario(
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite: give one of them (go on with a run, or replace it)")
     out = Path(out)
-    check_out(out, overwrite=overwrite, resume=resume)
+    check_out(out, overwrite=overwrite, resume=resume, holding_lock=True)
     _check_algorithms(sc)
     config = resolved_config(sc)
     fp = checkpoint.fingerprint(config)
@@ -384,7 +401,7 @@ def run_scenario(
             for name in sc.learning["run"].algorithms
         }
         write_results(folder, sc, sims, model_bits, extra)
-        shutil.rmtree(folder.path(CHECKPOINT_DIR), ignore_errors=True)  # only an unfinished run needs them
+        folder.remove(CHECKPOINT_DIR)  # only an unfinished run needs them
     except ConfigError:
         if not resuming:  # a folder this call created, holding no result: a configuration error leaves nothing
             shutil.rmtree(set_aside(folder.work))
@@ -392,8 +409,11 @@ def run_scenario(
             folder.mark(f"failed: {_now()}: configuration error")
         raise
     except BaseException as e:
-        folder.mark(f"interrupted: {type(e).__name__}: {e}" if isinstance(e, KeyboardInterrupt)
-                    else f"failed: {type(e).__name__}: {e}")
+        try:
+            folder.mark(f"interrupted: {type(e).__name__}: {e}" if isinstance(e, KeyboardInterrupt)
+                        else f"failed: {type(e).__name__}: {e}")
+        except OSError:  # a full disk may refuse the note too; the error itself is what the user needs
+            pass
         raise
     return folder.finish()
 

@@ -1,0 +1,137 @@
+"""Issue 22, the third round of bad input and faults: nothing lost, nothing mixed, no traceback.
+
+Like ``test_safety.py``, most cases run the torch-free physics-only backend: what is
+checked is the folder and the message, not the learning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenarios.run import run_scenario
+from scenarios.runfolder import MANIFEST, lock_path
+from scenarios.schema import load_scenario
+from test_safety import PHYSICS, one_error_line, run, snapshot
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def phys(tmp_path) -> Path:
+    p = tmp_path / "phys.toml"
+    p.write_text(PHYSICS)
+    return p
+
+
+@pytest.fixture
+def cwd(tmp_path, monkeypatch) -> Path:
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
+# --- harmful 1: --overwrite replaces only what the run's manifest lists ------------------------------------------
+
+
+@pytest.mark.parametrize("user_file", ["my_diagram.png", "checkpoints/my_model.pt",
+                                       "graphs/um_pfssl/my_analysis.json", ".my_notes.tmp"])
+def test_overwrite_keeps_a_user_file_that_looks_like_a_run_file(phys, cwd, user_file):
+    assert run("run", phys, "--out", "R", "-q").exit_code == 0
+    target = cwd / "R" / user_file
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(b"\x89PNG mine")
+    before = snapshot(cwd)
+    line = one_error_line(run("run", phys, "--out", "R", "-q", "--overwrite"))
+    assert str(Path("R") / user_file) in line and "edgesim did not write" in line  # the file, not its folder
+    assert snapshot(cwd) == before
+
+
+def test_the_manifest_lists_every_file_of_a_finished_run(phys, cwd):
+    assert run("run", phys, "--out", "R", "-q").exit_code == 0
+    listed = set(json.loads((cwd / "R" / MANIFEST).read_text())["files"])
+    on_disk = {str(p.relative_to(cwd / "R")) for p in (cwd / "R").rglob("*") if p.is_file()} - {MANIFEST}
+    assert listed == on_disk and "config.toml" in listed and "time_to_accuracy.png" in listed
+    assert run("run", phys, "--out", "R", "-q", "--overwrite", "--set", "seed=2").exit_code == 0
+    assert "seed = 2" in (cwd / "R" / "config.toml").read_text()
+
+
+def test_a_folder_without_a_manifest_is_a_users_folder(phys, cwd):
+    assert run("run", phys, "--out", "R", "-q").exit_code == 0
+    (cwd / "R" / MANIFEST).unlink()
+    before = snapshot(cwd)
+    line = one_error_line(run("run", phys, "--out", "R", "-q", "--overwrite"))
+    assert MANIFEST in line and "R" in line
+    assert snapshot(cwd) == before
+
+
+# --- harmful 2: plot never overwrites a figure it did not draw ----------------------------------------------------
+
+
+def test_plot_keeps_a_users_figure_in_out(phys, cwd):
+    assert run("run", phys, "--out", "R", "-q").exit_code == 0
+    (cwd / "U").mkdir()
+    (cwd / "U" / "accuracy_vs_time.png").write_bytes(b"my own figure")
+    before = snapshot(cwd)
+    line = one_error_line(run("plot", "R", "--out", "U"))
+    assert str(Path("U") / "accuracy_vs_time.png") in line and "did not" in line
+    assert snapshot(cwd) == before
+
+
+def test_plot_may_redraw_its_own_figures(phys, cwd):
+    assert run("run", phys, "--out", "R", "-q").exit_code == 0
+    for _ in range(2):  # into a folder of the user's (recorded in its manifest), then into the run folder itself
+        result = run("plot", "R", "--out", "U")
+        assert result.exit_code == 0, result.output
+    assert run("plot", "R").exit_code == 0
+    # the figures the plot drew into the run folder are in its manifest: --overwrite still replaces the run
+    assert run("run", phys, "--out", "R", "-q", "--overwrite").exit_code == 0
+
+
+# --- harmful 3: one run at a time in a folder ---------------------------------------------------------------------
+
+
+def test_a_second_run_into_the_same_out_is_refused_while_the_first_runs(phys, cwd):
+    sc = load_scenario(phys)
+    seen = []
+
+    def meanwhile(name, rec):
+        if not seen:
+            seen.append(run("run", phys, "--out", "R", "-q"))
+            seen.append(run("run", phys, "--out", "R", "-q", "--resume"))
+            seen.append(run("run", phys, "--out", "R", "-q", "--overwrite"))
+
+    run_scenario(sc, cwd / "R", on_round=meanwhile)
+    for result in seen:
+        line = one_error_line(result)
+        assert "is in use by another edgesim process" in line and f"pid {os.getpid()}" in line
+        assert socket.gethostname() in line
+    assert (cwd / "R" / "config.toml").is_file() and not lock_path(cwd / "R").exists()
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(phys, cwd):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lock_path(cwd / "R").write_text(f"{dead.pid} {socket.gethostname()}\n")
+    result = run("run", phys, "--out", "R", "-q")
+    assert result.exit_code == 0, result.output
+    assert not lock_path(cwd / "R").exists()
+
+
+def test_a_live_lock_of_another_process_is_refused(phys, cwd):
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock_path(cwd / "R").write_text(f"{other.pid} {socket.gethostname()}\n")
+        line = one_error_line(run("run", phys, "--out", "R", "-q"))
+        assert f"pid {other.pid}" in line
+        assert not (cwd / "R").exists() and not (cwd / "R.incomplete").exists()
+    finally:
+        other.kill()
+        other.wait()
