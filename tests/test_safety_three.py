@@ -135,3 +135,45 @@ def test_a_live_lock_of_another_process_is_refused(phys, cwd):
     finally:
         other.kill()
         other.wait()
+
+
+# --- a full disk (ulimit -f) while a checkpoint or a figure is written: one line, no partial file ---------------
+
+FULL_DISK = """
+import resource, sys
+from typer.testing import CliRunner
+from scenarios.cli import app
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY))
+r = CliRunner().invoke(app, sys.argv[2:])
+print(r.exit_code)
+print(r.stderr)
+if r.exception is not None and not isinstance(r.exception, SystemExit):
+    import traceback; traceback.print_exception(r.exception)
+"""
+
+
+def _full_disk(limit: int, *args) -> tuple[int, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    result = subprocess.run([sys.executable, "-c", FULL_DISK, str(limit), *map(str, args)], env=env,
+                            capture_output=True, text=True, timeout=120)
+    code, _, stderr = result.stdout.partition("\n")
+    assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
+    return int(code), stderr
+
+
+def test_a_full_disk_while_writing_a_checkpoint_is_one_line_and_leaves_no_partial_file(phys, cwd):
+    big = phys.with_name("big.toml")
+    big.write_text(PHYSICS.replace("rounds = 4", "rounds = 400"))
+    code, stderr = _full_disk(20_000, "run", big, "--out", "R", "-q", "--set", "run.checkpoint_every=1")
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1 and lines[0].startswith("error: cannot write "), stderr
+    assert str(Path("R.incomplete") / "checkpoints" / "parametric.pt") in lines[0]
+    assert not [p for p in cwd.rglob("*.tmp")]
+
+
+def test_a_full_disk_while_drawing_a_figure_leaves_no_truncated_png(phys, cwd):
+    assert run("run", phys, "--out", "R", "-q").exit_code == 0
+    code, stderr = _full_disk(5_000, "plot", "R", "--out", "U")
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "cannot write the figures" in lines[0], stderr
+    assert not list((cwd / "U").glob("*.png")) and not list((cwd / "U").glob(".*.tmp"))
