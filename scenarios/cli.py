@@ -78,7 +78,7 @@ def plan(
     from scenarios.schema import load_scenario
 
     try:
-        sc = load_scenario(scenario, set_ or [], learning=False)
+        sc = load_scenario(scenario, set_ or [])  # every section: plan refuses what run refuses
         workload = sc.workload
         if "auto" in (workload.model_bits, workload.sr_cycles, workload.pseudo_label_cycles_per_model) or (
             workload.cycles_source == "flops"

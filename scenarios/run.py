@@ -302,6 +302,8 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
         return REGISTRY[name].build(ctx, cfg)
 
+    check_data(sc, ctx)
+
     held = [len(c.x_sup) + len(c.x_unl) for c in ctx.clients]
     extra = {"samples_per_device": {
         "plan": sc.workload.samples_per_device,
@@ -310,6 +312,19 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         "min": min(held), "mean": sum(held) / len(held), "max": max(held),
     }}
     return build, ctx.model_bits, extra
+
+
+def check_data(sc: Scenario, ctx) -> None:
+    """Each algorithm's ``check_data(ctx, cfg)`` on the loaded data, before any algorithm runs (one line)."""
+    from learning.algorithms import REGISTRY
+
+    for name in sc.learning["run"].algorithms:
+        spec = REGISTRY[name]
+        if spec.check_data is not None:
+            try:
+                spec.check_data(ctx, sc.learning["algorithms"].get(name) or spec.config_cls())
+            except ValueError as e:
+                raise ConfigError(f"{sc.path}: [algorithms.{name}] {e}") from None
 
 
 def _check_algorithms(sc: Scenario) -> None:

@@ -158,6 +158,8 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
                    for name, build in LEARNING_SECTIONS.items() if not (physics_only and name == "algorithms")}
         learned.setdefault("algorithms", {})
         check_cross_section(built["system"], learned["run"], where)
+        if not physics_only:
+            check_algorithms(built["system"], learned, where)
     return Scenario(
         path=where,
         name=name,
@@ -177,6 +179,33 @@ def check_cross_section(system: SystemConfig, run, where: str) -> None:
             f"{where}: [run] clients_per_round = {run.clients_per_round}: expected at most [system] n_devices "
             f"(= {system.n_devices}); a round cannot select more devices than the cell has"
         )
+
+
+def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: str) -> None:
+    """Each algorithm of ``[run] algorithms`` is registered and its options fit the scenario.
+
+    Its spec's ``check(cfg, facts)`` (:mod:`learning.algorithm_configs`) sees
+    the devices, the partition and the model; torch-free, so ``edgesim plan``
+    and ``edgesim run`` refuse the same things, before any data is loaded.
+    """
+    from learning.algorithm_configs import ALGORITHMS, ScenarioFacts
+    from learning.model_registry import MODELS
+
+    run, data, train = learned["run"], learned["data"], learned["train"]
+    facts = ScenarioFacts(system.n_devices, run.clients_per_round, data, train,
+                          getattr(MODELS.get(train.model), "weight_layers", None))
+    for name in run.algorithms:
+        if name not in ALGORITHMS:
+            raise ScenarioError(f"{where}: [run] algorithms: unknown algorithm {name!r}; expected one of: "
+                                f"{', '.join(sorted(ALGORITHMS))}")
+        spec = ALGORITHMS[name]
+        cfg = learned["algorithms"].get(name) or spec.config_cls()
+        if spec.check is not None:
+            try:
+                spec.check(cfg, facts)
+            except ValueError as e:
+                table = f"[algorithms.{name}]" if name in learned["algorithms"] else f"{name} (defaults; [algorithms.{name}])"
+                raise ScenarioError(f"{where}: {table}: {e}") from None
 
 
 def resolve_paths(raw: dict, path: Path) -> dict:

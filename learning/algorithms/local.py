@@ -22,11 +22,7 @@ from learning.algorithms.common import (
 )
 from learning.algorithms.registry import register
 from learning.context import Context
-
-
-@dataclass(frozen=True)
-class LocalConfig:
-    """Local training only (no options)."""
+from learning.algorithm_configs.local import LocalConfig  # noqa: F401 (re-exported)
 
 
 class Local:
