@@ -131,6 +131,22 @@ def number_field(path: Path, line: int, column: str, text: str, *, empty_ok: boo
     return value
 
 
+def check_round_value(path: Path, line: int, column: str, text: str, value: float) -> None:
+    """What edgesim writes: ``round`` a whole number >= 0; times, bits and energy >= 0; ``accuracy`` in
+    [0, 1] or empty (a literal ``nan`` is not what edgesim writes either)."""
+    if column == "accuracy":
+        ok = text == "" or 0 <= value <= 1
+        expected = "an accuracy in [0, 1] (or empty)"
+    elif column == "round":
+        ok = value >= 0 and value == int(value)
+        expected = "a round number (an integer >= 0)"
+    else:
+        ok = value >= 0
+        expected = "a number >= 0"
+    if not ok:
+        raise PlotDataError(f"{path}: line {line}, column {column} = {text!r}; expected {expected}")
+
+
 def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
     """``rounds.csv`` of a run → {algorithm: {column: array}} (text columns as NaN).
 
@@ -157,7 +173,9 @@ def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
             if k == "algorithm":
                 continue
             if k in NUMERIC_ROUND_COLUMNS or k == "accuracy":
-                cols[alg][k].append(number_field(path, line, k, v, empty_ok=k == "accuracy"))
+                value = number_field(path, line, k, v, empty_ok=k == "accuracy")
+                check_round_value(path, line, k, v, value)
+                cols[alg][k].append(value)
                 continue
             try:
                 cols[alg][k].append(float(v) if v != "" else np.nan)
@@ -206,8 +224,9 @@ def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = T
             skipped.append(alg)
             continue
         label = display_name(alg, names) + (f" ({len(runs)} runs)" if len(runs) > 1 else "")
-        if len(runs) == 1:
-            ax.plot(runs[0][0], runs[0][1] * k, color=colors[alg], lw=lw, label=label)
+        if len(runs) == 1:  # a marker on every point of a short run (one round is one point, no line)
+            ax.plot(runs[0][0], runs[0][1] * k, color=colors[alg], lw=lw, label=label,
+                    marker="o" if len(runs[0][0]) <= 3 else None, ms=3)
             continue
         grid, mean, lo, hi = mean_band(runs)
         ax.plot(grid, mean * k, color=colors[alg], lw=lw, label=label)

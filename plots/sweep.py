@@ -320,9 +320,10 @@ def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional
     """Every figure of a sweep folder into ``out_dir`` (default: the sweep folder); returns their paths."""
     sweep = Sweep(folder)
     out_dir = Path(out_dir) if out_dir is not None else sweep.folder
-    out_dir.mkdir(parents=True, exist_ok=True)
     if not sweep.ok:
-        return []
+        raise PlotDataError(f"{sweep.folder / 'sweep.csv'}: no finished run (no row with status ok); expected "
+                            f"the sweep.csv of a sweep with at least one finished run")
+    out_dir.mkdir(parents=True, exist_ok=True)
     try:
         paths = [plot_sweep_curves(sweep, out_dir / name, x) for name, x in RUN_FIGURES.items()]
         for p in (plot_tta_vs_bandwidth(sweep, out_dir / SWEEP_FIGURES[-2], threshold),

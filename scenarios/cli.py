@@ -101,15 +101,18 @@ def plan(
     else:
         _print_plan(sc, result)
     if not result.feasible:
-        typer.echo(result.infeasibility_message(), err=True)
-        raise typer.Exit(1)
+        algorithms = sc.learning["run"].algorithms
+        if "dofed_spp" in algorithms:
+            _fail(f"{sc.path}: {result.infeasibility_message()}", code=1)
+        typer.echo(f"note: {sc.path}: {result.infeasibility_message()} (only DoFed-SPP picks (B, K); this scenario "
+                   f"runs {', '.join(algorithms)}, which do not need a feasible pair)", err=True)
 
 
 @app.command()
 def run(
     scenario: Optional[Path] = SCENARIO_ARG,
     set_: Optional[List[str]] = SET_OPT,
-    out: Optional[Path] = typer.Option(
+    out: Optional[str] = typer.Option(
         None, "--out", help="Run folder (default: runs/<scenario name>). Must be new, empty or an earlier run "
         "(replaced only with --overwrite); edgesim never deletes what it did not write."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
@@ -128,6 +131,8 @@ def run(
     from scenarios.runfolder import RunFolder, check_out
     from scenarios.schema import load_scenario
 
+    if out is not None and not str(out).strip():
+        _fail(f"--out {str(out)!r}: expected the path of a new run folder, such as runs/mine")
     overrides, options = list(set_ or []), ["--set"] * len(set_ or [])
     if seed is not None:
         overrides.append(f"seed={seed}")
@@ -139,7 +144,7 @@ def run(
         sc = load_scenario(scenario, overrides, options=options)
     except ConfigError as e:
         _fail(str(e))
-    out = out if out is not None else Path("runs") / sc.name
+    out = Path(out) if out is not None else Path("runs") / sc.name
     try:
         check_out(out, overwrite=overwrite, resume=resume)
     except ConfigError as e:
@@ -151,6 +156,7 @@ def run(
         divergence = (DivergenceError,)
     run_cfg = sc.learning["run"]
     work = RunFolder(out).work
+    terminate_as_interrupt()
     try:
         with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
             folder = run_scenario(sc, out, on_round=progress.update, resume=resume, overwrite=overwrite,
@@ -162,8 +168,8 @@ def run(
     except OSError as e:  # a full disk or a quota: the file it could not write, and where the run is
         _fail(f"cannot write {e.filename or work}: {e.strerror or e}; the unfinished run is in {work} "
               f"(free some space, then run the same command with --resume or --overwrite)", code=1)
-    except KeyboardInterrupt:
-        _interrupted(work, run_cfg.checkpoint_every)
+    except KeyboardInterrupt as e:
+        _interrupted(work, run_cfg.checkpoint_every, code=143 if isinstance(e, Terminated) else 130)
     typer.echo(f"run folder: {folder}")
     summary = json.loads((folder / "summary.json").read_text())
     for name, a in summary["algorithms"].items():
@@ -184,14 +190,31 @@ def run(
         typer.echo(f"warning: {line}", err=True)
 
 
-def _interrupted(work: Path, checkpoint_every: int) -> None:
-    """Ctrl-C: one line saying where the unfinished run is and how to go on; exit 130."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a batch system's time limit), handled as Ctrl-C is; exit 143."""
+
+
+def terminate_as_interrupt() -> None:
+    """Make SIGTERM end a run as Ctrl-C does (the unfinished folder marked, one line saying how to go on)."""
+    import signal
+
+    def handler(signum, frame):
+        raise Terminated(f"signal {signum}")
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (an embedding application's worker): keep its handling
+        pass
+
+
+def _interrupted(work: Path, checkpoint_every: int, code: int = 130) -> None:
+    """Ctrl-C or SIGTERM: one line saying where the unfinished run is and how to go on; exit 130 (143)."""
     if not work.exists():
-        _fail("interrupted before the run folder was created; nothing was written", code=130)
+        _fail("interrupted before the run folder was created; nothing was written", code=code)
     how = ("run the same command with --resume to go on from its last checkpoint" if checkpoint_every
            else "run.checkpoint_every = 0, so it has no checkpoint: run the same command with --overwrite to start "
                 "again (add --set run.checkpoint_every=N to be able to --resume)")
-    _fail(f"interrupted: the unfinished run is in {work}; {how}", code=130)
+    _fail(f"interrupted: the unfinished run is in {work}; {how}", code=code)
 
 
 @app.command()

@@ -222,6 +222,9 @@ def check_out(out: Path, *, overwrite: bool = False, resume: bool = False, holdi
     """
     text = str(out)
     out = Path(out)
+    if out.is_symlink():
+        raise ConfigError(f"--out {text!r} is a symbolic link (to {os.readlink(out)}); expected the real path of "
+                          f"a run folder (edgesim does not write through links)")
     if text.strip() == "" or out.name in ("", ".", ".."):
         raise ConfigError(f"--out {text!r}: expected the path of a new run folder, such as runs/mine")
     resolved = out.resolve()

@@ -25,6 +25,7 @@ from learning.config import SECTIONS as LEARNING_SECTIONS
 SCENARIO_DIR = Path(__file__).resolve().parent
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
 TOP_LEVEL_KEYS = {"name": str, "description": str, "seed": int}
+MAX_SEED = 2**63 - 1  # a TOML integer; the random streams take (seed, ...) tuples of such
 
 
 ScenarioError = ConfigError
@@ -129,8 +130,8 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     for key, typ in TOP_LEVEL_KEYS.items():
         if key in raw and (not isinstance(raw[key], typ) or isinstance(raw[key], bool)):
             raise ScenarioError(f"{where}: {key} = {raw[key]!r}: expected a {typ.__name__}")
-    if raw.get("seed", 0) < 0:
-        raise ScenarioError(f"{where}: seed = {raw['seed']!r}: expected an integer >= 0")
+    if not 0 <= raw.get("seed", 0) <= MAX_SEED:
+        raise ScenarioError(f"{where}: seed = {raw['seed']!r}: expected an integer in [0, 2**63 - 1]")
     name = raw.get("name", Path(where).stem)
     if not name.strip() or name.strip() in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
         raise ScenarioError(f"{where}: name = {name!r}: expected a non-empty name usable as a folder name "
@@ -154,6 +155,9 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
                 if section in raw:
                     raise ScenarioError(f"{where}: [{section}] is not used by a physics-only run "
                                         f"([run] backend = \"parametric\"); expected it left out")
+        if not physics_only and "parametric" in raw:
+            raise ScenarioError(f"{where}: [parametric] is used only by a physics-only run ([run] backend = "
+                                f"\"parametric\"); this run has backend = {run.backend!r}: expected it left out")
         learned = {name: build(raw.get(name, {}), f"{where}: [{name}]")
                    for name, build in LEARNING_SECTIONS.items() if not (physics_only and name == "algorithms")}
         learned.setdefault("algorithms", {})

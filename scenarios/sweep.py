@@ -426,6 +426,30 @@ def check_sweep_out(out: Path) -> None:
                           f"choose another --out; edgesim never writes into a folder it did not make")
 
 
+def check_same_grid(spec: SweepSpec, out: Path) -> None:
+    """A sweep folder goes on only with its own grid and seeds: another would rewrite ``sweep.csv`` and orphan
+    the runs it lists (one line naming both)."""
+    path = out / SWEEP_JSON
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        old_grid = {"grid": old["grid"], "seeds": old["seeds"]}
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+        raise ConfigError(f"--out {out}: {path} is unreadable; expected the sweep.json edgesim wrote "
+                          f"(choose another --out)") from None
+    new = spec.to_json()
+    if old_grid != {"grid": new["grid"], "seeds": new["seeds"]}:
+        def describe(d: dict) -> str:
+            axes = " ".join(f"--grid {a.get('key')}={','.join(map(str, a.get('texts', a.get('values', []))))}"
+                            for a in d["grid"] if isinstance(a, dict))
+            return f"{axes or 'no --grid'} with seeds {d['seeds']}"
+
+        raise ConfigError(f"--out {out}: holds a sweep of another grid ({describe(old_grid)}; this one: "
+                          f"{describe(new)}); choose another --out, or give the same --grid and --seeds to go on "
+                          f"with it")
+
+
 def run_sweep(
     spec: SweepSpec,
     out: Path,
@@ -450,6 +474,7 @@ def run_sweep(
     if executor == "ray":
         import_ray()
     check_sweep_out(Path(out))
+    check_same_grid(spec, Path(out))
     out = Path(out).resolve()
     runs = validate_runs(spec, out)
     from scenarios.run import is_finished

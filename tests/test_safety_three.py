@@ -177,3 +177,116 @@ def test_a_full_disk_while_drawing_a_figure_leaves_no_truncated_png(phys, cwd):
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "cannot write the figures" in lines[0], stderr
     assert not list((cwd / "U").glob("*.png")) and not list((cwd / "U").glob(".*.tmp"))
+
+
+# --- silent: refused with one line, or made to work ------------------------------------------------------------------
+
+
+def test_a_parametric_table_in_a_torch_run_and_a_data_dir_for_digits_are_refused(tiny_scenario):
+    from edgesim.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"\[parametric\] is used only by a physics-only run"):
+        load_scenario(tiny_scenario, ["parametric.a0=0.2"])
+    with pytest.raises(ConfigError, match=r"data_dir = 'x': expected left out: dataset = 'digits' is bundled"):
+        load_scenario(tiny_scenario, ['data.data_dir="x"'])
+
+
+def test_a_sweep_of_another_grid_into_the_same_out_is_refused(phys, cwd):
+    grid = ["--grid", "system.bandwidth_hz=1e6,2e6"]
+    assert run("sweep", phys, *grid, "--out", "S", "-q", "--jobs", "1", "--no-plots").exit_code == 0
+    before = snapshot(cwd)
+    line = one_error_line(run("sweep", phys, "--grid", "system.bandwidth_hz=3e6", "--out", "S", "-q", "--jobs", "1"))
+    assert "another grid" in line and "system.bandwidth_hz=1e6,2e6" in line and "system.bandwidth_hz=3e6" in line
+    assert snapshot(cwd) == before
+    assert run("sweep", phys, *grid, "--out", "S", "-q", "--jobs", "1", "--no-plots").exit_code == 0  # same: goes on
+
+
+@pytest.fixture
+def done(phys, tmp_path) -> Path:
+    return run_scenario(load_scenario(phys), tmp_path / "done")
+
+
+@pytest.mark.parametrize("column, value, fragment", [
+    ("accuracy", "-5", "an accuracy in [0, 1]"), ("accuracy", "nan", "an accuracy in [0, 1]"),
+    ("time_s", "-1", "a number >= 0"), ("round", "1.5", "an integer >= 0"),
+])
+def test_plot_refuses_a_tampered_rounds_csv(done, tmp_path, column, value, fragment):
+    import csv
+
+    path = done / "rounds.csv"
+    rows = list(csv.DictReader(path.open()))
+    rows[1][column] = value
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    line = one_error_line(run("plot", done, "--out", tmp_path / "figs"))
+    assert f"line 3, column {column} = {value!r}" in line and fragment in line
+    assert not (tmp_path / "figs").exists() or not list((tmp_path / "figs").glob("*.png"))
+
+
+def test_a_one_round_run_is_drawn_with_markers():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from plots.curves import draw_accuracy
+
+    fig, ax = plt.subplots()
+    draw_accuracy(ax, {"fedavg": [(np.array([2.0]), np.array([0.5]))]}, {"fedavg": "C0"})
+    (line,) = ax.get_lines()
+    assert line.get_marker() == "o"  # one point and no marker is a blank figure
+    plt.close(fig)
+
+
+def test_plot_of_a_sweep_without_a_finished_run_is_one_line(phys, tmp_path):
+    out = tmp_path / "sw"
+    assert run("sweep", phys, "--grid", "system.bandwidth_hz=1e6", "--out", out, "-q", "--jobs", "1",
+               "--no-plots").exit_code == 0
+    header = (out / "sweep.csv").read_text().splitlines()[0]
+    (out / "sweep.csv").write_text(header + "\n")
+    line = one_error_line(run("plot", out, "--out", tmp_path / "figs"))
+    assert "sweep.csv" in line and "no finished run" in line
+
+
+# --- weak: the right message ----------------------------------------------------------------------------------------
+
+
+def test_out_messages_name_what_was_given(phys, cwd):
+    (cwd / "elsewhere").mkdir()
+    os.symlink(cwd / "elsewhere", cwd / "link")
+    line = one_error_line(run("run", phys, "--out", "link", "-q"))
+    assert "'link' is a symbolic link" in line
+    assert "--out '':" in one_error_line(run("run", phys, "--out", "", "-q"))
+    line = one_error_line(run("run", phys, "--out", "R", "-q", "--seed", "99999999999999999999"))
+    assert "seed = 99999999999999999999" in line and "2**63 - 1" in line and "--seed" in line
+
+
+def test_plan_of_a_scenario_without_dofed_spp_notes_the_infeasible_pairs(phys):
+    tight = ["--set", "budget.total_time_s=0.01"]
+    result = run("plan", phys, *tight)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(f"note: {phys}:") and "only DoFed-SPP" in result.stderr
+
+
+def test_sigterm_ends_a_run_as_ctrl_c_does(phys, cwd):
+    import signal
+    import time
+
+    big = phys.with_name("long.toml")
+    big.write_text(PHYSICS.replace("rounds = 4", "rounds = 2000000").replace("total_time_s = 20", "total_time_s = 1e7"))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "scenarios.cli", "run", str(big), "--out", "R", "-q"], cwd=cwd,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (cwd / "R.incomplete" / "config.toml").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert proc.returncode == 143 and len(lines) == 1, stderr
+    assert lines[0].startswith("error: interrupted: the unfinished run is in R.incomplete")
+    assert "interrupted" in (cwd / "R.incomplete" / "INCOMPLETE").read_text()
+    assert not lock_path(cwd / "R").exists()

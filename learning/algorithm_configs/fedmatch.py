@@ -63,10 +63,13 @@ FedMatchLCConfig = dataclass(frozen=True)(type("FedMatchLCConfig", (FedMatchConf
 
 def check_fedmatch(cfg: FedMatchConfig, facts: ScenarioFacts) -> None:
     """Labels at the server need a partition that leaves them; H helpers are other devices (at most N - 1)."""
-    if cfg.labels == "server":
-        from learning.algorithm_configs.fedmix import needs_server_labels
+    from learning.algorithm_configs.fedmix import SERVER_LABEL_PARTITIONS, needs_server_labels
 
+    if cfg.labels == "server":
         needs_server_labels("fedmatch", facts)
+    elif facts.data.partition in SERVER_LABEL_PARTITIONS:
+        raise ValueError(f"labels = 'client' needs labelled data on the clients, which [data] partition = "
+                         f"{facts.data.partition!r} keeps at the server; expected another partition")
     if cfg.n_helpers > facts.n_devices - 1:
         fail("n_helpers", cfg.n_helpers, f"at most n_devices - 1 = {facts.n_devices - 1} (helpers are other devices)")
     unused_options(cfg, {"server_epochs": cfg.labels == "client", "server_batch_size": cfg.labels == "client",
