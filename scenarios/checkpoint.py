@@ -49,6 +49,7 @@ class AlgorithmRun:
     events: list = field(default_factory=list)
     now_s: float = 0.0
     graphs: list = field(default_factory=list)  # (round, end time s, backend.graph()) when the backend has one
+    diverged: Optional[str] = None  # why training stopped early (edgesim.backend.Diverged), else None
 
 
 def normal_form(config: dict) -> dict:

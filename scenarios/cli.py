@@ -173,6 +173,9 @@ def run(
     typer.echo(f"run folder: {folder}")
     summary = json.loads((folder / "summary.json").read_text())
     for name, a in summary["algorithms"].items():
+        if not a["rounds"]:
+            typer.echo(f"  {name:<10} diverged in its first round: no result")
+            continue
         final = (
             f"final {a['final_accuracy']:.3f} (plateau at round {a['final_round']}, {a['final_time_s']:.1f} s)"
             if a["plateau_reached"]
@@ -188,6 +191,10 @@ def run(
                    f"hold ({held['min']} to {held['max']} samples); each was charged for its own data", err=True)
     for line in summary.get("warnings", []):
         typer.echo(f"warning: {line}", err=True)
+    diverged = {name: a["diverged"] for name, a in summary["algorithms"].items() if a.get("diverged")}
+    if diverged:  # the others' results are kept in the folder; the run still failed
+        _fail(f"{'; '.join(diverged.values())} (its rounds until then, and the other algorithms' results, are in "
+              f"{folder}; summary.json marks it diverged)", code=1)
 
 
 class Terminated(KeyboardInterrupt):

@@ -29,6 +29,7 @@ from typing import Callable, Optional
 import tomli_w
 
 from edgesim.config import ConfigError
+from edgesim.backend import Diverged
 from edgesim.engine import Simulation
 from learning.config import PARAMETRIC
 from learning.metrics import final_accuracy, time_to_accuracy
@@ -143,7 +144,11 @@ def run_algorithm(
     accs = [r.metrics.get("accuracy", float("nan")) for r in out.records]
     n_events = len(out.events)
     while not _finished(sc, sim, accs):
-        rec = sim.run_round()
+        try:
+            rec = sim.run_round()
+        except Diverged as e:  # keep its rounds so far; the other algorithms go on
+            out.diverged = divergence_message(sc, name, str(e))
+            break
         out.records.append(rec)
         accs.append(rec.metrics.get("accuracy", float("nan")))
         if callable(getattr(backend, "graph", None)):
@@ -159,7 +164,25 @@ def run_algorithm(
                                 graphs=out.graphs)
     out.events = out.events[:n_events] + sim.events
     out.now_s = sim.now_s
+    if out.diverged is not None:  # nothing of the round that diverged: it has no record
+        last = out.records[-1] if out.records else None
+        out.events = [e for e in out.events if last is not None and e.round_index <= last.round_index]
+        out.now_s = last.end_time_s if last is not None else 0.0
     return out
+
+
+def divergence_message(sc: Scenario, name: str, error: str) -> str:
+    """The backend's divergence note with the learning rate that was in effect: the algorithm's own ``lr`` when
+    its table (or its defaults, FedDure's) sets one, else ``train.lr``."""
+    cfg = sc.learning["algorithms"].get(name)
+    if cfg is None:
+        from learning.algorithm_configs import ALGORITHMS
+
+        cfg = ALGORITHMS[name].config_cls()
+    own = getattr(cfg, "lr", None)
+    hint = (f"lower [algorithms.{name}] lr (= {own:g})" if own is not None
+            else f"lower train.lr (= {sc.learning['train'].lr:g})")
+    return f"{error.split('; lower ')[0]}; {hint} or check the data"
 
 
 def display_name(name: str) -> str:
@@ -201,6 +224,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
             "total_wasted_bits": last.cum_wasted_bits if last else 0.0,
             "total_energy_j": last.cum_energy_j if last else 0.0,
             "every_upload_dropped": every_upload_dropped(recs),
+            "diverged": sim.diverged,
         }
     warnings = [
         f"{name}: every upload of every round was dropped at the deadline (budget.deadline_s = "
@@ -262,6 +286,8 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
     for name, sim in sims.items():
         for round_index, time_s, graph in sim.graphs:
             folder.write_json(graph_path(name, round_index), node_link(graph, round_index, time_s))
+    if not any(sim.records for sim in sims.values()):  # every algorithm diverged in its first round: no curve
+        return
     plot_accuracy([folder.work], folder.path("time_to_accuracy.png"), title=f"{sc.name} (seed {sc.seed})")
     plot_accuracy([folder.work], folder.path("accuracy_vs_uplink_bits.png"), x="cum_bits_up", title=sc.name)
     plot_accuracy([folder.work], folder.path("accuracy_vs_energy.png"), x="cum_energy_j", title=sc.name)

@@ -60,4 +60,5 @@ def register_variants(variants: Mapping[str, tuple[type, str, str]], backend: Ca
         def build(ctx, cfg, _name=name):
             return backend(ctx, _name, cfg)
 
+        build.__module__ = backend.__module__  # where the family lives (its declared module)
         register(name, config_cls, summary, display=display)(build)
