@@ -26,7 +26,6 @@ SCHEDULES = ("constant", "cosine")
 BACKENDS = ("torch", "parametric")
 PARAMETRIC = "parametric"  # the one "algorithm" of a physics-only run
 DEFAULT_ALGORITHMS = ["fedavg", "fedprox", "local"]
-BUNDLED_DATASETS = ("digits", "synthetic")  # need no data_dir
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ class DataConfig:
         check_choice("dataset", self.dataset, DATASETS.names)
         if self.data_dir is not None and not isinstance(self.data_dir, str):
             fail("data_dir", self.data_dir, "a directory path (string)")
-        if self.data_dir is not None and self.dataset in BUNDLED_DATASETS:
+        if self.data_dir is not None and not DATASETS[self.dataset].needs_files:
             fail("data_dir", self.data_dir, f"left out: dataset = {self.dataset!r} is bundled, it reads no folder")
         check_choice("partition", self.partition, PARTITIONS.names)
         check_number("alpha", self.alpha, minimum=0, strict=True)

@@ -159,7 +159,8 @@ def run(
     terminate_as_interrupt()
     try:
         with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
-            folder = run_scenario(sc, out, on_round=progress.update, resume=resume, overwrite=overwrite,
+            on_round = host_time_note(progress.update, run_cfg.rounds or sc.budget.rounds, len(run_cfg.algorithms))
+            folder = run_scenario(sc, out, on_round=on_round, resume=resume, overwrite=overwrite,
                                   say=lambda line: typer.echo(line, err=True))
     except ConfigError as e:
         _fail(str(e))
@@ -195,6 +196,35 @@ def run(
     if diverged:  # the others' results are kept in the folder; the run still failed
         _fail(f"{'; '.join(diverged.values())} (its rounds until then, and the other algorithms' results, are in "
               f"{folder}; summary.json marks it diverged)", code=1)
+
+
+def host_time_note(on_round, rounds: int, n_algorithms: int, *, over_s: float = 600.0):
+    """``on_round`` that also says, once, how long the run may take on this host when that is over ``over_s``:
+    the host time between the first two rounds × ``rounds`` × ``n_algorithms`` (an upper bound when the run
+    stops earlier: max_time_s, a plateau)."""
+    import time
+
+    seen: list[float] = []
+
+    def wrapped(name, rec):
+        on_round(name, rec)
+        if len(seen) < 2:
+            seen.append(time.monotonic())
+            if len(seen) == 2:
+                estimate_s = (seen[1] - seen[0]) * rounds * n_algorithms
+                if estimate_s > over_s:
+                    typer.echo(f"note: at {seen[1] - seen[0]:.3g} s of host time per round, {rounds} rounds of "
+                               f"{n_algorithms} algorithm(s) take up to about {_duration(estimate_s)}; Ctrl-C "
+                               f"stops it (lower run.rounds, or set run.max_time_s)", err=True)
+
+    return wrapped
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
 
 
 class Terminated(KeyboardInterrupt):

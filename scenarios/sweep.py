@@ -194,13 +194,14 @@ def validate_runs(spec: SweepSpec, out: Path) -> list[SweepRun]:
             sc = load_scenario(spec.scenario, list(run.overrides), options=list(run.options))
         except ConfigError as e:
             raise ConfigError(f"sweep run {run.name}: {e}") from None
-        if not sc.physics_only:
-            from learning.algorithms import REGISTRY
+        if not sc.physics_only:  # names and algorithm options were checked by load_scenario; the data folder here
+            from learning.data.datasets import DATASETS
 
-            unknown = [a for a in sc.learning["run"].algorithms if a not in REGISTRY]
-            if unknown:
-                raise ConfigError(f"sweep run {run.name}: [run] algorithms: unknown algorithm {unknown[0]!r}; "
-                                  f"expected one of: {', '.join(sorted(REGISTRY))}")
+            data = sc.learning["data"]
+            if DATASETS[data.dataset].needs_files and (data.data_dir is None or not Path(data.data_dir).is_dir()):
+                raise ConfigError(f"sweep run {run.name}: [data] dataset = {data.dataset!r} needs data_dir, the "
+                                  f"folder of its files (got {data.data_dir!r}); every run of a sweep is checked "
+                                  f"before any starts")
         # A finished run is skipped and an unfinished one resumed: both must be of this very scenario,
         # and anything else in their place is refused, never replaced.
         folder = Path(out) / run.name

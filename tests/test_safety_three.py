@@ -290,3 +290,20 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(phys, cwd):
     assert lines[0].startswith("error: interrupted: the unfinished run is in R.incomplete")
     assert "interrupted" in (cwd / "R.incomplete" / "INCOMPLETE").read_text()
     assert not lock_path(cwd / "R").exists()
+
+
+def test_a_run_of_a_huge_number_of_rounds_says_how_long_it_may_take(phys, cwd):
+    result = run("run", phys, "--out", "R", "-q", "--set", "run.rounds=100000000", "--set", "run.max_time_s=3")
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note: at ")]
+    assert len(notes) == 1 and "100000000 rounds of 1 algorithm(s) take up to about" in notes[0]
+
+
+def test_a_bad_grid_point_is_refused_before_any_run_starts(tiny_scenario, cwd):
+    grid = ["--grid", "system.n_devices=6,4", "--set", 'run.algorithms=["um_pfssl"]']
+    line = one_error_line(run("sweep", tiny_scenario, *grid, "--out", "S", "-q", "--jobs", "1"))
+    assert "system.n_devices=4" in line and "helpers = 5" in line
+    line = one_error_line(run("sweep", tiny_scenario, "--grid", 'data.dataset="digits","mnist"', "--out", "S", "-q",
+                              "--jobs", "1"))
+    assert "dataset = 'mnist' needs data_dir" in line
+    assert not (cwd / "S").exists()
