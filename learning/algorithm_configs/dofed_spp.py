@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import ScenarioFacts, check_fixed, declare, declare_variants, unused_options, variant
+from learning.algorithm_configs import declare
 
 
 Bound = Union[str, float, int]

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Optional, Union
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import ScenarioFacts, check_fixed, declare, declare_variants, unused_options, variant
+from learning.algorithm_configs import ScenarioFacts, declare_variants, unused_options, variant
 
 
 SIGNS = {"paper": 1.0, "code": -1.0}

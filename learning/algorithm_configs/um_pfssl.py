@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import ScenarioFacts, check_fixed, declare, declare_variants, unused_options, variant
+from learning.algorithm_configs import ScenarioFacts, declare
 
 
 FORMS = ("arxiv", "journal")

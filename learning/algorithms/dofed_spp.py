@@ -58,7 +58,7 @@ distances (P parameters).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Optional, Union
 
 import numpy as np
@@ -66,7 +66,7 @@ import torch
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.budget import InfeasibleBudgetError, examined_pairs, infeasibility_message
-from edgesim.config import ConfigError, check_choice, check_int, check_number
+from edgesim.config import ConfigError
 from edgesim.plan import slowest_device_constants
 from edgesim.selection import assignment, best_selection
 from learning.algorithms.common import (
@@ -83,9 +83,9 @@ from learning.context import Context
 from learning.costs import forward_cycles_per_sample
 from learning.state import sent_numbers
 from learning.inference import predict_proba
-from learning.pca import check_fraction, compressed_bits
+from learning.pca import compressed_bits
 from learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, weight_matrix
-from learning.similarity import check_bound, device_similarity
+from learning.similarity import device_similarity
 from learning.algorithm_configs.dofed_spp import DofedSppConfig  # noqa: F401 (re-exported)
 
 

@@ -35,14 +35,11 @@ labeller of its unlabelled data.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.nn as nn
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number, fail
 from learning.aggregation import merge, split_keys, weighted_average
 from learning.algorithms.common import (
     arrived_updates,
@@ -54,7 +51,7 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register_variants, variant
+from learning.algorithms.registry import register_variants
 from learning.context import Context
 from learning.costs import task_cycles
 from learning.executors import LocalTask, Stream, View

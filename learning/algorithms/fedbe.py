@@ -37,8 +37,6 @@ unlabelled set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
 
 import dataclasses
 
@@ -46,7 +44,6 @@ import numpy as np
 import torch
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     accuracy_metrics,

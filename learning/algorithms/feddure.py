@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Mapping
 
 import torch
@@ -48,7 +47,6 @@ import torch.nn.functional as F
 from torch.func import grad, vjp
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number, fail
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     arrived_updates,
@@ -60,7 +58,7 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register_variants, variant
+from learning.algorithms.registry import register_variants
 from learning.context import Context
 from learning.costs import task_cycles, training_passes
 from learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View

@@ -35,13 +35,11 @@ C_fwd = C_tra/3) cycles, and uploads m bits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number
 from learning.algorithms.common import (
     accuracy_metrics,
     check_losses,

@@ -35,7 +35,6 @@ that do not train are frozen inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -43,7 +42,6 @@ import torch
 import torch.nn.functional as F
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number, fail
 from learning.algorithms.common import (
     accuracy_metrics,
     aux_metrics,

@@ -29,16 +29,13 @@ with plain averaging, θ^{t+1} = ψ̄^t).
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number, fail
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     accuracy_metrics,
@@ -53,7 +50,7 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register_variants, variant
+from learning.algorithms.registry import register_variants
 from learning.augment import make_augmentation
 from learning.context import Context
 from learning.costs import task_cycles

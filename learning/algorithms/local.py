@@ -7,7 +7,6 @@ round lasts as long as its slowest device computes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from learning.algorithms.common import (

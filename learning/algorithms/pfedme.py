@@ -25,13 +25,11 @@ Defaults λ = 15, K = 5, η_p = 0.09, β = 1 (the official code's); η is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch.func import grad
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_int, check_number
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     arrived_updates,

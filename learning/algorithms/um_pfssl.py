@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from torch.func import grad
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number, fail
+from edgesim.config import fail
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     accuracy_metrics,
