@@ -99,6 +99,14 @@ class RoundOutcome:
         return self.end_time_s - self.start_time_s
 
 
+class Diverged(RuntimeError):
+    """A backend's training produced a NaN or infinite loss (``complete_round`` raises it).
+
+    The run keeps what the algorithm had done until then and what the other
+    algorithms of the run do, and marks the algorithm as diverged.
+    """
+
+
 @runtime_checkable
 class LearningBackend(Protocol):
     """What the engine calls. Implementations: :class:`edgesim.curve.ParametricBackend`

@@ -32,6 +32,9 @@ from .compute import training_cycles
 from .config import WorkloadConfig, check_number
 
 
+MAX_DOWNLOAD_BITS = 1e15  # bits of one round's broadcast: a petabit, far beyond any model
+
+
 @dataclass(frozen=True)
 class ParametricConfig:
     """The ``[parametric]`` table of a physics-only scenario: the accuracy curve and the broadcast size.
@@ -51,8 +54,14 @@ class ParametricConfig:
             check_number(name, getattr(self, name), minimum=0)
             if getattr(self, name) > 1:
                 raise ValueError(f"{name} = {getattr(self, name)!r}: expected an accuracy in [0, 1]")
+        if self.a0 > self.a_max:
+            raise ValueError(f"a0 = {self.a0!r}: expected at most a_max = {self.a_max!r} (the curve rises from a0 "
+                             f"to a_max)")
         check_number("rate", self.rate, minimum=0)
         check_number("download_bits", self.download_bits, minimum=0)
+        if self.download_bits > MAX_DOWNLOAD_BITS:
+            raise ValueError(f"download_bits = {self.download_bits!r}: expected at most {MAX_DOWNLOAD_BITS:g} bits "
+                             f"(a broadcast of one round; larger is a typo)")
 
 
 class ParametricBackend:

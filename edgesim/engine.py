@@ -714,6 +714,9 @@ class Simulation:
     def _round_process(self, env: simpy.Environment, rnd: _Round):
         self._emit(env.now, rnd.index, -1, "round_start")
         before_s, after_s = rnd.server_s
+        if before_s is not None and self._cuts_the_server(before_s):
+            yield from self._cut_at_the_deadline(env, rnd)
+            return
         if before_s is not None:
             yield from self._server_phase(env, rnd, before_s)
             rnd.server_before_s = before_s
@@ -737,6 +740,22 @@ class Simulation:
         if after_s is not None and rnd.arrived:
             yield from self._server_phase(env, rnd, after_s)
             rnd.server_after_s = after_s
+        self._emit(env.now, rnd.index, -1, "round_end")
+
+    def _cuts_the_server(self, before_s: float) -> bool:
+        """A ``deadline`` round whose server phase before the broadcast outlasts the deadline (and its tolerance)."""
+        return self.budget.round_mode == "deadline" and before_s > deadline_with_tolerance_s(self.budget.round_deadline_s)
+
+    def _cut_at_the_deadline(self, env: simpy.Environment, rnd: _Round):
+        """The server is still computing at the deadline: the round ends there. Nothing was broadcast, so every
+        participant is dropped before its download (no bits received, no compute, no upload)."""
+        self._emit(env.now, rnd.index, -1, "server_compute_start")
+        yield env.timeout(self.budget.round_deadline_s)
+        rnd.server_before_s = self.budget.round_deadline_s
+        for dev in rnd.devices:
+            dev.dropped = dev.finished = True
+            self._emit(env.now, rnd.index, dev.device, "upload_dropped", 0.0)
+        rnd.remaining = 0
         self._emit(env.now, rnd.index, -1, "round_end")
 
     def _device_process(self, env: simpy.Environment, rnd: _Round, dev: _Device):

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Optional, Union
 
 from edgesim.config import ConfigError, check_choice, check_int, check_number, fail, build_config
+from learning.algorithm_configs import ALGORITHMS, check_fixed
 from learning.data.datasets import DATASETS
 from learning.data.partitions import PARTITIONS
 from learning.model_registry import MODELS
@@ -65,6 +66,8 @@ class DataConfig:
         check_choice("dataset", self.dataset, DATASETS.names)
         if self.data_dir is not None and not isinstance(self.data_dir, str):
             fail("data_dir", self.data_dir, "a directory path (string)")
+        if self.data_dir is not None and not DATASETS[self.dataset].needs_files:
+            fail("data_dir", self.data_dir, f"left out: dataset = {self.dataset!r} is bundled, it reads no folder")
         check_choice("partition", self.partition, PARTITIONS.names)
         check_number("alpha", self.alpha, minimum=0, strict=True)
         check_number("labeled_ratio_alpha", self.labeled_ratio_alpha, minimum=0, strict=True)
@@ -203,21 +206,23 @@ class RunConfig:
 def build_algorithms(values, where: str) -> dict:
     """``[algorithms.NAME]`` tables → {name: config}; names and keys checked against the registry.
 
-    The algorithm registry imports torch (each config class lives beside its
-    algorithm), so it is imported only when there is a table to check: a
-    scenario without ``[algorithms.*]`` tables loads torch-free.
+    The registry's names and config classes are torch-free
+    (:data:`learning.algorithm_configs.ALGORITHMS`). A table may not set an
+    option that makes the algorithm another registered one (``fixavg`` with
+    ``objective = "supervised"``): :func:`learning.algorithm_configs.check_fixed`.
     """
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected tables [algorithms.NAME], got {values!r}")
-    if not values:
-        return {}
-    from learning.algorithms import REGISTRY  # imports torch
-
     out = {}
     for name, table in values.items():
-        if name not in REGISTRY:
-            raise ConfigError(f"{where}: unknown algorithm {name!r}; expected one of: {', '.join(sorted(REGISTRY))}")
-        out[name] = build_config(REGISTRY[name].config_cls, table, f"{where[:-1]}.{name}]")
+        if name not in ALGORITHMS:
+            raise ConfigError(f"{where}: unknown algorithm {name!r}; expected one of: {', '.join(sorted(ALGORITHMS))}")
+        table_where = f"{where[:-1]}.{name}]"
+        out[name] = build_config(ALGORITHMS[name].config_cls, table, table_where)
+        try:
+            check_fixed(name, out[name])
+        except ValueError as e:
+            raise ConfigError(f"{table_where}: {e}") from None
     return out
 
 

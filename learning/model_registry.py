@@ -16,19 +16,22 @@ A new model: its class and ``build_NAME`` in :mod:`learning.models`, and one
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 from learning.registry import Registry, resolve
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """``name``: the scenario key's value; ``input``: "image" or "text"; ``builder``: "module:function"."""
+    """``name``: the scenario key's value; ``input``: "image" or "text"; ``builder``: "module:function";
+    ``weight_layers``: its convolution, linear and embedding layers (LG-FedAvg's ``lg_global_layers``
+    is checked against it without building the model; a test checks it against the built one)."""
 
     name: str
     input: str
     builder: str
     summary: str
+    weight_layers: Optional[int] = None
 
     def __post_init__(self):
         if self.input not in ("image", "text"):
@@ -42,12 +45,12 @@ class ModelSpec:
 
 MODELS = Registry("model")
 for _spec in (
-    ModelSpec("cnn", "image", "learning.models:build_cnn", "DoFed-SPP's two-conv + two-linear CNN (DoFedCNN)"),
+    ModelSpec("cnn", "image", "learning.models:build_cnn", "DoFed-SPP's two-conv + two-linear CNN (DoFedCNN)", weight_layers=4),
     ModelSpec("cnn_mc", "image", "learning.models:build_cnn_mc",
-              "the CNN with Dropout(0.5) after its hidden linear layer (MC dropout at CPU scale)"),
-    ModelSpec("small_cnn", "image", "learning.models:build_small_cnn", "a narrow LeNet-shaped CNN for CPU-scale runs"),
-    ModelSpec("peer_cnn", "image", "learning.models:build_peer_cnn", "the peer benchmark's CNN (PeerCNN)"),
-    ModelSpec("text", "text", "learning.models:build_text", "EmbeddingBag + Linear text classifier (torchtext tutorial)"),
-    ModelSpec("resnet9", "image", "learning.models:build_resnet9", "UM-pFSSL's ResNet-9 with MC dropout"),
+              "the CNN with Dropout(0.5) after its hidden linear layer (MC dropout at CPU scale)", weight_layers=4),
+    ModelSpec("small_cnn", "image", "learning.models:build_small_cnn", "a narrow LeNet-shaped CNN for CPU-scale runs", weight_layers=4),
+    ModelSpec("peer_cnn", "image", "learning.models:build_peer_cnn", "the peer benchmark's CNN (PeerCNN)", weight_layers=4),
+    ModelSpec("text", "text", "learning.models:build_text", "EmbeddingBag + Linear text classifier (torchtext tutorial)", weight_layers=2),
+    ModelSpec("resnet9", "image", "learning.models:build_resnet9", "UM-pFSSL's ResNet-9 with MC dropout", weight_layers=9),
 ):
     MODELS.add(_spec)

@@ -19,8 +19,9 @@ than numpy, or names its builders lazily:
 - models: :data:`learning.model_registry.MODELS` (stdlib-only; each entry
   names its builder in ``learning.models`` as ``"module:attribute"``, imported
   on first use, so torch is loaded only when a model is built);
-- algorithms: :data:`learning.algorithms.REGISTRY` (its own ``@register``
-  decorator; it imports torch and is loaded only to run).
+- algorithms: :data:`learning.algorithm_configs.ALGORITHMS` (torch-free: names,
+  config dataclasses, validation; ``learning.algorithms.REGISTRY`` is the same
+  dict, whose builders the torch modules attach with ``@register``).
 
 This module is standard library only.
 """

@@ -46,22 +46,10 @@ from torch.func import functional_call, grad, vmap
 
 from learning.inference import as_stacked, eval_mode, logits
 from learning.state import stack_params
+from learning.algorithm_configs.dofed_spp import BOUND_MODES, Bound, check_bound  # noqa: F401 (torch-free)
 
 Params = dict[str, torch.Tensor]
-Bound = Union[str, float, int]
-BOUND_MODES = ("empirical", "zero")
 MIN_DISTANCE = 1e-12
-
-
-def check_bound(name: str, value: Bound) -> Bound:
-    """``"empirical"``, ``"zero"`` or a finite number >= 0; else ``ValueError`` naming ``name``."""
-    if isinstance(value, str):
-        if value not in BOUND_MODES:
-            raise ValueError(f"{name} = {value!r}: expected 'empirical', 'zero' or a number >= 0")
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} = {value!r}: expected 'empirical', 'zero' or a number >= 0")
-    return float(value)
 
 
 # --------------------------------------------------------------------------- Eq. (19), pure

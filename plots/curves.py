@@ -23,6 +23,8 @@ import numpy as np  # noqa: E402
 
 from edgesim.config import ConfigError  # noqa: E402
 
+from plots.save import save_figure  # noqa: E402
+
 COLUMN_WIDTH_IN = 3.4
 PAGE_WIDTH_IN = 7.0
 X_AXES = {
@@ -130,6 +132,22 @@ def number_field(path: Path, line: int, column: str, text: str, *, empty_ok: boo
     return value
 
 
+def check_round_value(path: Path, line: int, column: str, text: str, value: float) -> None:
+    """What edgesim writes: ``round`` a whole number >= 0; times, bits and energy >= 0; ``accuracy`` in
+    [0, 1] or empty (a literal ``nan`` is not what edgesim writes either)."""
+    if column == "accuracy":
+        ok = text == "" or 0 <= value <= 1
+        expected = "an accuracy in [0, 1] (or empty)"
+    elif column == "round":
+        ok = value >= 0 and value == int(value)
+        expected = "a round number (an integer >= 0)"
+    else:
+        ok = value >= 0
+        expected = "a number >= 0"
+    if not ok:
+        raise PlotDataError(f"{path}: line {line}, column {column} = {text!r}; expected {expected}")
+
+
 def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
     """``rounds.csv`` of a run → {algorithm: {column: array}} (text columns as NaN).
 
@@ -156,7 +174,9 @@ def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
             if k == "algorithm":
                 continue
             if k in NUMERIC_ROUND_COLUMNS or k == "accuracy":
-                cols[alg][k].append(number_field(path, line, k, v, empty_ok=k == "accuracy"))
+                value = number_field(path, line, k, v, empty_ok=k == "accuracy")
+                check_round_value(path, line, k, v, value)
+                cols[alg][k].append(value)
                 continue
             try:
                 cols[alg][k].append(float(v) if v != "" else np.nan)
@@ -205,8 +225,9 @@ def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = T
             skipped.append(alg)
             continue
         label = display_name(alg, names) + (f" ({len(runs)} runs)" if len(runs) > 1 else "")
-        if len(runs) == 1:
-            ax.plot(runs[0][0], runs[0][1] * k, color=colors[alg], lw=lw, label=label)
+        if len(runs) == 1:  # a marker on every point of a short run (one round is one point, no line)
+            ax.plot(runs[0][0], runs[0][1] * k, color=colors[alg], lw=lw, label=label,
+                    marker="o" if len(runs[0][0]) <= 3 else None, ms=3)
             continue
         grid, mean, lo, hi = mean_band(runs)
         ax.plot(grid, mean * k, color=colors[alg], lw=lw, label=label)
@@ -238,18 +259,22 @@ def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def save_figure(fig, path: Path, formats: Iterable[str] = ("png",)) -> list[Path]:
+def save_figures(fig, path: Path, formats: Iterable[str] = ("png",), **kwargs) -> list[Path]:
     """Save ``fig`` as ``path`` with each of ``formats``' suffixes (``path``'s own suffix is replaced); close it.
 
-    PDF and SVG are vector (for papers); PNG at the figure's dpi. No date goes into PDF and SVG metadata
-    and SVG ids come from a fixed salt, so the same run gives the same bytes."""
+    Each file is written all or nothing (:func:`plots.save.save_figure`). PDF and SVG are vector (for papers);
+    PNG at the figure's dpi. No date goes into PDF and SVG metadata and SVG ids come from a fixed salt, so the
+    same run gives the same bytes. ``kwargs`` go to ``savefig``."""
     out = []
-    for f in formats:
-        p = Path(path).with_suffix("." + f)
-        with matplotlib.rc_context({"svg.hashsalt": "edgesim"}):
-            fig.savefig(p, metadata={"Date": None} if f == "svg" else ({"CreationDate": None} if f == "pdf" else None))
-        out.append(p)
-    plt.close(fig)
+    try:
+        for f in formats:
+            p = Path(path).with_suffix("." + f)
+            with matplotlib.rc_context({"svg.hashsalt": "edgesim"}):
+                save_figure(fig, p, metadata={"Date": None} if f == "svg" else ({"CreationDate": None} if f == "pdf" else None),
+                            **kwargs)
+            out.append(p)
+    finally:
+        plt.close(fig)
     return out
 
 
@@ -288,7 +313,7 @@ def plot_accuracy(
         else:
             ax.legend(fontsize=6.5, frameon=False, loc="lower right" if not skipped else "center right")
     fig.tight_layout()
-    return save_figure(fig, out_png, formats)[0]
+    return save_figures(fig, out_png, formats)[0]
 
 
 # The figures of a run folder, by file name (one name everywhere: `edgesim run`, `edgesim plot`, the docs).

@@ -20,6 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 
+from plots.save import save_figure  # noqa: E402
+
 
 def read_graph(path: Path) -> nx.DiGraph:
     """One round's graph from its node-link JSON file."""
@@ -59,6 +61,6 @@ def draw_graph(path: Path, out_png: Path, title: str = "") -> Path:
     ax.axis("off")
     fig.tight_layout()
     out_png = Path(out_png)
-    fig.savefig(out_png)
+    save_figure(fig, out_png)
     plt.close(fig)
     return out_png

@@ -25,10 +25,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+
 from plots.curves import (  # noqa: E402
     COLUMN_WIDTH_IN,
     PARAMETRIC,
-    save_figure,
+    save_figures,
     PlotDataError,
     number_field,
     read_csv_rows,
@@ -210,7 +211,7 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s", formats: I
     fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1 - 0.22 / (0.4 + 1.75 * nrows)))
     if note:
         fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=6.5, color="0.35")
-    return save_figure(fig, out_png, formats)[0]
+    return save_figures(fig, out_png, formats)[0]
 
 
 def choose_threshold(sweep: Sweep, algorithms: list[str]) -> Optional[str]:
@@ -293,7 +294,7 @@ def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] 
     fig.tight_layout(rect=(0, 0.06 if notes else 0, 1, 1))
     if notes:
         fig.text(0.5, 0.005, "; ".join(notes), ha="center", va="bottom", fontsize=6, color="0.35")
-    return save_figure(fig, out_png, formats)[0]
+    return save_figures(fig, out_png, formats)[0]
 
 
 def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path, formats: Iterable[str] = ("png",)) -> Optional[Path]:
@@ -338,7 +339,11 @@ def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path, formats: Iterable[s
     cbar = fig.colorbar(im, ax=list(axes[0]), fraction=0.05, pad=0.02)
     cbar.set_label("Final accuracy (%)", fontsize=7)
     cbar.ax.tick_params(labelsize=6.5)
-    return save_figure(fig, out_png, formats)[0]
+    return save_figures(fig, out_png, formats, bbox_inches="tight")[0]
+
+
+# Every figure plot_sweep may draw (the last two only when the grid has the axes they need), without suffix.
+SWEEP_FIGURES = (*RUN_FIGURES, "tta_vs_bandwidth", "final_accuracy_heatmap")
 
 
 def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional[str] = None,
@@ -347,9 +352,10 @@ def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional
     returns their paths."""
     sweep = Sweep(folder)
     out_dir = Path(out_dir) if out_dir is not None else sweep.folder
-    out_dir.mkdir(parents=True, exist_ok=True)
     if not sweep.ok:
-        return []
+        raise PlotDataError(f"{sweep.folder / 'sweep.csv'}: no finished run (no row with status ok); expected "
+                            f"the sweep.csv of a sweep with at least one finished run")
+    out_dir.mkdir(parents=True, exist_ok=True)
     try:
         formats = tuple(formats)
         firsts = [plot_sweep_curves(sweep, out_dir / f"{name}.{formats[0]}", x, formats)

@@ -32,7 +32,7 @@ import tomli_w
 
 from edgesim.config import ConfigError
 from edgesim.engine import DeviceRound, Event, RoundRecord
-from scenarios.runfolder import CHECKPOINT_DIR, atomic_write_bytes
+from scenarios.runfolder import CHECKPOINT_DIR, add_to_manifest, atomic_write_bytes
 
 FORMAT_VERSION = 1
 _ZIP_MAGIC = b"PK"  # torch.save writes a zip archive; a physics-only run's pickle starts otherwise
@@ -49,6 +49,7 @@ class AlgorithmRun:
     events: list = field(default_factory=list)
     now_s: float = 0.0
     graphs: list = field(default_factory=list)  # (round, end time s, backend.graph()) when the backend has one
+    diverged: Optional[str] = None  # why training stopped early (edgesim.backend.Diverged), else None
 
 
 def normal_form(config: dict) -> dict:
@@ -165,6 +166,7 @@ def save(folder: Path, name: str, *, fingerprint: str, sim, backend, records: li
     else:
         pickle.dump(payload, buf)
     path = path_for(folder, name)
+    add_to_manifest(folder, path.relative_to(folder).as_posix())
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, buf.getvalue())
     return path

@@ -141,7 +141,7 @@ def plan(
     from scenarios.schema import load_scenario
 
     try:
-        sc = load_scenario(scenario, set_ or [], learning=False)
+        sc = load_scenario(scenario, set_ or [])  # every section: plan refuses what run refuses
         workload = sc.workload
         if "auto" in (workload.model_bits, workload.sr_cycles, workload.pseudo_label_cycles_per_model) or (
             workload.cycles_source == "flops"
@@ -163,16 +163,19 @@ def plan(
         typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict()}, indent=2))
     else:
         _print_plan(sc, result)
-    if not result.feasible and DOFED in scenario_algorithms(sc):
-        typer.echo(result.infeasibility_message(), err=True)
-        raise typer.Exit(1)
+    if not result.feasible:
+        algorithms = scenario_algorithms(sc)
+        if DOFED in algorithms:
+            _fail(f"{sc.path}: {result.infeasibility_message()}", code=1)
+        typer.echo(f"note: {sc.path}: {result.infeasibility_message()} (only DoFed-SPP picks (B, K); this scenario "
+                   f"runs {', '.join(algorithms)}, which do not need a feasible pair)", err=True)
 
 
 @app.command()
 def run(
     scenario: Optional[Path] = SCENARIO_ARG,
     set_: Optional[List[str]] = SET_OPT,
-    out: Optional[Path] = typer.Option(
+    out: Optional[str] = typer.Option(
         None, "--out", help="Run folder (default: runs/<scenario name>). Must be new, empty or an earlier run "
         "(replaced only with --overwrite); edgesim never deletes what it did not write."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
@@ -197,6 +200,8 @@ def run(
     from scenarios.schema import load_scenario
 
     figure_formats = _formats(formats)
+    if out is not None and not str(out).strip():
+        _fail(f"--out {str(out)!r}: expected the path of a new run folder, such as runs/mine")
     overrides, options = list(set_ or []), ["--set"] * len(set_ or [])
     if seed is not None:
         overrides.append(f"seed={seed}")
@@ -213,7 +218,7 @@ def run(
         sc = load_scenario(scenario, overrides, options=options)
     except ConfigError as e:
         _fail(str(e))
-    out = out if out is not None else Path("runs") / sc.name
+    out = Path(out) if out is not None else Path("runs") / sc.name
     try:
         check_out(out, overwrite=overwrite, resume=resume)
     except ConfigError as e:
@@ -225,19 +230,27 @@ def run(
         divergence = (DivergenceError,)
     run_cfg = sc.learning["run"]
     work = RunFolder(out).work
+    terminate_as_interrupt()
     try:
         with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
-            folder = run_scenario(sc, out, on_round=progress.update, resume=resume, overwrite=overwrite,
+            on_round = host_time_note(progress.update, run_cfg.rounds or sc.budget.rounds, len(run_cfg.algorithms))
+            folder = run_scenario(sc, out, on_round=on_round, resume=resume, overwrite=overwrite,
                                   say=lambda line: typer.echo(line, err=True), jobs=jobs, formats=figure_formats)
     except ConfigError as e:
         _fail(str(e))
     except divergence as e:
         _fail(f"{e} (run folder left incomplete: {work})", code=1)
-    except KeyboardInterrupt:
-        _interrupted(work, run_cfg.checkpoint_every)
+    except OSError as e:  # a full disk or a quota: the file it could not write, and where the run is
+        _fail(f"cannot write {e.filename or work}: {e.strerror or e}; the unfinished run is in {work} "
+              f"(free some space, then run the same command with --resume or --overwrite)", code=1)
+    except KeyboardInterrupt as e:
+        _interrupted(work, run_cfg.checkpoint_every, code=143 if isinstance(e, Terminated) else 130)
     typer.echo(f"run folder: {folder}")
     summary = json.loads((folder / "summary.json").read_text())
     for name, a in summary["algorithms"].items():
+        if not a["rounds"]:
+            typer.echo(f"  {name:<10} diverged in its first round: no result")
+            continue
         final = (
             f"final {a['final_accuracy']:.3f} (plateau at round {a['final_round']}, {a['final_time_s']:.1f} s)"
             if a["plateau_reached"]
@@ -253,16 +266,66 @@ def run(
                    f"hold ({held['min']} to {held['max']} samples); each was charged for its own data", err=True)
     for line in summary.get("warnings", []):
         typer.echo(f"warning: {line}", err=True)
+    diverged = {name: a["diverged"] for name, a in summary["algorithms"].items() if a.get("diverged")}
+    if diverged:  # the others' results are kept in the folder; the run still failed
+        _fail(f"{'; '.join(diverged.values())} (its rounds until then, and the other algorithms' results, are in "
+              f"{folder}; summary.json marks it diverged)", code=1)
 
 
-def _interrupted(work: Path, checkpoint_every: int) -> None:
-    """Ctrl-C: one line saying where the unfinished run is and how to go on; exit 130."""
+def host_time_note(on_round, rounds: int, n_algorithms: int, *, over_s: float = 600.0):
+    """``on_round`` that also says, once, how long the run may take on this host when that is over ``over_s``:
+    the host time between the first two rounds × ``rounds`` × ``n_algorithms`` (an upper bound when the run
+    stops earlier: max_time_s, a plateau)."""
+    import time
+
+    seen: list[float] = []
+
+    def wrapped(name, rec):
+        on_round(name, rec)
+        if len(seen) < 2:
+            seen.append(time.monotonic())
+            if len(seen) == 2:
+                estimate_s = (seen[1] - seen[0]) * rounds * n_algorithms
+                if estimate_s > over_s:
+                    typer.echo(f"note: at {seen[1] - seen[0]:.3g} s of host time per round, {rounds} rounds of "
+                               f"{n_algorithms} algorithm(s) take up to about {_duration(estimate_s)}; Ctrl-C "
+                               f"stops it (lower run.rounds, or set run.max_time_s)", err=True)
+
+    return wrapped
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400.0), ("hours", 3600.0), ("minutes", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a batch system's time limit), handled as Ctrl-C is; exit 143."""
+
+
+def terminate_as_interrupt() -> None:
+    """Make SIGTERM end a run as Ctrl-C does (the unfinished folder marked, one line saying how to go on)."""
+    import signal
+
+    def handler(signum, frame):
+        raise Terminated(f"signal {signum}")
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (an embedding application's worker): keep its handling
+        pass
+
+
+def _interrupted(work: Path, checkpoint_every: int, code: int = 130) -> None:
+    """Ctrl-C or SIGTERM: one line saying where the unfinished run is and how to go on; exit 130 (143)."""
     if not work.exists():
-        _fail("interrupted before the run folder was created; nothing was written", code=130)
+        _fail("interrupted before the run folder was created; nothing was written", code=code)
     how = ("run the same command with --resume to go on from its last checkpoint" if checkpoint_every
            else "run.checkpoint_every = 0, so it has no checkpoint: run the same command with --overwrite to start "
                 "again (add --set run.checkpoint_every=N to be able to --resume)")
-    _fail(f"interrupted: the unfinished run is in {work}; {how}", code=130)
+    _fail(f"interrupted: the unfinished run is in {work}; {how}", code=code)
 
 
 @app.command()
@@ -332,9 +395,9 @@ def plot(
 
     Several run folders are drawn together only when they are seeds of one scenario (their config.toml equal but
     for the seed); otherwise plot refuses, naming the keys that differ (or, with --separate, draws each apart)."""
-    from plots.curves import PlotDataError, plot_runs
+    from plots.curves import RUN_FIGURES, PlotDataError, plot_runs
     from plots.runs import RunDataError
-    from plots.sweep import plot_sweep
+    from plots.sweep import SWEEP_FIGURES, plot_sweep
 
     figure_formats = _formats(formats)
     if threshold is not None:
@@ -361,6 +424,7 @@ def plot(
             # several sources into one --out: each sweep in its own sub-folder
             where = out if out is None or len(sweeps) + bool(runs) == 1 else out / f.resolve().name
             try:
+                _claim_figures(where or f, SWEEP_FIGURES, figure_formats)
                 written += plot_sweep(f, where, threshold, formats=figure_formats)
             except PlotDataError:
                 raise
@@ -374,12 +438,14 @@ def plot(
             loaded = [load_run(r) for r in runs] if len(runs) > 1 else []
             if separate and loaded:
                 for g in group_runs(loaded):
-                    written += plot_runs([r.folder for r in g.runs], out / f"scenario_{g.fingerprint[:12]}", title=g.label,
-                                         formats=figure_formats)
+                    where = out / f"scenario_{g.fingerprint[:12]}"
+                    _claim_figures(where, RUN_FIGURES, figure_formats)
+                    written += plot_runs([r.folder for r in g.runs], where, title=g.label, formats=figure_formats)
             else:
                 check_one_scenario(loaded, f"the run folders {', '.join(map(str, runs))}") if loaded else None
+                _claim_figures(out or runs[0], RUN_FIGURES, figure_formats)
                 written += plot_runs(runs, out or runs[0], title=None, formats=figure_formats)
-    except (PlotDataError, RunDataError) as e:
+    except (PlotDataError, RunDataError, ConfigError) as e:
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot write the figures: {e.filename or out}: {e.strerror or e}")
@@ -438,6 +504,14 @@ def list_(
         typer.echo(json.dumps({k: [e.to_dict() for e in v] for k, v in entries.items()}, indent=2))
     else:
         typer.echo(format_catalog(entries))
+
+
+def _claim_figures(folder: Path, stems, formats) -> None:
+    """Refuse to draw over a figure edgesim did not draw (one line naming it); list the rest in the manifest."""
+    from scenarios.runfolder import claim_files
+
+    folder.mkdir(parents=True, exist_ok=True)
+    claim_files(folder, [f"{stem}.{fmt}" for stem in stems for fmt in formats])
 
 
 def main() -> None:  # pragma: no cover - console entry point

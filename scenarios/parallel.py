@@ -13,7 +13,9 @@ mapping (:attr:`scenarios.schema.Scenario.raw`), builds the run's context once
 (data, partition, model) and keeps it for every algorithm it is given. Each
 algorithm checkpoints and resumes on its own, exactly as in one process.
 Per-round progress comes back through a queue, so the progress display is
-the same; the records come back when the algorithm finishes.
+the same; the records come back when the algorithm finishes. The run
+folder's manifest is written by this process only: it lists every
+checkpoint before the workers start.
 
 Algorithms go to the workers longest first (:func:`longest_first`): the
 estimate of an algorithm's host work is the CPU cycles its first round's
@@ -95,6 +97,13 @@ def run_algorithms(sc, names: list[str], jobs: int, threads: int, *, work: Optio
     order. ``build_backend`` (this process's) orders them longest first. The first algorithm that fails ends the
     run: the others are cancelled and its error is raised here."""
     order = longest_first(sc, build_backend, names) if build_backend is not None else list(names)
+    if work is not None and sc.learning["run"].checkpoint_every:
+        # listed here, once, before any worker writes one: the workers' own listing is then a no-op, so no two
+        # processes ever rewrite the folder's manifest at the same time
+        from scenarios.checkpoint import path_for
+        from scenarios.runfolder import add_to_manifest
+
+        add_to_manifest(work, *[path_for(work, n).relative_to(work).as_posix() for n in names])
     ctx = mp.get_context("spawn")
     manager = ctx.Manager()
     progress = manager.Queue() if on_round is not None else None

@@ -29,6 +29,7 @@ from typing import Callable, Optional
 import tomli_w
 
 from edgesim.config import ConfigError
+from edgesim.backend import Diverged
 from edgesim.engine import Simulation
 from learning.config import PARAMETRIC
 from learning.metrics import final_accuracy, time_to_accuracy
@@ -37,7 +38,7 @@ from scenarios.checkpoint import AlgorithmRun
 from scenarios.provenance import RUN_JSON, now, provenance
 from scenarios.tracking import check_available as check_tracking
 from scenarios.tracking import log_mlflow
-from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
+from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, RunLock, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
 from scenarios.schema import Scenario
 from scenarios.threads import resolve_threads, threads
 
@@ -129,7 +130,11 @@ def run_algorithm(
     accs = [r.metrics.get("accuracy", float("nan")) for r in out.records]
     n_events = len(out.events)
     while not _finished(sc, sim, accs):
-        rec = sim.run_round()
+        try:
+            rec = sim.run_round()
+        except Diverged as e:  # keep its rounds so far; the other algorithms go on
+            out.diverged = divergence_message(sc, name, str(e))
+            break
         out.records.append(rec)
         accs.append(rec.metrics.get("accuracy", float("nan")))
         if callable(getattr(backend, "graph", None)):
@@ -145,7 +150,25 @@ def run_algorithm(
                                 graphs=out.graphs)
     out.events = out.events[:n_events] + sim.events
     out.now_s = sim.now_s
+    if out.diverged is not None:  # nothing of the round that diverged: it has no record
+        last = out.records[-1] if out.records else None
+        out.events = [e for e in out.events if last is not None and e.round_index <= last.round_index]
+        out.now_s = last.end_time_s if last is not None else 0.0
     return out
+
+
+def divergence_message(sc: Scenario, name: str, error: str) -> str:
+    """The backend's divergence note with the learning rate that was in effect: the algorithm's own ``lr`` when
+    its table (or its defaults, FedDure's) sets one, else ``train.lr``."""
+    cfg = sc.learning["algorithms"].get(name)
+    if cfg is None:
+        from learning.algorithm_configs import ALGORITHMS
+
+        cfg = ALGORITHMS[name].config_cls()
+    own = getattr(cfg, "lr", None)
+    hint = (f"lower [algorithms.{name}] lr (= {own:g})" if own is not None
+            else f"lower train.lr (= {sc.learning['train'].lr:g})")
+    return f"{error.split('; lower ')[0]}; {hint} or check the data"
 
 
 def display_name(name: str) -> str:
@@ -187,6 +210,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
             "total_wasted_bits": last.cum_wasted_bits if last else 0.0,
             "total_energy_j": last.cum_energy_j if last else 0.0,
             "every_upload_dropped": every_upload_dropped(recs),
+            "diverged": sim.diverged,
         }
     warnings = [
         f"{name}: every upload of every round was dropped at the deadline (budget.deadline_s = "
@@ -217,7 +241,7 @@ def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys:
 
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,
                   extra: Optional[dict] = None, formats: tuple[str, ...] = ("png",)) -> None:
-    from plots.curves import plot_run
+    from plots.curves import RUN_FIGURES, plot_run
 
     metric_keys = sorted({k for s in sims.values() for r in s.records for k in r.metrics})
     metric_keys.sort(key=lambda k: (k != "accuracy", k))
@@ -248,6 +272,11 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
     for name, sim in sims.items():
         for round_index, time_s, graph in sim.graphs:
             folder.write_json(graph_path(name, round_index), node_link(graph, round_index, time_s))
+    if not any(sim.records for sim in sims.values()):  # every algorithm diverged in its first round: no curve
+        return
+    for stem in RUN_FIGURES:  # listed in the manifest before they are drawn
+        for fmt in formats:
+            folder.path(f"{stem}.{fmt}")
     plot_run(folder.work, title=f"{sc.name} (seed {sc.seed})", formats=formats)
 
 
@@ -286,6 +315,8 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
         return REGISTRY[name].build(ctx, cfg)
 
+    check_data(sc, ctx)
+
     held = [len(c.x_sup) + len(c.x_unl) for c in ctx.clients]
     extra = {"samples_per_device": {
         "plan": sc.workload.samples_per_device,
@@ -294,6 +325,19 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         "min": min(held), "mean": sum(held) / len(held), "max": max(held),
     }}
     return build, ctx.model_bits, extra
+
+
+def check_data(sc: Scenario, ctx) -> None:
+    """Each algorithm's ``check_data(ctx, cfg)`` on the loaded data, before any algorithm runs (one line)."""
+    from learning.algorithms import REGISTRY
+
+    for name in sc.learning["run"].algorithms:
+        spec = REGISTRY[name]
+        if spec.check_data is not None:
+            try:
+                spec.check_data(ctx, sc.learning["algorithms"].get(name) or spec.config_cls())
+            except ValueError as e:
+                raise ConfigError(f"{sc.path}: [algorithms.{name}] {e}") from None
 
 
 def _check_algorithms(sc: Scenario) -> None:
@@ -320,8 +364,11 @@ def run_scenario(
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
-    ``out`` is checked first (:func:`scenarios.runfolder.check_out`); bad data
-    or configuration raise :class:`ConfigError` before anything is written.
+    ``out`` is checked first (:func:`scenarios.runfolder.check_out`), then
+    locked (:class:`scenarios.runfolder.RunLock`: a second run, resume or
+    overwrite of the same ``out`` is refused naming this process), then checked
+    again under the lock, so two runs never mix their files; bad data or
+    configuration raise :class:`ConfigError` before anything is written.
     ``resume``: a finished ``out`` of the same scenario is returned as it is;
     an unfinished ``out.incomplete`` goes on from its checkpoints (from scratch
     in it where it has none); a folder whose recorded scenario is missing,
@@ -336,7 +383,13 @@ def run_scenario(
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"--jobs {jobs!r}: expected an integer >= 1")
-    with threads(resolve_threads(sc.learning["run"].threads)):
+    out = Path(out)
+    check_out(out, overwrite=overwrite, resume=resume)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot create {out.parent}: {e.strerror or e}") from None
+    with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)):
         return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, jobs=jobs,
                              formats=formats)
 
@@ -347,7 +400,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite: give one of them (go on with a run, or replace it)")
     out = Path(out)
-    check_out(out, overwrite=overwrite, resume=resume)
+    check_out(out, overwrite=overwrite, resume=resume, holding_lock=True)
     _check_algorithms(sc)
     tracking = sc.learning["run"].tracking
     check_tracking(tracking, sc.path)
@@ -399,7 +452,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
                                         fingerprint=fp, saved=saved.get(name)) for name in names}
         write_results(folder, sc, sims, model_bits, extra, formats)
         folder.write_json(RUN_JSON, {**run_json, "finished": _now()})
-        shutil.rmtree(folder.path(CHECKPOINT_DIR), ignore_errors=True)  # only an unfinished run needs them
+        folder.remove(CHECKPOINT_DIR)  # only an unfinished run needs them
     except ConfigError:
         if not resuming:  # a folder this call created, holding no result: a configuration error leaves nothing
             shutil.rmtree(set_aside(folder.work))
@@ -407,8 +460,11 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             folder.mark(f"failed: {_now()}: configuration error")
         raise
     except BaseException as e:
-        folder.mark(f"interrupted: {type(e).__name__}: {e}" if isinstance(e, KeyboardInterrupt)
-                    else f"failed: {type(e).__name__}: {e}")
+        try:
+            folder.mark(f"interrupted: {type(e).__name__}: {e}" if isinstance(e, KeyboardInterrupt)
+                        else f"failed: {type(e).__name__}: {e}")
+        except OSError:  # a full disk may refuse the note too; the error itself is what the user needs
+            pass
         raise
     final = folder.finish()
     if tracking == "mlflow":

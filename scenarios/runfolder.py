@@ -6,18 +6,31 @@ killed run therefore leaves ``<out>.incomplete/`` — clearly marked, with
 whatever it had completed — and never a half-written ``<out>/``. Every file is
 written to a temporary name and renamed into place.
 
+Every file a run writes is first listed in the folder's ``manifest.json``
+(:func:`add_to_manifest`); a folder is an edgesim run folder when every file
+in it is listed there (a ``.NAME.tmp`` of a listed ``NAME`` too: what a full
+disk leaves). Anything else — a user's ``my_diagram.png`` or
+``checkpoints/my_model.pt`` that looks like a run's file — makes it a user's
+folder, and the error names that file.
+
 What ``--out`` may be (:func:`check_out`, before any work):
 
 - a path that does not exist yet, under a folder we can write to;
 - an empty folder;
-- an edgesim run folder (every entry one that a run writes): replaced only
-  with ``overwrite`` — and then only that folder, moved aside under a unique
-  temporary name (``.<out>.replaced-XXXX``) and removed once the new run is
-  in place — or gone on with by ``--resume``.
+- an edgesim run folder: replaced only with ``overwrite`` — and then only
+  that folder, moved aside under a unique temporary name
+  (``.<out>.replaced-XXXX``) and removed once the new run is in place — or
+  gone on with by ``--resume``.
 
 Anything else — a file, ``''``, ``.``, ``..``, the current folder or one of
-its parents, a folder holding anything a run does not write, a place we
+its parents, a folder holding anything its manifest does not list, a place we
 cannot write to — is refused with one line, and nothing is touched.
+
+One process at a time: a run holds ``.<out>.lock`` beside ``<out>`` (created
+with ``O_EXCL``, holding its pid and host; :class:`RunLock`) from before its
+last check of ``--out`` until it has finished; another run, resume or
+overwrite of the same ``--out`` is refused naming that process. A lock whose
+process is gone (same host) is stale and taken over.
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,19 +51,21 @@ from edgesim.config import ConfigError
 MARKER = "INCOMPLETE"
 CHECKPOINT_DIR = "checkpoints"
 GRAPH_DIR = "graphs"  # per-round node-link graphs (scenarios.graphs)
-# What a run writes into its folder (and nothing else); *.png, *.pdf, *.svg are its figures.
-RUN_FILES = frozenset({MARKER, "config.toml", "run.json", "rounds.csv", "devices.csv", "events.csv", "summary.json"})
-FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
+MANIFEST = "manifest.json"  # what edgesim wrote into a folder (relative paths)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and ``os.replace`` (all or nothing)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:  # a full disk: no partial temporary file left behind, the error names the file
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
 
 
 def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
@@ -61,29 +77,96 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
     return buf.getvalue()
 
 
-def _is_run_entry(entry: Path) -> bool:
-    """An entry a run writes: its files, figures, checkpoints and our temporary files."""
-    name = entry.name
-    if entry.is_dir() and not entry.is_symlink():
-        if name == GRAPH_DIR:  # graphs/<algorithm>/round_NNNN.json
-            return all(d.is_dir() and not d.is_symlink() and all(_is_plain(p, (".json", ".tmp")) for p in d.iterdir())
-                       for d in entry.iterdir())
-        return name == CHECKPOINT_DIR and all(_is_plain(p, (".pt", ".tmp")) for p in entry.iterdir())
-    if not entry.is_file() or entry.is_symlink():
-        return False
-    return name in RUN_FILES or name.endswith(FIGURE_SUFFIXES) or (name.startswith(".") and name.endswith(".tmp"))
+def read_manifest(folder: Path) -> Optional[set[str]]:
+    """The relative paths ``folder/manifest.json`` lists; ``None`` when it is missing or not edgesim's."""
+    try:
+        data = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    files = data.get("files") if isinstance(data, dict) and data.get("written_by") == "edgesim" else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return None
+    return set(files)
 
 
-def _is_plain(path: Path, suffixes: tuple[str, ...]) -> bool:
-    return path.is_file() and not path.is_symlink() and path.suffix in suffixes
+def add_to_manifest(folder: Path, *names: str) -> None:
+    """List ``names`` (paths relative to ``folder``) in its manifest, before they are written."""
+    folder = Path(folder)
+    listed = read_manifest(folder) or set()
+    if set(names) <= listed and (folder / MANIFEST).is_file():
+        return
+    _write_manifest(folder, listed | set(names))
+
+
+def drop_from_manifest(folder: Path, prefix: str) -> None:
+    """Forget the listed paths under ``prefix`` (after removing them)."""
+    listed = read_manifest(folder) or set()
+    _write_manifest(Path(folder), {f for f in listed if not (f == prefix or f.startswith(prefix + "/"))})
+
+
+def _write_manifest(folder: Path, files: set[str]) -> None:
+    text = json.dumps({"written_by": "edgesim", "files": sorted(files)}, indent=1) + "\n"
+    atomic_write_bytes(folder / MANIFEST, text.encode())
+
+
+def claim_files(folder: Path, names: Iterable[str], option: str = "--out") -> None:
+    """Let edgesim write ``names`` into ``folder``: each must be new or listed in its manifest; then list them.
+
+    A file there that edgesim did not write (not in ``folder/manifest.json``)
+    is refused with one line naming it, and nothing is touched.
+    """
+    folder = Path(folder)
+    names = list(names)
+    listed = read_manifest(folder)
+    if listed is None and (folder / MANIFEST).exists():
+        raise ConfigError(f"{option} {folder}: {folder / MANIFEST} was not written by edgesim; edgesim keeps "
+                          f"its list of what it wrote there; choose another {option}")
+    for name in names:
+        if (folder / name).exists() and name not in (listed or set()):
+            raise ConfigError(f"{option} {folder}: {folder / name} exists and edgesim did not write it; it is left "
+                              f"as it is: choose another {option}, or move it away")
+    if folder.is_dir():
+        add_to_manifest(folder, *names)
+
+
+def _listed(rel: str, listed: set[str]) -> bool:
+    """``rel`` is listed, or is the temporary ``.NAME.tmp`` of a listed ``NAME`` (a write cut short)."""
+    if rel in listed or rel == MANIFEST:
+        return True
+    head, _, name = rel.rpartition("/")
+    if name.startswith(".") and name.endswith(".tmp"):
+        real = f"{head}/{name[1:-4]}" if head else name[1:-4]
+        return real in listed or real == MANIFEST
+    return False
 
 
 def foreign_entry(folder: Path) -> Optional[Path]:
-    """The first entry of ``folder`` that no run writes (``None``: every entry is a run's own)."""
-    for entry in sorted(Path(folder).iterdir()):
-        if not _is_run_entry(entry):
-            return entry
+    """The first path under ``folder`` that its manifest does not list (``None``: every one is edgesim's).
+
+    A folder without an edgesim ``manifest.json`` answers ``folder/manifest.json``.
+    """
+    folder = Path(folder)
+    listed = read_manifest(folder)
+    if listed is None:
+        return folder / MANIFEST if (folder / MANIFEST).exists() else min(folder.iterdir(), default=folder / MANIFEST)
+    parents = {p for f in listed for p in _prefixes(f)}
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files + [d for d in dirs if os.path.islink(os.path.join(root, d))]):
+            path = Path(root) / name
+            rel = path.relative_to(folder).as_posix()
+            if path.is_symlink() or not path.is_file() or not _listed(rel, listed):
+                return path
+        for d in dirs:
+            path = Path(root) / d
+            if not path.is_symlink() and path.relative_to(folder).as_posix() not in parents and not any(path.iterdir()):
+                return path  # an empty folder edgesim did not make
     return None
+
+
+def _prefixes(rel: str) -> list[str]:
+    parts = rel.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def is_run_folder(folder: Path) -> bool:
@@ -116,8 +199,14 @@ def _writable_parent(path: Path, out: str) -> Path:
 def _refuse_folder(path: Path, what: str, hint: str, out: Optional[Path] = None) -> None:
     """One error for an existing ``path`` we will not touch, naming the first entry that is not a run's."""
     entry = foreign_entry(path)
-    if entry is not None:
-        holding = f" (it holds {entry.name!r}, which edgesim did not write)"
+    if entry is not None and read_manifest(path) is None and entry != path / MANIFEST:
+        holding = f" (it holds {entry} and no {MANIFEST} listing what edgesim wrote, so nothing in it is edgesim's)"
+    elif entry is not None and entry == path / MANIFEST and not entry.exists():
+        holding = f" (it has no {MANIFEST} listing what edgesim wrote, so it is not edgesim's to replace)"
+    elif entry is not None and entry == path / MANIFEST:
+        holding = f" (its {MANIFEST} was not written by edgesim)"
+    elif entry is not None:
+        holding = f" (it holds {entry}, which edgesim did not write)"
     elif not (path / "config.toml").is_file():
         holding = " (it has no config.toml, so the run's scenario is unknown; it is left as it is)"
     else:
@@ -126,16 +215,24 @@ def _refuse_folder(path: Path, what: str, hint: str, out: Optional[Path] = None)
     raise ConfigError(f"{where} {what}{holding}; {hint}")
 
 
-def check_out(out: Path, *, overwrite: bool = False, resume: bool = False) -> None:
-    """Refuse an ``--out`` that a run must not use; touches nothing (module docstring lists the cases)."""
+def check_out(out: Path, *, overwrite: bool = False, resume: bool = False, holding_lock: bool = False) -> None:
+    """Refuse an ``--out`` that a run must not use; touches nothing (module docstring lists the cases).
+
+    ``holding_lock``: the caller holds ``out``'s :class:`RunLock` (else a lock on it is refused).
+    """
     text = str(out)
     out = Path(out)
+    if out.is_symlink():
+        raise ConfigError(f"--out {text!r} is a symbolic link (to {os.readlink(out)}); expected the real path of "
+                          f"a run folder (edgesim does not write through links)")
     if text.strip() == "" or out.name in ("", ".", ".."):
         raise ConfigError(f"--out {text!r}: expected the path of a new run folder, such as runs/mine")
     resolved = out.resolve()
     cwd = Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
         raise ConfigError(f"--out {text!r} is the current folder or one of its parents; expected a new run folder")
+    if not holding_lock:
+        check_unlocked(out, text)
     folder = RunFolder(out)
     for path, hint in ((folder.final, "the finished run"), (folder.work, "the unfinished run")):
         if path.is_symlink() or (path.exists() and not path.is_dir()):
@@ -190,15 +287,27 @@ class RunFolder:
     def mark(self, line: str) -> None:
         marker = self.work / MARKER
         previous = marker.read_text() if marker.exists() else "This run folder is INCOMPLETE: do not use its results.\n"
+        add_to_manifest(self.work, MARKER)
         atomic_write_bytes(marker, (previous + line.rstrip() + "\n").encode())
 
     def path(self, name: str) -> Path:
+        """The path of ``name`` in the working folder, listed in its manifest (the caller writes it)."""
+        add_to_manifest(self.work, name)
         return self.work / name
 
     def write_text(self, name: str, text: str) -> None:
-        p = self.work / name
+        p = self.path(name)
         p.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(p, text.encode())
+
+    def remove(self, name: str) -> None:
+        """Remove the working folder's ``name`` (a file or folder this run wrote) and forget it in the manifest."""
+        path = self.work / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        drop_from_manifest(self.work, name)
 
     def write_json(self, name: str, obj) -> None:
         self.write_text(name, json.dumps(obj, indent=2, sort_keys=False) + "\n")
@@ -217,8 +326,82 @@ class RunFolder:
             _refuse_folder(self.final, "appeared during the run and is not an edgesim run folder",
                            f"the new run is kept in {self.work}")
         (self.work / MARKER).unlink(missing_ok=True)
+        drop_from_manifest(self.work, MARKER)
         old = set_aside(self.final) if self.final.exists() else None
         os.replace(self.work, self.final)
         if old is not None:
             shutil.rmtree(old)
         return self.final
+
+
+# --------------------------------------------------------------------------- one process per run folder
+
+
+def lock_path(out: Path) -> Path:
+    """``.<out>.lock`` beside ``out`` (beside it, not in it: the folder is moved into place at the end)."""
+    out = Path(out)
+    return out.with_name(f".{out.name}.lock")
+
+
+def _holder(lock: Path) -> Optional[str]:
+    """Who holds ``lock`` (``"pid N on HOST"``), or ``None`` when it is free or stale (its process is gone)."""
+    try:
+        text = lock.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    pid_text, _, host = text.strip().partition(" ")
+    if not pid_text.isdigit() or not host:
+        return f"an unknown process (remove {lock} if no edgesim run is using it)"
+    if host == socket.gethostname():
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            return None
+        except OSError:
+            pass  # it exists but is not ours to signal
+    return f"pid {pid_text} on {host}"
+
+
+def check_unlocked(out: Path, text: Optional[str] = None) -> None:
+    """Refuse an ``--out`` that another live edgesim process is running in (touches nothing)."""
+    holder = _holder(lock_path(out))
+    if holder is not None:
+        raise ConfigError(f"--out {text if text is not None else out}: is in use by another edgesim process "
+                          f"({holder}, see {lock_path(out).name}); wait for it to finish, or choose another --out")
+
+
+class RunLock:
+    """``with RunLock(out):`` holds ``.<out>.lock`` (``O_EXCL``; pid and host inside) and removes it at the end.
+
+    A lock of a process that is gone (on this host) is stale and taken over;
+    a live one raises :class:`ConfigError` naming that process.
+    """
+
+    def __init__(self, out: Path):
+        self.out, self.path = Path(out), lock_path(out)
+        self.token = f"{os.getpid()} {socket.gethostname()}\n"
+
+    def __enter__(self) -> "RunLock":
+        for _ in range(3):
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                check_unlocked(self.out)
+                self.path.unlink(missing_ok=True)  # stale: its process is gone
+                continue
+            except OSError as e:
+                raise ConfigError(f"--out {self.out}: cannot create the lock {self.path}: {e.strerror or e}") from None
+            with os.fdopen(fd, "w") as f:
+                f.write(self.token)
+            return self
+        check_unlocked(self.out)
+        raise ConfigError(f"--out {self.out}: cannot take the lock {self.path}; expected no other run there")
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self.path.read_text(encoding="utf-8") == self.token:
+                self.path.unlink()
+        except OSError:
+            pass

@@ -31,6 +31,7 @@ from learning.config import SECTIONS as LEARNING_SECTIONS
 SCENARIO_DIR = Path(__file__).resolve().parent
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
 TOP_LEVEL_KEYS = {"name": str, "description": str, "seed": int}
+MAX_SEED = 2**63 - 1  # a TOML integer; the random streams take (seed, ...) tuples of such
 
 
 ScenarioError = ConfigError
@@ -156,8 +157,8 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     for key, typ in TOP_LEVEL_KEYS.items():
         if key in raw and (not isinstance(raw[key], typ) or isinstance(raw[key], bool)):
             raise ScenarioError(f"{where}: {key} = {raw[key]!r}: expected a {typ.__name__}")
-    if raw.get("seed", 0) < 0:
-        raise ScenarioError(f"{where}: seed = {raw['seed']!r}: expected an integer >= 0")
+    if not 0 <= raw.get("seed", 0) <= MAX_SEED:
+        raise ScenarioError(f"{where}: seed = {raw['seed']!r}: expected an integer in [0, 2**63 - 1]")
     name = raw.get("name", Path(where).stem)
     if not name.strip() or name.strip() in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
         raise ScenarioError(f"{where}: name = {name!r}: expected a non-empty name usable as a folder name "
@@ -182,10 +183,15 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
                 if section in raw:
                     raise ScenarioError(f"{where}: [{section}] is not used by a physics-only run "
                                         f"([run] backend = \"parametric\"); expected it left out")
+        if not physics_only and "parametric" in raw:
+            raise ScenarioError(f"{where}: [parametric] is used only by a physics-only run ([run] backend = "
+                                f"\"parametric\"); this run has backend = {run.backend!r}: expected it left out")
         learned = {name: build(raw.get(name, {}), f"{where}: [{name}]")
                    for name, build in LEARNING_SECTIONS.items() if not (physics_only and name == "algorithms")}
         learned.setdefault("algorithms", {})
         check_cross_section(built["system"], learned["run"], where)
+        if not physics_only:
+            check_algorithms(built["system"], learned, where)
     return Scenario(
         path=where,
         name=name,
@@ -232,6 +238,33 @@ def data_dir_from_env(raw: dict) -> dict:
     if spec is None or not spec.needs_files:
         return raw
     return {**raw, "data": {**data, "data_dir": str(Path(env).expanduser().resolve())}}
+
+
+def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: str) -> None:
+    """Each algorithm of ``[run] algorithms`` is registered and its options fit the scenario.
+
+    Its spec's ``check(cfg, facts)`` (:mod:`learning.algorithm_configs`) sees
+    the devices, the partition and the model; torch-free, so ``edgesim plan``
+    and ``edgesim run`` refuse the same things, before any data is loaded.
+    """
+    from learning.algorithm_configs import ALGORITHMS, ScenarioFacts
+    from learning.model_registry import MODELS
+
+    run, data, train = learned["run"], learned["data"], learned["train"]
+    facts = ScenarioFacts(system.n_devices, run.clients_per_round, data, train,
+                          getattr(MODELS.get(train.model), "weight_layers", None))
+    for name in run.algorithms:
+        if name not in ALGORITHMS:
+            raise ScenarioError(f"{where}: [run] algorithms: unknown algorithm {name!r}; expected one of: "
+                                f"{', '.join(sorted(ALGORITHMS))}")
+        spec = ALGORITHMS[name]
+        cfg = learned["algorithms"].get(name) or spec.config_cls()
+        if spec.check is not None:
+            try:
+                spec.check(cfg, facts)
+            except ValueError as e:
+                table = f"[algorithms.{name}]" if name in learned["algorithms"] else f"{name} (defaults; [algorithms.{name}])"
+                raise ScenarioError(f"{where}: {table}: {e}") from None
 
 
 def resolve_paths(raw: dict, path: Path) -> dict:

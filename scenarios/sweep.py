@@ -207,13 +207,14 @@ def validate_runs(spec: SweepSpec, out: Path) -> list[SweepRun]:
             sc = load_scenario(spec.scenario, list(run.overrides), options=list(run.options))
         except ConfigError as e:
             raise ConfigError(f"sweep run {run.name}: {e}") from None
-        if not sc.physics_only:
-            from learning.algorithms import REGISTRY
+        if not sc.physics_only:  # names and algorithm options were checked by load_scenario; the data folder here
+            from learning.data.datasets import DATASETS
 
-            unknown = [a for a in sc.learning["run"].algorithms if a not in REGISTRY]
-            if unknown:
-                raise ConfigError(f"sweep run {run.name}: [run] algorithms: unknown algorithm {unknown[0]!r}; "
-                                  f"expected one of: {', '.join(sorted(REGISTRY))}")
+            data = sc.learning["data"]
+            if DATASETS[data.dataset].needs_files and (data.data_dir is None or not Path(data.data_dir).is_dir()):
+                raise ConfigError(f"sweep run {run.name}: [data] dataset = {data.dataset!r} needs data_dir, the "
+                                  f"folder of its files (got {data.data_dir!r}); every run of a sweep is checked "
+                                  f"before any starts")
         # A finished run is skipped and an unfinished one resumed: both must be of this very scenario,
         # and anything else in their place is refused, never replaced.
         folder = Path(out) / run.name
@@ -411,6 +412,30 @@ def check_sweep_out(out: Path) -> None:
                           f"choose another --out; edgesim never writes into a folder it did not make")
 
 
+def check_same_grid(spec: SweepSpec, out: Path) -> None:
+    """A sweep folder goes on only with its own grid and seeds: another would rewrite ``sweep.csv`` and orphan
+    the runs it lists (one line naming both)."""
+    path = out / SWEEP_JSON
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        old_grid = {"grid": old["grid"], "seeds": old["seeds"]}
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+        raise ConfigError(f"--out {out}: {path} is unreadable; expected the sweep.json edgesim wrote "
+                          f"(choose another --out)") from None
+    new = spec.to_json()
+    if old_grid != {"grid": new["grid"], "seeds": new["seeds"]}:
+        def describe(d: dict) -> str:
+            axes = " ".join(f"--grid {a.get('key')}={','.join(map(str, a.get('texts', a.get('values', []))))}"
+                            for a in d["grid"] if isinstance(a, dict))
+            return f"{axes or 'no --grid'} with seeds {d['seeds']}"
+
+        raise ConfigError(f"--out {out}: holds a sweep of another grid ({describe(old_grid)}; this one: "
+                          f"{describe(new)}); choose another --out, or give the same --grid and --seeds to go on "
+                          f"with it")
+
+
 def run_sweep(
     spec: SweepSpec,
     out: Path,
@@ -436,6 +461,7 @@ def run_sweep(
     if executor == "ray":
         import_ray()
     check_sweep_out(Path(out))
+    check_same_grid(spec, Path(out))
     out = Path(out).resolve()
     runs = validate_runs(spec, out)
     threads = threads or run_threads(spec, runs)

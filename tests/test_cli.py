@@ -81,11 +81,15 @@ def test_plan_table_and_heterogeneous_note(tmp_path):
 def test_plan_infeasible_budget_exits_nonzero_with_the_numbers(tmp_path):
     p = tmp_path / "hand.toml"
     p.write_text(HAND)
-    result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30"])  # T/G = 3 s: C1 = 0
+    result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30",  # T/G = 3 s: C1 = 0
+                                 "--set", 'run.algorithms=["dofed_spp"]'])
     assert result.exit_code == 1
     err = result.stderr
-    assert "No (B, K) pair fits the budget" in err
+    assert err.startswith(f"error: {p}: No (B, K) pair fits the budget")
     assert "T/G gives only 3 s" in err and "3 s of local training" in err
+    # a scenario without DoFed-SPP needs no (B, K) pair: a note, exit 0 (issue 22)
+    result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30"])
+    assert result.exit_code == 0 and result.stderr.startswith(f"note: {p}: No (B, K) pair fits the budget")
 
 
 def test_plan_bad_scenario_is_one_clear_error(tmp_path):

@@ -539,12 +539,20 @@ def test_server_phase_counts_against_the_deadline():
     assert [e.kind for e in sim.events].count("server_compute_start") == 1
 
 
-def test_server_phase_longer_than_the_deadline_drops_every_device():
-    backend = ServerBackend([work(0), work(1)], before={"x": 2e10})  # 2 s > 1 s deadline
+def test_server_phase_longer_than_the_deadline_ends_the_round_at_the_deadline():
+    """Issue 22 (a deliberate change of the clock, docs/system_model.md): the server's 2 s phase before the
+    broadcast is cut at the 1 s deadline; nothing was broadcast, so no device downloads anything (even at an
+    instantaneous downlink), computes or uploads, and the round lasts exactly the deadline."""
+    backend = ServerBackend([work(0, download_bits=4e6), work(1, download_bits=4e6)], before={"x": 2e10})
     sim = Simulation(system(n=2, server_freq_hz=1e10), budget(round_mode="deadline", deadline_s=1.0), backend)
     record = sim.run_round()
-    assert record.dropped == (0, 1) and record.duration_s == pytest.approx(2.0)
-    assert record.compute_energy_j == 0.0
+    assert record.dropped == (0, 1) and record.arrived == () and record.duration_s == 1.0
+    assert record.bits_down == 0.0 and record.compute_energy_j == 0.0 and record.server_before_s == 1.0
+    assert log(sim) == approx_log([
+        (-1, "round_start", 0.0), (-1, "server_compute_start", 0.0),
+        (0, "upload_dropped", 1.0), (1, "upload_dropped", 1.0), (-1, "round_end", 1.0),
+    ])
+    assert sim.run_round().start_time_s == 1.0  # the next round starts at the deadline
 
 
 def test_no_server_phase_no_server_event_and_same_clock():

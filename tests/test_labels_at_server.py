@@ -61,7 +61,7 @@ def tiny(tmp_path):
 
 
 def setup(path, name, *overrides):
-    sc = load_scenario(path, list(overrides))
+    sc = load_scenario(path, [f'run.algorithms=["{name}"]', *overrides])  # the scenario runs what is built
     ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
                         sc.system.n_devices)
     cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()

@@ -15,7 +15,7 @@ import string
 import numpy as np
 import pytest
 import tomli_w
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from edgesim.budget import feasibility_constants
@@ -210,3 +210,68 @@ def test_any_malformed_sweep_folder_reads_or_is_a_config_error(tmp_path, rows, s
             sweep.metric(point, "fedavg_final_accuracy")
     except ConfigError:
         pass
+
+
+# --- [algorithms.*] tables of every registered algorithm, and the parametric backend ------------------------------
+
+from learning.algorithm_configs import ALGORITHMS  # noqa: E402  (torch-free)
+
+ALGORITHM_KEYS = {name: [f.name for f in __import__("dataclasses").fields(spec.config_cls)] + ["nope"]
+                  for name, spec in ALGORITHMS.items()}
+algorithm_tables = st.sampled_from(sorted(ALGORITHMS)).flatmap(lambda name: st.tuples(
+    st.just(name), st.dictionaries(st.sampled_from(ALGORITHM_KEYS[name]), values, max_size=4)))
+
+
+@SETTINGS
+@given(tables=st.lists(algorithm_tables, min_size=1, max_size=3), n_devices=st.integers(1, 12),
+       partition=st.sampled_from(["dirichlet", "labels_at_server", "iid", "subset"]),
+       model=st.sampled_from(["cnn", "text", "resnet9"]), run_them=st.booleans())
+def test_any_algorithms_table_validates_or_is_a_config_error(tmp_path, tables, n_devices, partition, model, run_them):
+    """Every registered algorithm's table, run or not, on any cell: validates or is one ConfigError."""
+    from scenarios.schema import load_scenario
+
+    algs = {name: table for name, table in tables}
+    scenario = {"system": {"n_devices": n_devices}, "data": {"partition": partition}, "train": {"model": model},
+                "run": {"clients_per_round": 1, **({"algorithms": sorted(algs)} if run_them else {})},
+                "algorithms": algs}
+    path = tmp_path / "algs.toml"
+    try:
+        path.write_text(tomli_w.dumps(scenario))
+    except (TypeError, ValueError):
+        path.write_text(repr(scenario))
+    try:
+        load_scenario(path)
+    except ConfigError:
+        pass
+
+
+@SETTINGS
+@given(table=st.dictionaries(st.sampled_from(["a0", "a_max", "rate", "download_bits", "nope"]),
+                             st.one_of(scalars, st.floats(allow_nan=True, allow_infinity=True)), max_size=4),
+       rounds=st.integers(1, 3))
+@example(table={"a0": 0.9, "a_max": 0.5}, rounds=2)
+@example(table={"download_bits": 1e300}, rounds=1)
+def test_any_parametric_table_validates_or_is_a_config_error_and_runs(tmp_path, table, rounds):
+    """A physics-only scenario's [parametric] table: refused with one ConfigError, or its run's accuracies
+    stay in [0, 1] and its bits are finite."""
+    from scenarios.schema import load_scenario
+
+    path = tmp_path / "par.toml"
+    scenario = {"workload": {"model_bits": 1e6}, "budget": {"rounds": rounds}, "run": {"backend": "parametric"},
+                "parametric": table}
+    try:
+        path.write_text(tomli_w.dumps(scenario))
+    except (TypeError, ValueError):
+        path.write_text(repr(scenario))
+    try:
+        sc = load_scenario(path)
+    except ConfigError:
+        return
+    p, run = sc.parametric, sc.learning["run"]
+    backend = ParametricBackend(sc.system.n_devices, run.clients_per_round, sc.workload, sc.seed, a0=p.a0,
+                                a_max=p.a_max, rate=p.rate, download_bits=p.download_bits)
+    accuracies = []
+    for rec in Simulation(sc.system, sc.budget, backend, seed=sc.seed).run():
+        accuracies.append(rec.metrics["accuracy"])
+        assert 0 <= rec.metrics["accuracy"] <= 1 and rec.bits_down <= 1e15 * sc.system.n_devices
+    assert accuracies == sorted(accuracies)  # the curve rises (a0 <= a_max)

@@ -194,3 +194,22 @@ def test_each_medmnist_flag_validates_in_a_scenario_and_loads(flag, tmp_path):
     assert ds.input_shape == (channels, 28, 28) and len(ds.y_train) == 12 and len(ds.y_test) == 12
     assert len(load_dataset(flag, tmp_path, merge_val=True).y_train) == 24
     assert DATASETS[flag].title.endswith("MNIST")
+
+
+def test_model_weight_layers_match_the_built_models():
+    """``ModelSpec.weight_layers`` (read torch-free by LG-FedAvg's check) is what the built model has."""
+    from learning.algorithms.fedavg import _weight_layers
+    from learning.model_registry import MODELS
+
+    for name, spec in MODELS.items():
+        shape = (20,) if spec.input == "text" else (3, 32, 32)
+        model = spec.build(shape, 10, 100 if spec.input == "text" else None)
+        assert spec.weight_layers == len(_weight_layers(model)), name
+
+
+def test_every_algorithm_is_declared_torch_free_and_built_by_its_module():
+    from learning.algorithm_configs import ALGORITHMS
+
+    assert ALGORITHMS is REGISTRY
+    for name, spec in REGISTRY.items():
+        assert spec.build is not None and spec.module == spec.build.__module__, name

@@ -138,14 +138,20 @@ def test_algorithm_without_state_dict_cannot_be_checkpointed(tiny_scenario, tmp_
     assert ok.exit_code == 0, ok.output
 
 
-def test_divergence_is_one_clear_line_and_a_marked_folder(tiny_scenario, tmp_path):
+def test_divergence_is_one_clear_line_and_keeps_the_other_algorithms(tiny_scenario, tmp_path):
+    """Issue 22: the diverged algorithm is marked in summary.json, the others' results are kept, exit 1, and the
+    message blames the learning rate in effect (the algorithm's own lr when it sets one)."""
     out = tmp_path / "r"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "-q",
-                                 "--set", "train.lr=1e12", "--set", "run.algorithms=['fedavg']"])
+                                 "--set", "algorithms.fedprox.lr=1e12", "--set", "run.algorithms=['fedavg', 'fedprox']"])
     assert result.exit_code == 1
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: fedavg: training diverged on device ")
-    assert " in round " in lines[0] and "r.incomplete" in lines[0]
+    lines = [line for line in result.stderr.strip().splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and result.stderr.strip().splitlines()[-1] == lines[0]  # notes first, the error last
+    assert lines[0].startswith("error: fedprox: training diverged on device ")
+    assert "lower [algorithms.fedprox] lr (= 1e+12)" in lines[0] and "train.lr" not in lines[0]
+    assert " in round " in lines[0] and str(out) in lines[0]
     assert "Traceback" not in result.output
-    assert not out.exists()
-    assert "failed: DivergenceError" in (tmp_path / "r.incomplete" / MARKER).read_text()
+    summary = json.loads((out / "summary.json").read_text())["algorithms"]
+    assert summary["fedavg"]["diverged"] is None and summary["fedavg"]["rounds"] == 3
+    assert summary["fedprox"]["diverged"].startswith("fedprox: training diverged")
+    assert "fedavg" in (out / "rounds.csv").read_text()

@@ -90,7 +90,7 @@ def test_existing_user_folder_is_refused_byte_for_byte(phys, cwd):
     (cwd / "mine" / "sub" / "data.bin").write_bytes(bytes(range(256)))
     before = snapshot(cwd)
     line = one_error_line(run("run", phys, "--out", "mine", "-q"))
-    assert "mine" in line and "not an edgesim run folder" in line and "'sub'" in line
+    assert "not an edgesim run folder" in line and str(Path("mine") / "sub") in line
     assert snapshot(cwd) == before  # nothing renamed, nothing created beside it
     # --overwrite does not change that: only an edgesim run folder is ever replaced
     one_error_line(run("run", phys, "--out", "mine", "-q", "--overwrite"))
@@ -115,7 +115,7 @@ def test_a_user_file_inside_a_run_folder_blocks_overwrite(phys, cwd):
     (cwd / "r" / "notes.md").write_text("my notes\n")
     before = snapshot(cwd)
     line = one_error_line(run("run", phys, "--out", "r", "-q", "--overwrite"))
-    assert "'notes.md'" in line
+    assert str(Path("r") / "notes.md") in line
     assert snapshot(cwd) == before
 
 

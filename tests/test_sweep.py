@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from conftest import TINY_SCENARIO
 from edgesim.config import ConfigError
 from scenarios.cli import app
+from scenarios.runfolder import add_to_manifest
 from scenarios.sweep import make_spec, parse_grid, run_sweep, split_values
 
 runner = CliRunner()
@@ -130,6 +131,7 @@ def test_a_killed_sweep_resumes_by_skipping_finished_runs(scenario, local_sweep,
     victim = "system.bandwidth_hz=1e6,seed=4"
     os.rename(out / victim, out / f"{victim}.incomplete")  # as a run killed before it finished
     (out / f"{victim}.incomplete" / "INCOMPLETE").write_text("killed\n")
+    add_to_manifest(out / f"{victim}.incomplete", "INCOMPLETE")  # a killed run had listed its marker
     (out / "sweep.csv").unlink()
     log = io.StringIO()
     result = run_sweep(make_spec(scenario, GRID, 2, FAST), out, jobs=1, plots=False, stream=log)

@@ -52,3 +52,44 @@ def test_the_name_registries_and_loading_a_scenario_leave_torch_out(tmp_path):
     result = subprocess.run([sys.executable, "-c", SCENARIO_PROBE, str(scenario)], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr + result.stdout
+
+
+TABLES_PROBE = """
+import sys
+from typer.testing import CliRunner
+from learning.algorithm_configs import ALGORITHMS
+from scenarios.cli import app
+from scenarios.schema import load_scenario
+sc = load_scenario(sys.argv[1])
+assert set(sc.learning["algorithms"]) == set(ALGORITHMS), sorted(ALGORITHMS)
+r = CliRunner().invoke(app, ["plan", sys.argv[1]])
+assert r.exit_code in (0, 1) and "error" not in r.output, r.output
+r = CliRunner().invoke(app, ["plot", sys.argv[2], "--out", sys.argv[3]])
+assert r.exit_code == 0, r.output
+leaked = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
+if leaked:
+    sys.exit("torch imported by loading, planning or plotting: " + ", ".join(leaked[:5]))
+print(len(ALGORITHMS), "algorithms")
+"""
+
+
+def test_algorithm_tables_plan_and_plot_leave_torch_out(tmp_path):
+    """A scenario with an [algorithms.NAME] table for every registered algorithm loads, validates and plans
+    torch-free; so does plotting a run folder; and learning/config.py imports nothing of learning/algorithms."""
+    from learning.algorithm_configs import ALGORITHMS
+    from scenarios.run import run_scenario
+    from scenarios.schema import load_scenario
+
+    tables = "".join(f"[algorithms.{name}]\n" for name in ALGORITHMS)
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[data]\ndataset = "fashion_mnist"\ndata_dir = "."\npartition = "labels_at_server"\n'
+                        '[train]\nmodel = "cnn"\n[run]\nalgorithms = ["fedavg", "dofed_spp"]\n' + tables)
+    phys = tmp_path / "p.toml"
+    phys.write_text('[workload]\nmodel_bits = 1e6\n[run]\nbackend = "parametric"\nclients_per_round = 2\n')
+    folder = run_scenario(load_scenario(phys), tmp_path / "r")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    result = subprocess.run([sys.executable, "-c", TABLES_PROBE, str(scenario), str(folder), str(tmp_path / "figs")],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr + result.stdout
+    config_source = (REPO / "learning" / "config.py").read_text()
+    assert "learning.algorithms" not in config_source.replace("learning.algorithm_configs", "")

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from edgesim.backend import DeviceWork, RoundPlan
+from edgesim.backend import DeviceWork, Diverged, RoundPlan
 from learning.context import Context
 from learning.executors import LocalTask, LocalTrainResult
 from learning.inference import evaluate
@@ -21,7 +21,7 @@ from learning.inference import evaluate
 Params = dict[str, torch.Tensor]
 
 
-class DivergenceError(RuntimeError):
+class DivergenceError(Diverged):
     """Training produced a NaN or infinite loss; the message names the algorithm, device and round."""
 
 

@@ -58,7 +58,7 @@ distances (P parameters).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Optional, Union
 
 import numpy as np
@@ -66,7 +66,7 @@ import torch
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.budget import InfeasibleBudgetError, examined_pairs, infeasibility_message
-from edgesim.config import ConfigError, check_choice, check_int, check_number
+from edgesim.config import ConfigError
 from edgesim.plan import slowest_device_constants
 from edgesim.selection import assignment, best_selection
 from learning.algorithms.common import (
@@ -83,53 +83,10 @@ from learning.context import Context
 from learning.costs import forward_cycles_per_sample
 from learning.state import sent_numbers
 from learning.inference import predict_proba
-from learning.pca import check_fraction, compressed_bits
+from learning.pca import compressed_bits
 from learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, weight_matrix
-from learning.similarity import check_bound, device_similarity
-
-
-
-@dataclass(frozen=True)
-class DofedSppConfig:
-    """DoFed-SPP's options (docs/dofed_spp.md).
-
-    ``warmup_rounds``: L (Phase 0 trains L·I epochs). ``target_epochs``: epochs
-    of the teacher–student step per round (default: the workload's I).
-    ``gamma``: γ of Eq. (19) (default: ``train.lr``). ``g1``/``g2``:
-    ``"empirical"``, ``"zero"`` or a number (:mod:`learning.similarity`).
-    ``pca_rank_fraction``: rank of the BS's per-layer PCA as a fraction of
-    full rank (1 = no downsizing). ``max_b``/``max_k``: caps on the examined
-    (B, K) pairs (the paper's "K = B = 10"). ``vectorize``: ``"auto"`` (vmap
-    over model stacks on a GPU, a loop on a CPU where vmap'd convolutions are
-    slower), ``"on"``, ``"off"`` — same numbers either way.
-    """
-
-    warmup_rounds: int = 5
-    target_epochs: Optional[int] = None
-    gamma: Optional[float] = None
-    g1: Union[str, float] = "empirical"
-    g2: Union[str, float] = "empirical"
-    pca_rank_fraction: float = 0.5
-    max_b: Optional[int] = None
-    max_k: Optional[int] = None
-    vectorize: str = "auto"
-
-    def __post_init__(self):
-        check_int("warmup_rounds", self.warmup_rounds, 0)
-        if self.target_epochs is not None:
-            check_int("target_epochs", self.target_epochs, 1)
-        if self.gamma is not None:
-            check_number("gamma", self.gamma, minimum=0, strict=True)
-        check_bound("g1", self.g1)
-        check_bound("g2", self.g2)
-        try:
-            check_fraction(self.pca_rank_fraction)
-        except ValueError:
-            raise ValueError(f"pca_rank_fraction = {self.pca_rank_fraction!r}: expected a number in (0, 1]") from None
-        for name in ("max_b", "max_k"):
-            if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), 1)
-        check_choice("vectorize", self.vectorize, ("auto", "on", "off"))
+from learning.similarity import device_similarity
+from learning.algorithm_configs.dofed_spp import DofedSppConfig  # noqa: F401 (re-exported)
 
 
 # --------------------------------------------------------------------------- cycles

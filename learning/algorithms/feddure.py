@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Mapping
 
 import torch
@@ -48,7 +47,6 @@ import torch.nn.functional as F
 from torch.func import grad, vjp
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number, fail
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     arrived_updates,
@@ -60,61 +58,15 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register_variants, variant
+from learning.algorithms.registry import register_variants
 from learning.context import Context
 from learning.costs import task_cycles, training_passes
 from learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
 from learning.optim import make_optimizer
+from learning.algorithm_configs.feddure import SIGNS, NORMS, FedDureConfig, VARIANTS  # noqa: F401 (re-exported)
 
 C_REG = "creg:"  # prefix of C-reg φ's keys in a client's state
 F_REG = ("freg:w1", "freg:b1", "freg:w2", "freg:b2")  # F-reg w's keys in a client's state
-SIGNS = {"paper": 1.0, "code": -1.0}
-NORMS = ("mean", "sum")
-
-
-@dataclass(frozen=True)
-class FedDureConfig:
-    """FedDure's options (module docstring; defaults from the paper, §4.1, and docs/feddure.md).
-
-    ``lr`` η (local model), ``creg_lr`` η_s (C-reg, and the virtual step),
-    ``freg_lr`` η_w (F-reg); ``optimizer`` ``"adam"`` or ``"sgd"`` for the
-    three real steps. ``labeled_batch`` B; ``unlabeled_ratio`` μ (μB
-    unlabelled rows per step). ``feedback_sign`` ``"paper"`` (+d) or
-    ``"code"`` (−d); ``weight_norm`` ``"mean"`` or ``"sum"`` (Σm);
-    ``creg``/``freg`` the regulators (Table 2's ablations); ``threshold`` τ
-    of the fixed threshold that replaces F-reg; ``freg_hidden`` its width.
-    """
-
-    lr: float = 5e-4
-    creg_lr: float = 5e-4
-    freg_lr: float = 5e-4
-    optimizer: str = "adam"
-    labeled_batch: int = 10
-    unlabeled_ratio: int = 7
-    feedback_sign: str = "paper"
-    weight_norm: str = "mean"
-    creg: bool = True
-    freg: bool = True
-    threshold: float = 0.95
-    freg_hidden: int = 128
-
-    def __post_init__(self):
-        for name in ("lr", "creg_lr", "freg_lr"):
-            check_number(name, getattr(self, name), minimum=0, strict=True)
-        check_choice("optimizer", self.optimizer, ("adam", "sgd"))
-        check_int("labeled_batch", self.labeled_batch, 1)
-        check_int("unlabeled_ratio", self.unlabeled_ratio, 1)
-        check_choice("feedback_sign", self.feedback_sign, tuple(SIGNS))
-        check_choice("weight_norm", self.weight_norm, NORMS)
-        for name in ("creg", "freg"):
-            if not isinstance(getattr(self, name), bool):
-                fail(name, getattr(self, name), "true or false")
-        if not (self.creg or self.freg):
-            fail("creg", self.creg, "true when freg = false (without both regulators FedDure is FixMatch: fixavg)")
-        check_number("threshold", self.threshold, minimum=0)
-        if self.threshold > 1:
-            fail("threshold", self.threshold, "a probability in [0, 1]")
-        check_int("freg_hidden", self.freg_hidden, 1)
 
 
 # --------------------------------------------------------------------------- formulas
@@ -360,17 +312,6 @@ class FedDure:
 
 
 # --------------------------------------------------------------------------- the registered variants
-
-
-
-
-VARIANTS = {
-    "feddure": (FedDureConfig, "FedDure", "FedDure: dual regulators (C-reg feedback, F-reg instance weights)"),
-    "feddure_no_creg": (variant(FedDureConfig, "FedDureNoCRegConfig", "FedDure without C-reg (Table 2).", creg=False),
-                        "FedDure w/o C-reg", "FedDure without C-reg: no feedback term, F-reg learnt through θ"),
-    "feddure_no_freg": (variant(FedDureConfig, "FedDureNoFRegConfig", "FedDure without F-reg (Table 2).", freg=False),
-                        "FedDure w/o F-reg", "FedDure without F-reg: a fixed confidence threshold weights pseudo-labels"),
-}
 
 
 register_variants(VARIANTS, FedDure)

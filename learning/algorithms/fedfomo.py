@@ -35,13 +35,11 @@ C_fwd = C_tra/3) cycles, and uploads m bits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number
 from learning.algorithms.common import (
     accuracy_metrics,
     check_losses,
@@ -57,40 +55,9 @@ from learning.costs import forward_cycles_per_sample
 from learning.algorithms.registry import register
 from learning.context import Context
 from learning.similarity import cross_entropy_losses, flatten_states
+from learning.algorithm_configs.fedfomo import FedFomoConfig  # noqa: F401 (re-exported)
 
 MIN_DISTANCE = 1e-12
-
-
-@dataclass(frozen=True)
-class FedFomoConfig:
-    """``n_download``: M; ``epsilon``/``epsilon_decay``: ε-greedy; ``self_affinity``: P_i[i] at start;
-    ``distance``: ``"l1"`` or ``"l2"``; ``validation``: ``"labeled"`` or ``"split"`` (``val_fraction`` held out);
-    ``report_federated``: also report the metrics of the models right after the FedFomo update, before local
-    training (``federated_accuracy``, ``federated_labeling_accuracy``; costs one more evaluation per round)."""
-
-    n_download: int = 10
-    epsilon: float = 0.3
-    epsilon_decay: float = 0.05
-    self_affinity: float = 0.1
-    distance: str = "l1"
-    validation: str = "labeled"
-    val_fraction: float = 0.2
-    report_federated: bool = False
-
-    def __post_init__(self):
-        check_int("n_download", self.n_download, 1)
-        check_number("epsilon", self.epsilon, minimum=0)
-        if self.epsilon > 1:
-            raise ValueError(f"epsilon = {self.epsilon!r}: expected a probability in [0, 1]")
-        check_number("epsilon_decay", self.epsilon_decay, minimum=0)
-        check_number("self_affinity", self.self_affinity)
-        check_choice("distance", self.distance, ("l1", "l2"))
-        check_choice("validation", self.validation, ("labeled", "split"))
-        check_number("val_fraction", self.val_fraction, minimum=0, strict=True)
-        if self.val_fraction >= 1:
-            raise ValueError(f"val_fraction = {self.val_fraction!r}: expected a fraction in (0, 1)")
-        if not isinstance(self.report_federated, bool):
-            raise ValueError(f"report_federated = {self.report_federated!r}: expected true or false")
 
 
 def epsilon_greedy(

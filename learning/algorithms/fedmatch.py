@@ -35,7 +35,6 @@ that do not train are frozen inputs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -43,7 +42,6 @@ import torch
 import torch.nn.functional as F
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number, fail
 from learning.algorithms.common import (
     accuracy_metrics,
     aux_metrics,
@@ -62,6 +60,7 @@ from learning.context import Context
 from learning.costs import forward_cycles, task_cycles
 from learning.executors import LocalTask, LocalTrainResult, Stream, View
 from learning.objectives import kl_to_soft
+from learning.algorithm_configs.fedmatch import FedMatchConfig, FedMatchLCConfig  # noqa: F401 (re-exported)
 
 Params = dict[str, torch.Tensor]
 PSI = "psi/"
@@ -69,50 +68,6 @@ PSI = "psi/"
 
 def helper_prefix(h: int) -> str:
     return f"helper{h}/"
-
-
-@dataclass(frozen=True)
-class FedMatchConfig:
-    """FedMatch (module docstring); defaults: the official labels-at-server ``config.py``.
-
-    ``labels``: ``"server"`` or ``"client"``. ``lambda_s, lambda_i, lambda_a, lambda_l1, lambda_l2``:
-    the loss weights; ``l1_threshold``: ψ's hard threshold; ``threshold``: τ; ``n_helpers``: H;
-    ``helper_interval``: helpers every that many rounds; ``psi_factor``: ψ's start as a multiple of σ;
-    ``server_epochs``/``server_batch_size``: the server's σ training (labels at the server);
-    ``batch_size``: the unlabelled batch; ``labeled_batch_size``: the clients' labelled batch (labels at
-    the clients). ``lr`` overrides ``[train] lr``.
-    """
-
-    labels: str = "server"
-    lambda_s: float = 10.0
-    lambda_i: float = 1e-2
-    lambda_a: float = 1e-2
-    lambda_l1: float = 1e-5
-    lambda_l2: float = 10.0
-    l1_threshold: float = 1e-5
-    threshold: float = 0.75
-    n_helpers: int = 2
-    helper_interval: int = 10
-    psi_factor: float = 0.2
-    server_epochs: int = 1
-    server_batch_size: int = 100
-    batch_size: int = 100
-    labeled_batch_size: int = 10
-    lr: Optional[float] = None
-
-    def __post_init__(self):
-        check_choice("labels", self.labels, ("server", "client"))
-        for name in ("lambda_s", "lambda_i", "lambda_a", "lambda_l1", "lambda_l2", "l1_threshold", "psi_factor"):
-            check_number(name, getattr(self, name), minimum=0)
-        check_number("threshold", self.threshold, minimum=0)
-        if self.threshold > 1:
-            fail("threshold", self.threshold, "a probability in [0, 1]")
-        check_int("n_helpers", self.n_helpers, 0)
-        check_int("helper_interval", self.helper_interval, 1)
-        check_int("server_epochs", self.server_epochs, 0)
-        for name in ("server_batch_size", "batch_size", "labeled_batch_size"):
-            check_int(name, getattr(self, name), 1)
-        check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
 
 
 # --------------------------------------------------------------------------- formulas
@@ -391,13 +346,6 @@ class FedMatch:
         self.psi = to_device(self.ctx, state["psi"])
         self.vectors = {int(d): np.asarray(v, dtype=float) for d, v in state["vectors"].items()}
         self.helper_psi = {int(d): to_device(self.ctx, p) for d, p in state["helper_psi"].items()}
-
-
-FedMatchLCConfig = dataclass(frozen=True)(type("FedMatchLCConfig", (FedMatchConfig,), {
-    "__doc__": "FedMatch, labels at the clients (official labels-at-client values).",
-    "__annotations__": {"labels": str, "lambda_l1": float, "l1_threshold": float},
-    "labels": "client", "lambda_l1": 1e-4, "l1_threshold": 5e-6,
-}))
 
 
 @register("fedmatch", FedMatchConfig, "FedMatch, labels at the server: sigma trained at the server, sparse psi at the "

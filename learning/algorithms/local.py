@@ -7,7 +7,6 @@ round lasts as long as its slowest device computes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from learning.algorithms.common import (
@@ -22,11 +21,7 @@ from learning.algorithms.common import (
 )
 from learning.algorithms.registry import register
 from learning.context import Context
-
-
-@dataclass(frozen=True)
-class LocalConfig:
-    """Local training only (no options)."""
+from learning.algorithm_configs.local import LocalConfig  # noqa: F401 (re-exported)
 
 
 class Local:

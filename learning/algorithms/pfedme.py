@@ -25,13 +25,11 @@ Defaults λ = 15, K = 5, η_p = 0.09, β = 1 (the official code's); η is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch.func import grad
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_int, check_number
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     arrived_updates,
@@ -46,24 +44,9 @@ from learning.context import Context
 from learning.costs import task_cycles
 from learning.executors import LocalTask, StepInputs, Stream
 from learning.optim import SGD
+from learning.algorithm_configs.pfedme import PFedMeConfig  # noqa: F401 (re-exported)
 
 W = "w:"  # prefix of the local model's keys in a client's state
-
-
-@dataclass(frozen=True)
-class PFedMeConfig:
-    """``lam`` λ, ``inner_steps`` K, ``personal_lr`` η_p, ``beta`` β (module docstring)."""
-
-    lam: float = 15.0
-    inner_steps: int = 5
-    personal_lr: float = 0.09
-    beta: float = 1.0
-
-    def __post_init__(self):
-        check_number("lam", self.lam, minimum=0)
-        check_int("inner_steps", self.inner_steps, 1)
-        check_number("personal_lr", self.personal_lr, minimum=0, strict=True)
-        check_number("beta", self.beta, minimum=0, strict=True)
 
 
 def pfedme_step(cfg: PFedMeConfig, lr: float, param_keys: list[str]):

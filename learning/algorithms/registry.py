@@ -1,44 +1,47 @@
-"""The one registry of algorithms: name → (config dataclass, builder, display name).
+"""The one registry of algorithms: name → (config dataclass, builder, display name, scenario check).
 
-A new algorithm is one module plus a ``@register("name", ConfigCls,
-display="Pretty-Name")`` on its builder ``build(ctx, cfg) -> backend``; its
-variants are config values or a second registration with different defaults
-(FedBN is FedAvg with BatchNorm kept local). ``display`` is how the papers
-write the name; a run writes it into ``summary.json``, where the figures read
-it (so plotting a run folder needs no torch). The registries of models, data
-sets and partitions: :mod:`learning.registry`.
+The registry itself, the config dataclasses and their validation are
+torch-free (:mod:`learning.algorithm_configs`; :data:`REGISTRY` here is its
+``ALGORITHMS``), so scenarios load and validate without torch. An algorithm's
+torch module attaches its builder with ``@register("name", ConfigCls,
+display="Pretty-Name")`` on ``build(ctx, cfg) -> backend``; its variants are
+config values or a second registration with different defaults (FedBN is
+FedAvg with BatchNorm kept local). ``display`` is how the papers write the
+name; a run writes it into ``summary.json``, where the figures read it (so
+plotting a run folder needs no torch). A name that no config module declared
+(a plugin's) is registered here whole, with its ``check``. The registries of
+models, data sets and partitions: :mod:`learning.registry`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Mapping
+import dataclasses
+from typing import Callable, Mapping, Optional
+
+from learning.algorithm_configs import ALGORITHMS, AlgorithmSpec, variant  # noqa: F401 (re-exported)
+
+REGISTRY: dict[str, AlgorithmSpec] = ALGORITHMS
 
 
-@dataclass(frozen=True)
-class AlgorithmSpec:
-    name: str
-    config_cls: type
-    build: Callable
-    summary: str
-    display: str = ""  # how figures name it; "" = the name
+def register(name: str, config_cls: type, summary: str = "", display: str | None = None, *,
+             check: Optional[Callable] = None, check_data: Optional[Callable] = None):
+    """Decorator: register ``build(ctx, cfg)`` under ``name`` with its config dataclass and display name.
 
-    def __post_init__(self):
-        if not self.display:
-            object.__setattr__(self, "display", self.name)
-
-
-REGISTRY: dict[str, AlgorithmSpec] = {}
-
-
-def register(name: str, config_cls: type, summary: str = "", display: str | None = None):
-    """Decorator: register ``build(ctx, cfg)`` under ``name`` with its config dataclass and display name."""
+    A name declared torch-free (:func:`learning.algorithm_configs.declare`) gets its builder attached
+    (its config class must be the declared one); any other name is registered whole.
+    ``check_data(ctx, cfg)`` (optional) checks the config against the loaded data before any algorithm
+    runs, raising ``ValueError`` naming the option.
+    """
 
     def deco(build):
-        if name in REGISTRY:
+        declared = REGISTRY.get(name)
+        if declared is not None and (declared.build is not None or declared.config_cls is not config_cls):
             raise ValueError(f"algorithm {name!r} is registered twice")
-        REGISTRY[name] = AlgorithmSpec(name, config_cls, build, summary or (build.__doc__ or "").strip().split("\n")[0],
-                                       display or name)
+        if declared is not None:
+            REGISTRY[name] = dataclasses.replace(declared, build=build, check_data=check_data or declared.check_data)
+        else:
+            REGISTRY[name] = AlgorithmSpec(name, config_cls, build, summary or (build.__doc__ or "").strip().split("\n")[0],
+                                           display or name, build.__module__, check, check_data)
         return build
 
     return deco
@@ -50,13 +53,6 @@ def get(name: str) -> AlgorithmSpec:
     return REGISTRY[name]
 
 
-def variant(base: type, name: str, doc: str, **defaults) -> type:
-    """A frozen subclass of the config dataclass ``base`` with other defaults: a registered variant of an
-    algorithm (FedBN is FedAvg with ``local = "batchnorm"``)."""
-    ns = {"__doc__": doc, "__annotations__": {k: base.__annotations__[k] for k in defaults}, **defaults}
-    return dataclass(frozen=True)(type(name, (base,), ns))
-
-
 def register_variants(variants: Mapping[str, tuple[type, str, str]], backend: Callable) -> None:
     """Register every ``name: (config class, display, summary)`` of one algorithm family, each built as
     ``backend(ctx, name, cfg)`` (the name keys only the variant's own extra randomness; docs/metrics.md)."""
@@ -64,4 +60,5 @@ def register_variants(variants: Mapping[str, tuple[type, str, str]], backend: Ca
         def build(ctx, cfg, _name=name):
             return backend(ctx, _name, cfg)
 
+        build.__module__ = backend.__module__  # where the family lives (its declared module)
         register(name, config_cls, summary, display=display)(build)

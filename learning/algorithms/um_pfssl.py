@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from torch.func import grad
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.config import check_choice, check_int, check_number, fail
+from edgesim.config import fail
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
     accuracy_metrics,
@@ -71,49 +71,7 @@ from learning.costs import forward_cycles, task_cycles
 from learning.executors import LocalTask, StepInputs, Stream
 from learning.inference import entropy, evaluate, mc_dropout_proba
 from learning.objectives import cross_entropy_loss, kl_to_soft
-
-FORMS = ("arxiv", "journal")
-HELPER_DEVICES = ("all", "sampled")
-UPDATE_RULES = ("every_nu", "from_nu")
-
-
-@dataclass(frozen=True)
-class UMPFSSLConfig:
-    """``helpers`` M, ``replace`` R, ``search_rounds`` F, ``update_every`` ν, ``mc_passes`` T (defaults: arXiv's,
-    T = 10 our choice); ``corr_form``: "arxiv" or "journal"; ``helper_devices``: who runs ReplaceHelper and
-    UpdateHelper, "all" K devices (arXiv) or the "sampled" ones (journal); ``update_rule``: "every_nu" (t % ν
-    = 0, arXiv) or "from_nu" (every round once t ≥ ν, the journal's Alg. 1); ``warmup_epochs``: the
-    warm-up's local epochs on labelled data (round 0); ``vectorize``: a device's helper stack in one vmap
-    ("on"), one model at a time ("off"), or "auto" (vmap on a GPU; on a CPU the loop is faster,
-    benchmarks/RESULTS.md). The two agree to float rounding, not bit for bit. ``lr``: overrides ``[train]
-    lr`` for the local steps (unset: ``[train]``'s; each mini-batch takes two steps, docs/um_pfssl.md)."""
-
-    helpers: int = 5
-    replace: int = 2
-    search_rounds: int = 30
-    update_every: int = 10
-    mc_passes: int = 10
-    corr_form: str = "arxiv"
-    helper_devices: str = "all"
-    update_rule: str = "every_nu"
-    warmup_epochs: int = 5
-    vectorize: str = "auto"
-    lr: Optional[float] = None
-
-    def __post_init__(self):
-        check_int("helpers", self.helpers, 1)
-        check_int("replace", self.replace, 0)
-        if self.replace > self.helpers - 1:
-            fail("replace", self.replace, f"at most helpers - 1 = {self.helpers - 1} (a device never replaces itself)")
-        check_int("search_rounds", self.search_rounds, 0)
-        check_int("update_every", self.update_every, 1)
-        check_int("mc_passes", self.mc_passes, 1)
-        check_choice("corr_form", self.corr_form, FORMS)
-        check_choice("helper_devices", self.helper_devices, HELPER_DEVICES)
-        check_choice("update_rule", self.update_rule, UPDATE_RULES)
-        check_int("warmup_epochs", self.warmup_epochs, 0)
-        check_choice("vectorize", self.vectorize, ("auto", "on", "off"))
-        check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
+from learning.algorithm_configs.um_pfssl import FORMS, HELPER_DEVICES, UPDATE_RULES, UMPFSSLConfig  # noqa: F401 (re-exported)
 
 
 # --------------------------------------------------------------------------- formulas

@@ -1,0 +1,71 @@
+"""DoFed-SPP's options (torch-free; the algorithm: :mod:`learning.algorithms.dofed_spp`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from edgesim.config import check_choice, check_int, check_number, fail
+from learning.algorithm_configs import declare
+
+
+Bound = Union[str, float, int]
+BOUND_MODES = ("empirical", "zero")
+
+
+def check_bound(name: str, value: Bound) -> Bound:
+    """``"empirical"``, ``"zero"`` or a finite number >= 0; else ``ValueError`` naming ``name``."""
+    if isinstance(value, str):
+        if value not in BOUND_MODES:
+            raise ValueError(f"{name} = {value!r}: expected 'empirical', 'zero' or a number >= 0")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} = {value!r}: expected 'empirical', 'zero' or a number >= 0")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class DofedSppConfig:
+    """DoFed-SPP's options (docs/dofed_spp.md).
+
+    ``warmup_rounds``: L (Phase 0 trains L·I epochs). ``target_epochs``: epochs
+    of the teacher–student step per round (default: the workload's I).
+    ``gamma``: γ of Eq. (19) (default: ``train.lr``). ``g1``/``g2``:
+    ``"empirical"``, ``"zero"`` or a number (:mod:`learning.similarity`).
+    ``pca_rank_fraction``: rank of the BS's per-layer PCA as a fraction of
+    full rank (1 = no downsizing). ``max_b``/``max_k``: caps on the examined
+    (B, K) pairs (the paper's "K = B = 10"). ``vectorize``: ``"auto"`` (vmap
+    over model stacks on a GPU, a loop on a CPU where vmap'd convolutions are
+    slower), ``"on"``, ``"off"`` — same numbers either way.
+    """
+
+    warmup_rounds: int = 5
+    target_epochs: Optional[int] = None
+    gamma: Optional[float] = None
+    g1: Union[str, float] = "empirical"
+    g2: Union[str, float] = "empirical"
+    pca_rank_fraction: float = 0.5
+    max_b: Optional[int] = None
+    max_k: Optional[int] = None
+    vectorize: str = "auto"
+
+    def __post_init__(self):
+        check_int("warmup_rounds", self.warmup_rounds, 0)
+        if self.target_epochs is not None:
+            check_int("target_epochs", self.target_epochs, 1)
+        if self.gamma is not None:
+            check_number("gamma", self.gamma, minimum=0, strict=True)
+        check_bound("g1", self.g1)
+        check_bound("g2", self.g2)
+        check_number("pca_rank_fraction", self.pca_rank_fraction, minimum=0, strict=True)
+        if self.pca_rank_fraction > 1:
+            fail("pca_rank_fraction", self.pca_rank_fraction, "a number in (0, 1]")
+        for name in ("max_b", "max_k"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1)
+        check_choice("vectorize", self.vectorize, ("auto", "on", "off"))
+
+
+declare("dofed_spp", DofedSppConfig, module="learning.algorithms.dofed_spp", display="DoFed-SPP",
+        summary="DoFed-SPP: reciprocal + target models, similarity ratios, B/K on the budget")

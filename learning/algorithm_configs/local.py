@@ -1,0 +1,16 @@
+"""Local training's options (none; the algorithm: :mod:`learning.algorithms.local`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from learning.algorithm_configs import declare
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """Local training only (no options)."""
+
+
+declare("local", LocalConfig, module="learning.algorithms.local", display="Local",
+        summary="Local: each device trains alone, no communication")
