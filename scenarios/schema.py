@@ -168,7 +168,8 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     learned = {}
     if learning:
         run = build_config(RunConfig, raw.get("run", {}), f"{where}: [run]")
-        load_plugins(run.plugins, where)
+        tables = raw.get("algorithms", {})
+        load_plugins(run.plugins, where, [*run.algorithms, *(tables if isinstance(tables, dict) else ())])
         physics_only = run.backend == PARAMETRIC
         if physics_only:
             w = built["workload"]
@@ -204,13 +205,18 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     )
 
 
-def load_plugins(modules, where: str) -> None:
+def load_plugins(modules, where: str, algorithms=()) -> None:
     """The installed plugins' models, data sets and partitions, and the scenario's ``[run] plugins`` modules,
-    registered before the sections that name them are validated (:mod:`learning.plugins`)."""
+    registered before the sections that name them are validated (:mod:`learning.plugins`). The installed
+    algorithm plugins are loaded only when the scenario names an algorithm that is not declared yet (such a
+    plugin's module may import torch; a scenario of the built-in algorithms never does)."""
+    from learning.algorithm_configs import ALGORITHMS
     from learning.plugins import import_plugins, load_entry_points
 
     load_entry_points("models", "datasets", "partitions")
     import_plugins(modules, where)
+    if any(isinstance(a, str) and a not in ALGORITHMS for a in algorithms):
+        load_entry_points("algorithms")
 
 
 def check_cross_section(system: SystemConfig, run, where: str) -> None:

@@ -87,9 +87,9 @@ def test_plan_infeasible_budget_exits_nonzero_with_the_numbers(tmp_path):
     err = result.stderr
     assert err.startswith(f"error: {p}: No (B, K) pair fits the budget")
     assert "T/G gives only 3 s" in err and "3 s of local training" in err
-    # a scenario without DoFed-SPP needs no (B, K) pair: a note, exit 0 (issue 22)
-    result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30"])
-    assert result.exit_code == 0 and result.stderr.startswith(f"note: {p}: No (B, K) pair fits the budget")
+    # a scenario without DoFed-SPP needs no (B, K) pair: nothing of it is printed, exit 0 (issue 22)
+    result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30", "--set", "run.algorithms=fedavg"])
+    assert result.exit_code == 0 and "(B, K)" not in result.output and "error" not in result.output
 
 
 def test_plan_bad_scenario_is_one_clear_error(tmp_path):
@@ -217,15 +217,25 @@ def test_run_and_sweep_figure_formats_and_sweep_data_dir(tiny_scenario, tmp_path
     assert (out / "accuracy_vs_energy.svg").is_file() and not list(out.glob("*.png"))
     bad = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "b"), "--format", "png,jpg"])
     assert bad.exit_code == 2 and "--format 'jpg': expected one or more of png, pdf, svg" in bad.stderr
-    data = tmp_path / "data"
-    data.mkdir()
     result = runner.invoke(app, ["sweep", str(tiny_scenario), "--grid", "seed=1", "--set", "run.rounds=1",
-                                 "--set", "run.algorithms=fedavg", "--data-dir", str(data), "--jobs", "1",
+                                 "--set", "run.algorithms=fedavg", "--jobs", "1",
                                  "--out", str(tmp_path / "sw"), "--format", "svg", "-q"])
     assert result.exit_code == 0, result.output
-    config = (tmp_path / "sw" / "seed=1" / "config.toml").read_text()
-    assert f"data_dir = {json.dumps(str(data.resolve()))}" in config
     assert (tmp_path / "sw" / "accuracy_vs_time.svg").is_file()
+    # --data-dir reaches every run's scenario: refused for the bundled digits (it reads no folder), and, for a data
+    # set read from files, checked (absolute) for every grid point before any run starts
+    data = tmp_path / "data"
+    data.mkdir()
+    digits = runner.invoke(app, ["sweep", str(tiny_scenario), "--grid", "seed=1", "--data-dir", str(data),
+                                 "--out", str(tmp_path / "sw2"), "-q"])
+    assert digits.exit_code == 2 and "data_dir" in digits.stderr and "bundled" in digits.stderr
+    from scenarios.schema import SCENARIO_DIR
+
+    nowhere = tmp_path / "nowhere"
+    fmnist = runner.invoke(app, ["sweep", str(SCENARIO_DIR / "fmnist_fedavg.toml"), "--grid", "seed=1,2",
+                                 "--data-dir", str(nowhere), "--out", str(tmp_path / "sw3"), "-q"])
+    assert fmnist.exit_code == 2 and str(nowhere.resolve()) in fmnist.stderr and "Traceback" not in fmnist.output
+    assert not (tmp_path / "sw3" / "seed=1").exists()
 
 
 def test_a_physics_only_config_toml_reproduces_its_run(tmp_path):
