@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
@@ -239,6 +240,16 @@ class TdmaUplink:
 
     A transfer runs at ``shannon_rate_bps(b, g_n, p_n, N0)`` (Eq. (8)) for
     ``bits / rate`` seconds; K identical uploads take ``K * m / r`` (Eq. (24)).
+
+    The band is a ``simpy.Resource(capacity=1)`` in behaviour, event for
+    event, with its waiting line in a deque: a request joins the line and
+    the head is granted (its event scheduled) whenever the band is free; a
+    release frees the band at once and hands it to the head when a release
+    event, scheduled then, is processed. ``simpy.Resource`` keeps the line in a
+    list and grants with ``pop(0)``, O(n) per grant: O(n²) a round when
+    10,000 devices queue (benchmarks/RESULTS.md). The same events are
+    scheduled in the same order, so traces are identical
+    (``tests/test_engine.py`` checks this against ``simpy.Resource``).
     """
 
     access = "tdma"
@@ -247,7 +258,28 @@ class TdmaUplink:
         self.env = env
         self.bandwidth_hz = positive("bandwidth_hz", bandwidth_hz)
         self.noise_psd_w_per_hz = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
-        self._band = simpy.Resource(env, capacity=1)
+        self._on_air: Optional[simpy.Event] = None  # the granted request (None: the band is free)
+        self._line: deque = deque()  # requests waiting, first come first served
+
+    def _grant(self, _event: Any = None) -> None:
+        if self._on_air is None and self._line:
+            self._on_air = self._line.popleft()
+            self._on_air.succeed()
+
+    def _request(self, env: simpy.Environment) -> simpy.Event:
+        request = simpy.Event(env)
+        self._line.append(request)
+        self._grant()
+        return request
+
+    def _release(self, env: simpy.Environment, request: simpy.Event) -> None:
+        if request is self._on_air:
+            self._on_air = None
+        elif not request.triggered:  # interrupted while waiting: leaves the line (O(n), at a deadline only)
+            self._line.remove(request)
+        released = simpy.Event(env)
+        released.callbacks.append(self._grant)
+        released.succeed()
 
     def transmit(
         self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
@@ -268,7 +300,8 @@ class TdmaUplink:
         rate = shannon_rate_bps(self.bandwidth_hz, transfer.channel_gain, transfer.tx_power_w, self.noise_psd_w_per_hz)
         if not rate > 0:
             raise ValueError(f"rate(={rate}) of device {device} must be > 0 (channel_gain={channel_gain})")
-        with self._band.request() as request:
+        request = self._request(env)
+        try:
             try:
                 yield request
             except simpy.Interrupt:
@@ -284,6 +317,12 @@ class TdmaUplink:
                 transfer.sent_bits = min(transfer.bits, transfer.airtime_s * rate)
                 transfer.aborted = True
                 raise
+        except GeneratorExit:  # a generator closed unfinished releases nothing (as simpy's ``with`` request)
+            raise
+        except BaseException:
+            self._release(env, request)
+            raise
+        self._release(env, request)
         transfer.end_s = env.now
         transfer.airtime_s = transfer.end_s - transfer.start_s
         transfer.sent_bits = transfer.bits

@@ -600,3 +600,87 @@ def test_the_cyclic_gc_is_paused_only_for_the_engines_own_work():
         finally:
             gc.enable()
             seen.clear()
+
+
+class _ResourceTdma(TdmaUplink):
+    """The reference: the TDMA band as a plain ``simpy.Resource(capacity=1)`` (the engine's earlier link)."""
+
+    def __init__(self, env, bandwidth_hz, noise_psd_w_per_hz):
+        super().__init__(env, bandwidth_hz, noise_psd_w_per_hz)
+        import simpy
+
+        self._band = simpy.Resource(env, capacity=1)
+
+    def transmit(self, env, device, bits, channel_gain, tx_power_w, on_air=None, *, checked=False):
+        import simpy
+
+        from edgesim.engine import Transfer
+
+        transfer = Transfer(device, bits, channel_gain, tx_power_w, env.now)
+        rate = shannon_rate_bps(self.bandwidth_hz, channel_gain, tx_power_w, self.noise_psd_w_per_hz)
+        with self._band.request() as request:
+            try:
+                yield request
+            except simpy.Interrupt:
+                transfer.aborted = True
+                raise
+            transfer.start_s = env.now
+            if on_air is not None:
+                on_air(transfer)
+            try:
+                yield env.timeout(transfer.bits / rate)
+            except simpy.Interrupt:
+                transfer.airtime_s = env.now - transfer.start_s
+                transfer.sent_bits = min(transfer.bits, transfer.airtime_s * rate)
+                transfer.aborted = True
+                raise
+        transfer.end_s = env.now
+        transfer.airtime_s = transfer.end_s - transfer.start_s
+        transfer.sent_bits = transfer.bits
+        return transfer
+
+
+class _RandomPlans(ParametricBackend):
+    """Random devices, cycles and upload sizes each round, ties included (equal cycles on equal CPUs)."""
+
+    def plan_round(self, view):
+        rng = np.random.default_rng((self.seed, view.round_index, 7))
+        chosen = np.sort(rng.choice(self.n_devices, size=self.clients_per_round, replace=False))
+        cycles = rng.choice([1e8, 2e8, 2e8, 5e8], size=len(chosen))
+        bits = rng.choice([0.0, 5e6, 1e7, 1e7], size=len(chosen))
+        return RoundPlan(tuple(DeviceWork(int(d), {"train": float(c)}, float(b), 1e5) for d, c, b in
+                               zip(chosen, cycles, bits)))
+
+
+def _compare_with_resource(seed, monkeypatch) -> list:
+    """Run a random deadline scenario with our band and with simpy.Resource's; assert the same trace; the rows."""
+    import edgesim.engine as engine
+
+    def run(uplink_cls):
+        monkeypatch.setattr(engine, "make_uplink", lambda env, access, b, n0: uplink_cls(env, b, n0))
+        system = SystemConfig(n_devices=12, access="tdma", cpu_freq_hz=[1e9, 2e9, 1e9, 0.5e9] * 3,
+                              downlink_rate_bps=1e7)
+        budget = BudgetConfig(total_time_s=40, rounds=5, round_mode="deadline", deadline_s=2.0 + seed / 3)
+        sim = Simulation(system, budget, _RandomPlans(12, 9, WorkloadConfig(model_bits=1e6), seed=seed), seed=seed)
+        records = sim.run()
+        return sim.events, [(r.arrived, r.dropped, r.devices, r.end_time_s) for r in records]
+
+    ours, reference = run(TdmaUplink), run(_ResourceTdma)
+    assert ours == reference
+    rows = [row for r in reference[1] for row in r[2]]
+    assert any(row.arrived for row in rows)
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_tdma_band_is_event_for_event_a_simpy_resource(seed, monkeypatch):
+    """Same trace, same records as the band built on simpy.Resource: queueing, ties, deadlines that interrupt
+    devices waiting for the band and on air."""
+    _compare_with_resource(seed, monkeypatch)
+
+
+def test_the_resource_comparison_covers_interrupts_on_air_and_in_the_line(monkeypatch):
+    rows = [row for seed in range(6) for row in _compare_with_resource(seed, monkeypatch)]
+    assert any(row.dropped and row.wasted_bits > 0 for row in rows)  # cut while on air
+    assert any(row.dropped and row.wasted_bits == 0 and row.upload_airtime_s == 0 and row.compute_s > 0
+               for row in rows)  # cut while waiting for the band
