@@ -41,6 +41,7 @@ import contextlib
 import gc
 import math
 from collections import deque
+from itertools import chain
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
@@ -695,27 +696,30 @@ class Simulation:
             raise ValueError(f"plan_round returned {plan!r}, expected a RoundPlan")
         work = plan.work
         ids = [w.device for w in work]
+        gains, rates = view.channel_gain, view.uplink_rate_bps
         try:
-            phases = np.asarray([v for w in work for v in w.compute_cycles.values()], dtype=float)
-            bits = np.asarray([(w.upload_bits, w.download_bits) for w in work], dtype=float).reshape(-1, 2)
+            n = len(work)
+            phases = np.fromiter(chain.from_iterable([w.compute_cycles.values() for w in work]), float)
+            up = np.fromiter([w.upload_bits for w in work], float, n)
+            down = np.fromiter([w.download_bits for w in work], float, n)
             ok = (all(type(d) is int for d in ids) and len(set(ids)) == len(ids)
                   and (not ids or 0 <= min(ids) and max(ids) < self.system.n_devices)
                   and bool(np.isfinite(phases).all() and (phases >= 0).all())
-                  and bool(np.isfinite(bits).all() and (bits >= 0).all()))
+                  and bool(np.isfinite(up).all() and (up >= 0).all() and np.isfinite(down).all() and (down >= 0).all()))
+            if ok and n:  # an uploader needs a usable channel
+                g = np.asarray(gains)[np.fromiter(ids, np.int64, n)]
+                ok = bool(((up <= 0) | ((g > 0) & (g < math.inf))).all())
         except (TypeError, ValueError):
             ok = False
         if not ok:
-            self._check_work(work)  # names the culprit; integer-like ids (NumPy ints) pass on
-        gains, rates = view.channel_gain, view.uplink_rate_bps
-        for d in (d for w, d in zip(work, ids) if w.upload_bits > 0 and not 0 < gains[d] < math.inf):
-            positive(f"channel_gain of device {d}", gains[d])  # an uploader needs a usable channel
+            self._check_work(work, gains)  # names the culprit; integer-like ids (NumPy ints) pass on
         freqs, powers = self._cpu_freqs_hz, self._tx_power_w
         return [
             _Device(w, gains[d], rates[d], freqs[d], powers[d], sum(map(float, w.compute_cycles.values())))
             for w, d in zip(work, ids)
         ]
 
-    def _check_work(self, work) -> None:
+    def _check_work(self, work, gains) -> None:
         """The per-device checks of a round plan, one device at a time (for the message of a bad plan)."""
         n = self.system.n_devices
         seen: set[int] = set()
@@ -730,6 +734,8 @@ class Simulation:
                 non_negative(f"compute_cycles[{k!r}]", v)
             non_negative("upload_bits", w.upload_bits)
             non_negative("download_bits", w.download_bits)
+            if w.upload_bits > 0:
+                positive(f"channel_gain of device {d}", gains[d])  # an uploader needs a usable channel
 
     def _server_seconds(self, plan: RoundPlan) -> tuple[Optional[float], Optional[float]]:
         """The plan's server phases in seconds at ``system.server_freq_hz`` (``None``: no such phase)."""
@@ -749,6 +755,10 @@ class Simulation:
         self._event_count += 1
         if self.record_events:
             self._events.append(Event(time_s, round_index, device, kind, bits))
+
+    def _count(self, time_s: float, round_index: int, device: int, kind: str, bits: float = 0.0) -> None:
+        """:meth:`_emit` without the trace (``record_events=False``): the events are counted only."""
+        self._event_count += 1
 
     def _round_process(self, env: simpy.Environment, rnd: _Round):
         self._emit(env.now, rnd.index, -1, "round_start")
@@ -798,7 +808,8 @@ class Simulation:
         self._emit(env.now, rnd.index, -1, "round_end")
 
     def _device_process(self, env: simpy.Environment, rnd: _Round, dev: _Device):
-        work, r, d, emit = dev.work, rnd.index, dev.device, self._emit
+        work, r, d = dev.work, rnd.index, dev.device
+        emit = self._emit if self.record_events else self._count
         try:
             if work.download_bits > 0:
                 dev.phase, dev.phase_start_s = "download", env.now

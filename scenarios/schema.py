@@ -240,7 +240,8 @@ def data_dir_from_env(raw: dict) -> dict:
         return raw
     from learning.data.datasets import DATASETS
 
-    spec = DATASETS.get(data.get("dataset", "digits"))
+    dataset = data.get("dataset", "digits")
+    spec = DATASETS.get(dataset) if isinstance(dataset, str) else None  # a bad value is [data]'s to refuse
     if spec is None or not spec.needs_files:
         return raw
     return {**raw, "data": {**data, "data_dir": str(Path(env).expanduser().resolve())}}
