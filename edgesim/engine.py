@@ -42,6 +42,7 @@ import gc
 import math
 from collections import deque
 from itertools import chain
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
@@ -521,6 +522,9 @@ class _Device:
     devices a round cost 10,000 small objects and no more.
     """
 
+    __slots__ = ("work", "device", "gain", "rate_bps", "cpu_freq_hz", "tx_power_w", "cycles", "compute_s",
+                 "__dict__")  # what every device has; the progress fields below live in __dict__ once set
+
     phase = "start"
     phase_start_s = 0.0
     download_s = 0.0
@@ -544,6 +548,9 @@ class _Device:
         self.tx_power_w = tx_power_w
         self.cycles = cycles
         self.compute_s = cycles / cpu_freq_hz  # compute_time_s, its inputs checked
+
+
+_BY_DEVICE = attrgetter("device")
 
 
 class _Round:
@@ -910,26 +917,28 @@ class Simulation:
         """
         index = rnd.index
         rows = []
+        new_row = tuple.__new__  # DeviceRound's own __new__ without its Python frame (same tuple)
         bits_up_t = bits_down_t = wasted_t = radio_t = compute_t = 0
         compute_end_s, upload_end_s = {}, {}
-        by_id = sorted(rnd.devices, key=lambda x: x.device)
+        by_id = sorted(rnd.devices, key=_BY_DEVICE)
         for dev in by_id:
-            transfer = dev.transfer
+            transfer, arrived, dropped = dev.transfer, dev.arrived, dev.dropped
+            download_s, compute_s, bits_down = dev.download_s, dev.compute_done_s, dev.bits_down
             airtime_s = transfer.airtime_s if transfer is not None else 0.0
-            bits_up = float(dev.work.upload_bits) if dev.arrived else 0.0
-            wasted = transfer.sent_bits if (dev.dropped and transfer is not None) else 0.0
+            bits_up = float(dev.work.upload_bits) if arrived else 0.0
+            wasted = transfer.sent_bits if (dropped and transfer is not None) else 0.0
             radio_j = dev.tx_power_w * airtime_s
             compute_j = kappa * dev.cpu_freq_hz ** 2 * dev.cycles_done
             bits_up_t += bits_up
-            bits_down_t += dev.bits_down
+            bits_down_t += bits_down
             wasted_t += wasted
             radio_t += radio_j
             compute_t += compute_j
-            rows.append(DeviceRound(
-                index, dev.device, dev.gain, dev.rate_bps, dev.download_s, dev.compute_done_s, airtime_s,
-                max(0.0, duration_s - dev.download_s - dev.compute_done_s - airtime_s),
-                bits_up, dev.bits_down, wasted, radio_j, compute_j, dev.arrived, dev.dropped,
-            ))
+            rows.append(new_row(DeviceRound, (
+                index, dev.device, dev.gain, dev.rate_bps, download_s, compute_s, airtime_s,
+                max(0.0, duration_s - download_s - compute_s - airtime_s),
+                bits_up, bits_down, wasted, radio_j, compute_j, arrived, dropped,
+            )))
             if dev.compute_end_s is not None:
                 compute_end_s[dev.device] = dev.compute_end_s
             if dev.upload_end_s is not None:
