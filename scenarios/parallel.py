@@ -8,7 +8,9 @@ the run folder is the same bytes as with ``--jobs 1``.
 
 Each worker is a fresh process (the *spawn* start method: safe with torch's
 OpenMP pool and with CUDA, where the workers share the GPU) that trains with
-the scenario's ``run.threads``. It rebuilds the scenario from its validated
+the scenario's ``run.threads``. The workers are started, and import torch,
+while this process loads the data and checks the scenario
+(:func:`workers_for`, before anything is built). It rebuilds the scenario from its validated
 mapping (:attr:`scenarios.schema.Scenario.raw`), builds the run's context once
 (data, partition, model) and keeps it for every algorithm it is given. Each
 algorithm checkpoints and resumes on its own, exactly as in one process.
@@ -17,12 +19,15 @@ the same; the records come back when the algorithm finishes. The run
 folder's manifest is written by this process only: it lists every
 checkpoint before the workers start.
 
-Algorithms go to the workers longest first (:func:`longest_first`): the
-estimate of an algorithm's host work is the CPU cycles its first round's
-plan charges on the clock (devices' and server's), which the cost module
-makes proportional to the passes it really computes. With three algorithms on
-two workers this is the difference between 1.4× and 1.9× (Local trains every
-device, FedAvg ten).
+This process trains too: with ``--jobs N`` there are N − 1 workers, and the
+algorithms are assigned longest first, each to the least-loaded of this
+process and the workers (:func:`assign`, greedy LPT). The estimate of an
+algorithm's host work is the CPU cycles its first round's plan charges on
+the clock (devices' and server's, :func:`planned_cycles`), which the cost
+module makes proportional to the passes it really computes. On the default
+scenario (Local trains every device, FedAvg and FedProx ten) this process
+takes Local at once, on the context it has already built, while one worker
+starts and trains the other two.
 """
 
 from __future__ import annotations
@@ -86,57 +91,133 @@ def planned_cycles(sc, build_backend: Callable, name: str) -> float:
 
 def longest_first(sc, build_backend: Callable, names: list[str]) -> list[str]:
     """``names`` by decreasing :func:`planned_cycles` (ties keep the scenario's order)."""
+    return [n for n, _ in costs_longest_first(sc, build_backend, names)]
+
+
+def costs_longest_first(sc, build_backend: Callable, names: list[str]) -> list[tuple[str, float]]:
     cost = {n: planned_cycles(sc, build_backend, n) for n in names}
-    return sorted(names, key=lambda n: -cost[n])
+    return sorted(cost.items(), key=lambda item: -item[1])
 
 
-def run_algorithms(sc, names: list[str], jobs: int, threads: int, *, work: Optional[Path], fingerprint: str,
-                   resume: bool, on_round: Optional[Callable] = None,
-                   build_backend: Optional[Callable] = None) -> dict[str, AlgorithmRun]:
-    """Every algorithm of ``names`` in a pool of ``jobs`` spawned workers; ``{name: AlgorithmRun}`` in ``names``'
-    order. ``build_backend`` (this process's) orders them longest first. The first algorithm that fails ends the
-    run: the others are cancelled and its error is raised here."""
-    order = longest_first(sc, build_backend, names) if build_backend is not None else list(names)
-    if work is not None and sc.learning["run"].checkpoint_every:
-        # listed here, once, before any worker writes one: the workers' own listing is then a no-op, so no two
-        # processes ever rewrite the folder's manifest at the same time
-        from scenarios.checkpoint import path_for
-        from scenarios.runfolder import add_to_manifest
+def assign(costs: list[tuple[str, float]], n_workers: int) -> tuple[list[str], list[str]]:
+    """(this process's algorithms, the workers'): longest first, each to the least-loaded of this process and the
+    ``n_workers`` workers (ties: this process first, it needs no start-up). Greedy LPT: within 4/3 of the best."""
+    loads = [0.0] * (n_workers + 1)  # index 0: this process
+    here, there = [], []
+    for name, cost in costs:
+        i = min(range(len(loads)), key=lambda k: (loads[k], k))
+        loads[i] += max(cost, 1.0)
+        (here if i == 0 else there).append(name)
+    return here, there
 
-        add_to_manifest(work, *[path_for(work, n).relative_to(work).as_posix() for n in names])
-    ctx = mp.get_context("spawn")
-    manager = ctx.Manager()
-    progress = manager.Queue() if on_round is not None else None
-    stop = threading.Event()
 
-    def relay() -> None:  # per-round progress from the workers, in this process
-        while not stop.is_set() or not progress.empty():
-            try:
-                alg, rec = progress.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            except (EOFError, OSError):  # the manager has gone
-                return
-            on_round(alg, rec)
+def _warm() -> None:
+    """A worker's first task: import what training needs (torch, the algorithms), while the parent loads data."""
+    import learning.algorithms  # noqa: F401
+    import scenarios.run  # noqa: F401
 
-    relay_thread = threading.Thread(target=relay, daemon=True) if progress is not None else None
-    if relay_thread is not None:
-        relay_thread.start()
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(names)), mp_context=ctx, initializer=_init_worker,
-                               initargs=(threads, progress))
-    try:
-        futures = {name: pool.submit(_train_one, dict(sc.raw), sc.path, name, str(work) if work else None,
-                                     fingerprint, resume) for name in order}
-        done, pending = wait(futures.values(), return_when=FIRST_EXCEPTION)
-        for fut in done:
-            if fut.exception() is not None:
-                for p in pending:
-                    p.cancel()
-                raise fut.exception()
-        return {name: futures[name].result() for name in names}
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        stop.set()
+
+class Workers:
+    """``n`` spawned worker processes, started — and warmed: torch and the algorithms imported — as soon as this
+    is created, so that they start while this process loads the data; a context manager (shut down at exit).
+    With ``--jobs N`` there are N − 1 of them: this process trains too (:meth:`run`).
+
+    ``progress``: whether workers report each round (a queue read by a thread here, see :meth:`run`).
+    """
+
+    def __init__(self, n: int, threads: int, progress: bool):
+        ctx = mp.get_context("spawn")
+        self.n = n
+        self.queue = ctx.Queue() if progress else None
+        self.pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker,
+                                        initargs=(threads, self.queue))
+        for _ in range(n):
+            self.pool.submit(_warm)
+
+    def __enter__(self) -> "Workers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.queue is not None:
+            self.queue.close()
+
+    def run(self, sc, names: list[str], run_here: Callable[[str, Optional[Callable]], AlgorithmRun], *,
+            work: Optional[Path], fingerprint: str, resume: bool, on_round: Optional[Callable] = None,
+            build_backend: Optional[Callable] = None) -> dict[str, AlgorithmRun]:
+        """Every algorithm of ``names``, on this process (``run_here(name, on_round)``) and the workers, assigned by
+        :func:`assign`; ``{name: AlgorithmRun}`` in ``names``' order. The first algorithm that fails ends the
+        run: the others are cancelled and its error is raised here."""
+        costs = costs_longest_first(sc, build_backend, names) if build_backend else [(n, 0.0) for n in names]
+        here, there = assign(costs, self.n)
+        if work is not None and sc.learning["run"].checkpoint_every:
+            # listed here, once, before any worker writes one: the workers' own listing is then a no-op, so no two
+            # processes ever rewrite the folder's manifest at the same time
+            from scenarios.checkpoint import path_for
+            from scenarios.runfolder import add_to_manifest
+
+            add_to_manifest(work, *[path_for(work, n).relative_to(work).as_posix() for n in names])
+        stop = threading.Event()
+
+        def relay() -> None:  # per-round progress from the workers, in this process
+            while not stop.is_set() or not self.queue.empty():
+                try:
+                    alg, rec = self.queue.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                except (EOFError, OSError):
+                    return
+                on_round(alg, rec)
+
+        lock = threading.Lock()  # the relay thread and this process's own rounds report one at a time
+        if on_round is not None:
+            report = on_round
+
+            def on_round(alg, rec):  # noqa: F811 - the same callback, serialised
+                with lock:
+                    report(alg, rec)
+
+        relay_thread = threading.Thread(target=relay, daemon=True) if (self.queue and on_round) else None
         if relay_thread is not None:
-            relay_thread.join()
-        manager.shutdown()
+            relay_thread.start()
+        try:
+            futures = {name: self.pool.submit(_train_one, dict(sc.raw), sc.path, name, str(work) if work else None,
+                                              fingerprint, resume) for name in there}
+            runs = {name: run_here(name, on_round) for name in here}
+            done, pending = wait(futures.values(), return_when=FIRST_EXCEPTION)
+            for fut in done:
+                if fut.exception() is not None:
+                    for p in pending:
+                        p.cancel()
+                    raise _worker_error(fut.exception())
+            runs.update({name: fut.result() for name, fut in futures.items()})
+            self.pool.shutdown(wait=False)  # the workers exit while this process writes the results
+            return {name: runs[name] for name in names}
+        finally:
+            stop.set()
+            if relay_thread is not None:
+                relay_thread.join()
+
+
+def _worker_error(e: BaseException) -> BaseException:
+    """A worker's own error as it is; a worker that died (killed, out of memory) as one line."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from edgesim.config import ConfigError
+
+    if isinstance(e, BrokenProcessPool):
+        return ConfigError("--jobs: a worker process died before its algorithm finished (killed, or out of "
+                           "memory?); run with fewer --jobs, or --jobs 1")
+    return e
+
+
+def workers_for(sc, jobs: int, progress: bool):
+    """:class:`Workers` for a run of ``sc`` with ``jobs`` > 1 and several algorithms; else a null context (``None``)."""
+    import contextlib
+
+    names = [] if sc.physics_only else list(sc.learning["run"].algorithms)
+    if jobs <= 1 or len(names) <= 1:
+        return contextlib.nullcontext(None)
+    from scenarios.threads import resolve_threads
+
+    return Workers(min(jobs, len(names)) - 1, resolve_threads(sc.learning["run"].threads), progress)

@@ -389,13 +389,16 @@ def run_scenario(
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create {out.parent}: {e.strerror or e}") from None
-    with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)):
-        return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, jobs=jobs,
+    from scenarios.parallel import workers_for
+
+    with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
+            workers_for(sc, jobs, on_round is not None) as workers:
+        return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, workers=workers,
                              formats=formats)
 
 
 def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resume: bool, overwrite: bool,
-                  say: Optional[Callable[[str], None]], jobs: int, formats: tuple[str, ...]) -> Path:
+                  say: Optional[Callable[[str], None]], workers, formats: tuple[str, ...]) -> Path:
     say = say or (lambda line: None)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite: give one of them (go on with a run, or replace it)")
@@ -442,11 +445,13 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             folder.write_text("config.toml", tomli_w.dumps(config))
         folder.write_json(RUN_JSON, run_json)
         names = list(sc.learning["run"].algorithms)
-        if jobs > 1 and len(names) > 1:
-            from scenarios.parallel import run_algorithms
+        if workers is not None:
+            def run_here(name: str, report: Optional[Callable]) -> AlgorithmRun:
+                return run_algorithm(sc, build_backend, name, report, checkpoint_dir=folder.work, fingerprint=fp,
+                                     saved=saved.get(name))
 
-            sims = run_algorithms(sc, names, jobs, resolve_threads(sc.learning["run"].threads), work=folder.work,
-                                  fingerprint=fp, resume=resuming, on_round=on_round, build_backend=build_backend)
+            sims = workers.run(sc, names, run_here, work=folder.work, fingerprint=fp, resume=resuming,
+                               on_round=on_round, build_backend=build_backend)
         else:
             sims = {name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work,
                                         fingerprint=fp, saved=saved.get(name)) for name in names}

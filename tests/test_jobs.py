@@ -82,7 +82,7 @@ def test_a_killed_parallel_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
 
 
-def test_algorithms_go_to_the_workers_longest_first(tiny_scenario):
+def test_algorithms_are_assigned_longest_first_to_the_least_loaded_process(tiny_scenario):
     """Local trains every device, FedAvg and FedProx only K of them: Local's first plan charges the most cycles."""
     from scenarios.parallel import longest_first, planned_cycles
     from scenarios.run import _make_backends
@@ -93,3 +93,13 @@ def test_algorithms_go_to_the_workers_longest_first(tiny_scenario):
     assert cycles["local"] > cycles["fedavg"] > 0
     assert longest_first(sc, build, ["fedavg", "fedprox", "local"])[0] == "local"
     assert planned_cycles(sc, lambda name: 1 / 0, "fedavg") == 0.0  # an estimate never fails the run
+
+
+def test_assign_is_greedy_longest_first_with_this_process_first():
+    from scenarios.parallel import assign
+
+    costs = [("local", 8.0), ("fedprox", 5.5), ("fedavg", 5.0)]
+    assert assign(costs, 1) == (["local"], ["fedprox", "fedavg"])
+    assert assign(costs, 2) == (["local"], ["fedprox", "fedavg"])  # one each to the two workers
+    assert assign([("a", 1.0), ("b", 1.0), ("c", 1.0), ("d", 1.0)], 1) == (["a", "c"], ["b", "d"])
+    assert assign([], 3) == ([], [])
