@@ -195,6 +195,7 @@ def run(
     resume: bool = False,
     formats: Sequence[str] = ("png",),
     on_round: Optional[Callable] = None,
+    jobs: int = 1,
     **overrides,
 ) -> Run:
     """Run every algorithm of ``scenario`` into the run folder ``out`` (default ``runs/<name>``); a :class:`Run`.
@@ -205,9 +206,11 @@ def run(
     ``resume=True``, and a folder edgesim did not write is never touched
     (:class:`RunFolderError`). ``formats``: the figures' file types (``png``,
     ``pdf``, ``svg``). ``on_round(algorithm, record)`` is called after each
-    round. Training that diverges raises
-    ``learning.algorithms.common.DivergenceError`` (the run folder is left
-    marked incomplete).
+    round. ``jobs`` > 1 trains the algorithms in that many processes (the run
+    folder is the same); like :func:`sweep`, call it then from a notebook or
+    from a script under ``if __name__ == "__main__":``. An algorithm whose
+    training diverges stops alone: the others' results are written, and
+    ``summary.json`` marks it.
     """
     from scenarios.run import run_scenario
     from scenarios.runfolder import check_out
@@ -223,7 +226,7 @@ def run(
     except ConfigError as e:
         _reraise(e, RunFolderError)
     try:
-        return Run(run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, formats=formats,
+        return Run(run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, formats=formats, jobs=jobs,
                                 say=lambda line: warnings.warn(line, stacklevel=3) if "warning" in line else None))
     except ConfigError as e:
         _reraise(e)
@@ -251,7 +254,7 @@ def sweep(
     seeds: int = 1,
     out: Optional[str | Path] = None,
     jobs: Optional[int] = None,
-    threads: int = 1,
+    threads: Optional[int] = None,
     executor: str = "local",
     plots: bool = True,
     formats: Sequence[str] = ("png",),
@@ -264,7 +267,8 @@ def sweep(
     product); ``seeds``: the scenario's seed, +1, …; ``overrides`` as for
     :func:`load_scenario`, for every run. ``out`` defaults to
     ``sweeps/<name>``; started again with the same arguments, a sweep skips
-    its finished runs. The workers read the scenario from its file, so
+    its finished runs. ``threads``: torch threads per run (``run.threads`` for
+    every run; default the scenario's, 1). The workers read the scenario from its file, so
     ``scenario`` is a path. Failed runs raise :class:`SweepError` (with the
     finished runs' frame). The workers are new processes: call ``sweep``
     from a notebook, or from a script under ``if __name__ == "__main__":``.
@@ -277,11 +281,13 @@ def sweep(
         raise TypeError("sweep: scenario must be the path of a scenario file (the runs load it in their own "
                         f"processes), not {type(scenario).__name__}")
     sets = [f"{k}={_toml_text(v)}" for key, value in overrides.items() for k, v in _dotted(key, value)]
+    if threads is not None:
+        sets.append(f"run.threads={_toml_text(threads)}")
     axes = [f"{k}={','.join(_toml_text(v) for v in values)}" for k, values in (grid or {}).items()]
     try:
         spec = make_spec(Path(scenario) if scenario is not None else None, axes, seeds, sets)
         out = Path(out) if out is not None else default_out(spec)
-        result = run_sweep(spec, out, jobs=jobs, executor=executor, threads=threads, progress=False, plots=plots,
+        result = run_sweep(spec, out, jobs=jobs, executor=executor, progress=False, plots=plots,
                            formats=parse_formats(list(formats)))
     except ConfigError as e:
         _reraise(e)
