@@ -63,6 +63,17 @@ def _formats(text: str) -> tuple[str, ...]:
         _fail(str(e))
 
 
+def _accuracy_threshold(text: str) -> float:
+    """``--threshold T`` as an accuracy in (0, 1]; one error line otherwise."""
+    try:
+        t = float(text)
+    except ValueError:
+        t = float("nan")
+    if not 0 < t <= 1:
+        _fail(f"--threshold {text!r}: expected an accuracy in (0, 1], such as 0.8")
+    return t
+
+
 def _fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
@@ -397,12 +408,7 @@ def plot(
 
     figure_formats = _formats(formats)
     if threshold is not None:
-        try:
-            t = float(threshold)
-        except ValueError:
-            t = float("nan")
-        if not 0 < t <= 1:
-            _fail(f"--threshold {threshold!r}: expected an accuracy in (0, 1], such as 0.8")
+        _accuracy_threshold(threshold)
     if out is not None and out.exists() and not out.is_dir():
         _fail(f"--out {out}: exists and is not a folder; expected a folder for the PNGs")
     sweeps, runs, written = [], [], []
@@ -462,15 +468,7 @@ def report(
     from plots.runs import RunDataError
     from scenarios.report import write_report
 
-    thresholds = []
-    for text in threshold or []:
-        try:
-            t = float(text)
-        except ValueError:
-            t = float("nan")
-        if not 0 < t <= 1:
-            _fail(f"--threshold {text!r}: expected an accuracy in (0, 1], such as 0.8")
-        thresholds.append(t)
+    thresholds = [_accuracy_threshold(text) for text in threshold or []]
     out = out if out is not None else Path("reports") / folders[0].resolve().name
     try:
         written = write_report(folders, out, thresholds or None)

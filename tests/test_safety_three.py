@@ -18,24 +18,9 @@ import pytest
 from scenarios.run import run_scenario
 from scenarios.runfolder import MANIFEST, lock_path
 from scenarios.schema import load_scenario
-from test_safety import PHYSICS, one_error_line, run, snapshot
+from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def phys(tmp_path) -> Path:
-    p = tmp_path / "phys.toml"
-    p.write_text(PHYSICS)
-    return p
-
-
-@pytest.fixture
-def cwd(tmp_path, monkeypatch) -> Path:
-    work = tmp_path / "cwd"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    return work
 
 
 # --- harmful 1: --overwrite replaces only what the run's manifest lists ------------------------------------------
