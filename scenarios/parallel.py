@@ -1,4 +1,4 @@
-"""``edgesim run --jobs N``: a scenario's algorithms trained in N worker processes at once.
+"""``edgesim run --jobs N``: a scenario's algorithms trained in N processes at once.
 
 The algorithms of a run never share state: each has its own clock (its own
 :class:`edgesim.engine.Simulation`) and its own learning backend over the
@@ -9,8 +9,8 @@ the run folder is the same bytes as with ``--jobs 1``.
 Each worker is a fresh process (the *spawn* start method: safe with torch's
 OpenMP pool and with CUDA, where the workers share the GPU) that trains with
 the scenario's ``run.threads``. The workers are started, and import torch,
-while this process loads the data and checks the scenario
-(:func:`workers_for`, before anything is built). It rebuilds the scenario from its validated
+while this process loads the data and checks the scenario (:func:`workers_for`,
+before anything is built). A worker rebuilds the scenario from its validated
 mapping (:attr:`scenarios.schema.Scenario.raw`), builds the run's context once
 (data, partition, model) and keeps it for every algorithm it is given. Each
 algorithm checkpoints and resumes on its own, exactly as in one process.
