@@ -77,11 +77,11 @@ def plot_tta_vs_bandwidth(report: dict, out_png: Path) -> Optional[Path]:
             x = np.array([p[0] for p in pts])
             y = np.array([p[1].mean for p in pts])
             err = np.array([[p[1].mean - p[1].low, p[1].high - p[1].mean] if p[1].n >= 2 else [0, 0] for p in pts]).T
-            ax.errorbar(x, y, yerr=err, color=colors[alg], ls=LINESTYLES[pi % len(LINESTYLES)], lw=1.0, capsize=2,
-                        marker="o", ms=3)
-            partial = [(p[0], p[1].mean) for p in pts if p[1].n < p[1].n_total]
-            if partial:
-                ax.plot(*zip(*partial), ls="none", marker="o", ms=5, mfc="white", mec=colors[alg])
+            ax.errorbar(x, y, yerr=err, color=colors[alg], ls=LINESTYLES[pi % len(LINESTYLES)], lw=1.0, capsize=2)
+            for complete, style in ((True, {"mfc": colors[alg]}), (False, {"mfc": "white"})):
+                xy = [(p[0], p[1].mean) for p in pts if (p[1].n == p[1].n_total) == complete]
+                if xy:
+                    ax.plot(*zip(*xy), ls="none", marker="o", ms=3.5, mec=colors[alg], **style)
     ax.set_xscale("log")
     ticks = sorted({_float(g.point.get(BANDWIDTH_KEY)) / 1e6 for g in groups if _float(g.point.get(BANDWIDTH_KEY))})
     ax.set_xticks(ticks, [f"{x:g}" for x in ticks])
