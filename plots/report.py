@@ -51,13 +51,13 @@ from plots.runs import (
 BANDWIDTH_KEY = "system.bandwidth_hz"
 POWER_KEY = "system.tx_power_dbm"
 TIME = THRESHOLD_METRICS["time_s"]
-# (metric, label, scale, higher is better) of the Markdown table's columns after the times
+# (metric, label, scale) of the Markdown table's columns after the times
 TABLE_METRICS = (
-    ("final_accuracy", "final accuracy (%)", 100.0, True),
-    ("total_bits_up", "uplink (Mbit)", 1e-6, False),
-    ("total_bits_down", "downlink (Mbit)", 1e-6, False),
-    ("total_energy_j", "energy (J)", 1.0, False),
-    ("final_accuracy_var", "device-accuracy variance (%²)", 1e4, False),
+    ("final_accuracy", "final accuracy (%)", 100.0),
+    ("total_bits_up", "uplink (Mbit)", 1e-6),
+    ("total_bits_down", "downlink (Mbit)", 1e-6),
+    ("total_energy_j", "energy (J)", 1.0),
+    ("final_accuracy_var", "device-accuracy variance (%²)", 1e4),
 )
 
 
@@ -190,12 +190,12 @@ def markdown(report: dict) -> str:
           f"{', '.join(map(str, g.seeds))}.\n\n")
         order = ranks.get(primary, []) if primary is not None else []
         rest = [a for a in ranks[None] if a not in order] + [a for a in stats if a not in order and a not in ranks[None]]
-        cols = [f"time to {t:g} (s)" for t in thresholds] + [label for _, label, _, _ in TABLE_METRICS]
+        cols = [f"time to {t:g} (s)" for t in thresholds] + [label for _, label, _ in TABLE_METRICS]
         w("| rank | algorithm | " + " | ".join(cols) + " |\n")
         w("| --- | --- | " + " | ".join("---" for _ in cols) + " |\n")
         for i, alg in enumerate(order + rest):
             s = stats[alg]
-            cells = [fmt(s[(TIME, t)]) for t in thresholds] + [fmt(s[(m, None)], scale) for m, _, scale, _ in TABLE_METRICS]
+            cells = [fmt(s[(TIME, t)]) for t in thresholds] + [fmt(s[(m, None)], scale) for m, _, scale in TABLE_METRICS]
             w(f"| {i + 1 if alg in order else ''} | {name(alg)} | " + " | ".join(cells) + " |\n")
         if pairs:
             w("\nPaired differences against the leader (same seeds; an interval that excludes 0 marks a real "

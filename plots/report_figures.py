@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, style_axes  # noqa: E402
+from plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes  # noqa: E402
 from plots.report import BANDWIDTH_KEY, POWER_KEY, TIME  # noqa: E402
 from plots.runs import mean_interval  # noqa: E402
 
@@ -95,9 +95,7 @@ def plot_tta_vs_bandwidth(report: dict, out_png: Path) -> Optional[Path]:
     ax.text(0.99, 0.98, "bars: 95 % interval over seeds; hollow: not every seed reached it",
             transform=ax.transAxes, ha="right", va="top", fontsize=5, color="0.35")
     fig.tight_layout()
-    fig.savefig(out_png)
-    plt.close(fig)
-    return Path(out_png)
+    return save_figures(fig, out_png)[0]
 
 
 def _mean_band(curves: list[tuple[np.ndarray, np.ndarray]], n: int = 150):
@@ -169,6 +167,4 @@ def plot_accuracy_extremes(report: dict, out_png: Path) -> Optional[Path]:
         fig.tight_layout(rect=(0, 0.04 * math.ceil(len(labels) / 5) / len(panels), 1, 1))
     else:
         fig.tight_layout()
-    fig.savefig(out_png)
-    plt.close(fig)
-    return Path(out_png)
+    return save_figures(fig, out_png)[0]

@@ -86,6 +86,7 @@ class Sweep:
             if r["status"] == "ok" and not r["run"]:
                 raise PlotDataError(f"{csv_path}: line {line}, column run is empty; expected a run folder name")
         self.ok = [r for r in self.rows if r["status"] == "ok"]
+        self._rounds: dict = {}  # run folder -> read_rounds, for thresholds computed after the fact
         self.names = display_names(self.folder / r["run"] for r in self.ok)  # {algorithm: display name}
         self.algorithms = sorted({c.split("_final_accuracy")[0] for c in (self.rows[0] if self.rows else {})
                                   if c.endswith("_final_accuracy")})
@@ -114,7 +115,9 @@ class Sweep:
 
         out = []
         for run_dir in self.run_dirs(point):
-            cols = read_rounds(run_dir).get(algorithm)
+            if run_dir not in self._rounds:  # each rounds.csv read once, whatever the algorithms and powers
+                self._rounds[run_dir] = read_rounds(run_dir)
+            cols = self._rounds[run_dir].get(algorithm)
             c = crossing(cols, float(threshold)) if cols is not None else None
             out.append(None if c is None else c["time_s"])
         return out

@@ -89,12 +89,8 @@ def planned_cycles(sc, build_backend: Callable, name: str) -> float:
         return 0.0
 
 
-def longest_first(sc, build_backend: Callable, names: list[str]) -> list[str]:
-    """``names`` by decreasing :func:`planned_cycles` (ties keep the scenario's order)."""
-    return [n for n, _ in costs_longest_first(sc, build_backend, names)]
-
-
 def costs_longest_first(sc, build_backend: Callable, names: list[str]) -> list[tuple[str, float]]:
+    """``(name, planned_cycles)`` by decreasing cycles (ties keep the scenario's order)."""
     cost = {n: planned_cycles(sc, build_backend, n) for n in names}
     return sorted(cost.items(), key=lambda item: -item[1])
 

@@ -53,8 +53,7 @@ def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence
     written.append(out / "leaderboard.md")
     for draw, name in ((plot_tta_vs_bandwidth, "tta_vs_bandwidth.png"),
                        (plot_accuracy_extremes, "accuracy_vs_time_extremes.png")):
-        tmp = out / f".{name}.tmp.png"
-        if draw(report, tmp) is not None:
-            tmp.replace(out / name)
-            written.append(out / name)
+        figure = draw(report, out / name)  # all or nothing (plots.save)
+        if figure is not None:
+            written.append(figure)
     return written

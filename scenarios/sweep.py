@@ -184,29 +184,24 @@ def make_spec(scenario: Optional[Path], grid: Sequence[str], seeds: Optional[int
     return SweepSpec(path, tuple(overrides), tuple(axes), tuple(base + i for i in range(seeds or 1)))
 
 
-def run_threads(spec: SweepSpec, runs: Sequence[SweepRun]) -> int:
-    """The most torch threads any run of the sweep trains with (its scenario's ``run.threads``)."""
-    most = 1
-    for run in runs:
-        sc = load_scenario(spec.scenario, list(run.overrides), options=list(run.options))
-        if not sc.physics_only:
-            most = max(most, resolve_threads(sc.learning["run"].threads))
-    return most
+def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
+    """Load every combination's scenario (clear error naming the run); check finished runs match it.
 
-
-def validate_runs(spec: SweepSpec, out: Path) -> list[SweepRun]:
-    """Load every combination's scenario (clear error naming the run); check finished runs match it."""
+    Returns the runs and the most torch threads any of them trains with (its scenario's ``run.threads``)."""
     from scenarios import checkpoint
     from scenarios.run import is_finished, resolved_config
 
     from scenarios.runfolder import check_out
 
     runs = spec.runs()
+    most_threads = 1
     for run in runs:
         try:
             sc = load_scenario(spec.scenario, list(run.overrides), options=list(run.options))
         except ConfigError as e:
             raise ConfigError(f"sweep run {run.name}: {e}") from None
+        if not sc.physics_only:
+            most_threads = max(most_threads, resolve_threads(sc.learning["run"].threads))
         if not sc.physics_only:  # names and algorithm options were checked by load_scenario; the data folder here
             from learning.data.datasets import DATASETS
 
@@ -226,7 +221,7 @@ def validate_runs(spec: SweepSpec, out: Path) -> list[SweepRun]:
                                                    "Use another --out for this sweep")
                 except ConfigError as e:
                     raise ConfigError(f"sweep run {run.name}: {e}") from None
-    return runs
+    return runs, most_threads
 
 
 # --------------------------------------------------------------------------- running
@@ -463,8 +458,8 @@ def run_sweep(
     check_sweep_out(Path(out))
     check_same_grid(spec, Path(out))
     out = Path(out).resolve()
-    runs = validate_runs(spec, out)
-    threads = threads or run_threads(spec, runs)
+    runs, most_threads = validate_runs(spec, out)
+    threads = threads or most_threads
     from scenarios.run import is_finished
 
     out.mkdir(parents=True, exist_ok=True)

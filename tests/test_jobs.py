@@ -84,14 +84,14 @@ def test_a_killed_parallel_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path
 
 def test_algorithms_are_assigned_longest_first_to_the_least_loaded_process(tiny_scenario):
     """Local trains every device, FedAvg and FedProx only K of them: Local's first plan charges the most cycles."""
-    from scenarios.parallel import longest_first, planned_cycles
+    from scenarios.parallel import costs_longest_first, planned_cycles
     from scenarios.run import _make_backends
 
     sc = load_scenario(tiny_scenario)
     build = _make_backends(sc)[0]
     cycles = {n: planned_cycles(sc, build, n) for n in ("fedavg", "fedprox", "local")}
     assert cycles["local"] > cycles["fedavg"] > 0
-    assert longest_first(sc, build, ["fedavg", "fedprox", "local"])[0] == "local"
+    assert costs_longest_first(sc, build, ["fedavg", "fedprox", "local"])[0][0] == "local"
     assert planned_cycles(sc, lambda name: 1 / 0, "fedavg") == 0.0  # an estimate never fails the run
 
 
