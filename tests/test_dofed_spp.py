@@ -269,6 +269,7 @@ def test_paper_scenarios_give_the_models_numbers(name):
         assert w.samples_per_device == s.train + s.labeled + s.unlabeled
         cfg = sc.learning["algorithms"]["dofed_spp"]
         assert (cfg.max_b, cfg.max_k, cfg.g1, cfg.g2) == (10, 10, "zero", "zero")
+        assert cfg.target_epochs == 1  # Algorithm 2 as written: our E = 10 does not fit these budgets
 
 
 def test_an_uncovered_device_trains_its_student_on_its_labels_only(tiny):
