@@ -1,6 +1,6 @@
 """DoFed-SPP's Table 1 from our run folders: final accuracy by the paper's rule, accuracy at the budget, paired gaps.
 
-    python benchmarks/dofed_table.py runs/dofed/subset_s0 runs/dofed/subset_s1 runs/dofed/subset_lit_s0 ...
+    python benchmarks/dofed_table.py [--at 50,100,150] runs/dofed/subset_s0 runs/dofed/subset_s1 runs/dofed/subset_lit_s0 ...
 
 Each run folder may hold any of the algorithms; DoFed-SPP rows are labelled
 with their ``selection`` and ``target_epochs`` (from the folder's
@@ -15,7 +15,10 @@ every seed's value):
 - ``accuracy_at_budget``: the last round ending by the budget T;
 - the simulated time to each threshold within T, averaged over the seeds that
   reached it (k/n when not all did);
-- the paired difference of every row's at-budget and final accuracy from the
+- with ``--at``: the accuracy at those simulated times (the last round ended
+  by then);
+- the paired difference of every row's at-budget, final and ``--at``
+  accuracies from the
   DoFed-SPP row with the default options (the reference), with a 95 % Student-t interval over
   seeds (``plots.runs.paired_difference``).
 """
@@ -45,7 +48,13 @@ def row_label(alg: str, config: dict) -> str:
     return f"dofed_spp ({cfg.get('selection', '?')}, E = {cfg.get('target_epochs', '?')})"
 
 
-def collect(run_dirs):
+def accuracy_at(times, accs, t: float) -> float:
+    """The accuracy of the last round that ended by simulated time ``t`` (NaN if none had)."""
+    got = [a for a, e in zip(accs, times) if e <= t]
+    return got[-1] if got else float("nan")
+
+
+def collect(run_dirs, at=()):
     """{label: {field: {seed: value}}} and the thresholds, from the run folders."""
     out = defaultdict(lambda: defaultdict(dict))
     thresholds = None
@@ -63,6 +72,9 @@ def collect(run_dirs):
             o["last"][seed] = float(mine[-1]["accuracy"])
             o["at_budget"][seed] = s["accuracy_at_budget"] if s["accuracy_at_budget"] is not None else float("nan")
             o["rounds_in_budget"][seed] = s["rounds_within_budget"]
+            times, accs = [float(r["time_s"]) for r in mine], [float(r["accuracy"]) for r in mine]
+            for t in at:
+                o[f"at_{t:g}"][seed] = accuracy_at(times, accs, t)
             for extra in ("federated_accuracy",):
                 if mine[-1].get(extra) not in ("", None):
                     o[f"last_{extra}"][seed] = float(mine[-1][extra])
@@ -97,10 +109,13 @@ def gap(a: dict, b: dict) -> str:
 
 
 def main(argv=None) -> None:
-    runs = argv if argv is not None else sys.argv[1:]
+    runs = list(argv if argv is not None else sys.argv[1:])
+    at = []
+    if runs[:1] == ["--at"]:
+        at, runs = [float(t) for t in runs[1].split(",")], runs[2:]
     if not runs:
         raise SystemExit(__doc__)
-    data, thresholds = collect(runs)
+    data, thresholds = collect(runs, at)
     labels = sorted(data, key=lambda x: (ORDER.index(x.split()[0]) if x.split()[0] in ORDER else 99, x))
     n_seeds = max(len(data[x]["final"]) for x in labels)
     print(f"{len(runs)} run folders, {n_seeds} seeds\n")
@@ -119,12 +134,19 @@ def main(argv=None) -> None:
     if ref is None:
         return
     print(f"\nPaired differences from {ref} (points, mean [95 % interval] over seeds):\n")
-    print("| algorithm | at budget T | final (paper's rule) | last round |")
-    print("|---|---|---|---|")
+    print("| algorithm | at budget T | final (paper's rule) | last round | " + " | ".join(f"at {t:g} s" for t in at) + " |")
+    print("|---" * (4 + len(at)) + "|")
     for x in labels:
         if x != ref:
             print(f"| {x} | {gap(data[x]['at_budget'], data[ref]['at_budget'])} | "
-                  f"{gap(data[x]['final'], data[ref]['final'])} | {gap(data[x]['last'], data[ref]['last'])} |")
+                  f"{gap(data[x]['final'], data[ref]['final'])} | {gap(data[x]['last'], data[ref]['last'])} | "
+                  + " | ".join(gap(data[x][f"at_{t:g}"], data[ref][f"at_{t:g}"]) for t in at) + " |")
+    if at:
+        print("\nAccuracy at simulated times (mean ± std over seeds):\n")
+        print("| algorithm | " + " | ".join(f"at {t:g} s" for t in at) + " |")
+        print("|---" * (1 + len(at)) + "|")
+        for x in labels:
+            print(f"| {x} | " + " | ".join(ms(data[x][f"at_{t:g}"]) for t in at) + " |")
     for x in labels:
         if data[x].get("last_federated_accuracy"):
             print(f"\n{x}, models right after the federated update (last round): {ms(data[x]['last_federated_accuracy'])}")
