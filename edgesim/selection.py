@@ -16,6 +16,16 @@ gain — reaches at least (1 − 1/e) of the optimum (Theorem 2). Among the pair
 (B, K) that fit the time budget (Ineq. (26), ``budget.examined_pairs``) the
 round uses the one whose greedy set has the largest value.
 
+**Coverage variant** (``select_b``, our option, docs/dofed_spp.md): once B is
+at least the number of useful models per device, (27) is a plain sum of column
+totals and Algorithm 1 picks the K models with the largest totals, which can
+leave whole groups of devices without a useful upload. Running Algorithm 1 at a
+smaller B_sel = ``select_b`` (< B) makes (27) reward each device's few best
+models, so the K picks spread over the devices' needs (B_sel = 1 is facility
+location: each device counts only its best uploaded model). The pair (B, K) is
+still chosen by objective (27) at its own B, and each device still uses its
+top-B uploaded models (:func:`assignment`).
+
 Ties are broken deterministically: gains (and values) within a relative 1e-12
 of each other count as equal, and the lowest device id (the earlier pair,
 the lexicographically smallest subset) wins.
@@ -150,19 +160,24 @@ def brute_force_select(rho, b: int, k: int) -> tuple[int, ...]:
     return best_set
 
 
-def best_selection(rho, pairs: Iterable[tuple[int, int]]) -> Selection:
+def best_selection(rho, pairs: Iterable[tuple[int, int]], select_b: int | None = None) -> Selection:
     """§4.4: run Algorithm 1 for every (B, K) in ``pairs``; keep the set with the largest value (27).
 
-    Ties go to the earlier pair (``budget.examined_pairs`` lists K increasing,
-    so the smaller K). ``ValueError`` if ``pairs`` is empty.
+    ``select_b``: ``None`` runs Algorithm 1 at each pair's own B (the paper);
+    a number runs it at ``min(select_b, B)`` (the coverage variant, module
+    docstring), the set then valued by (27) at the pair's B. Ties go to the
+    earlier pair (``budget.examined_pairs`` lists K increasing, so the smaller
+    K). ``ValueError`` if ``pairs`` is empty.
     """
     arr = _check_rho(rho)
     pairs = list(pairs)
     if not pairs:
         raise ValueError("pairs(=[]) must hold at least one (B, K); is the budget infeasible?")
+    if select_b is not None:
+        select_b = count("select_b", select_b, 1)
     best: Selection | None = None
     for b, k in pairs:
-        devices = greedy_select(arr, b, k)
+        devices = greedy_select(arr, b if select_b is None else min(select_b, b), k)
         value = _value(arr, devices, b)
         if best is None or value > best.value + _REL_TOL * abs(best.value):
             best = Selection(int(b), int(k), devices, value)

@@ -7,6 +7,11 @@ models by its similarity ratios and takes the arg-max (no confidence
 threshold, docs/dofed_spp.md). The one-hot vector is returned as its class
 index; among equal scores the lowest class wins (``torch.argmax``).
 
+A device none of whose B models has ρ̂ > 0 ("uncovered": Eq. (20)'s sum is
+zero, a case the paper leaves undefined) labels nothing (−1): it trains its
+student on its labelled data only, never on labels from models its own ratios
+call useless.
+
 Vectorised over the models: every device draws its B models from the same K
 uploaded ones, so the K models' probabilities on all devices' unlabelled
 data come from one stacked call (``learning.executors.predict_proba``) and
@@ -32,8 +37,14 @@ def ensemble_scores(probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 
 
 def ensemble_pseudo_labels(probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Eq. (20) for one device: class index ``argmax_c Σ_b weights[b]·probs[b, :, c]`` per sample, ``(n,)``."""
-    return ensemble_scores(probs, weights).argmax(dim=-1)
+    """Eq. (20) for one device: class index ``argmax_c Σ_b weights[b]·probs[b, :, c]`` per sample, ``(n,)``.
+
+    All weights zero (an uncovered device): −1 for every sample.
+    """
+    labels = ensemble_scores(probs, weights).argmax(dim=-1)
+    if not bool((torch.as_tensor(weights) > 0).any()):
+        return torch.full_like(labels, -1)
+    return labels
 
 
 def weight_matrix(rho: np.ndarray, assigned: Mapping[int, Sequence[int]], models: Sequence[int]) -> np.ndarray:
@@ -41,8 +52,8 @@ def weight_matrix(rho: np.ndarray, assigned: Mapping[int, Sequence[int]], models
 
     ``rho``: the ``(N, N)`` similarity ratios; ``assigned[n]``: the devices
     whose models device n uses (its [B]); ``models``: the K models stacked,
-    by device id. A device whose assigned models all have ρ̂ = 0 weighs them
-    equally (otherwise Eq. (20) would label every sample as class 0).
+    by device id. A device whose assigned models all have ρ̂ = 0 keeps a zero
+    row (it labels nothing, module docstring).
     """
     rho = np.asarray(rho, dtype=float)
     col = {int(i): k for k, i in enumerate(models)}
@@ -52,8 +63,6 @@ def weight_matrix(rho: np.ndarray, assigned: Mapping[int, Sequence[int]], models
             if int(i) not in col:
                 raise ValueError(f"device {n} is assigned model {i}, which is not among the stacked models {list(models)}")
             w[n, col[int(i)]] = rho[n, int(i)]
-        if ids and w[n].sum() <= 0:
-            w[n, [col[int(i)] for i in ids]] = 1.0
     return w
 
 

@@ -197,9 +197,14 @@ def display_name(name: str) -> str:
 def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extra: Optional[dict] = None) -> dict:
     """``summary.json``: per algorithm its final accuracy, times to accuracy and totals; ``warnings``.
 
+    At the training-time budget T (``budget.total_time_s``): ``accuracy_at_budget``
+    (the last round ending at or before T; ``None`` if none does) and
+    ``time_to_accuracy_within_budget_s`` (a crossing after T counts as not
+    reached), beside the final accuracy by the plateau rule over all rounds run.
     An algorithm whose every upload was dropped is flagged (``every_upload_dropped``) and named in ``warnings``.
     """
     run_cfg = sc.learning["run"]
+    budget_s = float(sc.budget.total_time_s)
     algs = {}
     for name, sim in sims.items():
         recs = sim.records
@@ -207,6 +212,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         accs = [r.metrics.get("accuracy", float("nan")) for r in recs]
         final, idx, settled = final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience) if recs else (float("nan"), -1, False)
         last = recs[-1] if recs else None
+        in_budget = [a for a, t in zip(accs, times) if t <= budget_s]
+        tta = {str(t): time_to_accuracy(times, accs, t) for t in run_cfg.accuracy_thresholds}
         algs[name] = {
             "display": display_name(name),
             "rounds": len(recs),
@@ -218,7 +225,10 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
             "last_accuracy": accs[-1] if recs else None,
             "best_accuracy": max(accs) if recs else None,
             "final_accuracy_var": recs[idx].metrics.get("accuracy_var") if recs else None,
-            "time_to_accuracy_s": {str(t): time_to_accuracy(times, accs, t) for t in run_cfg.accuracy_thresholds},
+            "time_to_accuracy_s": tta,
+            "accuracy_at_budget": in_budget[-1] if in_budget else None,
+            "rounds_within_budget": len(in_budget),
+            "time_to_accuracy_within_budget_s": {t: (v if v is not None and v <= budget_s else None) for t, v in tta.items()},
             "total_bits_up": last.cum_bits_up if last else 0.0,
             "total_bits_down": last.cum_bits_down if last else 0.0,
             "total_wasted_bits": last.cum_wasted_bits if last else 0.0,
@@ -235,6 +245,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         "scenario": sc.name,
         "seed": sc.seed,
         "model_bits": model_bits,
+        "budget_s": budget_s,
         "final_accuracy_rule": f"first round ending {run_cfg.plateau_patience} consecutive rounds whose mean "
         f"accuracy changes by less than {run_cfg.plateau_tol} from the previous round (else the last round)",
         "algorithms": algs,

@@ -64,6 +64,7 @@ rounds = 3
 
 [algorithms.dofed_spp]
 warmup_rounds = 1
+target_epochs = 2
 g1 = "zero"
 g2 = "zero"
 """
@@ -125,9 +126,9 @@ def test_the_decided_round_is_what_the_engine_times(tiny):
     rho = alg.rho.copy()
     r1 = sim.run_round()
     plan1 = rec.plans[1]
-    train = c_tra * 83 + c_tra * (32 + 2)
+    train = c_tra * 83 + 2 * c_tra * (32 + 2)  # I = 1 reciprocal epoch + E = 2 target epochs
     consts = slowest_device_constants(1.0, [train] * n, [sr] * n, [pse] * n, [f] * n, m, [rate] * n)
-    sel = best_selection(rho, examined_pairs(consts, n))
+    sel = best_selection(rho, examined_pairs(consts, n), select_b=2)  # the default: coverage at B_sel = 2
     b, k = int(plan1.info["B"]), int(plan1.info["K"])
     assert (b, k) == (sel.b, sel.k) and plan1.info["sr_value"] == pytest.approx(sel.value)
     assert 1 <= b <= k < n  # the budget binds: not every device may upload
@@ -137,7 +138,7 @@ def test_the_decided_round_is_what_the_engine_times(tiny):
         assert dict(w.compute_cycles) == pytest.approx({"train": train, "sr": sr, "pseudo_label": b * pse})
         assert w.upload_bits in (0.0, m)
         assert w.download_bits == b * pca
-    # Eq. (23) + Eq. (24): t = (I·C_tra·D + C_SR + B·C_pse)/f + K·m / (b·log2(1 + g·p/(N0·b)))
+    # Eq. (23) + Eq. (24): t = ((I·|train| + E·|target|)·C_tra + C_SR + B·C_pse)/f + K·m / (b·log2(1 + g·p/(N0·b)))
     assert r1.duration_s == pytest.approx((train + sr + b * pse) / f + k * m / rate, rel=1e-12)
     assert r1.bits_up == pytest.approx(k * m) and r1.bits_down == pytest.approx(n * b * pca)
     assert r1.info == {"B": b, "K": k, "sr_value": pytest.approx(sel.value)}
@@ -268,3 +269,54 @@ def test_paper_scenarios_give_the_models_numbers(name):
         assert w.samples_per_device == s.train + s.labeled + s.unlabeled
         cfg = sc.learning["algorithms"]["dofed_spp"]
         assert (cfg.max_b, cfg.max_k, cfg.g1, cfg.g2) == (10, 10, "zero", "zero")
+        assert cfg.target_epochs == 1  # Algorithm 2 as written: our E = 10 does not fit these budgets
+
+
+def test_an_uncovered_device_trains_its_student_on_its_labels_only(tiny):
+    import torch
+
+    sc, ctx, alg = _setup(tiny, "budget.total_time_s=1000", "algorithms.dofed_spp.max_b=2", "algorithms.dofed_spp.max_k=2")
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    sim.run_round()
+    # device 0 finds no model useful (a zero row of Eq. 19's ratios), everyone else every model
+    rho = np.full((6, 6), 1.0 / 6)
+    rho[0] = 0.0
+    alg.rho = rho
+    seen = {}
+    train = alg._train
+
+    def spy(kind, round_index, starts, datasets, cfg):
+        seen[kind] = datasets
+        return train(kind, round_index, starts, datasets, cfg)
+
+    alg._train = spy
+    rec = sim.run_round()
+    assert rec.metrics["uncovered_devices"] == 1.0
+    x0, y0 = seen["target"][0]
+    c0 = ctx.clients[0]
+    assert torch.equal(x0, c0.x_lab) and torch.equal(y0, c0.y_lab)  # labelled data only, no pseudo-labels
+    for d in range(1, 6):  # everyone else labels all its unlabelled data
+        assert seen["target"][d][0].shape[0] == ctx.clients[d].x_unl.shape[0] + ctx.clients[d].y_lab.shape[0]
+
+
+@pytest.mark.parametrize("selection", ["literal", "coverage"])
+def test_the_selection_option_picks_the_uploaders(tiny, selection):
+    sc, ctx, alg = _setup(tiny, "budget.total_time_s=1000", "algorithms.dofed_spp.max_b=3",
+                          "algorithms.dofed_spp.max_k=3", f'algorithms.dofed_spp.selection="{selection}"',
+                          "algorithms.dofed_spp.coverage_b=1")
+    rec = Recorder(alg)
+    sim = Simulation(sc.system, sc.budget, rec, seed=sc.seed)
+    sim.run_round()
+    groups = np.zeros((6, 6))  # three groups of two devices, as tests/test_selection.py
+    for lo, v in ((0, 0.5), (2, 0.5), (4, 0.3)):
+        groups[lo:lo + 2, lo:lo + 2] = v
+    alg.rho = groups
+    sim.run_round()
+    uploaders = sorted(w.device for w in rec.plans[1].work if w.upload_bits > 0)
+    assert uploaders == ([0, 1, 2] if selection == "literal" else [0, 2, 4])
+
+
+def test_selection_options_are_checked():
+    for bad in ({"selection": "greedy"}, {"coverage_b": 0}, {"target_epochs": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            DofedSppConfig(**bad)

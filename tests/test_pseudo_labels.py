@@ -27,16 +27,26 @@ def test_eq20_by_hand():
     assert ensemble_pseudo_labels(P, torch.tensor([0.2, 0.8])).tolist() == [1, 2, 0]
 
 
+def test_an_uncovered_device_labels_nothing():
+    # every weight zero: no equal-weight mix of models its ratios call useless, no labels at all
+    assert ensemble_pseudo_labels(P, torch.tensor([0.0, 0.0])).tolist() == [-1, -1, -1]
+    owner = torch.tensor([0, 1, 1])
+    w = torch.tensor([[0.75, 0.25], [0.0, 0.0]])
+    assert batched_pseudo_labels(P, w, owner).tolist() == [0, -1, -1]
+    # a single positive weight is enough to label: the model it weighs decides
+    assert ensemble_pseudo_labels(P, torch.tensor([0.0, 1e-9])).tolist() == [1, 2, 0]
+
+
 def test_ties_go_to_the_lowest_class():
     p = torch.tensor([[[0.5, 0.5]]])
     assert ensemble_pseudo_labels(p, torch.tensor([1.0])).tolist() == [0]
 
 
-def test_weight_matrix_and_fallback():
+def test_weight_matrix_and_uncovered_devices():
     rho = np.array([[0.1, 0.6, 0.3], [0.0, 0.0, 1.0], [0.5, 0.5, 0.0]])
     w = weight_matrix(rho, {0: (1, 2), 1: (0, 1), 2: ()}, models=[1, 2, 0])
-    # device 0 uses models 1 and 2 (ρ 0.6, 0.3); device 1's models 0 and 1 both have ρ = 0 → equal weights
-    assert np.allclose(w, [[0.6, 0.3, 0.0], [1.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    # device 0 uses models 1 and 2 (ρ 0.6, 0.3); device 1's models 0 and 1 both have ρ = 0 → a zero row
+    assert np.allclose(w, [[0.6, 0.3, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
     with pytest.raises(ValueError, match="not among"):
         weight_matrix(rho, {0: (0,)}, models=[1])
 

@@ -52,6 +52,29 @@ def test_rounds_csv_is_on_the_simulated_clock(tiny_scenario, tmp_path):
     assert display_names([out]) == {"fedavg": "FedAvg", "fedprox": "FedProx", "local": "Local"}
 
 
+def test_summary_reports_the_budget_beside_the_whole_run(tiny_scenario, tmp_path):
+    sc = load_scenario(tiny_scenario)
+    out = run_scenario(sc, tmp_path / "r")
+    rows = [r for r in csv.DictReader(open(out / "rounds.csv")) if r["algorithm"] == "fedavg"]
+    times = [float(r["time_s"]) for r in rows]
+    accs = [float(r["accuracy"]) for r in rows]
+    # a budget that ends between the second and the third round: rounds 0 and 1 are within it
+    budget = (times[1] + times[2]) / 2
+    out2 = run_scenario(load_scenario(tiny_scenario, [f"budget.total_time_s={budget!r}"]), tmp_path / "b")
+    s = json.loads((out2 / "summary.json").read_text())
+    assert s["budget_s"] == budget
+    a = s["algorithms"]["fedavg"]
+    assert a["rounds_within_budget"] == 2 and a["accuracy_at_budget"] == pytest.approx(accs[1])
+    assert a["last_accuracy"] == pytest.approx(accs[2])  # the run itself went on past T
+    for t, v in a["time_to_accuracy_s"].items():
+        assert a["time_to_accuracy_within_budget_s"][t] == (v if v is not None and v <= budget else None)
+    # T before the first round ends: nothing within the budget
+    out3 = run_scenario(load_scenario(tiny_scenario, [f"budget.total_time_s={times[0] / 2!r}"]), tmp_path / "c")
+    a = json.loads((out3 / "summary.json").read_text())["algorithms"]["fedavg"]
+    assert a["accuracy_at_budget"] is None and a["rounds_within_budget"] == 0
+    assert all(v is None for v in a["time_to_accuracy_within_budget_s"].values())
+
+
 def test_a_crash_leaves_a_marked_incomplete_folder(tiny_scenario, tmp_path, monkeypatch):
     spec = REGISTRY["fedprox"]
 

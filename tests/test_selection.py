@@ -362,3 +362,53 @@ def test_bad_b_in_value_and_assignment():
         coverage_value(RHO, [0], 0)
     with pytest.raises(ValueError, match=r"b\(=-1\)"):
         assignment(RHO, [0], -1)
+
+
+# --- the coverage variant (select_b) -------------------------------------------------------
+
+# Three groups of two devices; each group's two models serve it (0.5 each), group {4, 5} less well
+# (0.3). Column totals: 1.0, 1.0, 1.0, 1.0, 0.6, 0.6.
+GROUPS = np.zeros((6, 6))
+for lo, v in ((0, 0.5), (2, 0.5), (4, 0.3)):
+    GROUPS[lo:lo + 2, lo:lo + 2] = v
+
+
+def test_literal_objective_with_b_equal_k_sums_columns_and_leaves_a_group_out():
+    sel = best_selection(GROUPS, [(3, 3)])
+    assert sel.devices == (0, 1, 2)  # the three largest column totals
+    assert sel.value == pytest.approx(3.0)
+    uncovered = [n for n, ids in assignment(GROUPS, sel.devices, 3).items() if GROUPS[n, list(ids)].sum() == 0]
+    assert uncovered == [4, 5]
+
+
+def test_coverage_selection_serves_every_group():
+    sel = best_selection(GROUPS, [(3, 3)], select_b=1)
+    assert sel.devices == (0, 2, 4)  # Algorithm 1 at B_sel = 1: each group's first model
+    assert sel.b == 3 and sel.k == 3
+    assert sel.value == pytest.approx(1.0 + 1.0 + 0.6)  # valued by (27) at the pair's own B = 3
+    assert all(GROUPS[n, list(ids)].sum() > 0 for n, ids in assignment(GROUPS, sel.devices, 3).items())
+
+
+def test_coverage_with_select_b_at_least_b_is_the_literal_selection():
+    for b, k in [(1, 2), (2, 2), (2, 3), (3, 4)]:
+        assert best_selection(GROUPS, [(b, k)], select_b=b) == best_selection(GROUPS, [(b, k)])
+        assert best_selection(GROUPS, [(b, k)], select_b=b + 3) == best_selection(GROUPS, [(b, k)])
+
+
+@SETTINGS
+@given(st.data())
+def test_coverage_never_covers_fewer_devices_at_select_b_1(data):
+    # Algorithm 1 at B_sel = 1 maximises the sum of each row's best pick greedily; every device whose row
+    # has a positive entry among the columns picked literally is also served by some coverage pick, or the
+    # coverage set has a larger total of row maxima.
+    rho = data.draw(square_matrices())
+    n = rho.shape[0]
+    k = data.draw(st.integers(1, n))
+    lit = best_selection(rho, [(k, k)]).devices
+    cov = best_selection(rho, [(k, k)], select_b=1).devices
+    assert coverage_value(rho, cov, 1) >= (1 - 1 / math.e) * coverage_value(rho, lit, 1) - 1e-12
+
+
+def test_select_b_must_be_a_positive_count():
+    with pytest.raises(ValueError, match="select_b"):
+        best_selection(GROUPS, [(1, 1)], select_b=0)

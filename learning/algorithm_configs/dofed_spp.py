@@ -12,6 +12,7 @@ from learning.algorithm_configs import declare
 
 Bound = Union[str, float, int]
 BOUND_MODES = ("empirical", "zero")
+SELECTIONS = ("coverage", "literal")
 
 
 def check_bound(name: str, value: Bound) -> Bound:
@@ -30,7 +31,13 @@ class DofedSppConfig:
     """DoFed-SPP's options (docs/dofed_spp.md).
 
     ``warmup_rounds``: L (Phase 0 trains L·I epochs). ``target_epochs``: epochs
-    of the teacher–student step per round (default: the workload's I).
+    of the teacher–student step per round (default 10, measured in
+    docs/dofed_spp.md "The student"; the paper's Algorithm 2 uses I for both
+    models). ``selection``: how Algorithm 1 picks the K uploaders —
+    ``"coverage"`` (default, our choice: Algorithm 1 run at B_sel =
+    min(``coverage_b``, B) so that the K uploads spread over the devices'
+    needs, :mod:`edgesim.selection`) or ``"literal"`` (Algorithm 1 on
+    objective (27) at the pair's own B, as the paper writes it).
     ``gamma``: γ of Eq. (19) (default: ``train.lr``). ``g1``/``g2``:
     ``"empirical"``, ``"zero"`` or a number (:mod:`learning.similarity`).
     ``pca_rank_fraction``: rank of the BS's per-layer PCA as a fraction of
@@ -41,7 +48,9 @@ class DofedSppConfig:
     """
 
     warmup_rounds: int = 5
-    target_epochs: Optional[int] = None
+    target_epochs: int = 10
+    selection: str = "coverage"
+    coverage_b: int = 2
     gamma: Optional[float] = None
     g1: Union[str, float] = "empirical"
     g2: Union[str, float] = "empirical"
@@ -52,8 +61,9 @@ class DofedSppConfig:
 
     def __post_init__(self):
         check_int("warmup_rounds", self.warmup_rounds, 0)
-        if self.target_epochs is not None:
-            check_int("target_epochs", self.target_epochs, 1)
+        check_int("target_epochs", self.target_epochs, 1)
+        check_choice("selection", self.selection, SELECTIONS)
+        check_int("coverage_b", self.coverage_b, 1)
         if self.gamma is not None:
             check_number("gamma", self.gamma, minimum=0, strict=True)
         check_bound("g1", self.g1)

@@ -42,8 +42,9 @@ test set; ``labeling_accuracy`` — the round's pseudo-labels against the
 hidden true labels (in round 0, before any pseudo-label exists, the initial
 target model labels); both as mean with std/min/max over devices. Also
 ``sr_rows_kept`` (rows of Eq. (19) that kept last round's ratios),
-``sr_self`` (mean ρ̂_n^n) and ``pl_unweighted_devices`` (devices none of
-whose B models has ρ̂ > 0). ``RoundPlan.info`` carries B, K and the total SR
+``sr_self`` (mean ρ̂_n^n) and ``uncovered_devices`` (devices none of
+whose B models has ρ̂ > 0: they label nothing and train their student on
+their labelled data only). ``RoundPlan.info`` carries B, K and the total SR
 (objective (27)) of the chosen set as ``sr_value``.
 
 "auto" cycle counts (:func:`auto_cycles`, :func:`phase_cycles`): a forward
@@ -82,7 +83,7 @@ from learning.algorithms.registry import register
 from learning.context import Context
 from learning.costs import forward_cycles_per_sample
 from learning.state import sent_numbers
-from learning.inference import predict_proba
+from learning.inference import evaluate, predict_proba
 from learning.pca import compressed_bits
 from learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, weight_matrix
 from learning.similarity import device_similarity
@@ -155,7 +156,7 @@ class DofedSpp:
         self.vectorize = cfg.vectorize == "on" or (cfg.vectorize == "auto" and ctx.device.type == "cuda")
         self.rec_cfg = ctx.local_cfg
         self.warmup_cfg = replace(ctx.local_cfg, epochs=cfg.warmup_rounds * ctx.local_cfg.epochs)
-        target_epochs = cfg.target_epochs if cfg.target_epochs is not None else ctx.local_cfg.epochs
+        target_epochs = cfg.target_epochs
         self.target_cfg = replace(ctx.local_cfg, epochs=target_epochs)
         rec0 = ctx.init_state()  # the run's common initial model (as every algorithm's)
         tar0 = ctx.init_state("target")
@@ -219,7 +220,7 @@ class DofedSpp:
         cap_b = self.cfg.max_b or n
         cap_k = self.cfg.max_k or n
         capped = sorted({(min(b, cap_b, min(k, cap_k)), min(k, cap_k)) for b, k in pairs}, key=lambda p: (p[1], p[0]))
-        sel = best_selection(self.rho, capped)
+        sel = best_selection(self.rho, capped, self.cfg.coverage_b if self.cfg.selection == "coverage" else None)
         self.selected, self.b = sel.devices, sel.b
         work = tuple(
             DeviceWork(
@@ -338,15 +339,19 @@ class DofedSpp:
                 if i != d:
                     self.cache[d, i] = versions[i]
         pseudo = self._pseudo_labels(up, versions, assign)
-        # devices none of whose B models has ρ̂ > 0 (they label with equal weights, Eq. (20) fallback)
-        uncovered = sum(1 for d, ids in assign.items() if not ids or self.rho[d, list(ids)].sum() <= 0)
+        # uncovered devices: none of their B models has ρ̂ > 0, so they label nothing and their student
+        # trains on its labelled data only (learning.pseudo_labels); as a labeller each is scored by its own
+        # target model, the one labeller it has (as in round 0)
+        uncovered = [d for d, ids in assign.items() if not ids or self.rho[d, list(ids)].sum() <= 0]
+        own = {d: evaluate(ctx.model, [self.tar[d]], ctx.clients[d].x_unl, ctx.clients[d].y_unl_hidden,
+                           ctx.train_cfg.eval_batch_size)[0] for d in uncovered}
         datasets, lab_acc, start = [], [], 0
-        for c in ctx.clients:
+        for d, c in enumerate(ctx.clients):
             k = c.x_unl.shape[0]
             p = pseudo[start:start + k]
             start += k
             keep = p >= 0
-            lab_acc.append(float((p == c.y_unl_hidden).float().mean()) if k else float("nan"))
+            lab_acc.append(own[d] if d in own else float((p == c.y_unl_hidden).float().mean()) if k else float("nan"))
             datasets.append((torch.cat([c.x_unl[keep], c.x_lab]), torch.cat([p[keep].to(c.y_lab.dtype), c.y_lab])))
         # Phase 3: teacher–student step on pseudo ∪ labelled target data (Eq. 22).
         tar_before = self.tar
@@ -363,7 +368,7 @@ class DofedSpp:
             "train_loss": mean_loss(rec_result),
             "target_train_loss": mean_loss(tar_result),
             "n_uploaded": float(len(up)),
-            "pl_unweighted_devices": float(uncovered),
+            "uncovered_devices": float(len(uncovered)),
             **extra,
         })
         return metrics
