@@ -28,7 +28,7 @@ run diag_freg_lr_dir_dir_s0 --seed 0 --set data.partition=\"feddure_dir_dir\" --
 run diag_sum_dir_dir_s0 --seed 0 --set data.partition=\"feddure_dir_dir\" --set 'run.algorithms=["feddure"]' \
     --set algorithms.feddure.weight_norm=\"sum\"
 run diag_code_sign_dir_dir_s0 --seed 0 --set data.partition=\"feddure_dir_dir\" --set 'run.algorithms=["feddure"]' \
-    --set algorithms.feddure.feedback_sign=\"code\"
+    --set algorithms.feddure.feedback_sign=\"flipped\"
 # a longer horizon (60 rounds), seed 0 of (IID, IID): do the semi-supervised methods overtake FedAvg* later?
 run long_iid_iid_s0 --seed 0 --set data.partition=\"feddure_iid_iid\" --set budget.rounds=60 \
     --set 'run.algorithms=["feddure","fedmatch_lc","fedavg_labeled","fixavg","feddure_no_freg"]'

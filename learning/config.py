@@ -155,6 +155,13 @@ class RunConfig:
     register algorithms, models, data sets or partitions (:mod:`learning.plugins`).
     ``tracking``: ``"none"`` or ``"mlflow"`` (the finished run's metrics and
     folder sent to MLflow, :mod:`scenarios.tracking`; an extra).
+
+    ``warm_start``: ``{algorithm = NAME, rounds = R}`` — the run's first R
+    rounds are NAME's (a supervised FedAvg on the labelled data:
+    :func:`warm_start_algorithms`), computed once and shared by every
+    algorithm: each starts round R from its model, its clock, bits and energy
+    (:mod:`scenarios.warm_start`, docs/warm_start.md). ``rounds`` (the run's
+    length) counts them: it must exceed R.
     """
 
     algorithms: list = field(default_factory=lambda: list(DEFAULT_ALGORITHMS))
@@ -170,6 +177,7 @@ class RunConfig:
     threads: Union[int, str] = 1
     plugins: list = field(default_factory=list)
     tracking: str = "none"
+    warm_start: Optional[dict] = None
 
     def __post_init__(self):
         check_choice("backend", self.backend, BACKENDS)
@@ -201,6 +209,51 @@ class RunConfig:
         if not isinstance(self.plugins, list) or not all(isinstance(m, str) and m for m in self.plugins):
             fail("plugins", self.plugins, 'a list of module names, such as ["my_algorithm"]')
         check_choice("tracking", self.tracking, ("none", "mlflow"))
+        check_warm_start(self.warm_start, self.rounds, self.backend)
+
+
+WARM_START_KEYS = ("algorithm", "rounds")
+
+
+def warm_start_algorithms() -> list[str]:
+    """The algorithms a warm start may run: one global model trained on the labelled data alone (the FedAvg
+    family with ``objective = "supervised"``, ``data = "labeled"``, ``local = "none"``: FedAvg*, FedProx, …)."""
+    out = []
+    for name, spec in ALGORITHMS.items():
+        try:
+            cfg = spec.config_cls()
+        except Exception:  # noqa: BLE001 - a plugin's config without defaults is no warm start
+            continue
+        if (getattr(cfg, "objective", None), getattr(cfg, "data", None), getattr(cfg, "local", None)) == \
+                ("supervised", "labeled", "none"):
+            out.append(name)
+    return sorted(out)
+
+
+def check_warm_start(value, rounds: Optional[int], backend: str) -> None:
+    """``[run] warm_start``: absent, or ``{algorithm = NAME, rounds = R}`` with NAME a supervised-on-labels
+    algorithm and 1 <= R < ``rounds`` (the run's length, when set; the budget's G is checked with the scenario)."""
+    if value is None:
+        return
+    example = '{algorithm = "fedavg_labeled", rounds = 20}'
+    if not isinstance(value, dict):
+        fail("warm_start", value, f"a table such as {example}")
+    if backend == PARAMETRIC:
+        fail("warm_start", value, 'left out with backend = "parametric" (a physics-only run trains nothing)')
+    unknown = sorted(set(value) - set(WARM_START_KEYS))
+    if unknown:
+        fail(f"warm_start.{unknown[0]}", value[unknown[0]], f"one of the keys {', '.join(WARM_START_KEYS)}")
+    for key in WARM_START_KEYS:
+        if key not in value:
+            fail("warm_start", value, f"both keys algorithm and rounds, such as {example}")
+    allowed = warm_start_algorithms()
+    if value["algorithm"] not in allowed:
+        fail("warm_start.algorithm", value["algorithm"],
+             "a supervised algorithm on the labelled data, one of " + ", ".join(repr(a) for a in allowed))
+    check_int("warm_start.rounds", value["rounds"], 1)
+    if rounds is not None and value["rounds"] >= rounds:
+        fail("warm_start.rounds", value["rounds"], f"fewer than rounds (= {rounds}), which counts the warm start's "
+             f"rounds too")
 
 
 def build_algorithms(values, where: str) -> dict:

@@ -63,6 +63,8 @@ class Context:
     holds — where a server-side unlabelled set comes from (FedBE); their
     labels are for scoring only. ``data_mean``/``data_std``: the per-channel
     normalisation of image inputs (what pixel-space augmentations undo).
+    ``start_state``: the model every algorithm starts from instead of a fresh
+    initialisation (a warm start's result, :mod:`scenarios.warm_start`).
     """
 
     seed: int
@@ -87,6 +89,7 @@ class Context:
     pool_y: Optional[torch.Tensor] = None
     data_mean: Optional[tuple] = None
     data_std: Optional[tuple] = None
+    start_state: Optional[Params] = None
 
     @property
     def n_devices(self) -> int:
@@ -105,7 +108,10 @@ class Context:
         return torch.Generator().manual_seed(self.seed_for(*keys))
 
     def init_state(self, *keys) -> Params:
-        """A freshly initialised model state (params + buffers) on the device, seeded by ``keys``."""
+        """A freshly initialised model state (params + buffers) on the device, seeded by ``keys``; without keys,
+        a copy of ``start_state`` when the run has a warm start (every algorithm's common initial model)."""
+        if not keys and self.start_state is not None:
+            return {k: v.detach().to(self.device).clone() for k, v in self.start_state.items()}
         m = build_model(self.train_cfg.model, self.input_shape, self.n_classes, self.vocab_size, seed=self.seed_for("init", *keys))
         return {k: v.detach().to(self.device).clone() for k, v in m.state_dict().items()}
 

@@ -55,8 +55,10 @@ def _init_worker(threads: int, progress) -> None:
     _PROGRESS = progress
 
 
-def _train_one(raw: dict, path: str, name: str, work: Optional[str], fingerprint: str, resume: bool) -> AlgorithmRun:
-    """In a worker: the scenario from its mapping, the run's context (once per worker), one algorithm."""
+def _train_one(raw: dict, path: str, name: str, work: Optional[str], fingerprint: str, resume: bool,
+               warm=None) -> AlgorithmRun:
+    """In a worker: the scenario from its mapping, the run's context (once per worker), one algorithm (from the
+    run's warm start ``warm``, computed by the parent, when there is one)."""
     from scenarios import checkpoint
     from scenarios.run import _make_backends, run_algorithm
     from scenarios.schema import validate
@@ -73,7 +75,7 @@ def _train_one(raw: dict, path: str, name: str, work: Optional[str], fingerprint
             _PROGRESS.put((alg, rec))
 
     return run_algorithm(sc, _CONTEXTS[key], name, on_round,
-                         checkpoint_dir=Path(work) if work else None, fingerprint=fingerprint, saved=saved)
+                         checkpoint_dir=Path(work) if work else None, fingerprint=fingerprint, saved=saved, warm=warm)
 
 
 def planned_cycles(sc, build_backend: Callable, name: str) -> float:
@@ -140,7 +142,7 @@ class Workers:
 
     def run(self, sc, names: list[str], run_here: Callable[[str, Optional[Callable]], AlgorithmRun], *,
             work: Optional[Path], fingerprint: str, resume: bool, on_round: Optional[Callable] = None,
-            build_backend: Optional[Callable] = None) -> dict[str, AlgorithmRun]:
+            build_backend: Optional[Callable] = None, warm=None) -> dict[str, AlgorithmRun]:
         """Every algorithm of ``names``, on this process (``run_here(name, on_round)``) and the workers, assigned by
         :func:`assign`; ``{name: AlgorithmRun}`` in ``names``' order. The first algorithm that fails ends the
         run: the others are cancelled and its error is raised here."""
@@ -178,7 +180,7 @@ class Workers:
             relay_thread.start()
         try:
             futures = {name: self.pool.submit(_train_one, dict(sc.raw), sc.path, name, str(work) if work else None,
-                                              fingerprint, resume) for name in there}
+                                              fingerprint, resume, warm) for name in there}
             runs = {name: run_here(name, on_round) for name in here}
             done, pending = wait(futures.values(), return_when=FIRST_EXCEPTION)
             for fut in done:

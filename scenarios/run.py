@@ -33,7 +33,7 @@ from edgesim.backend import Diverged
 from edgesim.engine import Simulation
 from learning.config import PARAMETRIC
 from learning.metrics import final_accuracy, time_to_accuracy
-from scenarios import checkpoint
+from scenarios import checkpoint, warm_start
 from scenarios.checkpoint import AlgorithmRun
 from scenarios.provenance import RUN_JSON, now, provenance
 from scenarios.tracking import check_available as check_tracking
@@ -41,6 +41,7 @@ from scenarios.tracking import log_mlflow
 from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, RunLock, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
 from scenarios.schema import Scenario
 from scenarios.threads import resolve_threads, threads
+from scenarios.warm_start import flagged
 
 ROUND_FIELDS = (
     "round", "start_time_s", "time_s", "duration_s", "n_selected", "n_arrived", "n_dropped",
@@ -101,6 +102,7 @@ def run_algorithm(
     checkpoint_dir: Optional[Path] = None,
     fingerprint: str = "",
     saved: Optional[dict] = None,
+    warm=None,
 ) -> AlgorithmRun:
     """Run one algorithm on its own clock; returns its records, events and final clock.
 
@@ -108,7 +110,10 @@ def run_algorithm(
     ``checkpoint_dir`` and ``run.checkpoint_every > 0`` the state is saved
     every that many rounds and when the algorithm finishes; ``saved`` (a
     :func:`scenarios.checkpoint.load` result) is where it starts from (a
-    finished algorithm is not run again).
+    finished algorithm is not run again). ``warm`` (a
+    :class:`scenarios.warm_start.WarmStart`) is the run's warm start: its
+    rounds are this algorithm's first, its model the backend's initial model
+    and its engine state the clock's start.
     """
     every = sc.learning["run"].checkpoint_every if checkpoint_dir is not None else 0
     out = AlgorithmRun(name)
@@ -120,13 +125,20 @@ def run_algorithm(
                 on_round(name, rec)
         if saved["done"]:
             return out
-    backend = build_backend(name)
+    elif warm is not None:
+        out.records, out.events = list(warm.records), list(warm.events)
+        if on_round is not None:
+            for rec in out.records:
+                on_round(name, rec)
+    backend = build_backend(name) if warm is None else build_backend(name, warm.model)
     if every:
         checkpoint.check_resumable(backend, name)
     sim = Simulation(sc.system, sc.budget, backend, seed=sc.seed)
     if saved is not None:
         sim.load_state_dict(saved["engine"])
         backend.load_state_dict(saved["backend"])
+    elif warm is not None:
+        sim.load_state_dict(warm.engine)
     accs = [r.metrics.get("accuracy", float("nan")) for r in out.records]
     n_events = len(out.events)
     while not _finished(sc, sim, accs):
@@ -135,6 +147,8 @@ def run_algorithm(
         except Diverged as e:  # keep its rounds so far; the other algorithms go on
             out.diverged = divergence_message(sc, name, str(e))
             break
+        if warm is not None:
+            rec = flagged(rec, False)
         out.records.append(rec)
         accs.append(rec.metrics.get("accuracy", float("nan")))
         if callable(getattr(backend, "graph", None)):
@@ -322,9 +336,14 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
     except ValueError as e:
         raise ConfigError(f"{sc.path}: [data] partition {data_cfg.partition!r}: {e}") from None
 
-    def build(name: str):
+    def build(name: str, start: Optional[dict] = None):
+        """``name``'s backend on the run's context; ``start``: the model it starts from (a warm start's)."""
         cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
-        return REGISTRY[name].build(ctx, cfg)
+        if start is None:
+            return REGISTRY[name].build(ctx, cfg)
+        from learning.algorithms.common import to_device
+
+        return REGISTRY[name].build(dataclasses.replace(ctx, start_state=to_device(ctx, start)), cfg)
 
     check_data(sc, ctx)
 
@@ -456,16 +475,19 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             folder.write_text("config.toml", tomli_w.dumps(config))
         folder.write_json(RUN_JSON, run_json)
         names = list(sc.learning["run"].algorithms)
+        warm = warm_start.obtain(sc, build_backend, folder.work, fp, resuming)
+        if warm is not None:
+            extra = {**extra, "warm_start": warm.summary()}
         if workers is not None:
             def run_here(name: str, report: Optional[Callable]) -> AlgorithmRun:
                 return run_algorithm(sc, build_backend, name, report, checkpoint_dir=folder.work, fingerprint=fp,
-                                     saved=saved.get(name))
+                                     saved=saved.get(name), warm=warm)
 
             sims = workers.run(sc, names, run_here, work=folder.work, fingerprint=fp, resume=resuming,
-                               on_round=on_round, build_backend=build_backend)
+                               on_round=on_round, build_backend=build_backend, warm=warm)
         else:
             sims = {name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work,
-                                        fingerprint=fp, saved=saved.get(name)) for name in names}
+                                        fingerprint=fp, saved=saved.get(name), warm=warm) for name in names}
         write_results(folder, sc, sims, model_bits, extra, formats)
         folder.write_json(RUN_JSON, {**run_json, "finished": _now()})
         folder.remove(CHECKPOINT_DIR)  # only an unfinished run needs them

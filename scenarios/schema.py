@@ -193,6 +193,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         check_cross_section(built["system"], learned["run"], where)
         if not physics_only:
             check_algorithms(built["system"], learned, where)
+            check_warm_start(built["system"], built["budget"], learned, where)
     return Scenario(
         path=where,
         name=name,
@@ -272,6 +273,20 @@ def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: st
             except ValueError as e:
                 table = f"[algorithms.{name}]" if name in learned["algorithms"] else f"{name} (defaults; [algorithms.{name}])"
                 raise ScenarioError(f"{where}: {table}: {e}") from None
+
+
+def check_warm_start(system: SystemConfig, budget: BudgetConfig, learned: Mapping[str, Any], where: str) -> None:
+    """``[run] warm_start``: shorter than the run (``rounds``, else the budget's G), and its algorithm's options
+    (its ``[algorithms.NAME]`` table, if any) fit the scenario as they would if it were run."""
+    run = learned["run"]
+    ws = run.warm_start
+    if ws is None:
+        return
+    if run.rounds is None and ws["rounds"] >= budget.rounds:
+        raise ScenarioError(f"{where}: [run] warm_start.rounds = {ws['rounds']!r}: expected fewer than the run's "
+                            f"rounds ([budget] rounds = {budget.rounds}; [run] rounds unset), which count the warm "
+                            f"start's rounds too")
+    check_algorithms(system, {**learned, "run": dataclasses.replace(run, algorithms=[ws["algorithm"]])}, where)
 
 
 def resolve_paths(raw: dict, path: Path) -> dict:

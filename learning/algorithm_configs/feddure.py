@@ -8,8 +8,9 @@ from edgesim.config import check_choice, check_int, check_number, fail
 from learning.algorithm_configs import ScenarioFacts, declare_variants, unused_options, variant
 
 
-SIGNS = {"paper": 1.0, "code": -1.0}
+SIGNS = {"paper": 1.0, "flipped": -1.0}
 NORMS = ("mean", "sum")
+FREG_FORMS = ("fc_sigmoid", "mlp_relu")
 
 
 @dataclass(frozen=True)
@@ -20,9 +21,11 @@ class FedDureConfig:
     ``freg_lr`` η_w (F-reg); ``optimizer`` ``"adam"`` or ``"sgd"`` for the
     three real steps. ``labeled_batch`` B; ``unlabeled_ratio`` μ (μB
     unlabelled rows per step). ``feedback_sign`` ``"paper"`` (+d) or
-    ``"code"`` (−d); ``weight_norm`` ``"mean"`` or ``"sum"`` (Σm);
+    ``"flipped"`` (−d; formerly ``"code"``); ``weight_norm`` ``"mean"`` or ``"sum"`` (Σm);
     ``creg``/``freg`` the regulators (Table 2's ablations); ``threshold`` τ
-    of the fixed threshold that replaces F-reg; ``freg_hidden`` its width.
+    of the fixed threshold that replaces F-reg; ``freg_hidden`` its width;
+    ``freg_form`` its shape: ``"fc_sigmoid"`` (the paper's one FC layer and a
+    sigmoid) or ``"mlp_relu"`` (Linear–ReLU–Linear–Sigmoid, the release's WNet).
     """
 
     lr: float = 5e-4
@@ -37,6 +40,7 @@ class FedDureConfig:
     freg: bool = True
     threshold: float = 0.95
     freg_hidden: int = 128
+    freg_form: str = "fc_sigmoid"
 
     def __post_init__(self):
         for name in ("lr", "creg_lr", "freg_lr"):
@@ -44,6 +48,9 @@ class FedDureConfig:
         check_choice("optimizer", self.optimizer, ("adam", "sgd"))
         check_int("labeled_batch", self.labeled_batch, 1)
         check_int("unlabeled_ratio", self.unlabeled_ratio, 1)
+        if self.feedback_sign == "code":
+            fail("feedback_sign", self.feedback_sign, '"flipped" (renamed: it flips the sign of d and is not the '
+                 'official code\'s algorithm, which is the registered variant feddure_code)')
         check_choice("feedback_sign", self.feedback_sign, tuple(SIGNS))
         check_choice("weight_norm", self.weight_norm, NORMS)
         for name in ("creg", "freg"):
@@ -55,6 +62,7 @@ class FedDureConfig:
         if self.threshold > 1:
             fail("threshold", self.threshold, "a probability in [0, 1]")
         check_int("freg_hidden", self.freg_hidden, 1)
+        check_choice("freg_form", self.freg_form, FREG_FORMS)
 
 
 FedDureConfig.DEFINING = ("creg", "freg")
@@ -69,8 +77,8 @@ VARIANTS = {
 
 
 def check_feddure(cfg: FedDureConfig, facts: ScenarioFacts) -> None:
-    """``threshold`` replaces F-reg (read only without it); ``freg_hidden`` is F-reg's width."""
-    unused_options(cfg, {"threshold": cfg.freg, "freg_hidden": not cfg.freg})
+    """``threshold`` replaces F-reg (read only without it); ``freg_hidden``, ``freg_form`` are F-reg's."""
+    unused_options(cfg, {"threshold": cfg.freg, "freg_hidden": not cfg.freg, "freg_form": not cfg.freg})
 
 
 declare_variants(VARIANTS, module="learning.algorithms.feddure", check=check_feddure)

@@ -2,9 +2,12 @@
 
 Roles: θ the local model (downloaded, trained, uploaded); φ the coarse
 regulator C-reg, the same network, re-initialised from the global model at
-the start of every round (Alg. 1, line 12); w the fine regulator F-reg, an
-MLP ``Linear(C,128)-ReLU-Linear(128,1)-Sigmoid`` on a softmax output vector,
-created once per device and kept there (Alg. 1, line 2; never uploaded).
+the start of every round (Alg. 1, line 12); w the fine regulator F-reg on a
+softmax output vector, created once per device and kept there (Alg. 1,
+line 2; never uploaded): the paper's "one FC layer with 128 filters and a
+Sigmoid" (§4.1), read as ``mean_k σ(W p + b)_k`` over its 128 units
+(``freg_form = "fc_sigmoid"``), or ``Linear(C,128)-ReLU-Linear(128,1)-Sigmoid``
+(``"mlp_relu"``, the release's ``WNet`` shape with the paper's width).
 
 Per minibatch (labelled x, y; unlabelled u; weak view T_w, strong view T_s;
 Alg. 1, lines 15–22):
@@ -17,7 +20,8 @@ Alg. 1, lines 15–22):
 4. instance weights ``m_i = f_w(softmax f(T_s u_i; θ); w⁺)`` (Eq. 6, constants);
 5. C-reg step with the updated F-reg (Eq. 2);
 6. feedback ``d = CE(y, f(x; φ)) − CE(y, f(x; φ⁺))`` on the labelled batch
-   (Eq. 3; ``feedback_sign = "code"`` takes −d, the official code's sign);
+   (Eq. 3; ``feedback_sign = "flipped"`` takes −d, the sign of the official code's MPL term;
+   the official code's whole algorithm is the variant ``feddure_code``);
 7. local update ``θ ← θ − η(g_s + g_u + g_d)`` (Eq. 10) with
    ``g_u = ∇ E_u[m·CE(ŷ, f(T_s u; θ))]`` (Eq. 7), ``g_d = d·∇ E_u CE(ŷ,
    f(T_s u; θ))`` (Eq. 8), ``g_s = ∇ CE(y, f(x; θ))`` (Eq. 9).
@@ -63,26 +67,32 @@ from learning.context import Context
 from learning.costs import task_cycles, training_passes
 from learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
 from learning.optim import make_optimizer
-from learning.algorithm_configs.feddure import SIGNS, NORMS, FedDureConfig, VARIANTS  # noqa: F401 (re-exported)
+from learning.algorithm_configs.feddure import SIGNS, NORMS, FREG_FORMS, FedDureConfig, VARIANTS  # noqa: F401 (re-exported)
 
 C_REG = "creg:"  # prefix of C-reg φ's keys in a client's state
-F_REG = ("freg:w1", "freg:b1", "freg:w2", "freg:b2")  # F-reg w's keys in a client's state
+F_REG = ("freg:w1", "freg:b1", "freg:w2", "freg:b2")  # F-reg w's keys in a client's state ("mlp_relu")
+FREG_KEYS = {"fc_sigmoid": F_REG[:2], "mlp_relu": F_REG}  # the keys of each F-reg form
 
 
 # --------------------------------------------------------------------------- formulas
 
 
-def freg_init(n_classes: int, hidden: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """F-reg's parameters as ``nn.Linear``'s default: every weight and bias ~ U(−1/√fan_in, 1/√fan_in)."""
+def freg_init(n_classes: int, hidden: int, generator: torch.Generator, form: str = "fc_sigmoid") -> dict[str, torch.Tensor]:
+    """F-reg's parameters (``FREG_KEYS[form]``) as ``nn.Linear``'s default: every weight and bias
+    ~ U(−1/√fan_in, 1/√fan_in); the first layer's draws are the same in both forms."""
     shapes = {F_REG[0]: (hidden, n_classes), F_REG[1]: (hidden,), F_REG[2]: (1, hidden), F_REG[3]: (1,)}
     fan_in = {F_REG[0]: n_classes, F_REG[1]: n_classes, F_REG[2]: hidden, F_REG[3]: hidden}
-    return {k: (torch.rand(s, generator=generator) * 2.0 - 1.0) / math.sqrt(fan_in[k]) for k, s in shapes.items()}
+    return {k: (torch.rand(shapes[k], generator=generator) * 2.0 - 1.0) / math.sqrt(fan_in[k]) for k in FREG_KEYS[form]}
 
 
 def freg_apply(w: Mapping[str, torch.Tensor], probs: torch.Tensor) -> torch.Tensor:
-    """F-reg ``f_w(p; w) = σ(W2·relu(W1·p + b1) + b2)``: one weight in (0, 1) per row of ``probs`` (N, C) → (N,)."""
-    h = F.relu(F.linear(probs, w[F_REG[0]], w[F_REG[1]]))
-    return torch.sigmoid(F.linear(h, w[F_REG[2]], w[F_REG[3]])).squeeze(-1)
+    """F-reg: one weight in (0, 1) per row of ``probs`` (N, C) → (N,). With ``w`` of the ``"fc_sigmoid"`` form
+    ``f_w(p; w) = (1/H) Σ_k σ(W1·p + b1)_k`` (one FC layer of H units and a sigmoid, averaged to one weight);
+    of the ``"mlp_relu"`` form ``σ(W2·relu(W1·p + b1) + b2)``."""
+    z = F.linear(probs, w[F_REG[0]], w[F_REG[1]])
+    if F_REG[2] not in w:
+        return torch.sigmoid(z).mean(-1)
+    return torch.sigmoid(F.linear(F.relu(z), w[F_REG[2]], w[F_REG[3]])).squeeze(-1)
 
 
 def weighted_mean(weights: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, norm: str) -> torch.Tensor:
@@ -94,7 +104,8 @@ def weighted_mean(weights: torch.Tensor, values: torch.Tensor, mask: torch.Tenso
 
 
 def feedback(loss_before: torch.Tensor, loss_after: torch.Tensor, sign: str = "paper") -> torch.Tensor:
-    """Eq. (3): ``d = ±(CE(y, f(x; φ)) − CE(y, f(x; φ⁺)))``; + (the paper) or − (the code, MPL's)."""
+    """Eq. (3): ``d = ±(CE(y, f(x; φ)) − CE(y, f(x; φ⁺)))``; + (``"paper"``) or − (``"flipped"``, the sign of the
+    official code's and MPL's term)."""
     return SIGNS[sign] * (loss_before - loss_after)
 
 
@@ -156,6 +167,7 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
     creg_opt = dataclasses.replace(theta_opt, lr=cfg.creg_lr)
     freg_opt = dataclasses.replace(theta_opt, lr=cfg.freg_lr)
     c_keys = [C_REG + k for k in param_keys]
+    w_keys = FREG_KEYS[cfg.freg_form]
 
     def step(inp: StepInputs):
         b: Batch = inp.batch
@@ -186,7 +198,7 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
         opt_state, new = inp.opt_state, {}
 
         if cfg.freg:
-            w = {k: p[k] for k in F_REG}
+            w = {k: p[k] for k in w_keys}
             inner = {k: p[C_REG + k] for k in param_keys} if cfg.creg else theta
             inner_lr = cfg.creg_lr if cfg.creg else cfg.lr
 
@@ -196,7 +208,7 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
                 return weighted_mean(freg_apply(w_, F.softmax(out.detach(), -1)), ce, u_mask, cfg.weight_norm)
 
             outer = virtual_step_loss(unl_loss, lambda q: ce_lab(fwd(q, "x_aug")), inner, inner_lr)
-            w_new, w_state = freg_opt.update(w, grad(outer)(w), _sub(opt_state, F_REG), inp.step, inp.lr_scale)
+            w_new, w_state = freg_opt.update(w, grad(outer)(w), _sub(opt_state, w_keys), inp.step, inp.lr_scale)
             new.update(w_new)
             m = freg_apply(w_new, F.softmax(ls.detach(), -1)).detach()  # Eq. (6)
         else:
@@ -253,7 +265,7 @@ def make_task(cfg: FedDureConfig, param_keys: list[str], epochs: int, input_shap
     if cfg.creg:
         trainable += [C_REG + k for k in param_keys]
     if cfg.freg:
-        trainable += list(F_REG)
+        trainable += list(FREG_KEYS[cfg.freg_form])
     return LocalTask(
         loss=None, step=feddure_step(cfg, param_keys), optimizer=make_optimizer(cfg.optimizer, cfg.lr), epochs=epochs,
         streams=(Stream("lab", cfg.labeled_batch), Stream("unl", cfg.unlabeled_ratio * cfg.labeled_batch)),
@@ -273,7 +285,7 @@ class FedDure:
         self.param_keys = [n for n, _ in ctx.model.named_parameters()]
         self.task = make_task(cfg, self.param_keys, ctx.local_cfg.epochs, ctx.input_shape, ctx.data_mean, ctx.data_std)
         self.global_state = ctx.init_state()
-        self.freg = [freg_init(ctx.n_classes, cfg.freg_hidden, ctx.generator("freg-init", d)) if cfg.freg else {}
+        self.freg = [freg_init(ctx.n_classes, cfg.freg_hidden, ctx.generator("freg-init", d), cfg.freg_form) if cfg.freg else {}
                      for d in range(ctx.n_devices)]
         self.freg = [to_device(ctx, w) for w in self.freg]
         self.data = [{"lab": {"x": c.x_lab, "y": c.y_lab}, "unl": {"u": c.x_unl}} for c in ctx.clients]
