@@ -161,10 +161,11 @@ def _mean_pl(rs: list[dict]) -> list[float]:
 def scale(sweeps: list[Path]) -> str:
     """The ``scale`` table (module docstring): mean ± population std over the runs (n = seeds)."""
     cols = defaultdict(lambda: defaultdict(list))
-    names = {}
+    names, alphas = {}, set()
     for run in _finished(sweeps):
         summary = json.loads((run / "summary.json").read_text())
         bits = float(summary["model_bits"])
+        alphas.add(float(re.search(r"^alpha = (.+)$", (run / "config.toml").read_text(), re.M).group(1)))
         for alg, rs in rows(run).items():
             c = cols[alg]
             names[alg] = summary["algorithms"][alg]["display"]
@@ -175,18 +176,25 @@ def scale(sweeps: list[Path]) -> str:
             pl = _mean_pl(rs)
             if pl:
                 c["pl"].append(float(np.mean(pl)))
+            masks = [float(r["mask_rate"]) for r in rs if r.get("mask_rate") not in (None, "", "nan")]
+            if masks:
+                c["mask"].append(float(np.mean(masks)))
             c["sent"].append((float(rs[-1]["cum_bits_up"]) + float(rs[-1]["cum_bits_down"])) / bits)
             if alg == "um_pfssl":
                 c["helpers"].append(sum(float(r[k] or 0) for r in rs for k in ("downloads_replace", "downloads_update",
                                                                                  "downloads_fill") if r.get(k)))
-    lines = ["| algorithm | n | last (%) | best (%) | variance (%²) | pseudo-labels right (%) | models sent | "
-             "helper downloads |", "|" + " --- |" * 8]
+    (alpha,) = alphas if len(alphas) == 1 else (None,)
+    lines = ["| algorithm | seeds | last round (%) | best round (%) | paper (%) | variance (%²) | pseudo-labels right (%) | "
+             "rows used (%) | models sent | helper downloads |", "|" + " --- |" * 10]
     rank = {a: i for i, a in enumerate(ORDER)}
     for alg in sorted(cols, key=lambda a: rank.get(a, len(ORDER))):
         c = cols[alg]
-        lines.append(f"| {names[alg]} | {len(c['last'])} | {pm(c['last'])} | {pm(c['best'])} | {pm(c['var'], 1e4, 1)} | "
-                     f"{pm(c['pl']) if c['pl'] else '–'} | {pm(c['sent'], 1.0, 0)} | "
-                     f"{pm(c['helpers'], 1.0, 0) if c['helpers'] else '–'} |")
+        paper = PAPER.get(alg, {}).get(alpha)
+        lines.append(f"| {names[alg]} | {len(c['last'])} | {pm(c['last'])} | {pm(c['best'])} | "
+                     f"{'–' if paper is None else f'{paper:.2f}'} | {pm(c['var'], 1e4, 1)} | "
+                     f"{pm(c['pl'], 100.0, 1) if c['pl'] else '–'} | "
+                     f"{pm(c['mask'], 100.0, 1) if c['mask'] else ('100' if c['pl'] else '–')} | "
+                     f"{pm(c['sent'], 1.0, 0)} | {pm(c['helpers'], 1.0, 0) if c['helpers'] else '–'} |")
     return "\n".join(lines)
 
 
