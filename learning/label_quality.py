@@ -6,7 +6,8 @@ Every pseudo-labelling method reports, per round, in ``rounds.csv``:
   pseudo-labels a method *used* (after its confidence threshold, if any)
   that are right, where per device d ``h_d`` is the fraction of its
   pseudo-labelled rows that are used **and** right and ``m_d`` the fraction
-  used (its mask rate; 1 without a threshold). NaN when nothing was used.
+  used (its mask rate; 1 without a threshold). Left out (an empty cell) when
+  nothing was used.
 - ``pseudo_label_accuracy_all`` = mean_d(c_d): the share right among all the
   rows the method labelled, used or not (``c_d``: fraction right).
 
@@ -74,13 +75,13 @@ def label_rates(pseudo: torch.Tensor, truth: torch.Tensor, used: Optional[torch.
 def finish(means: Mapping[str, float]) -> dict[str, float]:
     """Device means of ``pl_hits``/``pl_correct``/``pl_used`` (and any other aux) → the reported columns.
 
-    ``pl_*`` keys are replaced by ``pseudo_label_accuracy`` = hits / used (NaN
-    when used = 0) and ``pseudo_label_accuracy_all`` = correct; other keys pass.
+    ``pl_*`` keys are replaced by ``pseudo_label_accuracy`` = hits / used (left
+    out when used = 0: no label was used, an empty cell in ``rounds.csv``) and
+    ``pseudo_label_accuracy_all`` = correct; other keys pass.
     """
     out = {k: v for k, v in means.items() if k not in (HITS, CORRECT, USED)}
-    if HITS in means and USED in means:
-        used = means[USED]
-        out["pseudo_label_accuracy"] = means[HITS] / used if used > 0 else float("nan")
+    if HITS in means and USED in means and means[USED] > 0:
+        out["pseudo_label_accuracy"] = means[HITS] / means[USED]
     if CORRECT in means:
         out["pseudo_label_accuracy_all"] = means[CORRECT]
     return out
