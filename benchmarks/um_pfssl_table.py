@@ -3,6 +3,8 @@
     python benchmarks/um_pfssl_table.py table1 SWEEP_DIR [DIR:SUFFIX ...]  # runs named data.alpha=A,seed=S
     python benchmarks/um_pfssl_table.py table3 SWEEP_DIR FEDAVG_RUN  # runs named ...update_every=V,seed=S
     python benchmarks/um_pfssl_table.py figures SWEEP_DIR OUT_DIR ALPHA [GRAPH_RUN]
+    python benchmarks/um_pfssl_table.py scale SWEEP_DIR [SWEEP_DIR ...]  # every finished run, by algorithm
+    python benchmarks/um_pfssl_table.py rules SWEEP_DIR  # runs named ...label_rule=R,seed=S
 
 Table 1: per alpha and algorithm, the last round's mean device test accuracy and the
 variance of device accuracies (%²), mean ± population std over the seeds. Table 3:
@@ -148,12 +150,80 @@ def figures(sweep: Path, out: Path, alpha: float, graph_run: Path | None = None)
     return made
 
 
+def _finished(sweeps: list[Path]) -> list[Path]:
+    return [d for s in sweeps for d in sorted(Path(s).iterdir()) if (d / "summary.json").exists()]
+
+
+def _mean_pl(rs: list[dict]) -> list[float]:
+    return [float(r["pseudo_label_accuracy"]) for r in rs if r.get("pseudo_label_accuracy") not in (None, "", "nan")]
+
+
+def scale(sweeps: list[Path]) -> str:
+    """The ``scale`` table (module docstring): mean ± population std over the runs (n = seeds)."""
+    cols = defaultdict(lambda: defaultdict(list))
+    names, alphas = {}, set()
+    for run in _finished(sweeps):
+        summary = json.loads((run / "summary.json").read_text())
+        bits = float(summary["model_bits"])
+        alphas.add(float(re.search(r"^alpha = (.+)$", (run / "config.toml").read_text(), re.M).group(1)))
+        for alg, rs in rows(run).items():
+            c = cols[alg]
+            names[alg] = summary["algorithms"][alg]["display"]
+            accs = [float(r["accuracy"]) for r in rs]
+            c["last"].append(accs[-1])
+            c["best"].append(max(accs))
+            c["var"].append(float(rs[-1]["accuracy_var"]))
+            pl = _mean_pl(rs)
+            if pl:
+                c["pl"].append(float(np.mean(pl)))
+            masks = [float(r["mask_rate"]) for r in rs if r.get("mask_rate") not in (None, "", "nan")]
+            if masks:
+                c["mask"].append(float(np.mean(masks)))
+            c["sent"].append((float(rs[-1]["cum_bits_up"]) + float(rs[-1]["cum_bits_down"])) / bits)
+            if alg == "um_pfssl":
+                c["helpers"].append(sum(float(r[k] or 0) for r in rs for k in ("downloads_replace", "downloads_update",
+                                                                                 "downloads_fill") if r.get(k)))
+    (alpha,) = alphas if len(alphas) == 1 else (None,)
+    lines = ["| algorithm | seeds | last round (%) | best round (%) | paper (%) | variance (%²) | pseudo-labels right (%) | "
+             "rows used (%) | models sent | helper downloads |", "|" + " --- |" * 10]
+    rank = {a: i for i, a in enumerate(ORDER)}
+    for alg in sorted(cols, key=lambda a: rank.get(a, len(ORDER))):
+        c = cols[alg]
+        paper = PAPER.get(alg, {}).get(alpha)
+        lines.append(f"| {names[alg]} | {len(c['last'])} | {pm(c['last'])} | {pm(c['best'])} | "
+                     f"{'–' if paper is None else f'{paper:.2f}'} | {pm(c['var'], 1e4, 1)} | "
+                     f"{pm(c['pl'], 100.0, 1) if c['pl'] else '–'} | "
+                     f"{pm(c['mask'], 100.0, 1) if c['mask'] else ('100' if c['pl'] else '–')} | "
+                     f"{pm(c['sent'], 1.0, 0)} | {pm(c['helpers'], 1.0, 0) if c['helpers'] else '–'} |")
+    return "\n".join(lines)
+
+
+def rules(sweep: Path) -> str:
+    """The ``rules`` table (module docstring), UM-pFSSL only, per run (seed) and rule."""
+    lines = ["| label rule | seed | warm-up (%) | last (%) | best (%) | pseudo-labels right (%), mean of rounds 1–n |",
+             "|" + " --- |" * 6]
+    for run in _finished([sweep]):
+        m = re.search(r"label_rule=([a-z_]+)", run.name)
+        rs = rows(run).get("um_pfssl")
+        if not m or not rs:
+            continue
+        seed = json.loads((run / "summary.json").read_text())["seed"]
+        accs = [100 * float(r["accuracy"]) for r in rs]
+        lines.append(f"| {m.group(1)} | {seed} | {accs[0]:.1f} | {accs[-1]:.1f} | {max(accs):.1f} | "
+                     f"{100 * np.mean(_mean_pl(rs)):.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("table1", "table3", "figures"):
+    if not argv or argv[0] not in ("table1", "table3", "figures", "scale", "rules"):
         print(__doc__)
         return 2
     if argv[0] == "table1":
         print(table1(argv[1:]))
+    elif argv[0] == "scale":
+        print(scale([Path(a) for a in argv[1:]]))
+    elif argv[0] == "rules":
+        print(rules(Path(argv[1])))
     elif argv[0] == "table3":
         print(table3(Path(argv[1]), Path(argv[2])))
     else:

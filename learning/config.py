@@ -38,7 +38,9 @@ class DataConfig:
     ``learning.data.partitions.PARTITIONS`` (each entry lists the fields
     below that it reads); ``alpha`` is the Dirichlet concentration,
     ``labeled_ratio_alpha`` the Dir₂ concentration of the labelled fraction
-    (UM-pFSSL), ``n_clusters`` the 𝒦 of DoFed-SPP's SUBSET split and
+    (UM-pFSSL) and ``min_labeled`` the fewest labelled samples a device gets
+    under ``dirichlet`` (1, the default, as before; 0 is UM-pFSSL's split, in
+    which a device may hold no label), ``n_clusters`` the 𝒦 of DoFed-SPP's SUBSET split and
     ``size_scale`` scales DoFed-SPP's set sizes (500/10/190·C/𝒦).
     ``labeled_fraction`` is the labelled share of each client under ``iid``;
     ``labels_per_class`` and ``server_labeled`` serve FedDure's and the
@@ -54,6 +56,7 @@ class DataConfig:
     partition: str = "dirichlet"
     alpha: Number = 0.5
     labeled_ratio_alpha: Number = 0.5
+    min_labeled: int = 1
     n_clusters: int = 5
     size_scale: Number = 1.0
     labeled_fraction: Number = 1.0
@@ -71,6 +74,7 @@ class DataConfig:
         check_choice("partition", self.partition, PARTITIONS.names)
         check_number("alpha", self.alpha, minimum=0, strict=True)
         check_number("labeled_ratio_alpha", self.labeled_ratio_alpha, minimum=0, strict=True)
+        check_int("min_labeled", self.min_labeled, 0)
         check_int("n_clusters", self.n_clusters, 2)
         check_number("size_scale", self.size_scale, minimum=0, strict=True)
         check_number("labeled_fraction", self.labeled_fraction, minimum=0)

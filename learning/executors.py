@@ -697,7 +697,7 @@ class SequentialExecutor(_Base):
             fn = _custom_step(plan, False, s)
             train, opt_state, aux, new_buf = fn(train, {**fixed, **buffers}, start, opt_state, batch, key, scale)
         buffers = {**buffers, **{k: v.detach() for k, v in new_buf.items()}}
-        n = widths[plan.report]
+        n = max(widths[plan.report], 1)  # an empty report stream (a device without labels): each step weighs 1
         loss_sum = loss_sum + aux["loss"].detach().double() * n
         rows += n
         for k, v in aux.items():
@@ -822,7 +822,7 @@ class VmapExecutor(_Base):
                 opt_state = _tree_where(act_d, new_opt, opt_state)
                 buffers.update({n: _where(act_d, v, buffers[n]) for n, v in new_buf.items()})
             loss_sum += torch.where(st["active"], aux["loss"].detach().double(), 0.0) * st["rows"]
-            rows += torch.tensor(real[plan.report], dtype=torch.float64)
+            rows += st["report_rows"]
             for name, v in aux.items():
                 if name != "loss":
                     aux_sums[name] = aux_sums.get(name, torch.zeros(k, device=device)) + torch.where(act_d, v.detach().float(), 0.0)
@@ -870,7 +870,10 @@ def _stacked_schedule(plan: _Plan, clients: list[int], n_steps: list[int], devic
         entry["active"] = len(ints)
         ints.append(torch.tensor(active, dtype=torch.long))
         entry["rows"] = len(floats)
-        floats.append(torch.tensor(entry["real"][plan.report], dtype=torch.float32))
+        # the reported loss's weight: the report stream's real rows (at least 1 on an active step, as sequentially)
+        report_rows = [max(n, 1) if active[j] else 0 for j, n in enumerate(entry["real"][plan.report])]
+        entry["report_rows"] = torch.tensor(report_rows, dtype=torch.float64)
+        floats.append(torch.tensor(report_rows, dtype=torch.float32))
         scales = [plan.lr_scale(c, s) if active[j] else 1.0 for j, c in enumerate(clients)]
         entry["scale"] = scales[0] if len(set(scales)) == 1 else len(doubles)
         if not isinstance(entry["scale"], float):

@@ -48,6 +48,9 @@ for _spec in (
     ModelSpec("cnn", "image", "learning.models:build_cnn", "DoFed-SPP's two-conv + two-linear CNN (DoFedCNN)", weight_layers=4),
     ModelSpec("cnn_mc", "image", "learning.models:build_cnn_mc",
               "the CNN with Dropout(0.5) after its hidden linear layer (MC dropout at CPU scale)", weight_layers=4),
+    ModelSpec("cnn_mc2", "image", "learning.models:build_cnn_mc2",
+              "the CNN with dropout in two places, as UM-pFSSL's model: 0.25 on the conv maps, 0.5 after the "
+              "hidden linear layer", weight_layers=4),
     ModelSpec("small_cnn", "image", "learning.models:build_small_cnn", "a narrow LeNet-shaped CNN for CPU-scale runs", weight_layers=4),
     ModelSpec("peer_cnn", "image", "learning.models:build_peer_cnn", "the peer benchmark's CNN (PeerCNN)", weight_layers=4),
     ModelSpec("text", "text", "learning.models:build_text", "EmbeddingBag + Linear text classifier (torchtext tutorial)", weight_layers=2),

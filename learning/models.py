@@ -52,13 +52,20 @@ class DoFedCNN(nn.Module):
     1×8×8 → 2×2 feature maps before the first Linear.
     """
 
-    def __init__(self, in_channels: int, image_size: int | tuple[int, int], n_classes: int, dropout: float = 0.0) -> None:
+    def __init__(self, in_channels: int, image_size: int | tuple[int, int], n_classes: int, dropout: float = 0.0,
+                 conv_dropout: float = 0.0) -> None:
+        """``dropout``: Dropout(p) after the hidden linear layer; ``conv_dropout``: Dropout(p) on the last
+        conv block's pooled maps (before the first Linear); 0 leaves a layer out."""
         super().__init__()
         h, w = _hw(image_size)
         if h < 4 or w < 4:
             raise ValueError(f"image_size(={image_size}) must be >= 4 (two 2x2 max-pools)")
+        for name, p in (("dropout", dropout), ("conv_dropout", conv_dropout)):
+            if not 0.0 <= p < 1.0:
+                raise ValueError(f"{name}(={p}) must be in [0, 1)")
         self.conv1 = nn.Conv2d(in_channels, 32, 3, padding=1)
         self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.conv_drop = Dropout(conv_dropout) if conv_dropout > 0 else None
         self.fc1 = nn.Linear(64 * (h // 4) * (w // 4), 128)
         self.drop = Dropout(dropout) if dropout > 0 else None
         self.fc2 = nn.Linear(128, n_classes)
@@ -66,6 +73,8 @@ class DoFedCNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        if self.conv_drop is not None:
+            x = self.conv_drop(x)
         x = F.relu(self.fc1(torch.flatten(x, 1)))
         return self.fc2(self.drop(x) if self.drop is not None else x)
 
@@ -231,6 +240,13 @@ def build_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn
 def build_cnn_mc(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
     """:class:`DoFedCNN` with Dropout(0.5) after its hidden linear layer (UM-pFSSL's MC-dropout rule on a CNN)."""
     return DoFedCNN(shape[0], (shape[1], shape[2]), n_classes, dropout=0.5)
+
+
+def build_cnn_mc2(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """:class:`DoFedCNN` with dropout in two places, as UM-pFSSL's ResNet-9 (after its last two conv-BN layers;
+    "and all FC layers except the output"): Dropout(0.25) on the last conv block's maps, Dropout(0.5) after
+    the hidden linear layer. Same parameters as ``cnn_mc``."""
+    return DoFedCNN(shape[0], (shape[1], shape[2]), n_classes, dropout=0.5, conv_dropout=0.25)
 
 
 def build_small_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:

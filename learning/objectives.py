@@ -18,6 +18,10 @@ Each ``*_loss`` builder returns ``loss(net, batch, key) -> (loss, aux)`` for a
 - :func:`soft_target_loss` — ``KL(ŷ ‖ softmax(f(x)))`` to soft targets
   (``x``, ``q``), UM-pFSSL's pseudo-labelled step and distillation.
 
+The FixMatch and UDA losses also report the accuracy of their pseudo-labels
+when the unlabelled stream carries the hidden true labels
+(``learning.label_quality``; measurement only, no gradient, no draw).
+
 All losses are masked means over the real rows of their streams
 (``Batch.mean``), so padded rows of a vectorised step count for nothing and
 the sequential and vectorised executors agree.
@@ -29,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from learning.executors import DEFAULT_OBJECTIVE, supervised_loss
+from learning.label_quality import batch_label_aux
 
 
 def kl_to_soft(logits: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -63,7 +68,8 @@ def fixmatch_loss(threshold: float = 0.95, lambda_u: float = 1.0, x_key: str = "
         mask = (conf >= threshold).to(ls.dtype)
         unsup = b.mean(mask * F.cross_entropy(ls, pseudo, reduction="none"), "u_strong")
         total = sup + lambda_u * unsup
-        return total, {"loss": total, "loss_x": sup, "loss_u": unsup, "mask_rate": b.mean(mask, "u_strong")}
+        return total, {"loss": total, "loss_x": sup, "loss_u": unsup, "mask_rate": b.mean(mask, "u_strong"),
+                       **batch_label_aux(b, pseudo, mask, "u_strong")}
 
     return loss
 
@@ -80,7 +86,8 @@ def uda_loss(threshold: float = 0.6, temperature: float = 1.0, lambda_max: float
         unsup = b.mean(mask * kl_to_soft(ls, sharpen(p, temperature)), "u_strong")
         lam = lambda_max * min(1.0, (b.step + 1) / ramp_steps)
         total = sup + lam * unsup
-        return total, {"loss": total, "loss_x": sup, "loss_u": unsup, "mask_rate": b.mean(mask, "u_strong")}
+        return total, {"loss": total, "loss_x": sup, "loss_u": unsup, "mask_rate": b.mean(mask, "u_strong"),
+                       **batch_label_aux(b, p.argmax(-1), mask, "u_strong")}
 
     return loss
 

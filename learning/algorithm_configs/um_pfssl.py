@@ -12,6 +12,8 @@ from learning.algorithm_configs import ScenarioFacts, declare
 FORMS = ("arxiv", "journal")
 HELPER_DEVICES = ("all", "sampled")
 UPDATE_RULES = ("every_nu", "from_nu")
+LABEL_RULES = ("most_certain", "mean", "corr_weighted")
+LOCAL_STEPS = ("per_batch", "per_epoch")
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,15 @@ class UMPFSSLConfig:
     warm-up's local epochs on labelled data (round 0); ``vectorize``: a device's helper stack in one vmap
     ("on"), one model at a time ("off"), or "auto" (vmap on a GPU; on a CPU the loop is faster,
     benchmarks/RESULTS.md). The two agree to float rounding, not bit for bit. ``lr``: overrides ``[train]
-    lr`` for the local steps (unset: ``[train]``'s; each mini-batch takes two steps, docs/um_pfssl.md)."""
+    lr`` for the local steps (unset: ``[train]``'s; each mini-batch takes two steps, docs/um_pfssl.md).
+
+    ``label_rule``: how a device's soft label of x comes from its helpers' MC-dropout predictions P_j(x):
+    "most_certain" (Eq. 11: P_{j*} with j* = argmin_j H_j(x), default), "mean" ((1/|H_k|) Σ_j P_j) or
+    "corr_weighted" (Σ_j Corr(k|j)·P_j / Σ_j Corr(k|j), the aggregation's weights). ``label_threshold``: unset
+    (Alg. 1: every x) or τ ∈ (0, 1]: the KL step trains only on the x whose soft label has max_c ŷ_c ≥ τ (a
+    masked mean over the batch, FixMatch's form). ``local_steps``: "per_batch" (each mini-batch one CE step, then
+    one KL step, default) or "per_epoch" (Alg. 1 read literally: each epoch one epoch of CE steps over D^s, then
+    one epoch of KL steps over D^u, the optimizer state restarting at each phase)."""
 
     helpers: int = 5
     replace: int = 2
@@ -36,6 +46,9 @@ class UMPFSSLConfig:
     warmup_epochs: int = 5
     vectorize: str = "auto"
     lr: Optional[float] = None
+    label_rule: str = "most_certain"
+    label_threshold: Optional[float] = None
+    local_steps: str = "per_batch"
 
     def __post_init__(self):
         check_int("helpers", self.helpers, 1)
@@ -51,6 +64,11 @@ class UMPFSSLConfig:
         check_int("warmup_epochs", self.warmup_epochs, 0)
         check_choice("vectorize", self.vectorize, ("auto", "on", "off"))
         check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
+        check_choice("label_rule", self.label_rule, LABEL_RULES)
+        check_number("label_threshold", self.label_threshold, minimum=0, strict=True, allow_none=True)
+        if self.label_threshold is not None and self.label_threshold > 1:
+            fail("label_threshold", self.label_threshold, "a confidence in (0, 1] (or unset: no threshold)")
+        check_choice("local_steps", self.local_steps, LOCAL_STEPS)
 
 
 def check_um_pfssl(cfg: UMPFSSLConfig, facts: ScenarioFacts) -> None:

@@ -81,6 +81,7 @@ from learning.algorithms.common import (
 )
 from learning.algorithms.registry import register
 from learning.context import Context
+from learning.label_quality import label_rates, round_label_metrics
 from learning.costs import forward_cycles_per_sample
 from learning.state import sent_numbers
 from learning.inference import evaluate, predict_proba
@@ -345,13 +346,14 @@ class DofedSpp:
         uncovered = [d for d, ids in assign.items() if not ids or self.rho[d, list(ids)].sum() <= 0]
         own = {d: evaluate(ctx.model, [self.tar[d]], ctx.clients[d].x_unl, ctx.clients[d].y_unl_hidden,
                            ctx.train_cfg.eval_batch_size)[0] for d in uncovered}
-        datasets, lab_acc, start = [], [], 0
+        datasets, lab_acc, pl_rates, start = [], [], [], 0
         for d, c in enumerate(ctx.clients):
             k = c.x_unl.shape[0]
             p = pseudo[start:start + k]
             start += k
             keep = p >= 0
             lab_acc.append(own[d] if d in own else float((p == c.y_unl_hidden).float().mean()) if k else float("nan"))
+            pl_rates.append(label_rates(p, c.y_unl_hidden, keep))  # scored against the hidden labels, not trained
             datasets.append((torch.cat([c.x_unl[keep], c.x_lab]), torch.cat([p[keep].to(c.y_lab.dtype), c.y_lab])))
         # Phase 3: teacher–student step on pseudo ∪ labelled target data (Eq. 22).
         tar_before = self.tar
@@ -364,6 +366,7 @@ class DofedSpp:
         self._gc()
         metrics = {**accuracy_metrics(evaluate_personal(ctx, self.tar))}
         metrics.update(accuracy_metrics(lab_acc, "labeling_accuracy"))
+        metrics.update(round_label_metrics(pl_rates))
         metrics.update({
             "train_loss": mean_loss(rec_result),
             "target_train_loss": mean_loss(tar_result),

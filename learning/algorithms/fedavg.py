@@ -62,6 +62,7 @@ from learning.algorithms.registry import register_variants
 from learning.context import Context
 from learning.costs import task_cycles
 from learning.executors import LocalTask, Stream, View
+from learning.label_quality import TRUTH
 from learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
 from learning.optim import make_schedule
 from learning.algorithm_configs.fedavg import (  # noqa: F401 (re-exported)
@@ -146,10 +147,11 @@ def make_task(ctx: Context, cfg: FedAvgConfig) -> LocalTask:
 
 
 def client_streams(ctx: Context, cfg: FedAvgConfig, d: int) -> dict:
-    """Device ``d``'s data as the task's streams."""
+    """Device ``d``'s data as the task's streams (the unlabelled stream carries the hidden true labels under
+    ``TRUTH``, read only to score the pseudo-labels, ``learning.label_quality``)."""
     c = ctx.clients[d]
     if cfg.objective != "supervised":
-        return {"lab": {"x": c.x_sup, "y": c.y_sup}, "unl": {"u": c.x_unl}}
+        return {"lab": {"x": c.x_sup, "y": c.y_sup}, "unl": {"u": c.x_unl, TRUTH: c.y_unl_hidden}}
     if cfg.data == "all_labels":
         return {"main": {"x": torch.cat([c.x_sup, c.x_unl]), "y": torch.cat([c.y_sup, c.y_unl_hidden])}}
     return {"main": {"x": c.x_sup, "y": c.y_sup}}

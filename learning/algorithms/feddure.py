@@ -64,6 +64,7 @@ from learning.algorithms.common import (
 )
 from learning.algorithms.registry import register_variants
 from learning.context import Context
+from learning.label_quality import TRUTH, batch_label_aux
 from learning.costs import task_cycles, training_passes
 from learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
 from learning.optim import make_optimizer
@@ -247,7 +248,7 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
         state = {name: {**t_state.get(name, {}), **c_state.get(name, {}), **w_state.get(name, {})}
                  for name in opt_state}
         aux = {"loss": total.detach(), "loss_x": sup.detach(), "loss_u": unsup.detach(), "feedback": d,
-               "weight_mean": b.mean(m, "u_strong").detach()}
+               "weight_mean": b.mean(m, "u_strong").detach(), **batch_label_aux(b, y_hat, m, "u_strong")}
         return new, state, aux
 
     return step
@@ -288,7 +289,8 @@ class FedDure:
         self.freg = [freg_init(ctx.n_classes, cfg.freg_hidden, ctx.generator("freg-init", d), cfg.freg_form) if cfg.freg else {}
                      for d in range(ctx.n_devices)]
         self.freg = [to_device(ctx, w) for w in self.freg]
-        self.data = [{"lab": {"x": c.x_lab, "y": c.y_lab}, "unl": {"u": c.x_unl}} for c in ctx.clients]
+        self.data = [{"lab": {"x": c.x_lab, "y": c.y_lab}, "unl": {"u": c.x_unl, TRUTH: c.y_unl_hidden}}  # TRUTH: scored only
+                     for c in ctx.clients]
         self.sizes = [{"lab": c.x_lab.shape[0], "unl": c.x_unl.shape[0]} for c in ctx.clients]
         self.selected: tuple[int, ...] = ()
 

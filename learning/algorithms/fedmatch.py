@@ -57,6 +57,7 @@ from learning.algorithms.common import (
 from learning.algorithms.registry import register
 from learning.augment import make_augmentation
 from learning.context import Context
+from learning.label_quality import TRUTH, batch_label_aux
 from learning.costs import forward_cycles, task_cycles
 from learning.executors import LocalTask, LocalTrainResult, Stream, View
 from learning.objectives import kl_to_soft
@@ -154,7 +155,7 @@ def unsupervised_loss(cfg: FedMatchConfig, keys: Sequence[str], n_helpers: int, 
         psi = [allp[PSI + k] for k in keys]
         reg = cfg.lambda_l1 * sum(v.abs().sum() for v in psi) + cfg.lambda_l2 * sum(
             ((sigma[k] - v) ** 2).sum() for k, v in zip(keys, psi))
-        return unsup + reg, {"loss_u": unsup, "mask_rate": b.mean(conf, "u")}
+        return unsup + reg, {"loss_u": unsup, "mask_rate": b.mean(conf, "u"), **batch_label_aux(b, label, conf, "u")}
 
     return terms
 
@@ -241,7 +242,7 @@ class FedMatch:
 
     def streams(self, d: int) -> dict:
         c = self.ctx.clients[d]
-        out = {"unl": {"u": c.x_unl}}
+        out = {"unl": {"u": c.x_unl, TRUTH: c.y_unl_hidden}}  # TRUTH: scored against, never trained on
         if self.cfg.labels == "client":
             out = {"lab": {"x": c.x_sup, "y": c.y_sup}, **out}
         return out

@@ -53,6 +53,7 @@ from learning.algorithms.common import (
 from learning.algorithms.registry import register_variants
 from learning.augment import make_augmentation
 from learning.context import Context
+from learning.label_quality import TRUTH, batch_label_aux
 from learning.costs import task_cycles
 from learning.executors import LocalTask, Stream, View
 from learning.algorithm_configs.fedmix import WEIGHTINGS, FedMixConfig, VARIANTS  # noqa: F401 (re-exported)
@@ -121,7 +122,8 @@ def client_loss(cfg: FedMixConfig):
         unsup = b.mean(mask * F.cross_entropy(lp, label, reduction="none"), "u_pi")
         pull = squared_distance(net.params, net.fixed, SIGMA)
         total = cfg.lambda_1 * unsup + cfg.lambda_2 * pull
-        return total, {"loss": total, "loss_u": unsup, "pull": pull, "mask_rate": b.mean(mask, "u_pi")}
+        return total, {"loss": total, "loss_u": unsup, "pull": pull, "mask_rate": b.mean(mask, "u_pi"),
+                       **batch_label_aux(b, label, mask, "u_pi")}
 
     return loss
 
@@ -184,7 +186,7 @@ class FedMix:
         self.counts[sel] += 1
         frozen_sigma = {SIGMA + k: sigma[k] for k in self.param_keys}
         starts = [{**self.theta, **frozen_sigma} for _ in sel]
-        data = [{"unl": {"u": ctx.clients[d].x_unl}} for d in sel]
+        data = [{"unl": {"u": ctx.clients[d].x_unl, TRUTH: ctx.clients[d].y_unl_hidden}} for d in sel]  # TRUTH: scored only
         result = train_devices(ctx, self.name, r, sel, starts, data, self.task)
         psis = [{k: v for k, v in s.items() if not k.startswith(SIGMA)} for s in result.params]
         arrived = set(outcome.arrived)

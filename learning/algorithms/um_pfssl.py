@@ -68,10 +68,13 @@ from learning.algorithms.common import (
 from learning.algorithms.registry import register
 from learning.context import Context
 from learning.costs import forward_cycles, task_cycles
-from learning.executors import LocalTask, StepInputs, Stream
+from learning.executors import LocalTask, LocalTrainResult, StepInputs, Stream
 from learning.inference import entropy, evaluate, mc_dropout_proba
 from learning.objectives import cross_entropy_loss, kl_to_soft
-from learning.algorithm_configs.um_pfssl import FORMS, HELPER_DEVICES, UPDATE_RULES, UMPFSSLConfig  # noqa: F401 (re-exported)
+from learning.label_quality import label_rates, round_label_metrics
+from learning.algorithm_configs.um_pfssl import (  # noqa: F401 (re-exported)
+    FORMS, HELPER_DEVICES, LABEL_RULES, LOCAL_STEPS, UPDATE_RULES, UMPFSSLConfig,
+)
 
 
 # --------------------------------------------------------------------------- formulas
@@ -123,11 +126,43 @@ def refresh_list(members: Sequence[int], k: int, corr_of: Mapping[int, float], r
     return sorted(j for j in members if j != k and j not in low)
 
 
-def pseudo_labels(probs: torch.Tensor) -> torch.Tensor:
-    """Soft labels ``(n, C)`` from helpers' predictions ``(M, n, C)``: per sample the most certain helper's
-    (lowest entropy, Eq. 11; ties to the first)."""
-    best = entropy(probs).argmin(0)
-    return probs[best, torch.arange(probs.shape[1], device=probs.device)]
+def corr_weights(corrs: Sequence[float]) -> list[float]:
+    """The aggregation's (and ``corr_weighted`` labels') helper weights: Corr clipped at 0; all zero → equal."""
+    w = [max(float(c), 0.0) for c in corrs]
+    return w if sum(w) > 0 else [1.0] * len(w)
+
+
+def pseudo_labels(probs: torch.Tensor, rule: str = "most_certain", weights: Sequence[float] | None = None) -> torch.Tensor:
+    """Soft labels ``(n, C)`` from M helpers' MC-dropout predictions ``probs`` ``(M, n, C)``.
+
+    - ``"most_certain"`` (Eq. 11): ŷ(x) = P_{j*}(x), j* = argmin_j H_j(x) (lowest entropy; ties to the first);
+    - ``"mean"``: ŷ(x) = (1/M) Σ_j P_j(x);
+    - ``"corr_weighted"``: ŷ(x) = Σ_j a_j P_j(x) / Σ_j a_j with ``weights`` a_j ≥ 0 (Corr(k|j), :func:`corr_weights`).
+
+    Each is a convex combination of the helpers' predictions, so each row still sums to 1.
+    """
+    if probs.dim() != 3:
+        raise ValueError(f"probs(shape={tuple(probs.shape)}) must be (M helpers, n samples, C classes)")
+    if rule == "most_certain":
+        best = entropy(probs).argmin(0)
+        return probs[best, torch.arange(probs.shape[1], device=probs.device)]
+    if rule == "mean":
+        return probs.mean(0)
+    if rule == "corr_weighted":
+        if weights is None or len(weights) != probs.shape[0]:
+            raise ValueError(f"corr_weighted needs one weight per helper ({probs.shape[0]}); got {weights!r}")
+        w = torch.as_tensor(list(weights), dtype=probs.dtype, device=probs.device)
+        if bool((w < 0).any()) or not float(w.sum()) > 0:
+            raise ValueError(f"corr_weighted weights must be >= 0 and not all 0; got {list(weights)}")
+        return torch.einsum("mnc,m->nc", probs, w / w.sum())
+    raise ValueError(f"label rule {rule!r}; expected one of {LABEL_RULES}")
+
+
+def confident(q: torch.Tensor, threshold: float | None) -> torch.Tensor:
+    """The KL step's row mask ``(n,)``: 1.0 where max_c ŷ_c ≥ τ, 0.0 elsewhere; all 1.0 without a threshold."""
+    if threshold is None:
+        return torch.ones(q.shape[0], dtype=q.dtype, device=q.device)
+    return (q.max(-1).values >= threshold).to(q.dtype) if q.shape[0] else q.new_zeros(0)
 
 
 def protocol_steps(t: int, cfg: UMPFSSLConfig) -> tuple[bool, bool]:
@@ -165,7 +200,8 @@ def alternating_step(opt, param_keys: Sequence[str]):
 
         def kl(p):
             out = net.apply(p, b["u"], b.mask("u") if b.padded else None, b.rows("u"))
-            return b.mean(kl_to_soft(out, b["q"]), "u")
+            per_row = kl_to_soft(out, b["q"])
+            return b.mean(per_row * b["m"] if "m" in b else per_row, "u")  # "m": label_threshold's mask
 
         g = grad(ce)(params)
         params, state = opt.update(params, g, inp.opt_state, 2 * inp.step, inp.lr_scale)
@@ -174,6 +210,18 @@ def alternating_step(opt, param_keys: Sequence[str]):
         return params, state, {"loss": ce(params).detach(), "kl": kl(params).detach()}
 
     return step
+
+
+def kl_loss(u_key: str = "u"):
+    """``per_epoch``'s KL phase: mean over the batch of ``m·KL(ŷ ‖ softmax f(u))`` (``m`` = 1 without a threshold)."""
+
+    def loss(net, b, key):
+        (out,) = net.logits(b, u_key)
+        per_row = kl_to_soft(out, b["q"])
+        value = b.mean(per_row * b["m"] if "m" in b else per_row, u_key)
+        return value, {"loss": value}
+
+    return loss
 
 
 # --------------------------------------------------------------------------- the backend
@@ -206,6 +254,9 @@ class UMPFSSL:
                               trainable=frozenset(keys))
         self.warmup = LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=cfg.warmup_epochs,
                                 streams=(Stream("lab", t.batch_size),))
+        # local_steps = "per_epoch": one epoch of CE on D^s, then one of KL on D^u, E times
+        self.ce_epoch = LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, streams=(Stream("lab", t.batch_size),))
+        self.kl_epoch = LocalTask(loss=kl_loss("u"), optimizer=opt, streams=(Stream("unl", t.batch_size),))
         w0 = ctx.init_state()
         self.pool: dict[tuple[int, int], dict] = {(j, -1): w0 for j in range(n)}  # (device, version) → model
         self.latest = [-1] * n  # the version of each device's model on the server (= on the device)
@@ -216,7 +267,7 @@ class UMPFSSL:
                              for c in ctx.clients]
         self.transmissions = 0
         self._pending: dict[int, tuple[dict[int, int], dict[int, _Seen]]] = {}
-        self._train: dict[int, tuple[object, torch.Tensor]] = {}  # sampled device → (its data, its soft labels)
+        self._train: dict[int, tuple] = {}  # sampled device → (its data, its soft labels, threshold mask or None)
         self._accuracy: dict[tuple[int, int], tuple[float, float]] = {}
         self.selected: tuple[int, ...] = ()
         self.vectorize = cfg.vectorize == "on" or (cfg.vectorize == "auto" and ctx.device.type == "cuda")
@@ -309,7 +360,7 @@ class UMPFSSL:
             n_s, n_u = self.sizes[k]
             cycles = {"helpers": forward_cycles(ctx.cycles_per_sample, n_s + n_u, counts["evaluated"], cfg.mc_passes)}
             if sampled:
-                cycles["train"] = task_cycles(self.task, {"lab": n_s, "unl": n_u}, ctx.cycles_per_sample)
+                cycles["train"] = self._train_cycles(n_s, n_u)
             downloads = counts["replace"] + counts["update"] + counts["fill"]
             work.append(DeviceWork(k, cycles, upload_bits=bits if sampled else 0.0, download_bits=downloads * bits))
         sent = totals["replace"] + totals["update"] + totals["fill"] + len(self.selected)
@@ -318,6 +369,34 @@ class UMPFSSL:
                 "downloads_fill": totals["fill"], "helper_evaluations": totals["evaluated"], "transmissions": sent,
                 "transmissions_total": self.transmissions}
         return RoundPlan(tuple(work), info=info)
+
+    def _train_cycles(self, n_s: int, n_u: int) -> float:
+        """The local training's cycles: the task's real passes (per_batch), or E·(a CE epoch + a KL epoch)."""
+        cps = self.ctx.cycles_per_sample
+        if self.cfg.local_steps == "per_batch":
+            return task_cycles(self.task, {"lab": n_s, "unl": n_u}, cps)
+        return self.ctx.local_cfg.epochs * (task_cycles(self.ce_epoch, {"lab": n_s}, cps)
+                                            + task_cycles(self.kl_epoch, {"unl": n_u}, cps))
+
+    def _train_per_epoch(self, t: int, train: Sequence[int], starts: list, data: list) -> LocalTrainResult:
+        """``local_steps = "per_epoch"``: E times a CE epoch on D^s (generator stream ``"train"`` in epoch 0, as every
+        algorithm's labelled order) then a KL epoch on D^u; the reported loss is the CE phases' mean."""
+        ctx, states, ce_losses, kls, steps = self.ctx, list(starts), [], [], [0] * len(train)
+        for e in range(ctx.local_cfg.epochs):
+            ce = train_devices(ctx, self.name, t, train, states, [{"lab": d["lab"]} for d in data], self.ce_epoch,
+                               stream="train" if e == 0 else f"train-ce-{e}")
+            kl = train_devices(ctx, self.name, t, train, ce.params, [{"unl": d["unl"]} for d in data], self.kl_epoch,
+                               stream=f"train-kl-{e}")
+            states = kl.params
+            ce_losses.append(ce.mean_loss)
+            kls.append(kl.mean_loss)
+            steps = [a + b + c for a, b, c in zip(steps, ce.n_steps, kl.n_steps)]
+
+        def mean_over_epochs(per_epoch: list[list[float]]) -> list[float]:
+            cols = [[v for v in col if not math.isnan(v)] for col in zip(*per_epoch)]
+            return [float(np.mean(c)) if c else float("nan") for c in cols]
+
+        return LocalTrainResult(states, mean_over_epochs(ce_losses), steps, {"kl": mean_over_epochs(kls)})
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, t = self.ctx, outcome.round_index
@@ -334,17 +413,24 @@ class UMPFSSL:
             starts, data = [], []
             for k in train:
                 members, seen = self.lists[k], self.seen[k]
-                weights = [(self.pool[(j, v)], max(seen[j].corr, 0.0)) for j, v in sorted(members.items())]
-                if sum(w for _, w in weights) <= 0:
-                    weights = [(s, 1.0) for s, _ in weights]
-                starts.append(weighted_average(weights))
+                helpers = sorted(members.items())
+                a = corr_weights([seen[j].corr for j, _ in helpers])
+                starts.append(weighted_average([(self.pool[(j, v)], w) for (j, v), w in zip(helpers, a)]))
                 c = ctx.clients[k]
-                probs = torch.stack([seen[j].probs for j in sorted(members)])
-                q = pseudo_labels(probs) if c.x_unl.shape[0] else torch.zeros(0, ctx.n_classes, device=c.x_unl.device)
-                data.append({"lab": {"x": c.x_sup, "y": c.y_sup}, "unl": {"u": c.x_unl, "q": q}})
-                self._train[k] = (c, q)
+                if c.x_unl.shape[0]:
+                    q = pseudo_labels(torch.stack([seen[j].probs for j, _ in helpers]), self.cfg.label_rule, a)
+                else:
+                    q = torch.zeros(0, ctx.n_classes, device=c.x_unl.device)
+                unl = {"u": c.x_unl, "q": q}
+                if self.cfg.label_threshold is not None:
+                    unl["m"] = confident(q, self.cfg.label_threshold)
+                data.append({"lab": {"x": c.x_sup, "y": c.y_sup}, "unl": unl})
+                self._train[k] = (c, q, unl.get("m"))
             task = self.task
-        result = train_devices(ctx, self.name, t, train, starts, data, task) if train else None
+        if train and t > 0 and self.cfg.local_steps == "per_epoch":
+            result = self._train_per_epoch(t, train, starts, data)
+        else:
+            result = train_devices(ctx, self.name, t, train, starts, data, task) if train else None
         for k, state in zip(train, result.params if result else []):
             self.pool[(k, t)] = state
             self.latest[k] = t
@@ -374,9 +460,8 @@ class UMPFSSL:
         metrics = {**accuracy_metrics(accs), **accuracy_metrics(labs, "labeling_accuracy")}
         if result is not None:  # train_devices has checked its losses
             metrics["train_loss"] = mean_loss(result)
-        pl = [float((q.argmax(-1) == c.y_unl_hidden).float().mean()) for c, q in self._train.values() if q.shape[0]]
-        if pl:
-            metrics["pseudo_label_accuracy"] = float(np.mean(pl))
+        metrics.update(round_label_metrics([label_rates(q, c.y_unl_hidden, m) for c, q, m in self._train.values()],
+                                           mask_rate=self.cfg.label_threshold is not None))
         corrs = [s.corr for seen in self.seen for s in seen.values()]
         if corrs:
             metrics["helper_corr"] = float(np.mean(corrs))

@@ -346,12 +346,17 @@ def _apportion(total: int, weights: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _split_labeled(ix: np.ndarray, ratio_alpha: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(μ, 1−μ) ~ Dir_2(ratio_alpha); round(μ·n) of the client's indices (at least 1) become labelled."""
+def _split_labeled(ix: np.ndarray, ratio_alpha: float, rng: np.random.Generator,
+                   min_labeled: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(μ, 1−μ) ~ Dir_2(ratio_alpha); min(n, max(min_labeled, round(μ·n))) of the client's n indices become labelled.
+
+    ``min_labeled = 0`` lets a client with round(μ·n) = 0 be fully unlabelled (UM-pFSSL's split allows it); the
+    draws are the same for any ``min_labeled``, so only such clients change.
+    """
     if len(ix) == 0:
         return ix, ix
     mu = rng.dirichlet((ratio_alpha, ratio_alpha))[0]
-    n_labeled = min(len(ix), max(1, round(mu * len(ix))))
+    n_labeled = min(len(ix), max(min_labeled, round(mu * len(ix))))
     perm = rng.permutation(ix)
     return np.sort(perm[:n_labeled]), np.sort(perm[n_labeled:])
 
@@ -359,12 +364,13 @@ def _split_labeled(ix: np.ndarray, ratio_alpha: float, rng: np.random.Generator)
 def dirichlet_partition(y_train, y_test, n_clients: int, alpha: float, rng: np.random.Generator,
                         labeled_ratio_alpha: float = 0.5, min_size: int = 10, *, test_size: int | None = None,
                         n_classes: int | None = None, balance: bool = False,
-                        max_tries: int = 1000) -> list[ClientSplit]:
+                        max_tries: int = 1000, min_labeled: int = 1) -> list[ClientSplit]:
     """UM-pFSSL: per class p_c ~ Dir_K(α) splits the whole train pool; per client (μ, 1−μ) ~ Dir_2(0.5).
 
     Every train-pool index goes to exactly one client (redrawn until each
-    has >= ``min_size``); a fraction μ_k of a client's data (at least one
-    sample) is labelled, the rest unlabelled. ``test`` has the client's label
+    has >= ``min_size``); a fraction μ_k of a client's data (rounded, at least
+    ``min_labeled`` samples: 1 by default, 0 for the paper's split, where a
+    client may hold no label) is labelled, the rest unlabelled. ``test`` has the client's label
     distribution: with ``test_size`` None the test pool is cut by the same
     p_c (disjoint across clients), else ``test_size`` samples per client
     apportioned to its train class counts.
@@ -375,6 +381,7 @@ def dirichlet_partition(y_train, y_test, n_clients: int, alpha: float, rng: np.r
     labeled_ratio_alpha = _positive("labeled_ratio_alpha", labeled_ratio_alpha)
     min_size = _count("min_size", min_size, 0)
     max_tries = _count("max_tries", max_tries, 1)
+    min_labeled = _count("min_labeled", min_labeled, 0)
     if test_size is not None:
         _count("test_size", test_size, 1)
     parts, props = _dirichlet_assign(_by_class(y_train, n_classes), n_clients, alpha, rng, min_size, balance, max_tries)
@@ -387,7 +394,7 @@ def dirichlet_partition(y_train, y_test, n_clients: int, alpha: float, rng: np.r
                 test_parts[k].append(part)
     splits = []
     for k, ix in enumerate(parts):
-        labeled, unlabeled = _split_labeled(ix, labeled_ratio_alpha, rng)
+        labeled, unlabeled = _split_labeled(ix, labeled_ratio_alpha, rng, min_labeled)
         if test_size is None:
             test = _sorted(test_parts[k])
         elif len(ix) == 0:
@@ -569,9 +576,9 @@ def _iid(y_tr, y_te, n, rng, n_classes, labeled_fraction, test_size):
     return None, iid_partition(y_tr, y_te, n, rng, labeled_fraction, test_size=test_size, n_classes=n_classes)
 
 
-def _dirichlet(y_tr, y_te, n, rng, n_classes, alpha, labeled_ratio_alpha, test_size):
+def _dirichlet(y_tr, y_te, n, rng, n_classes, alpha, labeled_ratio_alpha, min_labeled, test_size):
     return None, dirichlet_partition(y_tr, y_te, n, alpha, rng, labeled_ratio_alpha, test_size=test_size,
-                                     n_classes=n_classes)
+                                     n_classes=n_classes, min_labeled=min_labeled)
 
 
 def _subset(y_tr, y_te, n, rng, n_classes, n_clusters, size_scale, test_size):
@@ -607,7 +614,7 @@ PARTITIONS = Registry("partition")
 
 for _spec in (
     PartitionSpec("iid", ("labeled_fraction", "test_size"), _iid, "equal random shares"),
-    PartitionSpec("dirichlet", ("alpha", "labeled_ratio_alpha", "test_size"), _dirichlet,
+    PartitionSpec("dirichlet", ("alpha", "labeled_ratio_alpha", "min_labeled", "test_size"), _dirichlet,
                   "UM-pFSSL: per-class Dir_K(alpha), labelled share per client ~ Dir_2"),
     PartitionSpec("subset", ("n_clusters", "size_scale", "test_size"), _subset,
                   "DoFed-SPP SUBSET: train and target sets from two class clusters"),

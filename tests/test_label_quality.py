@@ -1,0 +1,88 @@
+"""Pseudo-label accuracy: the shared tallies by hand, and a measurement that changes no other metric."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+
+from learning.executors import Batch
+from learning.label_quality import TRUTH, batch_label_aux, finish, label_rates, round_label_metrics
+from scenarios.run import run_scenario
+from scenarios.schema import load_scenario
+
+
+def test_label_rates_and_finish_by_hand():
+    # rows: right, right, wrong (not used), right (not used)
+    r = label_rates(torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1, 1, 2]), torch.tensor([1.0, 1.0, 0.0, 0.0]))
+    assert r == {"pl_hits": 0.5, "pl_correct": 0.75, "pl_used": 0.5}
+    assert finish(r) == {"pseudo_label_accuracy": 1.0, "pseudo_label_accuracy_all": 0.75}
+    # soft labels are scored by their arg-max; without a mask every row is used
+    soft = torch.tensor([[0.6, 0.4], [0.3, 0.7], [0.9, 0.1]])
+    assert label_rates(soft, torch.tensor([0, 0, 0])) == {"pl_hits": 2 / 3, "pl_correct": 2 / 3, "pl_used": 1.0}
+    assert label_rates(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long)) == {}
+    with pytest.raises(ValueError, match="one label per true label"):
+        label_rates(torch.zeros(3, dtype=torch.long), torch.zeros(2, dtype=torch.long))
+
+
+def test_round_metrics_are_a_ratio_of_device_means():
+    a = {"pl_hits": 0.5, "pl_correct": 0.75, "pl_used": 0.5}
+    b = {"pl_hits": 0.2, "pl_correct": 0.2, "pl_used": 1.0}
+    got = round_label_metrics([a, {}, b], mask_rate=True)  # a device without rows is skipped
+    assert got["pseudo_label_accuracy"] == pytest.approx(0.35 / 0.75)
+    assert got["pseudo_label_accuracy_all"] == pytest.approx(0.475)
+    assert got["mask_rate"] == pytest.approx(0.75)
+    assert round_label_metrics([{}]) == {}
+    # nothing used: no accuracy to report (left out: an empty cell, and equal runs compare equal), the other one is
+    none = round_label_metrics([{"pl_hits": 0.0, "pl_correct": 0.4, "pl_used": 0.0}])
+    assert none == {"pseudo_label_accuracy_all": 0.4}
+
+
+def test_batch_aux_counts_real_rows_only_and_needs_the_truth():
+    tensors = {"u": torch.zeros(3, 1), TRUTH: torch.tensor([0, 1, 2]), "__mask:unl": torch.tensor([1.0, 1.0, 0.0])}
+    b = Batch(tensors, {"u": "unl", TRUTH: "unl"}, {"u": 0, TRUTH: 0}, padded=True)
+    aux = batch_label_aux(b, torch.tensor([0, 0, 2]), torch.tensor([1.0, 0.0, 1.0]), "u")  # row 3 is padding
+    assert {k: float(v) for k, v in aux.items()} == {"pl_hits": 0.5, "pl_correct": 0.5, "pl_used": 0.5}
+    plain = Batch({"u": torch.zeros(2, 1), "__mask:unl": torch.ones(2)}, {"u": "unl"}, {"u": 0}, padded=False)
+    assert batch_label_aux(plain, torch.tensor([0, 1]), None, "u") == {}
+
+
+def _rows(folder):
+    return list(csv.DictReader(open(folder / "rounds.csv")))
+
+
+NEW = ("pseudo_label_accuracy", "pseudo_label_accuracy_all")
+
+
+def test_the_measurement_changes_no_other_metric(tiny_scenario, tmp_path, monkeypatch):
+    """The same run with the hidden labels carried and without: every other column is identical, byte for byte."""
+    import learning.algorithms.fedavg as fedavg
+
+    sets = ['run.algorithms=["fixavg", "fedper"]', "budget.rounds=2", "algorithms.fixavg.threshold=0.5",
+            "algorithms.fedper.objective=\"fixmatch\"", "algorithms.fedper.threshold=0.5"]
+    with_truth = _rows(run_scenario(load_scenario(tiny_scenario, sets), tmp_path / "a"))
+    original = fedavg.client_streams
+
+    def without_truth(ctx, cfg, d):
+        streams = original(ctx, cfg, d)
+        return {s: {k: v for k, v in t.items() if k != TRUTH} for s, t in streams.items()}
+
+    monkeypatch.setattr(fedavg, "client_streams", without_truth)
+    plain = _rows(run_scenario(load_scenario(tiny_scenario, sets), tmp_path / "b"))
+    assert len(with_truth) == len(plain) == 4
+    for got, want in zip(with_truth, plain):
+        assert got["pseudo_label_accuracy_all"] != "" and all(want.get(k, "") == "" for k in NEW)
+        assert {k: v for k, v in got.items() if k not in NEW} == {k: v for k, v in want.items() if k not in NEW}
+        assert 0.0 <= float(got["pseudo_label_accuracy_all"]) <= 1.0
+
+
+def test_methods_that_do_not_pseudo_label_leave_the_column_empty(tiny_scenario, tmp_path):
+    rows = _rows(run_scenario(load_scenario(tiny_scenario, ['run.algorithms=["fedavg", "fixavg"]', "budget.rounds=1",
+                                                            "algorithms.fixavg.threshold=0.0"]), tmp_path / "r"))
+    by = {r["algorithm"]: r for r in rows}
+    assert by["fedavg"]["pseudo_label_accuracy"] == ""
+    fix = by["fixavg"]
+    # threshold 0: every row is used, so the two accuracies agree and the mask rate is 1
+    assert float(fix["mask_rate"]) == 1.0
+    assert float(fix["pseudo_label_accuracy"]) == pytest.approx(float(fix["pseudo_label_accuracy_all"]))
