@@ -274,6 +274,24 @@ class Net:
         out = self.apply(self.params if params is None else params, torch.cat(xs) if len(xs) > 1 else xs[0], mask, rows)
         return tuple(out.split([x.shape[0] for x in xs])) if len(xs) > 1 else (out,)
 
+    def logits_and_stats(self, batch: Batch, *keys: str, params: Optional[Params] = None) -> tuple[tuple, dict]:
+        """``(net.logits(batch, *keys, params=params), the running statistics they wrote)``, the step's own
+        statistics left as they were: for a forward inside a ``torch.func`` transform, which returns the
+        statistics it keeps as an output (restore them with :meth:`restore_running_stats`)."""
+        before = self.running_stats()
+        out = self.logits(batch, *keys, params=params)
+        after = self.running_stats()
+        self.restore_running_stats(before)
+        return out, after
+
+    def logits_frozen_stats(self, batch: Batch, key: str, params: Params) -> torch.Tensor:
+        """One key's forward with ``params`` that leaves the running statistics as they were (a regulator's or
+        an auxiliary model's pass, which must not move the model's BatchNorm statistics)."""
+        stats = self.running_stats()
+        out = self.apply(params, batch[key], batch.mask(key) if batch.padded else None, batch.rows(key))
+        self.restore_running_stats(stats)
+        return out
+
 
 # --------------------------------------------------------------------------- the supervised task (classic API)
 

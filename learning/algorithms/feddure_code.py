@@ -156,17 +156,10 @@ def code_step(cfg: FedDureCodeConfig, param_keys: list[str], finetune_steps: int
             return b.mean(F.cross_entropy(logits, y, reduction="none"), "x_aug")
 
         def joint(th):  # θ's one forward over labelled, weak and strong rows (its statistics kept)
-            before = net.running_stats()
-            out = net.logits(b, "x_aug", "u_weak", "u_strong", params=th)
-            after = net.running_stats()
-            net.restore_running_stats(before)
-            return out, after
+            return net.logits_and_stats(b, "x_aug", "u_weak", "u_strong", params=th)
 
         def fwd(params, key):  # the student's forward: the model's running statistics stay as they were
-            stats = net.running_stats()
-            out = net.apply(params, b[key], b.mask(key) if b.padded else None, b.rows(key))
-            net.restore_running_stats(stats)
-            return out
+            return net.logits_frozen_stats(b, key, params)
 
         (lx, lw, ls), pull, stats = vjp(joint, theta, has_aux=True)
         net.restore_running_stats(stats)
