@@ -215,6 +215,9 @@ def test_feddure_code_runs_end_to_end_and_resumes(tiny_scenario, tmp_path):
 
     got = list(csv.DictReader(open(out / "rounds.csv")))
     assert len(got) == 2 and all(0 <= float(r["accuracy"]) <= 1 for r in got)
+    # the student trains on every ŷ: the accuracy of the labels used is that of all the MPL steps' labels
+    assert all(0 <= float(r["pseudo_label_accuracy"]) <= 1 and 0 <= float(r["pseudo_label_accuracy_all"]) <= 1
+               for r in got)
     assert REGISTRY["feddure_code"].display == "FedDure (code)"
 
 

@@ -76,6 +76,7 @@ from learning.algorithms.registry import register_variants
 from learning.context import Context
 from learning.costs import task_cycles, training_passes
 from learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
+from learning.label_quality import TRUTH, batch_label_aux
 from learning.optim import make_optimizer
 
 STUDENT = "student:"  # prefix of the student φ's keys in a client's state
@@ -172,7 +173,9 @@ def code_step(cfg: FedDureCodeConfig, param_keys: list[str], finetune_steps: int
             theta_new, t_state = theta_opt.update(theta, g_theta, _sub(opt_state, param_keys), s, theta_scale)
             state = {name: {**part, **t_state.get(name, {})} for name, part in opt_state.items()}
             zero = torch.zeros((), dtype=ls.dtype, device=ls.device)
-            aux = {"loss": sup.detach(), "loss_x": sup.detach(), "loss_u": zero, "feedback": zero, "mask_rate": zero}
+            aux = {"loss": sup.detach(), "loss_x": sup.detach(), "loss_u": zero, "feedback": zero, "mask_rate": zero,
+                   # the teacher's labels are scored, none is trained on (used = 0)
+                   **batch_label_aux(b, lw.detach().argmax(-1), torch.zeros_like(lw[:, 0]), "u_weak")}
             return {**p, **theta_new}, state, aux
 
         m = s - finetune_steps  # the MPL step of the round (L714)
@@ -207,7 +210,8 @@ def code_step(cfg: FedDureCodeConfig, param_keys: list[str], finetune_steps: int
         theta_new, t_state = theta_opt.update(theta, g_theta, _sub(opt_state, param_keys), s, theta_scale)
         state = {name: {**t_state.get(name, {}), **s_state.get(name, {})} for name in opt_state}
         aux = {"loss": t_loss.detach(), "loss_x": sup.detach(), "loss_u": uda.detach(), "feedback": -dot,
-               "mask_rate": b.mean(mask, "u_strong").detach()}
+               "mask_rate": b.mean(mask, "u_strong").detach(),
+               **batch_label_aux(b, y_hat, None, "u_weak")}  # the student trains on every ŷ (L766–768)
         return {**theta_new, **phi_new}, state, aux
 
     return step
@@ -251,7 +255,8 @@ class FedDureCode:
         self.ctx, self.name, self.cfg = ctx, name, cfg
         self.param_keys = [n for n, _ in ctx.model.named_parameters()]
         self.global_state = ctx.init_state()
-        self.data = [{"lab": {"x": c.x_lab, "y": c.y_lab}, "unl": {"u": c.x_unl}} for c in ctx.clients]
+        self.data = [{"lab": {"x": c.x_lab, "y": c.y_lab}, "unl": {"u": c.x_unl, TRUTH: c.y_unl_hidden}}  # TRUTH: scored only
+                     for c in ctx.clients]
         self.sizes = [{"lab": c.x_lab.shape[0], "unl": c.x_unl.shape[0]} for c in ctx.clients]
         self.tasks: dict[int, LocalTask] = {}  # by steps per epoch: F and M are a device's, fixed per task
         self.selected: tuple[int, ...] = ()
