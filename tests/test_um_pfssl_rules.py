@@ -14,6 +14,7 @@ from learning.algorithms.um_pfssl import UMPFSSLConfig, confident, corr_weights,
 from learning.data.partitions import dirichlet_partition
 from scenarios.run import run_scenario
 from scenarios.schema import ScenarioError, load_scenario
+from test_um_pfssl import TINY_UM
 
 # two helpers, two samples, two classes: A is sure of sample 0, B of sample 1
 A = torch.tensor([[0.9, 0.1], [0.5, 0.5]])
@@ -84,53 +85,16 @@ def test_option_errors_are_one_line(key, value, expected):
 
 # --------------------------------------------------------------------------- tiny runs
 
-TINY = """
-name = "tiny-um-rules"
-seed = 2
-
-[system]
-n_devices = 6
-bandwidth_hz = 1e6
-cpu_freq_hz = 1e9
-
-[budget]
-total_time_s = 1000
-rounds = 3
-
-[workload]
-cycles_per_sample = 1e6
-samples_per_device = 40
-model_bits = "auto"
-
-[data]
-dataset = "digits"
-partition = "dirichlet"
-alpha = 1.0
-labeled_ratio_alpha = 0.5
-
-[train]
-model = "cnn_mc"
-lr = 0.05
-batch_size = 16
-
-[run]
-algorithms = ["um_pfssl"]
-clients_per_round = 3
-
-[algorithms.um_pfssl]
-helpers = 3
-replace = 1
-search_rounds = 2
-update_every = 2
-mc_passes = 2
-warmup_epochs = 1
-"""
+# test_um_pfssl's tiny scenario, broadcast instantaneous (downlink_rate_bps = 0, the default), 3 clients a round,
+# seed 2 and 3 rounds (the overrides every load below adds)
+TINY = TINY_UM.format(rate=0.0, k=3)
+TINY_SETS = ["seed=2", "budget.rounds=3"]
 
 
 def _run(tmp_path, name, *sets):
     p = tmp_path / "tiny.toml"
     p.write_text(TINY)
-    out = run_scenario(load_scenario(p, list(sets)), tmp_path / name)
+    out = run_scenario(load_scenario(p, [*TINY_SETS, *sets]), tmp_path / name)
     return [r for r in csv.DictReader(open(out / "rounds.csv"))]
 
 
@@ -164,7 +128,7 @@ def test_per_epoch_is_charged_a_ce_epoch_and_a_kl_epoch(tmp_path):
 
     p = tmp_path / "tiny.toml"
     p.write_text(TINY)
-    sc = load_scenario(p, ['algorithms.um_pfssl.local_steps="per_epoch"', "workload.local_iterations=2"])
+    sc = load_scenario(p, [*TINY_SETS, 'algorithms.um_pfssl.local_steps="per_epoch"', "workload.local_iterations=2"])
     ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
                         sc.system.n_devices)
     alg = REGISTRY["um_pfssl"].build(ctx, sc.learning["algorithms"]["um_pfssl"])
@@ -197,7 +161,7 @@ def test_min_labeled_is_checked(tmp_path):
     p = tmp_path / "tiny.toml"
     p.write_text(TINY)
     with pytest.raises(ScenarioError, match=r"min_labeled = -1: expected an integer >= 0"):
-        load_scenario(p, ["data.min_labeled=-1"])
+        load_scenario(p, [*TINY_SETS, "data.min_labeled=-1"])
 
 
 def test_devices_without_labels_run_every_family(tmp_path):
