@@ -34,6 +34,7 @@ from learning.layers import BatchNorm2d, name_layers
 from learning.models import build_model, flops_per_sample
 from scenarios.run import run_scenario
 from scenarios.schema import load_scenario
+from test_resume import _crashing
 
 FEDDURE_TINY = ['data.partition="feddure_iid_iid"', "data.labels_per_class=3",
                 'run.algorithms=["feddure"]']
@@ -268,22 +269,8 @@ def test_first_step_feedback_is_exactly_negated_by_the_code_sign():
 def test_feddure_resumes_to_the_same_bytes(tiny_scenario, tmp_path, monkeypatch):
     overrides = [*FEDDURE_TINY, "run.checkpoint_every=1", "budget.rounds=3"]
     reference = run_scenario(load_scenario(tiny_scenario, overrides), tmp_path / "reference")
-    spec = REGISTRY["feddure"]
-
-    def crashing(ctx, cfg):
-        backend = spec.build(ctx, cfg)
-        complete = backend.complete_round
-
-        def complete_round(outcome):
-            if outcome.round_index == 2:
-                raise RuntimeError("simulated crash")
-            return complete(outcome)
-
-        backend.complete_round = complete_round
-        return backend
-
     with monkeypatch.context() as m:
-        m.setitem(REGISTRY, "feddure", spec.__class__(spec.name, spec.config_cls, crashing, spec.summary, spec.display))
+        m.setitem(REGISTRY, "feddure", _crashing("feddure", 2))
         with pytest.raises(RuntimeError, match="simulated crash"):
             run_scenario(load_scenario(tiny_scenario, overrides), tmp_path / "r")
     out = run_scenario(load_scenario(tiny_scenario, overrides), tmp_path / "r", resume=True)

@@ -28,9 +28,9 @@ from learning.algorithms.feddure_code import (
 )
 from learning.costs import task_cycles
 from learning.executors import SequentialExecutor, VmapExecutor, View
-from learning.layers import BatchNorm2d, name_layers
 from scenarios.run import run_scenario
 from scenarios.schema import load_scenario
+from test_feddure import _bn_model
 
 
 # --------------------------------------------------------------------------- formulas by hand
@@ -177,12 +177,6 @@ def test_a_round_equals_the_release_loop(finetune_epochs, epochs):
     other = SequentialExecutor().run(model, swapped, [{**start, **{STUDENT + k: start[k] for k in keys}}],
                                      [{"lab": {"x": x, "y": y}, "unl": {"u": u}}], [0])
     assert any(not torch.allclose(other.params[0][k], theta[k], atol=1e-6) for k in keys)
-
-
-def _bn_model():
-    torch.manual_seed(0)
-    return name_layers(nn.Sequential(nn.Conv2d(1, 3, 3, padding=1, bias=False), BatchNorm2d(3), nn.ReLU(), nn.Flatten(),
-                                     nn.Linear(3 * 8 * 8, 4)))
 
 
 def test_sequential_equals_vmap_with_batchnorm_and_padding():

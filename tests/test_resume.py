@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import os
@@ -80,11 +82,13 @@ def test_killed_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path):
         run_scenario(load_scenario(tiny_scenario, [*CKPT, "seed=9"]), out, resume=True)
 
 
-def _crashing(name: str, round_index: int):
-    """A registry entry for ``name`` whose backend raises in ``round_index``."""
+def _crashing(name: str, round_index: int, on_build=None):
+    """A registry entry for ``name`` whose backend raises in ``round_index``; ``on_build(ctx)`` runs at each build."""
     spec = REGISTRY[name]
 
     def build(ctx, cfg):
+        if on_build is not None:
+            on_build(ctx)
         backend = spec.build(ctx, cfg)
         complete = backend.complete_round
 
@@ -96,7 +100,7 @@ def _crashing(name: str, round_index: int):
         backend.complete_round = complete_round
         return backend
 
-    return spec.__class__(spec.name, spec.config_cls, build, spec.summary)
+    return dataclasses.replace(spec, build=build)
 
 
 def test_resume_refuses_checkpoints_of_another_scenario(tiny_scenario, tmp_path, monkeypatch):

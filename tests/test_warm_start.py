@@ -14,6 +14,7 @@ from learning.config import RunConfig, warm_start_algorithms
 from scenarios import warm_start
 from scenarios.run import _make_backends, run_scenario
 from scenarios.schema import load_scenario
+from test_resume import _crashing
 
 SEMI = ['data.partition="iid"', "data.labeled_fraction=0.3"]  # labelled and unlabelled data on every device
 WARM = 'run.warm_start={algorithm = "fedavg_labeled", rounds = 2}'
@@ -92,23 +93,12 @@ def test_warm_start_with_jobs_and_resume_writes_the_same_bytes(tiny_scenario, tm
     two = run_scenario(load_scenario(tiny_scenario, overrides), tmp_path / "two", jobs=2)
     a, b = files(one), files(two)
     assert sorted(a) == sorted(b) and all(a[n] == b[n] for n in a)
-    spec = REGISTRY["fedavg"]
 
-    def crashing(ctx, cfg):
-        backend = spec.build(ctx, cfg)
-        complete = backend.complete_round
-
-        def complete_round(outcome):
-            if outcome.round_index == 3:
-                raise RuntimeError("simulated crash")
-            return complete(outcome)
-
+    def built_on_the_warm_model(ctx):
         assert ctx.start_state is not None  # built on the warm start's model
-        backend.complete_round = complete_round
-        return backend
 
     with monkeypatch.context() as m:
-        m.setitem(REGISTRY, "fedavg", spec.__class__(spec.name, spec.config_cls, crashing, spec.summary, spec.display))
+        m.setitem(REGISTRY, "fedavg", _crashing("fedavg", 3, built_on_the_warm_model))
         with pytest.raises(RuntimeError, match="simulated crash"):
             run_scenario(load_scenario(tiny_scenario, overrides), tmp_path / "r")
     assert (tmp_path / "r.incomplete" / "checkpoints" / warm_start.FILE).is_file()
