@@ -40,12 +40,16 @@ from plots.runs import paired_difference
 ORDER = ["dofed_spp", "fedfomo", "fedbe", "fedavg", "local"]
 
 
+def dofed_label(selection, target_epochs) -> str:
+    return f"dofed_spp ({selection}, E = {target_epochs})"
+
+
 def row_label(alg: str, config: dict) -> str:
-    """The algorithm's name; DoFed-SPP's with its selection and student epochs."""
+    """The algorithm's name; DoFed-SPP's with its selection and student epochs (from the resolved config.toml)."""
     if alg != "dofed_spp":
         return alg
-    cfg = config.get("algorithms", {}).get("dofed_spp", {})
-    return f"dofed_spp ({cfg.get('selection', '?')}, E = {cfg.get('target_epochs', '?')})"
+    cfg = config["algorithms"]["dofed_spp"]
+    return dofed_label(cfg["selection"], cfg["target_epochs"])
 
 
 def accuracy_at(times, accs, t: float) -> float:
@@ -127,9 +131,7 @@ def main(argv=None) -> None:
         print(f"| {x} | {ms(o['final'])} / {ms(o['final_lab'])} | {seeds(o['final'])} | "
               f"{np.mean(list(o['final_round'].values())):.1f} | {ms(o['last'])} | {ms(o['at_budget'])} | "
               f"{seeds(o['at_budget'])} | " + " | ".join(tta(o[f'tta_{t}']) for t in thresholds) + " |")
-    default = DofedSppConfig()
-    want = row_label("dofed_spp", {"algorithms": {"dofed_spp": {"selection": default.selection,
-                                                                "target_epochs": default.target_epochs}}})
+    want = dofed_label(DofedSppConfig.selection, DofedSppConfig.target_epochs)
     ref = want if want in data else next((x for x in labels if x.startswith("dofed_spp")), None)
     if ref is None:
         return

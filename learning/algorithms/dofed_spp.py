@@ -157,8 +157,7 @@ class DofedSpp:
         self.vectorize = cfg.vectorize == "on" or (cfg.vectorize == "auto" and ctx.device.type == "cuda")
         self.rec_cfg = ctx.local_cfg
         self.warmup_cfg = replace(ctx.local_cfg, epochs=cfg.warmup_rounds * ctx.local_cfg.epochs)
-        target_epochs = cfg.target_epochs
-        self.target_cfg = replace(ctx.local_cfg, epochs=target_epochs)
+        self.target_cfg = replace(ctx.local_cfg, epochs=cfg.target_epochs)
         rec0 = ctx.init_state()  # the run's common initial model (as every algorithm's)
         tar0 = ctx.init_state("target")
         self.rec = [rec0] * n  # θ_n^rec (never modified in place: training returns new tensors)
@@ -175,7 +174,7 @@ class DofedSpp:
         # Cycles per device and phase.
         c = ctx.cycles_per_sample
         self.rec_cycles = [ctx.train_cycles(cl.y_train.shape[0]) for cl in ctx.clients]
-        self.tar_cycles = [target_epochs * c * (cl.x_unl.shape[0] + cl.y_lab.shape[0]) for cl in ctx.clients]
+        self.tar_cycles = [cfg.target_epochs * c * (cl.x_unl.shape[0] + cl.y_lab.shape[0]) for cl in ctx.clients]
         self.warmup_cycles = [cfg.warmup_rounds * x for x in self.rec_cycles]
         w = ctx.workload
         n_params = sent_numbers(ctx.model.state_dict())
