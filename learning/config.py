@@ -44,7 +44,12 @@ class DataConfig:
     ``size_scale`` scales DoFed-SPP's set sizes (500/10/190·C/𝒦).
     ``labeled_fraction`` is the labelled share of each client under ``iid``;
     ``labels_per_class`` and ``server_labeled`` serve FedDure's and the
-    labels-at-server splits. ``train_pool_size`` draws a random subset of
+    labels-at-server splits. ``server_validation`` holds that many of the
+    server's labelled images out of its training set (class-balanced, drawn
+    from the run seed) as a validation set: the labels-at-server methods
+    report ``val_accuracy`` on it every round, for choosing hyper-parameters
+    without the test set (0, the default: the server trains on all of them).
+    ``train_pool_size`` draws a random subset of
     the train split (stratified by nothing: uniform without replacement,
     from the run seed) before partitioning — a smaller federation of the
     same data set (``None``: the whole split). ``test_size`` caps each
@@ -62,6 +67,7 @@ class DataConfig:
     labeled_fraction: Number = 1.0
     labels_per_class: int = 5
     server_labeled: int = 1000
+    server_validation: int = 0
     train_pool_size: Optional[int] = None
     test_size: Optional[int] = None
 
@@ -82,6 +88,15 @@ class DataConfig:
             fail("labeled_fraction", self.labeled_fraction, "a fraction in [0, 1]")
         check_int("labels_per_class", self.labels_per_class, 1)
         check_int("server_labeled", self.server_labeled, 1)
+        check_int("server_validation", self.server_validation, 0)
+        if self.server_validation:
+            if not self.partition.startswith("labels_at_server"):
+                fail("server_validation", self.server_validation,
+                     f"0 with partition = {self.partition!r} (it holds out part of the server's labelled set, "
+                     "which only the labels_at_server partitions leave)")
+            if self.server_validation >= self.server_labeled:
+                fail("server_validation", self.server_validation,
+                     f"fewer than server_labeled = {self.server_labeled} (the server must keep labels to train on)")
         if self.train_pool_size is not None:
             check_int("train_pool_size", self.train_pool_size, 1)
         if self.test_size is not None:

@@ -59,7 +59,8 @@ class Context:
     """The shared, read-only setting of one run (all algorithms of the run see the same one).
 
     ``server_x``/``server_y``: the server's labelled set (labels-at-server
-    partitions). ``pool_x``/``pool_y``: the train-pool samples no device
+    partitions). ``val_x``/``val_y``: the part of it held out for validation
+    (``[data] server_validation``; None when nothing is held out). ``pool_x``/``pool_y``: the train-pool samples no device
     holds — where a server-side unlabelled set comes from (FedBE); their
     labels are for scoring only. ``data_mean``/``data_std``: the per-channel
     normalisation of image inputs (what pixel-space augmentations undo).
@@ -85,6 +86,8 @@ class Context:
     executor: object
     server_x: Optional[torch.Tensor] = None
     server_y: Optional[torch.Tensor] = None
+    val_x: Optional[torch.Tensor] = None
+    val_y: Optional[torch.Tensor] = None
     pool_x: Optional[torch.Tensor] = None
     pool_y: Optional[torch.Tensor] = None
     data_mean: Optional[tuple] = None
@@ -213,11 +216,15 @@ def build_context(
         batch_size=train_cfg.batch_size,
         epochs=workload.local_iterations,
     )
-    server_x = server_y = None
+    server_x = server_y = val_x = val_y = None
     used = [s.train for s in splits] + [s.labeled for s in splits] + [s.unlabeled for s in splits]
     if server_idx is not None:
-        server_x, server_y = _gather(x_train, y_train, server_idx)
         used.append(np.asarray(server_idx))
+        if data_cfg.server_validation:
+            server_idx, val_idx = P.hold_out_balanced(server_idx, ds.y_train, data_cfg.server_validation,
+                                                      np.random.default_rng([seed, 0x7A11]))
+            val_x, val_y = _gather(x_train, y_train, val_idx)
+        server_x, server_y = _gather(x_train, y_train, server_idx)
     unused = np.setdiff1d(np.arange(len(ds.y_train)), np.concatenate(used).astype(np.int64))
     pool_x, pool_y = _gather(x_train, y_train, unused)
     return Context(
@@ -239,6 +246,8 @@ def build_context(
         executor=make_executor(train_cfg.executor, device),
         server_x=server_x,
         server_y=server_y,
+        val_x=val_x,
+        val_y=val_y,
         pool_x=pool_x,
         pool_y=pool_y,
         data_mean=ds.mean,

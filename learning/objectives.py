@@ -5,6 +5,8 @@ Each ``*_loss`` builder returns ``loss(net, batch, key) -> (loss, aux)`` for a
 
 - :func:`cross_entropy_loss` — supervised: mean CE on labelled data
   (``x_aug`` or ``x``, ``y``; optional per-sample weights ``w``).
+- :func:`scaled_cross_entropy_loss` — ``λ·CE`` on ``x``, ``y`` (a server's
+  supervised step with a loss weight, FedMix's Eq. 6).
 - :func:`fixmatch_loss` — FixMatch (Sohn et al., NeurIPS 2020, Eqs. 2–4):
   ``ℓ_s + λ_u·(1/μB) Σ_b 1[max q_b ≥ τ]·CE(argmax q_b, f(A(u_b)))`` with
   ``q_b = softmax(f(α(u_b)))`` on the weak view α (no gradient) and A the
@@ -55,6 +57,17 @@ def sharpen(p: torch.Tensor, temperature: float) -> torch.Tensor:
 def cross_entropy_loss(x_key: str = "x"):
     """Supervised mean cross-entropy on ``x_key`` → ``y`` (weights ``w`` when the batch has them)."""
     return supervised_loss(DEFAULT_OBJECTIVE, x_key)
+
+
+def scaled_cross_entropy_loss(weight: float, x_key: str = "x"):
+    """``weight · mean CE(y, f(x))`` (the labels-at-server methods' server step, FedMix's Eq. 6); aux ``loss``."""
+
+    def loss(net, b, key):
+        (out,) = net.logits(b, x_key)
+        value = weight * b.mean(F.cross_entropy(out, b["y"], reduction="none"), x_key)
+        return value, {"loss": value}
+
+    return loss
 
 
 def fixmatch_loss(threshold: float = 0.95, lambda_u: float = 1.0, x_key: str = "x_aug"):

@@ -9,7 +9,9 @@ import torch
 
 from edgesim.engine import Simulation
 from learning.algorithms import REGISTRY
-from learning.algorithms.fedmix import FedMixConfig, argmax_pseudo_labels, fedfreq_weights, mix, squared_distance
+from learning.algorithms.fedmix import (
+    ANCHOR, FedMixConfig, argmax_pseudo_labels, client_loss, fedfreq_weights, mean_squared_distance, mix,
+)
 from learning.context import build_context
 from learning.costs import task_cycles
 from scenarios.schema import load_scenario
@@ -121,10 +123,53 @@ def test_argmax_pseudo_labels_average_the_perturbations():
     assert argmax_pseudo_labels([p1, p2], 0.0)[1].tolist() == [1.0, 1.0]
 
 
-def test_squared_distance_by_hand():
+def test_mean_squared_distance_by_hand():
     a = {"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([3.0])}
     b = {"s/w": torch.tensor([0.0, 0.0]), "s/b": torch.tensor([1.0])}
-    assert float(squared_distance(a, b, "s/")) == pytest.approx(1 + 4 + 4)
+    assert float(mean_squared_distance(a, b, "s/")) == pytest.approx((1 + 4 + 4) / 3)  # over P = 3 entries
+    assert float(mean_squared_distance(a, {"s/" + k: v for k, v in a.items()}, "s/")) == 0.0  # limiting case
+    w = torch.tensor([1.0, 2.0], requires_grad=True)  # property: the gradient is 2(a - b)/P per entry
+    mean_squared_distance({"w": w, "b": torch.tensor([3.0])}, b, "s/").backward()
+    assert w.grad.tolist() == pytest.approx([2 * 1 / 3, 2 * 2 / 3])
+
+
+class _FakeNet:
+    """What a loss sees of the executor: logits per batch key, the trained and the frozen parameters."""
+
+    def __init__(self, logits, params, fixed):
+        self._logits, self.params, self.fixed = logits, params, fixed
+
+    def logits(self, b, *keys):
+        return tuple(self._logits[k] for k in keys)
+
+
+class _FakeBatch(dict):
+    def mean(self, v, key):
+        return v.mean()
+
+
+def test_fedmix_client_loss_terms_by_hand():
+    import math
+
+    # two rows, two classes; label views (A = 2) give q = (0.8, 0.2) and (0.4, 0.6); only row 0 is confident
+    lg = {"u_a0": torch.log(torch.tensor([[0.9, 0.1], [0.6, 0.4]])), "u_a1": torch.log(torch.tensor([[0.7, 0.3], [0.2, 0.8]])),
+          "u_pi": torch.log(torch.tensor([[0.5, 0.5], [0.5, 0.5]]))}
+    params = {"w": torch.tensor([1.0, 3.0])}
+    fixed = {ANCHOR + "w": torch.tensor([0.0, 1.0])}  # pull = (1 + 4) / 2 = 2.5
+    b = _FakeBatch()
+    cfg = FedMixConfig(lambda_1=2.0, lambda_c=0.5, lambda_2=0.1, n_views=2, threshold=0.75)
+    total, aux = client_loss(cfg)(_FakeNet(lg, params, fixed), b, None)
+    unsup = (1.0 * math.log(2) + 0.0) / 2  # CE(0, (0.5, 0.5)) on the confident row, mean over both rows
+    kl = lambda q: sum(qi * math.log(qi / 0.5) for qi in q)  # noqa: E731
+    consistency = (kl([0.8, 0.2]) + kl([0.4, 0.6])) / 2
+    assert float(aux["loss_u"]) == pytest.approx(unsup, rel=1e-5)
+    assert float(aux["loss_c"]) == pytest.approx(consistency, rel=1e-5)
+    assert float(aux["pull"]) == pytest.approx(2.5)
+    assert float(total) == pytest.approx(2.0 * unsup + 0.5 * consistency + 0.1 * 2.5, rel=1e-5)
+    assert float(aux["mask_rate"]) == pytest.approx(0.5)
+    # limiting case: the unlabelled terms off leave the pull alone, and no consistency key is computed
+    off, aux_off = client_loss(FedMixConfig(lambda_1=0.0, lambda_2=0.1))(_FakeNet(lg, params, fixed), b, None)
+    assert float(off) == pytest.approx(0.25) and "loss_c" not in aux_off
 
 
 # --------------------------------------------------------------------------- FedMix on the clock
@@ -136,7 +181,8 @@ def test_fedmix_round_on_the_clock(tiny):
     rec = sim.run_round()
     # the server trains σ on its 200 labelled samples, 1 epoch: 200·C_tra cycles at 2 GHz, before the broadcast
     assert rec.server_before_s == pytest.approx(200 * 3e6 / 2e9) and rec.server_after_s == 0.0
-    assert rec.bits_down == pytest.approx(3 * 2 * ctx.model_bits) and rec.bits_up == pytest.approx(3 * ctx.model_bits)
+    # only θ goes down (σ stays at the server unless send_sigma); ψ comes up
+    assert rec.bits_down == pytest.approx(3 * ctx.model_bits) and rec.bits_up == pytest.approx(3 * ctx.model_bits)
     for row in rec.devices:
         n = ctx.clients[row.device].x_unl.shape[0]
         assert row.compute_s == pytest.approx(n * 3e6 * (1 + 2 / 3) / 1e9)
@@ -145,6 +191,39 @@ def test_fedmix_round_on_the_clock(tiny):
     assert first.time_s == pytest.approx(rec.server_before_s)  # no device starts before the server is done
     assert 0 <= rec.metrics["accuracy"] <= 1 and "mask_rate" in rec.metrics and "server_loss" in rec.metrics
     assert alg.counts.sum() == 3 and set(np.flatnonzero(alg.counts)) == set(rec.arrived)
+
+
+def test_fedmix_send_sigma_and_views_are_charged(tiny):
+    sc, ctx, alg = setup(tiny, "fedmix", "algorithms.fedmix.send_sigma=true", "algorithms.fedmix.n_views=4")
+    rec = Simulation(sc.system, sc.budget, alg, seed=sc.seed).run_round()
+    assert rec.bits_down == pytest.approx(3 * 2 * ctx.model_bits)  # θ and σ
+    for row in rec.devices:  # one training pass and A = 4 label forwards (1/3 pass each) per unlabelled row
+        assert row.compute_s == pytest.approx(ctx.clients[row.device].x_unl.shape[0] * 3e6 * (1 + 4 / 3) / 1e9)
+
+
+@pytest.mark.parametrize("start,send", [("theta", False), ("persist", True)])
+def test_fedmix_sigma_start_and_anchor(tiny, monkeypatch, start, send):
+    """σ^t starts from θ^t or from σ^{t-1}; the clients' anchor is σ^t when it is sent, else θ^t."""
+    import learning.algorithms.fedmix as fedmix_module
+
+    server_starts, client_starts = [], []
+    real_server, real_devices = fedmix_module.train_at_server, fedmix_module.train_devices
+    monkeypatch.setattr(fedmix_module, "train_at_server",
+                        lambda ctx, name, r, st, *a: server_starts.append(dict(st)) or real_server(ctx, name, r, st, *a))
+    monkeypatch.setattr(fedmix_module, "train_devices",
+                        lambda ctx, name, r, sel, st, *a: client_starts.append(st) or real_devices(ctx, name, r, sel, st, *a))
+    sc, ctx, alg = setup(tiny, "fedmix", f'algorithms.fedmix.sigma_start="{start}"', f"algorithms.fedmix.send_sigma={str(send).lower()}")
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    sim.run_round()
+    sigma0, theta1 = {k: v.clone() for k, v in alg.sigma.items()}, {k: v.clone() for k, v in alg.theta.items()}
+    sim.run_round()
+    want = sigma0 if start == "persist" else theta1
+    assert all(torch.equal(server_starts[1][k], want[k]) for k in want)
+    anchor = alg.sigma if send else theta1
+    for st in client_starts[1]:
+        assert all(torch.equal(st[ANCHOR + k], anchor[k]) for k in alg.param_keys)
+        assert all(torch.equal(st[k], theta1[k]) for k in alg.param_keys)  # ψ starts from θ^t
+    assert not any(k.startswith(ANCHOR) for k in alg.theta)
 
 
 def test_fedmix_needs_a_server_set(tiny):
@@ -346,3 +425,73 @@ def test_fedmatch_vectorised_equals_sequential(tiny, name):
         assert a.keys() == b.keys()
         for k in a:
             assert a[k] == pytest.approx(b[k], rel=1e-5, abs=1e-5), k
+
+
+def test_fedmatch_thresholds_psi_only_at_evaluation(tiny):
+    """Training sees the dense σ + ψ (the official decomposed layers threshold only at evaluation): with a
+    threshold above every |ψ|, ψ still learns from the unlabelled loss, and the model evaluated is σ alone."""
+    over = ("algorithms.fedmatch.batch_size=32", "algorithms.fedmatch.server_batch_size=50",
+            "algorithms.fedmatch.l1_threshold=100.0", "algorithms.fedmatch.lambda_l1=0.0",
+            "algorithms.fedmatch.lambda_l2=0.0", "algorithms.fedmatch.threshold=0.0", "algorithms.fedmatch.lambda_a=1.0")
+    sc, ctx, alg = setup(tiny, "fedmatch", *over)
+    psi0 = {k: v.clone() for k, v in alg.psi.items()}
+    Simulation(sc.system, sc.budget, alg, seed=sc.seed).run_round()
+    assert any(not torch.equal(alg.psi[k], psi0[k]) for k in psi0)  # a gradient reached ψ through the dense sum
+    state = alg.global_state()
+    assert all(torch.equal(state[k], alg.sigma[k]) for k in alg.keys)  # every ψ entry is under the threshold
+
+
+# --------------------------------------------------------------------------- supervised only and validation
+
+
+def test_server_only_round_on_the_clock(tiny):
+    sc, ctx, alg = setup(tiny, "server_only", "algorithms.server_only.server_batch_size=50")
+    theta0 = {k: v.clone() for k, v in alg.theta.items()}
+    rec = Simulation(sc.system, sc.budget, alg, seed=sc.seed).run_round()
+    # one epoch over the server's 200 labels at 2 GHz is the whole round: no device, no bit, no joule
+    assert rec.server_before_s == pytest.approx(200 * 3e6 / 2e9)
+    assert rec.end_time_s == pytest.approx(rec.server_before_s)
+    assert rec.bits_up == rec.bits_down == 0 and not rec.devices and rec.cum_energy_j == 0
+    assert any(not torch.equal(alg.theta[k], theta0[k]) for k in theta0)
+    assert 0 <= rec.metrics["accuracy"] <= 1 and rec.metrics["train_loss"] > 0
+    with pytest.raises(ValueError, match="labelled set at the server"):
+        setup(tiny, "server_only", 'data.partition="iid"')
+
+
+def test_fedmix_supervised_only_equals_server_only(tiny):
+    """FedMix with (α, β, γ) = (0, 1, 0) is θ ← σ: the server-only run's accuracy, round by round."""
+    sc, ctx, alg = setup(tiny, "fedmix", "algorithms.fedmix.alpha=0.0", "algorithms.fedmix.beta=1.0",
+                         "algorithms.fedmix.gamma=0.0")
+    mixed = [r.metrics["accuracy"] for r in Simulation(sc.system, sc.budget, alg, seed=sc.seed).run(2)]
+    sc, ctx, ref = setup(tiny, "server_only", "algorithms.server_only.server_batch_size=50")
+    alone = [r.metrics["accuracy"] for r in Simulation(sc.system, sc.budget, ref, seed=sc.seed).run(2)]
+    assert mixed == alone
+
+
+def test_hold_out_balanced_by_hand():
+    from learning.data.partitions import hold_out_balanced
+
+    y = np.array([0, 1, 2] * 10)
+    idx = np.arange(0, 30, 1)[::2]  # 15 indices: classes 0, 2, 1, 0, 2, 1, ... five of each
+    kept, held = hold_out_balanced(idx, y, 6, np.random.default_rng(0))
+    assert len(held) == 6 and np.bincount(y[held], minlength=3).tolist() == [2, 2, 2]
+    assert sorted(np.concatenate([kept, held]).tolist()) == idx.tolist() and not set(kept) & set(held)
+    assert len(hold_out_balanced(idx, y, 0, np.random.default_rng(0))[1]) == 0  # limiting case
+    with pytest.raises(ValueError, match="some must be kept"):
+        hold_out_balanced(idx, y, 15, np.random.default_rng(0))
+
+
+def test_server_validation_is_held_out_and_reported(tiny):
+    sc, ctx, alg = setup(tiny, "fedmix", "data.server_validation=50")
+    assert ctx.server_x.shape[0] == 150 and ctx.val_x.shape[0] == 50
+    assert np.bincount(ctx.val_y.cpu().numpy(), minlength=10).tolist() == [5] * 10
+    rows = {tuple(r) for r in ctx.server_x.flatten(1).tolist()}
+    assert not rows & {tuple(r) for r in ctx.val_x.flatten(1).tolist()}  # disjoint from the training labels
+    rec = Simulation(sc.system, sc.budget, alg, seed=sc.seed).run_round()
+    assert 0 <= rec.metrics["val_accuracy"] <= 1
+    _, plain, _ = setup(tiny, "fedmix")
+    assert plain.val_x is None and plain.server_x.shape[0] == 200
+    with pytest.raises(ValueError, match="server_validation"):
+        setup(tiny, "fedmix", "data.server_validation=200")
+    with pytest.raises(ValueError, match="server_validation"):
+        setup(tiny, "fedmix", 'data.partition="iid"', "data.server_validation=10")

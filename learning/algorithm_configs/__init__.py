@@ -127,4 +127,4 @@ def unused_options(cfg, unused: Mapping[str, bool]) -> None:
 
 from learning.algorithm_configs import dofed_spp, fedavg, fedbe, feddure, fedfomo  # noqa: E402,F401 (declarations)
 from learning.algorithm_configs import feddure_code  # noqa: E402,F401 (declarations)
-from learning.algorithm_configs import fedmatch, fedmix, local, pfedme, um_pfssl  # noqa: E402,F401 (declarations)
+from learning.algorithm_configs import fedmatch, fedmix, local, pfedme, server_only, um_pfssl  # noqa: E402,F401 (declarations)

@@ -11,20 +11,28 @@ from learning.algorithm_configs import ScenarioFacts, declare_variants, variant
 
 
 WEIGHTINGS = ("freq", "samples", "uniform")
+SIGMA_STARTS = ("theta", "persist")
 
 
 @dataclass(frozen=True)
 class FedMixConfig:
-    """FedMix + FedFreq (module docstring). Defaults: ALGORITHMS reconstruction, FedMatch's values.
+    """FedMix + FedFreq (module docstring); defaults: the reconstruction of docs/labels_at_server.md.
 
     ``alpha, beta, gamma``: the weights of ψ̄, σ and θ^t in Eq. 9 (sum 1).
     ``weighting``: the clients' weights p_k in ψ̄ — ``"freq"`` (FedFreq),
     ``"samples"`` (unlabelled samples held) or ``"uniform"``. ``freq_power``:
-    the exponent of 1/c_k. ``lambda_s``, ``lambda_1``, ``lambda_2``: the
-    server loss weight, the pseudo-label weight and the pull toward σ.
-    ``threshold``: τ. ``server_epochs``/``server_batch_size``: the server's
-    training per round; ``batch_size``: the clients' unlabelled batch.
-    ``lr``: overrides ``[train] lr`` for clients and server.
+    the exponent of 1/c_k. ``lambda_s``: the server's loss weight (Eq. 6).
+    Client loss (Eq. 7): ``lambda_1`` weighs the pseudo-label term, ``lambda_c``
+    the optional KL consistency term, ``lambda_2`` the pull toward the anchor,
+    a mean over the P parameter entries (stiffness μ = 2·λ₂/P per entry).
+    ``n_views``: A, the random flip∘shift copies whose mean prediction labels
+    a sample (Eq. 8); ``threshold``: τ. ``sigma_start``: where the server's σ^t
+    starts — ``"theta"`` (the global θ^t) or ``"persist"`` (its own σ^{t−1}).
+    ``send_sigma``: also broadcast σ^t (m more bits per client) and pull ψ
+    toward it; otherwise only θ^t goes down and is the anchor.
+    ``server_epochs``/``server_batch_size``: the server's training per round;
+    ``batch_size``: the clients' unlabelled batch. ``lr``: overrides
+    ``[train] lr`` for clients and server.
     """
 
     alpha: float = 0.5
@@ -33,9 +41,13 @@ class FedMixConfig:
     weighting: str = "freq"
     freq_power: float = 1.0
     lambda_s: float = 10.0
-    lambda_1: float = 1e-2
-    lambda_2: float = 10.0
+    lambda_1: float = 1.0
+    lambda_c: float = 0.0
+    lambda_2: float = 1.0
+    n_views: int = 2
     threshold: float = 0.75
+    sigma_start: str = "theta"
+    send_sigma: bool = False
     server_epochs: int = 1
     server_batch_size: int = 100
     batch_size: int = 100
@@ -49,8 +61,12 @@ class FedMixConfig:
             fail("alpha + beta + gamma", total, "1 (Eq. 9 mixes ψ̄, σ and θ with weights that sum to 1)")
         check_choice("weighting", self.weighting, WEIGHTINGS)
         check_number("freq_power", self.freq_power, minimum=0)
-        for name in ("lambda_s", "lambda_1", "lambda_2"):
+        for name in ("lambda_s", "lambda_1", "lambda_c", "lambda_2"):
             check_number(name, getattr(self, name), minimum=0)
+        check_int("n_views", self.n_views, 1)
+        check_choice("sigma_start", self.sigma_start, SIGMA_STARTS)
+        if not isinstance(self.send_sigma, bool):
+            fail("send_sigma", self.send_sigma, "true or false")
         check_number("threshold", self.threshold, minimum=0)
         if self.threshold > 1:
             fail("threshold", self.threshold, "a probability in [0, 1]")

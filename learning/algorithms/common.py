@@ -168,6 +168,15 @@ def evaluate_shared(ctx: Context, state: Mapping[str, torch.Tensor]) -> list[flo
     return [accs[o] for o in owner]
 
 
+def shared_model_metrics(ctx: Context, state: Mapping[str, torch.Tensor]) -> dict[str, float]:
+    """One shared model's accuracy metrics on the devices' test sets, and ``val_accuracy`` on the server's
+    validation set when one is held out (``[data] server_validation``: what hyper-parameters are chosen by)."""
+    out = accuracy_metrics(evaluate_shared(ctx, state))
+    if ctx.val_x is not None:
+        out["val_accuracy"] = accuracy_per_part(ctx, state, [(ctx.val_x, ctx.val_y)])[0]
+    return out
+
+
 def accuracy_per_part(ctx: Context, state: Mapping[str, torch.Tensor],
                       parts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
     """Accuracy of one model on each ``(x, y)`` part, in one eval-mode forward pass over their union

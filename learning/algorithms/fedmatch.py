@@ -1,8 +1,9 @@
 """FedMatch (Jeong et al., ICLR 2021) from its official code (wyjeong/FedMatch; docs/labels_at_server.md).
 
 The weights are decomposed: ``θ = σ + ψ``, σ learned from labels, ψ from
-unlabelled data; the forward pass uses ``σ + ψ·1[|ψ| > l1_threshold]`` (the
-official decomposed layers' hard threshold). At start σ is the model's
+unlabelled data. Training uses the dense ``σ + ψ`` (the L1 term makes ψ
+sparse); the model evaluated is ``σ + ψ·1[|ψ| > l1_threshold]``, as the
+official decomposed layers threshold ψ only at evaluation. At start σ is the model's
 initialisation and ψ = ``psi_factor``·σ (official: 0.2). One round r:
 
 **Labels at the server** (``labels = "server"``, registered ``fedmatch``):
@@ -43,12 +44,11 @@ import torch.nn.functional as F
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from learning.algorithms.common import (
-    accuracy_metrics,
     aux_metrics,
-    evaluate_shared,
     mean_loss,
     sample_clients,
     server_labeled_set,
+    shared_model_metrics,
     to_cpu,
     to_device,
     train_at_server,
@@ -142,7 +142,7 @@ def unsupervised_loss(cfg: FedMatchConfig, keys: Sequence[str], n_helpers: int, 
 
     def terms(net, b, allp):
         sigma = {k: (allp[k].detach() if both_train else allp[k]) for k in keys}
-        theta = compose(sigma, allp, keys, cfg.l1_threshold)
+        theta = compose(sigma, allp, keys, None)
         lu, ls = net.logits(b, "u", "u_strong", params=theta)
         p = F.softmax(lu, -1)
         conf = (p.detach().max(-1).values >= cfg.threshold).to(p.dtype) * b.mask("u")
@@ -171,7 +171,7 @@ def client_loss(cfg: FedMatchConfig, keys: Sequence[str], n_helpers: int):
         total = lu
         if at_client:
             psi_frozen = {PSI + k: allp[PSI + k].detach() for k in keys}
-            (lx,) = net.logits(b, "x", params=compose(allp, psi_frozen, keys, cfg.l1_threshold))
+            (lx,) = net.logits(b, "x", params=compose(allp, psi_frozen, keys, None))
             sup = cfg.lambda_s * b.mean(F.cross_entropy(lx, b["y"], reduction="none"), "x")
             total = total + sup
             aux = {**aux, "loss_s": sup}
@@ -185,7 +185,7 @@ def server_loss(cfg: FedMatchConfig, keys: Sequence[str]):
 
     def loss(net, b, key):
         allp = {**net.fixed, **net.params}
-        (out,) = net.logits(b, "x", params=compose(allp, allp, keys, cfg.l1_threshold))
+        (out,) = net.logits(b, "x", params=compose(allp, allp, keys, None))
         value = cfg.lambda_s * b.mean(F.cross_entropy(out, b["y"], reduction="none"), "x")
         return value, {"loss": value}
 
@@ -331,7 +331,7 @@ class FedMatch:
                 sigma_d = {k: s[k] for k in self.sigma} if cfg.labels == "client" else self.sigma
                 self.vectors[d] = self._embed({**sigma_d, **compose(sigma_d, s, self.keys, None)})
                 self.helper_psi[d] = {k: s[k] for k in self.psi}
-        metrics.update(accuracy_metrics(evaluate_shared(ctx, self.global_state())))
+        metrics.update(shared_model_metrics(ctx, self.global_state()))
         metrics.update({"train_loss": mean_loss(result), **aux_metrics(result)})
         return metrics
 

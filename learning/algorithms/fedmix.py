@@ -2,20 +2,25 @@
 
 The paper's equations (6)–(10) and its numeric hyperparameters did not
 survive in any reachable copy; what follows is a **reconstruction** from the
-paper's prose, with FedMatch's official values (Jeong et al., ICLR 2021)
-filling the gaps. One round t:
+paper's prose (§V-A, Steps 1–4), with every open value chosen on a
+validation split of the server's labels. One round t:
 
 1. **Server** (Eq. 6, on the clock before the broadcast): the supervised
-   model σ^t starts from the global θ^t and trains ``server_epochs`` on the
-   labelled server set with ``λ_s · CE(y, f_σ(x))``.
-2. **Broadcast** θ^t and σ^t (2·m bits) to the K sampled clients.
+   model σ^t trains ``server_epochs`` on the labelled server set with
+   ``λ_s · CE(y, f_σ(x))``, starting from the global θ^t
+   (``sigma_start = "theta"``) or from its own σ^{t−1} (``"persist"``).
+2. **Broadcast** θ^t (m bits) to the K sampled clients; with
+   ``send_sigma`` also σ^t (2·m bits).
 3. **Client k** (Eqs. 7–8): ψ_k starts from θ^t and trains on its unlabelled
    data with
-   ``λ_1·(1/|U|) Σ_u 1[conf(u) ≥ τ]·CE(ŷ_u, f_ψ(π(u))) + λ_2·‖ψ_k − σ^t‖²``,
-   where ``q(u) = (1/A) Σ_a softmax(f_ψ(π_a(u)))`` over A = 2 perturbations
-   (a ±2 px shift and a horizontal flip), ``ŷ_u = argmax q(u)``,
-   ``conf(u) = max q(u)`` (no gradient through q), and π(u) a fresh ±2 px
-   shift; uploads ψ_k (m bits).
+   ``λ_1·(1/|U|) Σ_u 1[conf(u) ≥ τ]·CE(ŷ_u, f_ψ(π(u)))
+   + λ_c·(1/|U|) Σ_u KL(q(u) ‖ f_ψ(π(u))) + λ_2·(1/P)‖ψ_k − a‖²``,
+   where ``q(u) = (1/A) Σ_a softmax(f_ψ(π_a(u)))`` over A = ``n_views``
+   random flip∘shift copies (the paper's π₁ = shift, π₂ = flip; flip with
+   probability 1/2), ``ŷ_u = argmax q(u)``, ``conf(u) = max q(u)`` (no
+   gradient through q), π(u) a fresh flip∘shift view, P the number of
+   parameter entries and the anchor a = σ^t when it is sent, else θ^t;
+   uploads ψ_k (m bits).
 4. **Aggregation** (Eq. 9): ``ψ̄^t = Σ_k p_k ψ_k`` over the uploads that
    arrived and ``θ^{t+1} = α·ψ̄^t + β·σ^t + γ·θ^t`` with α + β + γ = 1.
 5. **FedFreq** (Eq. 10): ``p_k ∝ (1/c_k^t)^freq_power`` with c_k^t the
@@ -38,12 +43,11 @@ import torch.nn.functional as F
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from learning.aggregation import weighted_average
 from learning.algorithms.common import (
-    accuracy_metrics,
-    evaluate_shared,
     mean_loss,
     aux_metrics,
     sample_clients,
     server_labeled_set,
+    shared_model_metrics,
     to_cpu,
     to_device,
     train_at_server,
@@ -54,12 +58,13 @@ from learning.algorithms.registry import register_variants
 from learning.augment import make_augmentation
 from learning.context import Context
 from learning.label_quality import TRUTH, batch_label_aux
+from learning.objectives import kl_to_soft, scaled_cross_entropy_loss
 from learning.costs import task_cycles
 from learning.executors import LocalTask, Stream, View
-from learning.algorithm_configs.fedmix import WEIGHTINGS, FedMixConfig, VARIANTS  # noqa: F401 (re-exported)
+from learning.algorithm_configs.fedmix import SIGMA_STARTS, WEIGHTINGS, FedMixConfig, VARIANTS  # noqa: F401 (re-exported)
 
 Params = dict[str, torch.Tensor]
-SIGMA = "sigma/"  # prefix of σ^t's keys in a client's state (a frozen input)
+ANCHOR = "anchor/"  # prefix of the pull's anchor (σ^t or θ^t) in a client's state (a frozen input)
 
 
 # --------------------------------------------------------------------------- formulas
@@ -94,54 +99,57 @@ def argmax_pseudo_labels(prob_views: Sequence[torch.Tensor], threshold: float) -
     return label, (conf >= threshold).to(q.dtype)
 
 
-def squared_distance(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], prefix: str = "") -> torch.Tensor:
-    """``Σ_k ‖a[k] − b[prefix + k]‖²`` over the keys of ``a`` (the pull of ψ toward σ)."""
-    return sum(((v - b[prefix + k]) ** 2).sum() for k, v in a.items())
+def mean_squared_distance(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], prefix: str = "") -> torch.Tensor:
+    """``(1/P) Σ_k ‖a[k] − b[prefix + k]‖²`` over the keys of ``a``, P their entries (the pull of ψ toward
+    its anchor, per parameter entry: its gradient is ``2(a − b)/P``, so λ₂ acts as a stiffness μ = 2λ₂/P)."""
+    total = sum(((v - b[prefix + k]) ** 2).sum() for k, v in a.items())
+    return total / sum(v.numel() for v in a.values())
 
 
 # --------------------------------------------------------------------------- losses and tasks
 
 
-def scaled_ce_loss(weight: float, x_key: str = "x"):
-    """``weight · mean CE(y, f(x))`` (the server's Eq. 6)."""
-
-    def loss(net, b, key):
-        (out,) = net.logits(b, x_key)
-        value = weight * b.mean(F.cross_entropy(out, b["y"], reduction="none"), x_key)
-        return value, {"loss": value}
-
-    return loss
+def view_names(cfg: FedMixConfig) -> list[str]:
+    """The batch keys of the A label views (``u_a0`` …); the trained view is ``u_pi``."""
+    return [f"u_a{i}" for i in range(cfg.n_views)]
 
 
 def client_loss(cfg: FedMixConfig):
-    """Eq. 7 (reconstructed) on batch keys ``u_shift``, ``u_flip`` (the A = 2 perturbations) and ``u_pi``."""
+    """Eq. 7 (reconstructed) on the A label views and the trained view ``u_pi`` of the unlabelled batch."""
+    labels_from = view_names(cfg)
 
     def loss(net, b, key):
-        ls, lf, lp = net.logits(b, "u_shift", "u_flip", "u_pi")
-        label, mask = argmax_pseudo_labels([F.softmax(ls.detach(), -1), F.softmax(lf.detach(), -1)], cfg.threshold)
+        *views, lp = net.logits(b, *labels_from, "u_pi")
+        q = torch.stack([F.softmax(v.detach(), -1) for v in views]).mean(0)
+        label, mask = argmax_pseudo_labels([q], cfg.threshold)
         unsup = b.mean(mask * F.cross_entropy(lp, label, reduction="none"), "u_pi")
-        pull = squared_distance(net.params, net.fixed, SIGMA)
-        total = cfg.lambda_1 * unsup + cfg.lambda_2 * pull
-        return total, {"loss": total, "loss_u": unsup, "pull": pull, "mask_rate": b.mean(mask, "u_pi"),
+        total = cfg.lambda_1 * unsup
+        aux = {"loss_u": unsup}
+        if cfg.lambda_c:
+            consistency = b.mean(kl_to_soft(lp, q), "u_pi")
+            total = total + cfg.lambda_c * consistency
+            aux["loss_c"] = consistency
+        pull = mean_squared_distance(net.params, net.fixed, ANCHOR)
+        total = total + cfg.lambda_2 * pull
+        return total, {"loss": total, **aux, "pull": pull, "mask_rate": b.mean(mask, "u_pi"),
                        **batch_label_aux(b, label, mask, "u_pi")}
 
     return loss
 
 
 def client_task(ctx: Context, cfg: FedMixConfig) -> LocalTask:
-    """One client round: ``epochs`` over its unlabelled data; A = 2 label forwards + 1 training pass per row."""
-    shift = make_augmentation("shift", ctx.input_shape)
-    flip = make_augmentation("flip", ctx.input_shape)
+    """One client round: ``epochs`` over its unlabelled data; A label forwards + 1 training pass per row."""
+    weak = make_augmentation("weak", ctx.input_shape)
     return LocalTask(
         loss=client_loss(cfg), optimizer=ctx.optimizer(lr=cfg.lr), epochs=ctx.local_cfg.epochs,
         streams=(Stream("unl", cfg.batch_size),),
-        views=(View("u_shift", "u", shift), View("u_flip", "u", flip), View("u_pi", "u", shift)),
-        passes={"unl": 1.0 + 2.0 / 3.0},
+        views=tuple(View(v, "u", weak) for v in view_names(cfg)) + (View("u_pi", "u", weak),),
+        passes={"unl": 1.0 + cfg.n_views / 3.0},
     )
 
 
 def server_task(ctx: Context, cfg: FedMixConfig) -> LocalTask:
-    return LocalTask(loss=scaled_ce_loss(cfg.lambda_s), optimizer=ctx.optimizer(lr=cfg.lr), epochs=cfg.server_epochs,
+    return LocalTask(loss=scaled_cross_entropy_loss(cfg.lambda_s), optimizer=ctx.optimizer(lr=cfg.lr), epochs=cfg.server_epochs,
                      streams=(Stream("main", cfg.server_batch_size),))
 
 
@@ -158,6 +166,7 @@ class FedMix:
         self.server_task = server_task(ctx, cfg)
         self.task = client_task(ctx, cfg)
         self.theta = ctx.init_state()
+        self.sigma = self.theta  # σ^{t−1} (``sigma_start = "persist"``)
         self.param_keys = [k for k, _ in ctx.model.named_parameters()]
         self.counts = np.zeros(ctx.n_devices, dtype=np.int64)  # c_k: rounds each client has trained in
         self.selected: tuple[int, ...] = ()
@@ -167,7 +176,8 @@ class FedMix:
         self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
         cycles = {d: task_cycles(self.task, {"unl": ctx.clients[d].x_unl.shape[0]}, ctx.cycles_per_sample)
                   for d in self.selected}
-        plan = training_plan(self.selected, cycles, ctx.model_bits, 2 * ctx.model_bits)  # θ and σ down, ψ up
+        down = (2 if self.cfg.send_sigma else 1) * ctx.model_bits  # θ (and σ) down, ψ up
+        plan = training_plan(self.selected, cycles, ctx.model_bits, down)
         server = task_cycles(self.server_task, {"main": self.server_data["main"]["y"].shape[0]}, ctx.cycles_per_sample)
         return dataclasses.replace(plan, server_cycles={"train_sigma": server})
 
@@ -181,28 +191,31 @@ class FedMix:
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, cfg, r, sel = self.ctx, self.cfg, outcome.round_index, list(self.selected)
-        server = train_at_server(ctx, self.name, r, self.theta, self.server_data, self.server_task)
-        sigma = server.params[0]
+        start = self.theta if cfg.sigma_start == "theta" else self.sigma
+        server = train_at_server(ctx, self.name, r, start, self.server_data, self.server_task)
+        sigma = self.sigma = server.params[0]
         self.counts[sel] += 1
-        frozen_sigma = {SIGMA + k: sigma[k] for k in self.param_keys}
-        starts = [{**self.theta, **frozen_sigma} for _ in sel]
+        anchor = sigma if cfg.send_sigma else self.theta
+        frozen = {ANCHOR + k: anchor[k] for k in self.param_keys}
+        starts = [{**self.theta, **frozen} for _ in sel]
         data = [{"unl": {"u": ctx.clients[d].x_unl, TRUTH: ctx.clients[d].y_unl_hidden}} for d in sel]  # TRUTH: scored only
         result = train_devices(ctx, self.name, r, sel, starts, data, self.task)
-        psis = [{k: v for k, v in s.items() if not k.startswith(SIGMA)} for s in result.params]
+        psis = [{k: v for k, v in s.items() if not k.startswith(ANCHOR)} for s in result.params]
         arrived = set(outcome.arrived)
         ups = [(p, w) for d, p, w in zip(sel, psis, self.weights(sel)) if d in arrived]
         if ups and sum(w for _, w in ups) > 0:
             psi_bar = weighted_average(ups)
             self.theta = mix(psi_bar, sigma, self.theta, cfg.alpha, cfg.beta, cfg.gamma)
-        metrics = {**accuracy_metrics(evaluate_shared(ctx, self.theta)), "train_loss": mean_loss(result),
+        metrics = {**shared_model_metrics(ctx, self.theta), "train_loss": mean_loss(result),
                    "server_loss": server.mean_loss[0], **aux_metrics(result)}
         return metrics
 
     def state_dict(self) -> dict:
-        return {"theta": to_cpu(self.theta), "counts": self.counts.tolist()}
+        return {"theta": to_cpu(self.theta), "sigma": to_cpu(self.sigma), "counts": self.counts.tolist()}
 
     def load_state_dict(self, state: dict) -> None:
         self.theta = to_device(self.ctx, state["theta"])
+        self.sigma = to_device(self.ctx, state["sigma"])
         self.counts = np.asarray(state["counts"], dtype=np.int64)
 
 

@@ -599,6 +599,27 @@ def _feddure(mode: str) -> Callable:
     return split
 
 
+def hold_out_balanced(idx, y, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Split the indices ``idx`` (labels ``y[idx]``) into ``(kept, held)`` with ``n`` class-balanced held out.
+
+    Balanced as every split here: ``n`` spread as evenly as the classes allow, the remainder to random
+    classes (``rng``). Both parts sorted; ``n = 0`` holds nothing out. Used for the server's validation set
+    (``[data] server_validation``).
+    """
+    idx = np.asarray(idx, dtype=np.int64)
+    n = _count("n", n, 0)
+    if n >= len(idx) and n:
+        raise ValueError(f"cannot hold out {n} of {len(idx)} samples: some must be kept")
+    sub = np.asarray(y)[idx]
+    n_classes = int(sub.max()) + 1 if len(sub) else 0
+    by_class = _by_class(sub, n_classes)
+    present = tuple(c for c in range(n_classes) if len(by_class[c]))
+    held_local = _draw(_Pool(by_class, rng), present, n, rng, f"validation set (n={n})")
+    keep = np.ones(len(idx), dtype=bool)
+    keep[held_local] = False
+    return np.sort(idx[keep]), np.sort(idx[held_local])
+
+
 def _labels_at_server(y_tr, y_te, n, rng, n_classes, server_labeled, alpha, test_size):
     return labels_at_server_partition(y_tr, y_te, n, server_labeled, rng, alpha, n_classes=n_classes,
                                       test_size=test_size)
