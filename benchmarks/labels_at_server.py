@@ -1,162 +1,181 @@
-"""Tables and figures of docs/labels_at_server.md from the run folders of the CPU-scale experiments.
+"""Tables and figures of docs/labels_at_server.md from the sweeps of ``scenarios/las_fmnist_550.toml``.
 
-    python benchmarks/labels_at_server.py RUNS_DIR [--figures docs/figures]
+    python benchmarks/labels_at_server.py tune SWEEP...            # the tuning table (validation accuracy)
+    python benchmarks/labels_at_server.py final ROOT [--figures DIR]
 
-``RUNS_DIR`` holds the run folders written by ``edgesim run scenarios/las_fmnist_cpu.toml`` with the
-overrides listed in the docs page (``iid_s{0,1,2}``, ``dir05_s{0,1,2}``, ``dir02_s0``, ``dir10_s0``,
-``parts_dir05_s0``, ``abg_*_dir05``, ``lab{700,800}_dir05``, ``slow_server_dir05``). Prints Markdown
-tables; draws PNGs with ``plots.curves``. "Final" accuracy = mean of the last 3 rounds.
+``tune``: every run of the given sweep folders (run with ``--set data.server_validation=200``) as one row
+per algorithm: its learning rate, the options that differ from the defaults, and the validation accuracy
+(mean of the last 5 rounds) by which the best configuration per algorithm is chosen — never the test set.
+
+``final``: ``ROOT`` holds one sweep per data setting and kind of row — ``{iid,dir05}_main`` (FedMix+FedFreq,
+FedMatch, supervised only), ``{iid,dir05}_persist`` (FedMix with ``sigma_start = "persist"``) and
+``{iid,dir05}_off`` (both methods with their unlabelled terms off) — each over the same seeds (the
+commands are in the docs page). Prints the final accuracy (mean of the last 3 rounds), the best round,
+time to accuracy, and each method's paired difference from supervised only over the seeds, with 95 %
+Student-t intervals (``plots.runs``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import tomllib
 from pathlib import Path
 
 import numpy as np
 
 from plots.curves import COLUMN_WIDTH_IN, algorithm_colors, collect, draw_accuracy, plt, read_rounds, style_axes
+from plots.runs import Interval, mean_interval, paired_difference
 
-ALGS = ("fedmix", "fedmatch")
-NAMES = {"fedmix": "FedMix+FedFreq", "fedmatch": "FedMatch", "fedmix_samples": "FedMix (sample weights)",
-         "fedfreq": "FedFreq (plain average)"}
-
-
-NM = "not measured"
-
-
-def have(run: Path, alg: str) -> bool:
-    return (run / "rounds.csv").is_file() and alg in read_rounds(run)
-
-
-def final(run: Path, alg: str, last: int = 3) -> float:
-    acc = read_rounds(run)[alg]["accuracy"]
-    return float(np.mean(acc[-last:]))
+SETTINGS = {"iid": "IID", "dir05": "Dir(0.5)"}
+ROWS = (  # label, sweep kind, algorithm
+    ("FedMix+FedFreq", "main", "fedmix"),
+    ("FedMix+FedFreq, σ persists", "persist", "fedmix"),
+    ("FedMix+FedFreq, unlabelled terms off", "off", "fedmix"),
+    ("FedMatch", "main", "fedmatch"),
+    ("FedMatch, unlabelled terms off", "off", "fedmatch"),
+    ("Supervised only (θ ← σ)", "main", "server_only"),
+)
+FLOOR = "Supervised only (θ ← σ)"
+THRESHOLDS = ("0.75", "0.8")
 
 
-def fin(run: Path, alg: str) -> str:
-    return f"{final(run, alg) * 100:.1f}" if have(run, alg) else NM
+def runs_of(sweep: Path) -> list[Path]:
+    return sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "summary.json").is_file()) if sweep.is_dir() else []
 
 
-def at_round(run: Path, alg: str, r: int) -> float:
-    return float(read_rounds(run)[alg]["accuracy"][r])
+def seed_of(run: Path) -> int:
+    return int(json.loads((run / "summary.json").read_text())["seed"])
 
 
-def wobble(run: Path, alg: str, last: int = 10) -> float:
-    """Mean |round-to-round change| of the accuracy over the last ``last`` rounds (instability), in points."""
-    acc = read_rounds(run)[alg]["accuracy"][-last:]
-    return float(np.mean(np.abs(np.diff(acc))) * 100)
+def pct(iv: Interval, signed: bool = False) -> str:
+    if iv.n == 0:
+        return "not measured"
+    sign = "+" if signed else ""
+    text = f"{iv.mean * 100:{sign}.1f}"
+    if iv.n > 1:
+        text += f" [{iv.low * 100:{sign}.1f}, {iv.high * 100:{sign}.1f}]"
+    return text + (f" ({iv.n}/{iv.n_total})" if iv.n < iv.n_total else "")
 
 
-def pm(values) -> str:
-    v = np.asarray(values, dtype=float) * 100
-    return f"{v.mean():.1f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.1f} (n = {len(v)})" if len(v) else NM
+def seconds(iv: Interval) -> str:
+    if iv.n == 0:
+        return f"not reached (0/{iv.n_total})"
+    text = f"{iv.mean:.0f}" + (f" [{iv.low:.0f}, {iv.high:.0f}]" if iv.n > 1 else "")
+    return text + (f" ({iv.n}/{iv.n_total})" if iv.n < iv.n_total else "")
 
 
-def tta(run: Path, alg: str, threshold: float) -> str:
-    s = json.loads((run / "summary.json").read_text())["algorithms"][alg]["time_to_accuracy_s"].get(str(threshold))
-    return "not reached" if s is None else f"{s:.1f}"
+def options(run: Path, alg: str) -> tuple[float, str]:
+    """The run's learning rate for ``alg`` and its non-default options (as ``key=value``)."""
+    cfg = tomllib.loads((run / "config.toml").read_text())
+    table = cfg.get("algorithms", {}).get(alg, {})
+    lr = table.get("lr") or cfg["train"]["lr"]
+    from learning.algorithms import REGISTRY
+
+    defaults = REGISTRY[alg].config_cls()
+    diff = [f"{k}={v}" for k, v in sorted(table.items())
+            if k not in ("lr", "batch_size") and getattr(defaults, k, None) != v]
+    return float(lr), ", ".join(diff) or "defaults"
 
 
-def figure(series: dict, out: Path, x: str, xlabel: str, title: str, names=None) -> None:
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.5), dpi=200)
-    draw_accuracy(ax, series, algorithm_colors(series), names=names or NAMES)
-    style_axes(ax, xlabel, "Test accuracy (%)")
-    ax.set_title(title, fontsize=8)
-    ax.legend(fontsize=6.5, frameon=False, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
+def tune(sweeps: list[Path]) -> str:
+    rows = []
+    for sweep in sweeps:
+        for run in runs_of(sweep):
+            for alg, cols in read_rounds(run).items():
+                lr, opts = options(run, alg)
+                rows.append((alg, lr, opts, float(np.mean(cols["val_accuracy"][-5:])),
+                             float(np.mean(cols["accuracy"][-3:]))))
+    best = {}
+    for r in rows:
+        if r[0] not in best or r[3] > best[r[0]][3]:
+            best[r[0]] = r
+    out = ["| algorithm | lr | options | validation accuracy, last 5 rounds (%) | chosen |", "| --- | --- | --- | --- | --- |"]
+    for r in sorted(rows):
+        out.append(f"| {r[0]} | {r[1]:g} | {r[2]} | {r[3] * 100:.1f} | {'**chosen**' if best[r[0]] is r else ''} |")
+    return "\n".join(out)
+
+
+def per_seed(sweep: Path, alg: str, fn) -> dict[int, float]:
+    out = {}
+    for run in runs_of(sweep):
+        cols = read_rounds(run).get(alg)
+        if cols is not None:
+            out[seed_of(run)] = fn(run, cols)
+    return out
+
+
+def final(run, cols) -> float:
+    return float(np.mean(cols["accuracy"][-3:]))
+
+
+def best(run, cols) -> float:
+    return float(np.max(cols["accuracy"]))
+
+
+def time_to(threshold: str, alg: str):
+    def fn(run, cols):
+        s = json.loads((run / "summary.json").read_text())["algorithms"][alg]["time_to_accuracy_s"].get(threshold)
+        return math.nan if s is None else float(s)
+
+    return fn
+
+
+def final_tables(root: Path) -> str:
+    out = []
+    for tag, data in SETTINGS.items():
+        values = {label: per_seed(root / f"{tag}_{kind}", alg, final) for label, kind, alg in ROWS}
+        floor = values[FLOOR]
+        out += [f"**{data}** (seeds: {', '.join(str(s) for s in sorted(floor)) or 'none'})", "",
+                "| row | final accuracy (%) | best round (%) | − supervised only, paired (points) | "
+                + " | ".join(f"time to {float(t) * 100:.0f} % (s)" for t in THRESHOLDS) + " |",
+                "| --- | --- | --- | --- | " + " | ".join("---" for _ in THRESHOLDS) + " |"]
+        for label, kind, alg in ROWS:
+            sweep = root / f"{tag}_{kind}"
+            diff = "—" if label == FLOOR else pct(paired_difference(values[label], floor), signed=True)
+            times = [seconds(mean_interval(list(per_seed(sweep, alg, time_to(t, alg)).values()))) for t in THRESHOLDS]
+            out.append(f"| {label} | {pct(mean_interval(list(values[label].values())))} | "
+                       f"{pct(mean_interval(list(per_seed(sweep, alg, best).values())))} | {diff} | {' | '.join(times)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def figures(root: Path, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for tag, data in SETTINGS.items():
+        series = {}
+        for label, kind, alg in ROWS:
+            runs = [r for r in runs_of(root / f"{tag}_{kind}") if alg in read_rounds(r)]
+            if runs:
+                series[label] = collect(runs, "round")[alg]
+        if not series:
+            continue
+        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.6), dpi=200)
+        draw_accuracy(ax, series, algorithm_colors(series), names={k: k for k in series})
+        style_axes(ax, "Round", "Test accuracy (%)")
+        ax.set_title(f"Fashion-MNIST, labels at the server, {data}: mean and range over seeds", fontsize=7)
+        ax.legend(fontsize=5.5, frameon=False, loc="lower right")
+        fig.tight_layout()
+        fig.savefig(out / f"las_550_{tag}.png")
+        plt.close(fig)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("runs", type=Path)
-    ap.add_argument("--figures", type=Path, default=None)
+    sub = ap.add_subparsers(dest="what", required=True)
+    t = sub.add_parser("tune")
+    t.add_argument("sweeps", type=Path, nargs="+")
+    f = sub.add_parser("final")
+    f.add_argument("root", type=Path)
+    f.add_argument("--figures", type=Path, default=None)
     a = ap.parse_args(argv)
-    R = a.runs
-    out = []
-    seeds = {"IID": [R / f"iid_s{s}" for s in range(3)], "Dir(0.5)": [R / f"dir05_s{s}" for s in range(3)]}
-    out.append("| data | algorithm | final accuracy (%) | accuracy after round 5 (%) | best (%) |")
-    out.append("| --- | --- | --- | --- | --- |")
-    for data, runs in seeds.items():
-        runs = [r for r in runs if have(r, "fedmix")]
-        seeds[data] = runs
-        for alg in ALGS:
-            out.append(f"| {data} | {NAMES[alg]} | {pm([final(r, alg) for r in runs])} | "
-                       f"{pm([at_round(r, alg, 4) for r in runs])} | "
-                       f"{pm([max(read_rounds(r)[alg]['accuracy']) for r in runs])} |")
-    out.append("")
-    out.append("| non-IID level | FedMix+FedFreq (%) | FedMatch (%) |")
-    out.append("| --- | --- | --- |")
-    for label, run in (("Dir(0.2)", R / "dir02_s0"), ("Dir(0.5)", R / "dir05_s0"), ("Dir(1.0)", R / "dir10_s0"),
-                       ("IID", R / "iid_s0")):
-        out.append(f"| {label} | {fin(run, 'fedmix')} | {fin(run, 'fedmatch')} |")
-    out.append("")
-    out.append("| (α, β, γ) | final accuracy (%) | mean round-to-round change, last 10 rounds (points) |")
-    out.append("| --- | --- | --- |")
-    sweep = {"(0.6, 0.2, 0.2)": R / "abg_622_dir05", "(0.5, 0.3, 0.2) default": R / "dir05_s0",
-             "(0.4, 0.3, 0.3)": R / "abg_433_dir05", "(1/3, 1/3, 1/3)": R / "abg_333_dir05"}
-    for label, run in sweep.items():
-        out.append(f"| {label} | {fin(run, 'fedmix')} | {wobble(run, 'fedmix'):.2f} |" if have(run, "fedmix")
-                   else f"| {label} | {NM} | {NM} |")
-    out.append("")
-    out.append("| server labelled images | FedMix+FedFreq (%) | FedMatch (%) |")
-    out.append("| --- | --- | --- |")
-    for n, run in ((700, R / "lab700_dir05"), (800, R / "lab800_dir05"), (1000, R / "dir05_s0")):
-        out.append(f"| {n} | {fin(run, 'fedmix')} | {fin(run, 'fedmatch')} |")
-    out.append("")
-    out.append("| variant (Dir(0.5), seed 0) | final accuracy (%) |")
-    out.append("| --- | --- |")
-    out.append(f"| FedMix+FedFreq | {fin(R / 'dir05_s0', 'fedmix')} |")
-    for alg in ("fedmix_samples", "fedfreq"):
-        out.append(f"| {NAMES[alg]} | {fin(R / 'parts_dir05_s0', alg)} |")
-    out.append("")
-    out.append("| server CPU | algorithm | server s / round | round s (mean) | time to 65 % (s) | time to 70 % (s) |")
-    out.append("| --- | --- | --- | --- | --- | --- |")
-    for label, run in (("10 GHz", R / "dir05_s0"), ("1 GHz", R / "slow_server_dir05")):
-        for alg in ALGS:
-            if not have(run, alg):
-                out.append(f"| {label} | {NAMES[alg]} | {NM} | {NM} | {NM} | {NM} |")
-                continue
-            cols = read_rounds(run)[alg]
-            out.append(f"| {label} | {NAMES[alg]} | {np.mean(cols['server_s']):.2f} | {np.mean(cols['duration_s']):.2f} | "
-                       f"{tta(run, alg, 0.65)} | {tta(run, alg, 0.7)} |")
-    print("\n".join(out))
+    if a.what == "tune":
+        print(tune(a.sweeps))
+        return 0
+    print(final_tables(a.root))
     if a.figures:
-        f = a.figures
-        f.mkdir(parents=True, exist_ok=True)
-        for data, runs in seeds.items():
-            if not runs:
-                continue
-            tag = "iid" if data == "IID" else "dir05"
-            figure(collect(runs, "round"), f / f"las_accuracy_{tag}.png", "round", "Round",
-                   f"Fashion-MNIST, labels at the server, {data}, 3 seeds")
-        series = {}
-        for label, run in sweep.items():
-            if have(run, "fedmix"):
-                series[label] = collect([run], "round")["fedmix"]
-        figure(series, f / "las_alpha_sweep.png", "round", "Round", "FedMix (α, β, γ), Dir(0.5), seed 0",
-               names={k: k for k in series})
-        levels = [(lab, r) for lab, r in (("Dir(0.2)", R / "dir02_s0"), ("Dir(0.5)", R / "dir05_s0"),
-                                          ("Dir(1.0)", R / "dir10_s0"), ("IID", R / "iid_s0")) if have(r, "fedmatch")]
-        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.3), dpi=200)
-        for alg, c in zip(ALGS, ("C0", "C1")):
-            ax.plot(range(len(levels)), [final(r, alg) * 100 for _, r in levels], "o-", color=c, label=NAMES[alg])
-        ax.set_xticks(range(len(levels)), [lab for lab, _ in levels])
-        style_axes(ax, "Non-IID level (Dirichlet α)", "Final accuracy (%)")
-        ax.legend(fontsize=6.5, frameon=False)
-        fig.tight_layout()
-        fig.savefig(f / "las_noniid_levels.png")
-        plt.close(fig)
-        series = {}
-        for label, run in (("10 GHz", R / "dir05_s0"), ("1 GHz", R / "slow_server_dir05")):
-            for alg in ALGS:
-                if have(run, alg):
-                    series[f"{NAMES[alg]}, server {label}"] = collect([run], "time_s")[alg]
-        figure(series, f / "las_time_to_accuracy.png", "time_s", "Simulated time (s)",
-               "Dir(0.5), seed 0: the server's compute on the clock", names={k: k for k in series})
+        figures(a.root, a.figures)
     return 0
 
 

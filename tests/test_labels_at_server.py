@@ -411,9 +411,11 @@ def test_fedmatch_labels_at_client(tiny):
         setup(tiny, "fedmatch_lc")
 
 
-@pytest.mark.parametrize("name", ["fedmatch", "fedmatch_lc"])
-def test_fedmatch_vectorised_equals_sequential(tiny, name):
+@pytest.mark.parametrize("name", ["fedmatch", "fedmatch_lc", "fedmix"])
+def test_vectorised_equals_sequential(tiny, name):
     over = ['train.executor="sequential"']
+    if name == "fedmix":  # every term of the client loss on: a confident label for every row, the KL, the pull
+        over += ["algorithms.fedmix.threshold=0.0", "algorithms.fedmix.lambda_c=1.0", "algorithms.fedmix.lambda_2=1e4"]
     if name == "fedmatch_lc":
         over += ['data.partition="dirichlet"', "data.alpha=1.0", "algorithms.fedmatch_lc.batch_size=32",
                  "algorithms.fedmatch_lc.lr=0.005"]
