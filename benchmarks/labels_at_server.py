@@ -142,20 +142,30 @@ def final_tables(root: Path) -> str:
 
 
 def figures(root: Path, out: Path) -> None:
+    """Per data setting: accuracy against the round and against simulated time (log scale), mean and range."""
     out.mkdir(parents=True, exist_ok=True)
     for tag, data in SETTINGS.items():
-        series = {}
-        for label, kind, alg in ROWS:
-            runs = [r for r in runs_of(root / f"{tag}_{kind}") if alg in read_rounds(r)]
-            if runs:
-                series[label] = collect(runs, "round")[alg]
-        if not series:
+        fig, axes = plt.subplots(1, 2, figsize=(2 * COLUMN_WIDTH_IN, 2.6), dpi=200)
+        drawn = False
+        for ax, x, xlabel in zip(axes, ("round", "time_s"), ("Round", "Simulated time (s)")):
+            series = {}
+            for label, kind, alg in ROWS:
+                runs = [r for r in runs_of(root / f"{tag}_{kind}") if alg in read_rounds(r)]
+                if runs:
+                    series[label] = collect(runs, x)[alg]
+            if not series:
+                continue
+            drawn = True
+            draw_accuracy(ax, series, algorithm_colors(series), names={k: k for k in series})
+            style_axes(ax, xlabel, "Test accuracy (%)")
+            if x == "time_s":
+                ax.set_xscale("log")
+        if not drawn:
+            plt.close(fig)
             continue
-        fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.6), dpi=200)
-        draw_accuracy(ax, series, algorithm_colors(series), names={k: k for k in series})
-        style_axes(ax, "Round", "Test accuracy (%)")
-        ax.set_title(f"Fashion-MNIST, labels at the server, {data}: mean and range over seeds", fontsize=7)
-        ax.legend(fontsize=5.5, frameon=False, loc="lower right")
+        axes[0].set_title(f"Labels at the server, {data}: mean and range over seeds", fontsize=7)
+        axes[1].set_title("the same against the simulated clock", fontsize=7)
+        axes[0].legend(fontsize=5.5, frameon=False, loc="lower right")
         fig.tight_layout()
         fig.savefig(out / f"las_550_{tag}.png")
         plt.close(fig)
