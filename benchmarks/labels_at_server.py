@@ -60,6 +60,8 @@ def pct(iv: Interval, signed: bool = False) -> str:
 
 
 def seconds(iv: Interval) -> str:
+    if iv.n_total == 0:
+        return "not measured"
     if iv.n == 0:
         return f"not reached (0/{iv.n_total})"
     text = f"{iv.mean:.0f}" + (f" [{iv.low:.0f}, {iv.high:.0f}]" if iv.n > 1 else "")
