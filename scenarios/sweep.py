@@ -179,6 +179,12 @@ def make_spec(scenario: Optional[Path], grid: Sequence[str], seeds: Optional[int
         raise ConfigError("--seeds and --grid seed=... both set the seeds; give one of them")
     if seeds is not None and seeds < 1:
         raise ConfigError(f"--seeds {seeds}: expected an integer >= 1")
+    for axis in axes:
+        if axis.key == "seed":
+            bad = [t for v, t in zip(axis.values, axis.texts) if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+            if bad:
+                raise ConfigError(f"--grid seed={','.join(axis.texts)}: value {bad[0]} is not a seed; "
+                                  "expected integers >= 0, e.g. --grid seed=0,1,2")
     path = str(Path(scenario).resolve()) if scenario is not None else None
     base = load_scenario(path, list(overrides), learning=False).seed if "seed" not in keys else 0
     return SweepSpec(path, tuple(overrides), tuple(axes), tuple(base + i for i in range(seeds or 1)))

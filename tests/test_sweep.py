@@ -93,6 +93,9 @@ def test_run_names_are_the_grid_values_in_grid_order_seed_last(scenario):
     (["--grid", "system.bandwidth_hz=1e6,-5"], "bandwidth_hz = -5"),
     (["--grid", "run.algorithms=['fedavg'],['fedmagic']"], "unknown algorithm 'fedmagic'"),
     (["--grid", "seed=1,2", "--seeds", "2"], "give one of them"),
+    (["--grid", "seed=:"], "value : is not a seed"),
+    (["--grid", "seed=1,-2"], "value -2 is not a seed"),
+    (["--grid", "seed=1.5"], "value 1.5 is not a seed"),
     (["--grid", "system.bandwidth_hz=1e6", "--executor", "spark"], "--executor 'spark'"),
 ])
 def test_a_bad_grid_is_one_clear_error_before_anything_runs(scenario, tmp_path, args, message):
