@@ -18,6 +18,7 @@ Student-t intervals (``plots.runs``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import tomllib
@@ -25,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from plots.curves import COLUMN_WIDTH_IN, algorithm_colors, collect, draw_accuracy, plt, read_rounds, style_axes
+from plots.curves import COLUMN_WIDTH_IN, algorithm_colors, collect, draw_accuracy, plt, style_axes
+from plots.curves import read_rounds as _read_rounds
 from plots.runs import Interval, mean_interval, paired_difference
 
 SETTINGS = {"iid": "IID", "dir05": "Dir(0.5)"}
@@ -45,8 +47,19 @@ def runs_of(sweep: Path) -> list[Path]:
     return sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "summary.json").is_file()) if sweep.is_dir() else []
 
 
+@functools.lru_cache(maxsize=None)
+def read_rounds(run: Path) -> dict:
+    """A run's ``rounds.csv`` (read once: every table and figure asks for it again)."""
+    return _read_rounds(run)
+
+
+@functools.lru_cache(maxsize=None)
+def summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
 def seed_of(run: Path) -> int:
-    return int(json.loads((run / "summary.json").read_text())["seed"])
+    return int(summary(run)["seed"])
 
 
 def pct(iv: Interval, signed: bool = False) -> str:
@@ -118,7 +131,7 @@ def best(run, cols) -> float:
 
 def time_to(threshold: str, alg: str):
     def fn(run, cols):
-        s = json.loads((run / "summary.json").read_text())["algorithms"][alg]["time_to_accuracy_s"].get(threshold)
+        s = summary(run)["algorithms"][alg]["time_to_accuracy_s"].get(threshold)
         return math.nan if s is None else float(s)
 
     return fn
