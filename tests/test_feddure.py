@@ -203,6 +203,16 @@ def _bn_model():  # no conv bias before BatchNorm (as ResNet-9): its gradient is
                                      nn.Linear(3 * 8 * 8, 4)))
 
 
+def _both_executors(model, task, starts, data):
+    """``task`` run by the sequential and the vectorised executor (seeds 7, 8, 9); every parameter must agree."""
+    a = SequentialExecutor().run(model, task, starts, data, [7, 8, 9])
+    b = VmapExecutor(fallback="error").run(model, task, starts, data, [7, 8, 9])
+    for sa, sb in zip(a.params, b.params):
+        for k in sa:
+            assert torch.allclose(sa[k].float(), sb[k].float(), atol=2e-5), k
+    return a, b
+
+
 def test_sequential_equals_vmap_with_batchnorm_and_padding_and_creg_keeps_the_statistics():
     model = _bn_model()
     keys = [n for n, _ in model.named_parameters()]
@@ -216,12 +226,8 @@ def test_sequential_equals_vmap_with_batchnorm_and_padding_and_creg_keeps_the_st
         starts.append({**base, **{C_REG + k: base[k] for k in keys}, **w})
         data.append({"lab": {"x": torch.rand(n_lab, 1, 8, 8, generator=g), "y": torch.randint(0, 4, (n_lab,), generator=g)},
                      "unl": {"u": torch.rand(n_unl, 1, 8, 8, generator=g)}})
-    a = SequentialExecutor().run(model, task, starts, data, [7, 8, 9])
-    b = VmapExecutor(fallback="error").run(model, task, starts, data, [7, 8, 9])
+    a, b = _both_executors(model, task, starts, data)
     assert a.n_steps == b.n_steps == [2, 2, 1]
-    for sa, sb in zip(a.params, b.params):
-        for k in sa:
-            assert torch.allclose(sa[k].float(), sb[k].float(), atol=2e-5), k
     for k in a.aux:
         assert a.aux[k] == pytest.approx(b.aux[k], abs=1e-5), k
     # the regulators' forward passes leave θ's running statistics alone: one BatchNorm update per step (θ's joint
