@@ -72,6 +72,7 @@ class DevicePlan:
     channel_gain: float
     uplink_rate_bps: float
     train_s: float
+    target_train_s: float
     sr_s: float
     pseudo_label_per_model_s: float
     upload_s: float
@@ -108,9 +109,14 @@ class Plan:
 
 
 def make_plan(
-    system: SystemConfig, budget: BudgetConfig, workload: WorkloadConfig, model_bits: float, seed: int = 0
+    system: SystemConfig, budget: BudgetConfig, workload: WorkloadConfig, model_bits: float, seed: int = 0,
+    target_cycles: float = 0.0,
 ) -> Plan:
     """Per-device times and the (B, K) pairs of Ineq. (26) for round 0 of the scenario.
+
+    ``target_cycles``: cycles each device spends a round on a second model
+    besides its local training (DoFed-SPP's target model, Eq. 15, cycles); C1
+    subtracts its time with the training's, as a DoFed-SPP round does.
 
     Vectorised over the devices (NumPy), so that a cell of
     :data:`edgesim.config.MAX_DEVICES` devices is planned in well under a second.
@@ -123,17 +129,19 @@ def make_plan(
         raise ValueError(f"uplink rate of device {int(np.argmin(rates))} is {rates.min()!r} bit/s; expected > 0")
     train_cycles = training_cycles(workload.local_iterations, workload.cycles_per_sample, workload.samples_per_device)
     positive("model_bits", model_bits)
+    target_cycles = non_negative("target_cycles", target_cycles)
     sr_cycles = non_negative("sr_cycles", workload.sr_cycles)
     pl_cycles = non_negative("pseudo_label_cycles_per_model", workload.pseudo_label_cycles_per_model)
     columns = {
         "cpu_freq_hz": freqs, "channel_gain": gains, "uplink_rate_bps": rates, "train_s": train_cycles / freqs,
-        "sr_s": sr_cycles / freqs, "pseudo_label_per_model_s": pl_cycles / freqs, "upload_s": model_bits / rates,
+        "target_train_s": target_cycles / freqs, "sr_s": sr_cycles / freqs,
+        "pseudo_label_per_model_s": pl_cycles / freqs, "upload_s": model_bits / rates,
     }
     lists = {k: v.tolist() for k, v in columns.items()}
     devices = [DevicePlan(n, *(lists[k][n] for k in columns)) for n in range(system.n_devices)]
     # The slowest device of Ineq. (26): the smallest C1, the largest C2 and C3.
     consts = FeasibilityConstants(
-        float(budget.round_budget_s - ((train_cycles + sr_cycles) / freqs).max()),
+        float(budget.round_budget_s - ((train_cycles + target_cycles + sr_cycles) / freqs).max()),
         float((pl_cycles / freqs).max()),
         float((model_bits / rates).max()),
     )

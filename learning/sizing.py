@@ -3,7 +3,8 @@
 ``model_bits = "auto"``: the model's parameters and float buffers × 32 bits.
 ``cycles_source = "flops"``: C_tra = forward+backward FLOPs per sample ÷
 ``flops_per_cycle``. ``edgesim plan`` resolves a scenario's workload here so
-that it shows the numbers a run would use.
+that it shows the numbers a run would use. Importing this module loads no
+torch (the model is built only when a number needs it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import dataclasses
 
 from edgesim.config import WorkloadConfig
 from learning.data.datasets import load_dataset
-from learning.models import build_model, flops_per_sample, model_bits
 
 
 def resolve_workload(scenario) -> WorkloadConfig:
@@ -25,6 +25,8 @@ def resolve_workload(scenario) -> WorkloadConfig:
     )
     if not needs_model:
         return w
+    from learning.models import build_model, flops_per_sample, model_bits  # torch: only when a number needs the model
+
     ds = load_dataset(data.dataset, data.data_dir)
     model = build_model(train.model, ds.input_shape, ds.n_classes, ds.vocab_size, seed=0)
     changes = {}
@@ -39,3 +41,24 @@ def resolve_workload(scenario) -> WorkloadConfig:
 
             changes[name] = auto_cycles(name, scenario, model, ds, changes.get("cycles_per_sample", w.cycles_per_sample))
     return dataclasses.replace(w, **changes)
+
+
+def dofed_target_cycles(scenario, workload: WorkloadConfig) -> float | None:
+    """Cycles a device spends each round on DoFed-SPP's target model (Eq. 15): E_tar·C_tra·(|D_l| + |D_ul|).
+
+    E_tar = ``[algorithms.dofed_spp] target_epochs``; C_tra = the resolved
+    ``workload.cycles_per_sample`` (cycles/sample); |D_l|, |D_ul| the target
+    sets of the SUBSET/NORMAL split (``dofed_sizes``, the same on every
+    device). ``None`` for any other split, whose target sets are drawn.
+    """
+    from learning.algorithm_configs.dofed_spp import DofedSppConfig
+    from learning.data.datasets import DATASETS
+    from learning.data.partitions import dofed_sizes
+
+    data = scenario.learning["data"]
+    if data.partition not in ("subset", "normal"):
+        return None
+    n_classes = DATASETS.lookup(data.dataset).n_classes or load_dataset(data.dataset, data.data_dir).n_classes
+    sizes = dofed_sizes(n_classes, data.n_clusters, data.size_scale)
+    cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
+    return float(cfg.target_epochs * workload.cycles_per_sample * (sizes.labeled + sizes.unlabeled))

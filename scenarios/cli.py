@@ -109,13 +109,13 @@ def _print_plan(scenario, plan) -> None:
     )
     echo("")
     echo(f"Algorithms: {', '.join(scenario_algorithms(scenario))}")
-    sr = f" {'SR s':>8} {'PL/model s':>10}" if dofed else ""
+    sr = f" {'target s':>9} {'SR s':>8} {'PL/model s':>10}" if dofed else ""
     echo(f"{'device':>6} {'cpu GHz':>8} {'gain dB':>8} {'uplink Mbit/s':>13} {'train s':>9}{sr} {'upload s':>9}")
     import math
 
     rows = plan.devices if len(plan.devices) <= 12 else plan.devices[:10]
     for d in rows:
-        sr = f" {d.sr_s:>8.4g} {d.pseudo_label_per_model_s:>10.4g}" if dofed else ""
+        sr = f" {d.target_train_s:>9.4g} {d.sr_s:>8.4g} {d.pseudo_label_per_model_s:>10.4g}" if dofed else ""
         echo(
             f"{d.device:>6} {d.cpu_freq_hz / 1e9:>8.3g} {10 * math.log10(d.channel_gain):>8.2f} "
             f"{d.uplink_rate_bps / 1e6:>13.4g} {d.train_s:>9.4g}{sr} {d.upload_s:>9.4g}"
@@ -127,7 +127,11 @@ def _print_plan(scenario, plan) -> None:
     echo(f"Train + upload within T/G: {fits} of {plan.n_devices} devices (alone on the uplink)")
     if not dofed:
         return
-    echo(f"C1 = {_fmt(plan.c1_s)} s  (T/G minus training and similarity ratios: left for pseudo-labelling and uploads)")
+    if not any(d.target_train_s for d in plan.devices):
+        echo("Target model (Eq. 15) not counted in C1: its sets come from the drawn split (exact for "
+             "data.partition = \"subset\" or \"normal\")")
+    echo(f"C1 = {_fmt(plan.c1_s)} s  (T/G minus training, the target model and similarity ratios: left for "
+         "pseudo-labelling and uploads)")
     echo(f"C2 = {_fmt(plan.c2_s)} s  (pseudo-labelling with one downloaded model)")
     echo(
         f"C3 = {_fmt(plan.c3_s)} s  (one upload of m = {plan.model_bits:.0f} bits at "
@@ -165,7 +169,16 @@ def plan(
                 workload = resolve_workload(full)
             except DatasetError as e:
                 raise ConfigError(f"{full.path}: [data] {e}") from None
-        result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed)
+        target_cycles = None
+        if DOFED in scenario_algorithms(sc):  # its target model trains every round beside the reciprocal one
+            from learning.data.datasets import DatasetError
+            from learning.sizing import dofed_target_cycles
+
+            try:
+                target_cycles = dofed_target_cycles(sc, workload)
+            except DatasetError as e:
+                raise ConfigError(f"{sc.path}: [data] {e}") from None
+        result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed, target_cycles or 0.0)
     except ConfigError as e:
         _fail(str(e))
     except ValueError as e:  # a plan the formulas refuse (e.g. a zero uplink rate)

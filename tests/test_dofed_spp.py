@@ -181,6 +181,29 @@ def test_auto_cycles_follow_the_documented_formula(tiny):
         auto_cycles("sr_cycles", load_scenario(tiny, ['data.partition="iid"']), ctx.model, None, 3e6)
 
 
+def test_plan_counts_the_target_model_a_round_trains(tiny):
+    """`edgesim plan`'s C1 subtracts the target model's E_tar epochs (Eq. 15) as a round does."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from scenarios.cli import app
+
+    out = json.loads(CliRunner().invoke(app, ["plan", str(tiny), "--json"]).stdout)
+    _, _, alg = _setup(tiny)
+    # E_tar·C_tra·(|D_l| + |D_ul|) = 2 · 3e6 · (2 + 32) = 2.04e8 cycles = 0.204 s at 1 GHz: the run's own number
+    assert alg.tar_cycles == [pytest.approx(2.04e8)] * 6
+    assert [d["target_train_s"] for d in out["devices"]] == [pytest.approx(0.204)] * 6
+    sr_s = resolve_workload(load_scenario(tiny)).sr_cycles / 1e9
+    # C1 = T/G − (I·C_tra·D + target + SR)/f = 1 − (3.51e8 + 2.04e8)/1e9 − SR
+    assert out["c1_s"] == pytest.approx(1 - 0.351 - 0.204 - sr_s)
+    # another split draws its target sets: not counted, and the table says so
+    other = CliRunner().invoke(app, ["plan", str(tiny), "--set", 'data.partition="iid"', "--set",
+                                     "workload.sr_cycles=1e8", "--set", "workload.pseudo_label_cycles_per_model=1e7"])
+    assert other.exit_code == 0, other.output
+    assert "Target model (Eq. 15) not counted" in other.stdout and "C1 = 0.549 s" in other.stdout
+
+
 def test_same_seed_same_metrics(tiny):
     runs = []
     for _ in range(2):

@@ -66,6 +66,16 @@ def test_every_dataset_name_has_a_loader_and_every_medmnist_flag_a_name():
     assert load_dataset("synthetic", n_train=20, n_test=10).name == "synthetic"
 
 
+def test_the_class_counts_known_without_files_are_the_loaded_ones(shared_data):
+    """``DatasetSpec.n_classes`` (what `edgesim plan` uses without data) against every set loadable here."""
+    assert DATASETS.lookup("synthetic").n_classes is None  # an option sets it
+    assert {name: DATASETS.lookup(name).n_classes for name in ("cifar100", "dbpedia")} == {"cifar100": 100, "dbpedia": 14}
+    for name in ("digits", "mnist", "fashion_mnist"):
+        assert DATASETS.lookup(name).n_classes == load_dataset(name, shared_data).n_classes, name
+    for flag, (classes, _, _) in _MEDMNIST.items():
+        assert DATASETS.lookup(flag).n_classes == classes
+
+
 def test_every_partition_reads_only_data_config_fields_and_splits():
     fields = {f.name for f in dataclasses.fields(DataConfig)}
     y_train, y_test = np.repeat(np.arange(10), 200), np.repeat(np.arange(10), 20)

@@ -787,7 +787,9 @@ class DatasetSpec:
 
     ``title``: how the papers write the name; ``kind``: "image" or "text";
     ``needs_files``: whether ``data_dir`` is required; ``options``: the
-    keyword options :func:`load_dataset` passes on to the loader.
+    keyword options :func:`load_dataset` passes on to the loader;
+    ``n_classes``: the class count, known without the files (``None`` where an
+    option sets it), so that ``edgesim plan`` needs no data.
     """
 
     name: str
@@ -796,21 +798,23 @@ class DatasetSpec:
     load: Callable[..., Dataset]
     needs_files: bool = True
     options: tuple[str, ...] = ()
+    n_classes: int | None = None
 
 
 DATASETS = Registry("dataset", error=DatasetError)
 """Every data set by name; the single source of the names (``learning.config`` validates against it)."""
 
 for _spec in (
-    DatasetSpec("digits", "scikit-learn digits", "image", lambda d: load_digits(), needs_files=False),
-    DatasetSpec("mnist", "MNIST", "image", lambda d: load_mnist(d, "mnist")),
-    DatasetSpec("fashion_mnist", "Fashion-MNIST", "image", lambda d: load_mnist(d, "fashion_mnist")),
-    DatasetSpec("cifar10", "CIFAR-10", "image", lambda d: load_cifar(d, 10)),
-    DatasetSpec("cifar100", "CIFAR-100", "image", lambda d: load_cifar(d, 100)),
-    DatasetSpec("cinic10", "CINIC-10", "image", load_cinic10),
-    *(DatasetSpec(flag, _MEDMNIST_TITLES[flag], "image", partial(_load_medmnist_flag, flag=flag), options=("merge_val",))
+    DatasetSpec("digits", "scikit-learn digits", "image", lambda d: load_digits(), needs_files=False, n_classes=10),
+    DatasetSpec("mnist", "MNIST", "image", lambda d: load_mnist(d, "mnist"), n_classes=10),
+    DatasetSpec("fashion_mnist", "Fashion-MNIST", "image", lambda d: load_mnist(d, "fashion_mnist"), n_classes=10),
+    DatasetSpec("cifar10", "CIFAR-10", "image", lambda d: load_cifar(d, 10), n_classes=10),
+    DatasetSpec("cifar100", "CIFAR-100", "image", lambda d: load_cifar(d, 100), n_classes=100),
+    DatasetSpec("cinic10", "CINIC-10", "image", load_cinic10, n_classes=10),
+    *(DatasetSpec(flag, _MEDMNIST_TITLES[flag], "image", partial(_load_medmnist_flag, flag=flag), options=("merge_val",),
+                  n_classes=_MEDMNIST[flag][0])
       for flag in _MEDMNIST),
-    DatasetSpec("dbpedia", "DBPedia", "text", load_dbpedia, options=("vocab_size", "max_len")),
+    DatasetSpec("dbpedia", "DBPedia", "text", load_dbpedia, options=("vocab_size", "max_len"), n_classes=14),
     DatasetSpec("synthetic", "synthetic Gaussian blobs", "image", lambda d, **o: make_synthetic(**o), needs_files=False,
                 options=("n_train", "n_test", "shape", "n_classes", "seed", "noise_std")),
 ):
