@@ -12,9 +12,9 @@ each as a mean with its 95 % interval over seeds. Written to ``--out``:
   threshold for the time, bits and energy to accuracy), with the group's
   grid-point values as columns, ``n_seeds``, ``n`` (seeds with a value),
   ``mean``, ``ci_low``, ``ci_high`` and the ``rank`` where the metric ranks;
-- ``paired.csv`` — per group and metric, every algorithm against the leader:
-  the mean paired difference over seeds with its interval, and whether the
-  interval excludes 0;
+- ``paired.csv`` — per group and metric, every algorithm against the leader
+  (and against each ``--baseline`` algorithm): the mean paired difference
+  over seeds with its interval, and whether the interval excludes 0;
 - ``leaderboard.md`` — the same as Markdown tables, and the grid points
   where the ranking changes;
 - ``tta_vs_bandwidth.png`` (when bandwidth varies) and
@@ -93,11 +93,21 @@ def primary_threshold(tables: list[dict], thresholds: Sequence[float]) -> Option
     return min(thresholds) if thresholds else None
 
 
-def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None) -> dict:
-    """Everything a report holds: the groups, per group the statistics, ranks and paired differences."""
+def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, baselines: Sequence[str] = ()) -> dict:
+    """Everything a report holds: the groups, per group the statistics, ranks and paired differences.
+
+    Paired differences: every algorithm against the group's leader of each
+    metric, and against each algorithm of ``baselines`` (e.g. a method's
+    floor), as ``{(metric key, algorithm, reference, role): Interval}`` with
+    role ``"leader"`` or ``"baseline"`` (a baseline that leads appears in both).
+    """
     runs = [load_run(p) for p in expand(paths)]
     if not runs:
         raise RunDataError("no run folder given")
+    held = sorted({a for r in runs for a in r.rounds})
+    for b in baselines:
+        if b not in held:
+            raise RunDataError(f"--baseline {b!r}: no run given holds this algorithm; they hold: {', '.join(held)}")
     if not thresholds:
         thresholds = sorted({float(t) for r in runs for t in r.config.get("run", {}).get("accuracy_thresholds", [])})
     thresholds = sorted(set(float(t) for t in thresholds))
@@ -123,10 +133,10 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None) -
             order = r[key[1]]
             if not order:
                 continue
-            leader = order[0]
-            for alg in stats:
-                if alg != leader:
-                    pairs[(key, alg)] = (leader, paired_difference(per_seed[alg][key], per_seed[leader][key]))
+            for ref, role in [(order[0], "leader")] + [(b, "baseline") for b in baselines if b in stats]:
+                for alg in stats:
+                    if alg != ref:
+                        pairs[(key, alg, ref, role)] = paired_difference(per_seed[alg][key], per_seed[ref][key])
         paired.append(pairs)
     return {"groups": groups, "thresholds": thresholds, "stats": tables, "ranks": ranks, "paired": paired,
             "display": display, "primary": primary_threshold(tables, thresholds)}
@@ -151,13 +161,13 @@ def leaderboard_rows(report: dict) -> tuple[list[str], list[list]]:
 
 def paired_rows(report: dict) -> tuple[list[str], list[list]]:
     point_keys = sorted({k for g in report["groups"] for k in g.point})
-    header = ["fingerprint", *point_keys, "metric", "threshold", "algorithm", "leader", "n", "mean_difference", "ci_low",
-              "ci_high", "interval_excludes_zero"]
+    header = ["fingerprint", *point_keys, "metric", "threshold", "algorithm", "reference", "reference_is", "n",
+              "mean_difference", "ci_low", "ci_high", "interval_excludes_zero"]
     rows = []
     for g, pairs in zip(report["groups"], report["paired"]):
-        for ((metric, t), alg), (leader, iv) in pairs.items():
+        for ((metric, t), alg, ref, role), iv in pairs.items():
             rows.append([g.fingerprint, *[g.point.get(k, "") for k in point_keys], metric, "" if t is None else t,
-                         alg, leader, iv.n, iv.mean, iv.low, iv.high, iv.excludes_zero])
+                         alg, ref, role, iv.n, iv.mean, iv.low, iv.high, iv.excludes_zero])
     return header, rows
 
 
@@ -197,16 +207,18 @@ def markdown(report: dict) -> str:
             s = stats[alg]
             cells = [fmt(s[(TIME, t)]) for t in thresholds] + [fmt(s[(m, None)], scale) for m, _, scale in TABLE_METRICS]
             w(f"| {i + 1 if alg in order else ''} | {name(alg)} | " + " | ".join(cells) + " |\n")
-        if pairs:
-            w("\nPaired differences against the leader (same seeds; an interval that excludes 0 marks a real "
+        for role in ("leader", "baseline"):
+            shown = [(k, iv) for k, iv in pairs.items() if k[3] == role and not (k[0][0] == TIME and k[0][1] != primary)]
+            if not shown:
+                continue
+            against = "the leader" if role == "leader" else "the baseline"
+            w(f"\nPaired differences against {against} (same seeds; an interval that excludes 0 marks a real "
               "difference at 95 %):\n\n")
-            for ((metric, t), alg), (leader, iv) in pairs.items():
-                if metric == TIME and t != primary:
-                    continue
+            for ((metric, t), alg, ref, _), iv in shown:
                 what = "final accuracy (points)" if metric == "final_accuracy" else f"time to {t:g} (s)"
                 scale = 100.0 if metric == "final_accuracy" else 1.0
                 verdict = "real" if iv.excludes_zero else ("not resolved" if iv.n >= 2 else "one seed: no interval")
-                w(f"- {name(alg)} − {name(leader)}, {what}: {fmt(iv, scale)} — {verdict}\n")
+                w(f"- {name(alg)} − {name(ref)}, {what}: {fmt(iv, scale)} — {verdict}\n")
         w("\n")
     changes = ranking_changes(report)
     if changes:

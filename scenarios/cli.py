@@ -475,6 +475,9 @@ def report(
         None, "--threshold", help="Accuracy threshold in (0, 1] (repeatable; default: the runs' accuracy_thresholds). "
         "Computed now from rounds.csv, by the rules of summary.json."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<first folder's name>)."),
+    baseline: Optional[List[str]] = typer.Option(
+        None, "--baseline", help="An algorithm (registry name) every other is also paired against, beside the "
+        "leader (repeatable), e.g. a method's floor."),
 ) -> None:
     """Leaderboards per scenario and grid point: algorithms ranked by simulated time to accuracy, with 95 % intervals
     over seeds and paired differences (leaderboard.csv, paired.csv, leaderboard.md, figures)."""
@@ -484,7 +487,7 @@ def report(
     thresholds = [_accuracy_threshold(text) for text in threshold or []]
     out = out if out is not None else Path("reports") / folders[0].resolve().name
     try:
-        written = write_report(folders, out, thresholds or None)
+        written = write_report(folders, out, thresholds or None, tuple(baseline or ()))
     except RunDataError as e:
         _fail(str(e))
     typer.echo(f"report folder: {out}")

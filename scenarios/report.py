@@ -34,14 +34,16 @@ def check_report_out(out: Path) -> None:
         raise RunDataError(f"--out {out}: holds {clash[0]}, which edgesim report did not write; choose another --out")
 
 
-def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None) -> list[Path]:
-    """Build the report of ``paths`` (run and sweep folders) and write it into ``out``; returns the files written."""
+def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None,
+                 baselines: Sequence[str] = ()) -> list[Path]:
+    """Build the report of ``paths`` (run and sweep folders) and write it into ``out``; returns the files written.
+    ``baselines``: algorithms every other is also paired against (``--baseline``)."""
     from plots.report import build, leaderboard_rows, markdown, paired_rows
     from plots.report_figures import plot_accuracy_extremes, plot_tta_vs_bandwidth
 
     out = Path(out)
     check_report_out(out)
-    report = build(paths, thresholds)
+    report = build(paths, thresholds, baselines)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, (header, rows) in (("leaderboard.csv", leaderboard_rows(report)), ("paired.csv", paired_rows(report))):

@@ -162,6 +162,27 @@ def test_report_writes_a_tidy_leaderboard_with_intervals_and_ranks(sweep, tmp_pa
     assert runner.invoke(app, ["report", str(sweep), "--out", str(out)]).exit_code == 0
 
 
+def test_report_pairs_every_algorithm_against_a_named_baseline_too(sweep, tmp_path):
+    """--baseline B: beside the leader's rows, one row per other algorithm × metric against B, with B's own seeds."""
+    out = tmp_path / "rep"
+    result = runner.invoke(app, ["report", str(sweep), "--out", str(out), "--threshold", "0.2", "--baseline", "local"])
+    assert result.exit_code == 0, result.output
+    paired = list(csv.DictReader(open(out / "paired.csv")))
+    against = [r for r in paired if r["reference_is"] == "baseline"]
+    assert against and {r["reference"] for r in against} == {"local"} and "local" not in {r["algorithm"] for r in against}
+    # the difference is the mean over seeds of the runs' own paired differences
+    runs = [json.loads((p / "summary.json").read_text())["algorithms"] for p in expand([sweep]) if "2.5e5" in p.name]
+    row = [r for r in against if r["algorithm"] == "fedavg" and r["metric"] == "final_accuracy"
+           and r["system.bandwidth_hz"] == "250000.0"][0]
+    diffs = [s["fedavg"]["final_accuracy"] - s["local"]["final_accuracy"] for s in runs]
+    assert float(row["mean_difference"]) == pytest.approx(sum(diffs) / 2)
+    assert "Paired differences against the baseline" in (out / "leaderboard.md").read_text()
+    # an algorithm no run holds: one line naming it and what the runs hold, and no report folder
+    bad = runner.invoke(app, ["report", str(sweep), "--out", str(tmp_path / "b"), "--baseline", "fedmix"])
+    assert bad.exit_code == 2 and "--baseline 'fedmix'" in bad.stderr and "fedavg" in bad.stderr
+    assert "Traceback" not in bad.output and not (tmp_path / "b").exists()
+
+
 def test_report_refuses_an_out_that_holds_a_users_file_and_bad_thresholds(sweep, tmp_path):
     user = tmp_path / "mine"
     user.mkdir()
