@@ -3,7 +3,7 @@
     python benchmarks/um_pfssl_table.py table1 SWEEP_DIR [DIR:SUFFIX ...]  # runs named data.alpha=A,seed=S
     python benchmarks/um_pfssl_table.py table3 SWEEP_DIR FEDAVG_RUN  # runs named ...update_every=V,seed=S
     python benchmarks/um_pfssl_table.py figures SWEEP_DIR OUT_DIR ALPHA [GRAPH_RUN]
-    python benchmarks/um_pfssl_table.py scale SWEEP_DIR [SWEEP_DIR ...]  # every finished run, by algorithm
+    python benchmarks/um_pfssl_table.py scale SWEEP_DIR [SWEEP_DIR ...]  # every finished run, by alpha and algorithm
     python benchmarks/um_pfssl_table.py rules SWEEP_DIR  # runs named ...label_rule=R,seed=S
 
 Table 1: per alpha and algorithm, the last round's mean device test accuracy and the
@@ -158,14 +158,13 @@ def _mean_pl(rs: list[dict]) -> list[float]:
     return [float(r["pseudo_label_accuracy"]) for r in rs if r.get("pseudo_label_accuracy") not in (None, "", "nan")]
 
 
-def scale(sweeps: list[Path]) -> str:
-    """The ``scale`` table (module docstring): mean ± population std over the runs (n = seeds)."""
+def _scale_columns(runs_: list[Path]) -> tuple[dict, dict]:
+    """Per algorithm, the ``scale`` table's values over ``runs_`` (one entry per run) and display names."""
     cols = defaultdict(lambda: defaultdict(list))
-    names, alphas = {}, set()
-    for run in _finished(sweeps):
+    names = {}
+    for run in runs_:
         summary = json.loads((run / "summary.json").read_text())
         bits = float(summary["model_bits"])
-        alphas.add(float(re.search(r"^alpha = (.+)$", (run / "config.toml").read_text(), re.M).group(1)))
         for alg, rs in rows(run).items():
             c = cols[alg]
             names[alg] = summary["algorithms"][alg]["display"]
@@ -183,19 +182,55 @@ def scale(sweeps: list[Path]) -> str:
             if alg == "um_pfssl":
                 c["helpers"].append(sum(float(r[k] or 0) for r in rs for k in ("downloads_replace", "downloads_update",
                                                                                  "downloads_fill") if r.get(k)))
-    (alpha,) = alphas if len(alphas) == 1 else (None,)
-    lines = ["| algorithm | seeds | last round (%) | best round (%) | paper (%) | variance (%²) | pseudo-labels right (%) | "
-             "rows used (%) | models sent | helper downloads |", "|" + " --- |" * 10]
+    return cols, names
+
+
+def _by_alpha(sweeps: list[Path]) -> dict[float, list[Path]]:
+    out = defaultdict(list)
+    for run in _finished(sweeps):
+        out[float(re.search(r"^alpha = (.+)$", (run / "config.toml").read_text(), re.M).group(1))].append(run)
+    return dict(sorted(out.items()))
+
+
+def _ordered(algs) -> list[str]:
     rank = {a: i for i, a in enumerate(ORDER)}
-    for alg in sorted(cols, key=lambda a: rank.get(a, len(ORDER))):
-        c = cols[alg]
-        paper = PAPER.get(alg, {}).get(alpha)
-        lines.append(f"| {names[alg]} | {len(c['last'])} | {pm(c['last'])} | {pm(c['best'])} | "
-                     f"{'–' if paper is None else f'{paper:.2f}'} | {pm(c['var'], 1e4, 1)} | "
-                     f"{pm(c['pl'], 100.0, 1) if c['pl'] else '–'} | "
-                     f"{pm(c['mask'], 100.0, 1) if c['mask'] else ('100' if c['pl'] else '–')} | "
-                     f"{pm(c['sent'], 1.0, 0)} | {pm(c['helpers'], 1.0, 0) if c['helpers'] else '–'} |")
-    return "\n".join(lines)
+    return sorted(algs, key=lambda a: rank.get(a, len(ORDER)))
+
+
+def scale(sweeps: list[Path]) -> str:
+    """The ``scale`` tables (module docstring), one per alpha: mean ± population std over the runs (n = seeds);
+    with several alphas, then a summary of the last round's accuracy beside the paper's at each."""
+    groups = _by_alpha(sweeps)
+    out, summary = [], {}
+    for alpha, runs_ in groups.items():
+        cols, names = _scale_columns(runs_)
+        summary[alpha] = (cols, names)
+        lines = [f"α = {alpha:g}", "", "| algorithm | seeds | last round (%) | best round (%) | paper (%) | variance (%²) | "
+                 "pseudo-labels right (%) | rows used (%) | models sent | helper downloads |", "|" + " --- |" * 10]
+        for alg in _ordered(cols):
+            c = cols[alg]
+            paper = PAPER.get(alg, {}).get(alpha)
+            lines.append(f"| {names[alg]} | {len(c['last'])} | {pm(c['last'])} | {pm(c['best'])} | "
+                         f"{'–' if paper is None else f'{paper:.2f}'} | {pm(c['var'], 1e4, 1)} | "
+                         f"{pm(c['pl'], 100.0, 1) if c['pl'] else '–'} | "
+                         f"{pm(c['mask'], 100.0, 1) if c['mask'] else ('100' if c['pl'] else '–')} | "
+                         f"{pm(c['sent'], 1.0, 0)} | {pm(c['helpers'], 1.0, 0) if c['helpers'] else '–'} |")
+        out.append("\n".join(lines))
+    if len(groups) > 1:
+        algs = _ordered({a for cols, _ in summary.values() for a in cols})
+        names = {a: n for _, ns in summary.values() for a, n in ns.items()}
+        head = "| algorithm | " + " | ".join(f"α = {a:g}: ours (n) | paper" for a in groups) + " |"
+        lines = [head, "|" + " --- |" * (1 + 2 * len(groups))]
+        for alg in algs:
+            cells = []
+            for alpha, (cols, _) in summary.items():
+                c = cols.get(alg)
+                paper = PAPER.get(alg, {}).get(alpha)
+                cells.append(f"{pm(c['last'])} ({len(c['last'])})" if c else "–")
+                cells.append("–" if paper is None else f"{paper:.2f}")
+            lines.append(f"| {names[alg]} | " + " | ".join(cells) + " |")
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
 
 
 def rules(sweep: Path) -> str:
