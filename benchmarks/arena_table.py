@@ -1,0 +1,85 @@
+"""docs/arena.md's compact tables from an ``edgesim report`` folder: one row per grid point.
+
+    python benchmarks/arena_table.py REPORT_DIR --threshold T --algorithms A,B,C [--metric final_accuracy ...]
+
+Reads ``REPORT_DIR/leaderboard.csv`` and prints, per grid point (transmit power, then bandwidth), each
+algorithm's simulated time to accuracy T, then each ``--metric`` (default: final accuracy in %, the devices'
+energy in J), as ``mean [95 % interval]`` over seeds; "(k/n)" when only k of n seeds reach T, "never" when none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+BANDWIDTH, POWER = "system.bandwidth_hz", "system.tx_power_dbm"
+# metric -> (column label, unit, scale)
+METRICS = {
+    "final_accuracy": ("final", "%", 100.0),
+    "best_accuracy": ("best", "%", 100.0),
+    "total_energy_j": ("energy", "J", 1.0),
+    "total_bits_up": ("uplink", "Mbit", 1e-6),
+    "total_bits_down": ("downlink", "Mbit", 1e-6),
+    "final_accuracy_var": ("device variance", "%²", 1e4),
+}
+
+
+def number(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
+
+
+def cell(row: dict | None, scale: float = 1.0) -> str:
+    """``mean [low, high]``, the mean alone for one seed, ``(k/n)`` when some seeds lack the value."""
+    if row is None or row["n"] in ("", "0"):
+        return "never"
+    mean = number(float(row["mean"]) * scale)
+    if row["n"] != row["n_seeds"]:
+        return f"{mean} ({row['n']}/{row['n_seeds']})"
+    if int(row["n"]) < 2:
+        return mean
+    return f"{mean} [{number(float(row['ci_low']) * scale)}, {number(float(row['ci_high']) * scale)}]"
+
+
+def table(rows: list[dict], threshold: float, algorithms: list[str], metrics: list[str]) -> str:
+    def point(r):
+        return float(r.get(BANDWIDTH) or "nan"), float(r.get(POWER) or "nan")
+
+    by = {(point(r), r["algorithm"], r["metric"], r["threshold"]): r for r in rows}
+    display = {r["algorithm"]: r["display"] for r in rows}
+    missing = [a for a in algorithms if a not in display]
+    if missing:
+        raise SystemExit(f"--algorithms: {', '.join(missing)} not in the report (it holds {', '.join(sorted(display))})")
+    t = next((r["threshold"] for r in rows if r["threshold"] and float(r["threshold"]) == threshold), None)
+    if t is None:
+        raise SystemExit(f"--threshold {threshold:g}: not in the report; run edgesim report --threshold {threshold:g}")
+    head = ["bandwidth", "power"] + [f"time to {threshold:g}: {display[a]} (s)" for a in algorithms]
+    for m in metrics:
+        label, unit, _ = METRICS[m]
+        head += [f"{label}: {display[a]} ({unit})" for a in algorithms]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for p in sorted({point(r) for r in rows}, key=lambda p: (p[1], p[0])):
+        out = [f"{p[0] / 1e6:g} MHz", f"{p[1]:g} dBm"]
+        out += [cell(by.get((p, a, "time_to_accuracy_s", t))) for a in algorithms]
+        for m in metrics:
+            out += [cell(by.get((p, a, m, "")), METRICS[m][2]) for a in algorithms]
+        lines.append("| " + " | ".join(out) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report", type=Path, help="an edgesim report folder (its leaderboard.csv)")
+    ap.add_argument("--threshold", type=float, required=True)
+    ap.add_argument("--algorithms", required=True, help="registry names, comma-separated, in column order")
+    ap.add_argument("--metric", action="append", choices=sorted(METRICS), help="repeatable (default: final, energy)")
+    args = ap.parse_args(argv)
+    with open(args.report / "leaderboard.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    print(table(rows, args.threshold, args.algorithms.split(","), args.metric or ["final_accuracy", "total_energy_j"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
