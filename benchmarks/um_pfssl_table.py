@@ -170,6 +170,7 @@ def _scale_columns(runs_: list[Path]) -> tuple[dict, dict]:
             names[alg] = summary["algorithms"][alg]["display"]
             accs = [float(r["accuracy"]) for r in rs]
             c["last"].append(accs[-1])
+            c["last5"].append(float(np.mean(accs[-5:])))
             c["best"].append(max(accs))
             c["var"].append(float(rs[-1]["accuracy_var"]))
             pl = _mean_pl(rs)
@@ -205,12 +206,13 @@ def scale(sweeps: list[Path]) -> str:
     for alpha, runs_ in groups.items():
         cols, names = _scale_columns(runs_)
         summary[alpha] = (cols, names)
-        lines = [f"α = {alpha:g}", "", "| algorithm | seeds | last round (%) | best round (%) | paper (%) | variance (%²) | "
-                 "pseudo-labels right (%) | rows used (%) | models sent | helper downloads |", "|" + " --- |" * 10]
+        lines = [f"α = {alpha:g}", "", "| algorithm | seeds | last round (%) | last 5 rounds (%) | best round (%) | paper (%) | "
+                 "variance (%²) | pseudo-labels right (%) | rows used (%) | models sent | helper downloads |",
+                 "|" + " --- |" * 11]
         for alg in _ordered(cols):
             c = cols[alg]
             paper = PAPER.get(alg, {}).get(alpha)
-            lines.append(f"| {names[alg]} | {len(c['last'])} | {pm(c['last'])} | {pm(c['best'])} | "
+            lines.append(f"| {names[alg]} | {len(c['last'])} | {pm(c['last'])} | {pm(c['last5'])} | {pm(c['best'])} | "
                          f"{'–' if paper is None else f'{paper:.2f}'} | {pm(c['var'], 1e4, 1)} | "
                          f"{pm(c['pl'], 100.0, 1) if c['pl'] else '–'} | "
                          f"{pm(c['mask'], 100.0, 1) if c['mask'] else ('100' if c['pl'] else '–')} | "
@@ -219,14 +221,14 @@ def scale(sweeps: list[Path]) -> str:
     if len(groups) > 1:
         algs = _ordered({a for cols, _ in summary.values() for a in cols})
         names = {a: n for _, ns in summary.values() for a, n in ns.items()}
-        head = "| algorithm | " + " | ".join(f"α = {a:g}: ours (n) | paper" for a in groups) + " |"
+        head = "| algorithm | " + " | ".join(f"α = {a:g}: last / best (n) | paper" for a in groups) + " |"
         lines = [head, "|" + " --- |" * (1 + 2 * len(groups))]
         for alg in algs:
             cells = []
             for alpha, (cols, _) in summary.items():
                 c = cols.get(alg)
                 paper = PAPER.get(alg, {}).get(alpha)
-                cells.append(f"{pm(c['last'])} ({len(c['last'])})" if c else "–")
+                cells.append(f"{pm(c['last'], digits=1)} / {pm(c['best'], digits=1)} ({len(c['last'])})" if c else "–")
                 cells.append("–" if paper is None else f"{paper:.2f}")
             lines.append(f"| {names[alg]} | " + " | ".join(cells) + " |")
         out.append("\n".join(lines))
