@@ -391,6 +391,7 @@ def run_scenario(
     say: Optional[Callable[[str], None]] = None,
     jobs: int = 1,
     formats: tuple[str, ...] = ("png",),
+    argv: Optional[list[str]] = None,
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
@@ -405,7 +406,9 @@ def run_scenario(
     unreadable or different is refused and left untouched. ``overwrite``
     replaces an older run folder (and only that). ``say(line)`` gets one-line
     notes for the user (what ``resume`` found). ``formats``: the figures' file
-    types (``png``, ``pdf``, ``svg``). ``run.json`` records the provenance.
+    types (``png``, ``pdf``, ``svg``). ``run.json`` records the provenance, with
+    ``argv`` as the command line (default: this process's; a sweep passes its own, since a Ray
+    worker's is Ray's).
     The run trains with ``run.threads`` torch threads (:mod:`scenarios.threads`);
     the process's own setting is back when it returns. ``jobs`` > 1 trains the
     algorithms in that many worker processes at once (:mod:`scenarios.parallel`),
@@ -424,11 +427,12 @@ def run_scenario(
     with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
             workers_for(sc, jobs, on_round is not None) as workers:
         return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, workers=workers,
-                             formats=formats)
+                             formats=formats, argv=argv)
 
 
 def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resume: bool, overwrite: bool,
-                  say: Optional[Callable[[str], None]], workers, formats: tuple[str, ...]) -> Path:
+                  say: Optional[Callable[[str], None]], workers, formats: tuple[str, ...],
+                  argv: Optional[list[str]]) -> Path:
     say = say or (lambda line: None)
     if resume and overwrite:
         raise ConfigError("--resume and --overwrite: give one of them (go on with a run, or replace it)")
@@ -463,7 +467,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     folder.start(resume=resuming)
     if resuming:
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
-    run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now())
+    run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now(), argv=argv)
     if resuming and folder.path(RUN_JSON).is_file():  # the first start's provenance, and when it was resumed
         try:
             old = json.loads(folder.path(RUN_JSON).read_text())

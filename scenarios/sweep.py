@@ -237,7 +237,8 @@ def run_one(task: dict) -> dict:
     """Run (or resume, or skip if finished) one sweep run; never raises: failures come back as a status.
 
     ``task``: ``scenario``, ``overrides``, ``out`` (absolute), ``name``, ``threads``, ``cwd`` (the
-    sweep's working directory, where relative paths given with ``--set`` are resolved). The run trains
+    sweep's working directory, where relative paths given with ``--set`` are resolved), ``argv`` (the
+    sweep's command line, recorded in the run's ``run.json``: a Ray worker's own is Ray's). The run trains
     with its scenario's ``run.threads`` (:func:`scenarios.run.run_scenario` sets them), as ``edgesim run`` does.
     """
     t0 = time.monotonic()
@@ -248,7 +249,7 @@ def run_one(task: dict) -> dict:
         from scenarios.run import run_scenario
 
         sc = load_scenario(task["scenario"], list(task["overrides"]))
-        run_scenario(sc, Path(task["out"]), resume=True)
+        run_scenario(sc, Path(task["out"]), resume=True, argv=task.get("argv"))
         status = "ok"
     except Exception as e:  # noqa: BLE001 - one run's failure must not end the sweep
         status = f"failed: {type(e).__name__}: {e}"
@@ -479,7 +480,7 @@ def run_sweep(
             bar.update({"name": run.name, "status": "ok", "seconds": 0.0}, skipped=True)
         else:
             tasks.append({"scenario": spec.scenario, "overrides": list(run.overrides), "out": str(out / run.name),
-                          "name": run.name, "threads": threads, "cwd": os.getcwd()})
+                          "name": run.name, "threads": threads, "cwd": os.getcwd(), "argv": list(sys.argv)})
 
     def on_done(result: dict) -> None:
         status[result["name"]] = result["status"]

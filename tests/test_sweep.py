@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import shutil
 import signal
@@ -146,6 +147,19 @@ def test_a_killed_sweep_resumes_by_skipping_finished_runs(scenario, local_sweep,
         run_sweep(make_spec(scenario, GRID, 2, [*FAST, "train.lr=0.01"]), out, jobs=1, progress=False, plots=False)
 
 
+def test_a_run_records_the_sweeps_command_not_its_workers(scenario, tmp_path):
+    """run.json's command is the sweep's, which the task carries (a Ray worker's own argv is Ray's)."""
+    from scenarios.sweep import run_one
+
+    spec = make_spec(scenario, GRID, 1, FAST)
+    run = spec.runs()[0]
+    argv = ["edgesim", "sweep", "given.toml", "--grid", "x=1"]
+    task = {"scenario": spec.scenario, "overrides": list(run.overrides), "out": str(tmp_path / run.name),
+            "name": run.name, "threads": 1, "cwd": os.getcwd(), "argv": argv}
+    assert run_one(task)["status"] == "ok"
+    assert json.loads((tmp_path / run.name / "run.json").read_text())["command"] == argv
+
+
 @pytest.mark.slow  # ~30 s: Ray's start
 def test_ray_gives_the_same_bytes_as_the_local_executor(scenario, local_sweep, tmp_path):
     pytest.importorskip("ray")
@@ -153,6 +167,7 @@ def test_ray_gives_the_same_bytes_as_the_local_executor(scenario, local_sweep, t
     result = run_sweep(make_spec(scenario, GRID, 2, FAST), out, jobs=2, executor="ray", progress=False, plots=False)
     assert not result.failed, result.failed
     assert_same_sweep(local_sweep, out)
+    assert {tuple(json.loads(p.read_text())["command"]) for p in out.glob("*/run.json")} == {tuple(sys.argv)}
 
 
 def _free_port() -> int:
