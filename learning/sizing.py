@@ -44,11 +44,10 @@ def resolve_workload(scenario) -> WorkloadConfig:
 
 
 def dofed_target_cycles(scenario, workload: WorkloadConfig) -> float | None:
-    """Cycles a device spends each round on DoFed-SPP's target model (Eq. 15): E_tar·C_tra·(|D_l| + |D_ul|).
+    """Cycles a device spends each round on DoFed-SPP's target model (``DofedSppConfig.target_cycles``, Eq. 15).
 
-    E_tar = ``[algorithms.dofed_spp] target_epochs``; C_tra = the resolved
-    ``workload.cycles_per_sample`` (cycles/sample); |D_l|, |D_ul| the target
-    sets of the SUBSET/NORMAL split (``dofed_sizes``, the same on every
+    C_tra = the resolved ``workload.cycles_per_sample``; |D_l|, |D_ul| the
+    target sets of the SUBSET/NORMAL split (``dofed_sizes``, the same on every
     device). ``None`` for any other split, whose target sets are drawn.
     """
     from learning.algorithm_configs.dofed_spp import DofedSppConfig
@@ -61,4 +60,4 @@ def dofed_target_cycles(scenario, workload: WorkloadConfig) -> float | None:
     n_classes = DATASETS.lookup(data.dataset).n_classes or load_dataset(data.dataset, data.data_dir).n_classes
     sizes = dofed_sizes(n_classes, data.n_clusters, data.size_scale)
     cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
-    return float(cfg.target_epochs * workload.cycles_per_sample * (sizes.labeled + sizes.unlabeled))
+    return cfg.target_cycles(workload.cycles_per_sample, sizes.labeled + sizes.unlabeled)

@@ -59,6 +59,14 @@ class DofedSppConfig:
     max_k: Optional[int] = None
     vectorize: str = "auto"
 
+    def target_cycles(self, cycles_per_sample: float, n_target: int) -> float:
+        """Cycles of the target model's step in one round (Eq. 15): E_tar·C_tra·(|D_l| + |D_ul|).
+
+        ``cycles_per_sample``: C_tra (cycles/sample); ``n_target``: |D_l| + |D_ul|
+        (samples). The run and ``edgesim plan`` both charge this.
+        """
+        return float(self.target_epochs * cycles_per_sample * n_target)
+
     def __post_init__(self):
         check_int("warmup_rounds", self.warmup_rounds, 0)
         check_int("target_epochs", self.target_epochs, 1)

@@ -174,7 +174,7 @@ class DofedSpp:
         # Cycles per device and phase.
         c = ctx.cycles_per_sample
         self.rec_cycles = [ctx.train_cycles(cl.y_train.shape[0]) for cl in ctx.clients]
-        self.tar_cycles = [cfg.target_epochs * c * (cl.x_unl.shape[0] + cl.y_lab.shape[0]) for cl in ctx.clients]
+        self.tar_cycles = [cfg.target_cycles(c, cl.x_unl.shape[0] + cl.y_lab.shape[0]) for cl in ctx.clients]
         self.warmup_cycles = [cfg.warmup_rounds * x for x in self.rec_cycles]
         w = ctx.workload
         n_params = sent_numbers(ctx.model.state_dict())
