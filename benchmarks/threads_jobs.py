@@ -13,9 +13,11 @@ variant alike): for each repetition, every variant once, in turn —
 Each command is the whole ``edgesim run`` process (``python -m
 scenarios.cli run ...``, start-up included), timed with ``time.perf_counter``
 around ``subprocess.run``. The scenario is the bundled default, shortened with
-``--rounds`` (``--set run.rounds=N``) so that the slow variants finish.
+``--rounds`` (``--set run.rounds=N``) so that the slow variants finish;
+``--scenario FILE`` times another scenario instead (e.g. one with more algorithms).
 
     python benchmarks/threads_jobs.py --rounds 10 --repeats 3
+    python benchmarks/threads_jobs.py --skip-threads --scenario scenarios/fmnist_baselines.toml --rounds 3
 
 Prints one line per measurement and a table of medians with ratios to the
 idle ``threads=1`` run; results in benchmarks/RESULTS.md, "Threads and jobs".
@@ -42,10 +44,10 @@ def busy(n: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
-def timed_run(out: Path, rounds: int, threads: str, jobs: int, load: int) -> float:
+def timed_run(out: Path, rounds: int, threads: str, jobs: int, load: int, scenario: str | None = None) -> float:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    cmd = [sys.executable, "-m", "scenarios.cli", "run", "--out", str(out), "-q", "--set", f"run.rounds={rounds}",
-           "--threads", threads, "--jobs", str(jobs)]
+    cmd = [sys.executable, "-m", "scenarios.cli", "run", *([scenario] if scenario else []), "--out", str(out), "-q",
+           "--set", f"run.rounds={rounds}", "--threads", threads, "--jobs", str(jobs)]
     hogs = busy(load)
     try:
         time.sleep(0.2 if load else 0.0)  # the hogs are spinning before the run starts
@@ -71,6 +73,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-threads", action="store_true", help="only --jobs")
     parser.add_argument("--skip-jobs", action="store_true", help="only threads")
+    parser.add_argument("--scenario", help="a scenario file instead of the bundled default")
     args = parser.parse_args(argv)
     cores = len(os.sched_getaffinity(0))
     variants = []
@@ -79,7 +82,7 @@ def main(argv=None) -> None:
                      for t in ("1", "2", "auto") for load in (0, cores - 1)]
     if not args.skip_jobs:
         variants += [(f"jobs={j}, idle", "1", j, 0) for j in (1, 2)]
-    print(f"python {sys.version.split()[0]}, {cores} cores; default scenario, run.rounds={args.rounds}; "
+    print(f"python {sys.version.split()[0]}, {cores} cores; {args.scenario or 'default scenario'}, run.rounds={args.rounds}; "
           f"loaded = {cores - 1} busy process(es)")
     times: dict[str, list[float]] = {v[0]: [] for v in variants}
     identical = []
@@ -87,7 +90,7 @@ def main(argv=None) -> None:
         for rep in range(args.repeats):
             for label, threads, jobs, load in variants:
                 out = Path(tmp) / f"{label.replace(' ', '').replace(',', '_')}_{rep}"
-                seconds = timed_run(out, args.rounds, threads, jobs, load)
+                seconds = timed_run(out, args.rounds, threads, jobs, load, args.scenario)
                 times[label].append(seconds)
                 print(f"rep {rep} {label:<22} {seconds:8.2f} s", flush=True)
             if not args.skip_jobs:

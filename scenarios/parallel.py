@@ -8,11 +8,12 @@ the run folder is the same bytes as with ``--jobs 1``.
 
 Each worker is a fresh process (the *spawn* start method: safe with torch's
 OpenMP pool and with CUDA, where the workers share the GPU) that trains with
-the scenario's ``run.threads``. The workers are started, and import torch,
-while this process loads the data and checks the scenario (:func:`workers_for`,
-before anything is built). A worker rebuilds the scenario from its validated
-mapping (:attr:`scenarios.schema.Scenario.raw`), builds the run's context once
-(data, partition, model) and keeps it for every algorithm it is given. Each
+the scenario's ``run.threads``. The workers are started as soon as the
+scenario is read (:func:`workers_for`, before this process imports torch);
+each imports torch, rebuilds the scenario from its validated mapping
+(:attr:`scenarios.schema.Scenario.raw`) and builds the run's context (data,
+partition, model) while this process does the same, and keeps it for every
+algorithm it is given. Each
 algorithm checkpoints and resumes on its own, exactly as in one process.
 Per-round progress comes back through a queue, so the progress display is
 the same; the records come back when the algorithm finishes. The run
@@ -55,26 +56,35 @@ def _init_worker(threads: int, progress) -> None:
     _PROGRESS = progress
 
 
-def _train_one(raw: dict, path: str, name: str, work: Optional[str], fingerprint: str, resume: bool,
-               warm=None) -> AlgorithmRun:
-    """In a worker: the scenario from its mapping, the run's context (once per worker), one algorithm (from the
-    run's warm start ``warm``, computed by the parent, when there is one)."""
+def _context(raw: dict, path: str):
+    """In a worker: ``(scenario, build_backend)`` of the run ``raw`` (the context is built once per worker)."""
     from scenarios import checkpoint
-    from scenarios.run import _make_backends, run_algorithm
+    from scenarios.run import _make_backends, resolved_config
     from scenarios.schema import validate
 
     sc = validate(raw, path)
-    key = (path, fingerprint)
+    key = (path, checkpoint.fingerprint(resolved_config(sc)))
     if key not in _CONTEXTS:
         _CONTEXTS.clear()
         _CONTEXTS[key] = _make_backends(sc)[0]
+    return sc, _CONTEXTS[key]
+
+
+def _train_one(raw: dict, path: str, name: str, work: Optional[str], fingerprint: str, resume: bool,
+               warm=None) -> AlgorithmRun:
+    """In a worker: the run's context (:func:`_context`), one algorithm (from the run's warm start ``warm``,
+    computed by the parent, when there is one)."""
+    from scenarios import checkpoint
+    from scenarios.run import run_algorithm
+
+    sc, build_backend = _context(raw, path)
     saved = checkpoint.load(Path(work), name, fingerprint) if resume and work else None
 
     def on_round(alg: str, rec) -> None:
         if _PROGRESS is not None:
             _PROGRESS.put((alg, rec))
 
-    return run_algorithm(sc, _CONTEXTS[key], name, on_round,
+    return run_algorithm(sc, build_backend, name, on_round,
                          checkpoint_dir=Path(work) if work else None, fingerprint=fingerprint, saved=saved, warm=warm)
 
 
@@ -109,28 +119,31 @@ def assign(costs: list[tuple[str, float]], n_workers: int) -> tuple[list[str], l
     return here, there
 
 
-def _warm() -> None:
-    """A worker's first task: import what training needs (torch, the algorithms), while the parent loads data."""
+def _warm(raw: dict, path: str) -> None:
+    """A worker's first task, while the parent does the same: import torch and the algorithms, build the run's
+    context. A failure here is left to the parent, whose own build reports it (or to the worker's first task)."""
     import learning.algorithms  # noqa: F401
-    import scenarios.run  # noqa: F401
+
+    _context(raw, path)
 
 
 class Workers:
-    """``n`` spawned worker processes, started — and warmed: torch and the algorithms imported — as soon as this
-    is created, so that they start while this process loads the data; a context manager (shut down at exit).
+    """``n`` spawned worker processes for the run ``sc``, started — and warmed: torch imported, the run's context
+    built (:func:`_warm`) — as soon as this is created, while this process loads the data; a context manager (shut
+    down at exit).
     With ``--jobs N`` there are N − 1 of them: this process trains too (:meth:`run`).
 
     ``progress``: whether workers report each round (a queue read by a thread here, see :meth:`run`).
     """
 
-    def __init__(self, n: int, threads: int, progress: bool):
+    def __init__(self, sc, n: int, threads: int, progress: bool):
         ctx = mp.get_context("spawn")
         self.n = n
         self.queue = ctx.Queue() if progress else None
         self.pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker,
                                         initargs=(threads, self.queue))
         for _ in range(n):
-            self.pool.submit(_warm)
+            self.pool.submit(_warm, dict(sc.raw), sc.path)
 
     def __enter__(self) -> "Workers":
         return self
@@ -218,4 +231,4 @@ def workers_for(sc, jobs: int, progress: bool):
         return contextlib.nullcontext(None)
     from scenarios.threads import resolve_threads
 
-    return Workers(min(jobs, len(names)) - 1, resolve_threads(sc.learning["run"].threads), progress)
+    return Workers(sc, min(jobs, len(names)) - 1, resolve_threads(sc.learning["run"].threads), progress)

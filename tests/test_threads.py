@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 import tomllib
 
 import pytest
@@ -84,3 +85,19 @@ def test_threads_option_is_the_scenario_key(tiny_scenario, tmp_path, monkeypatch
     bad = runner.invoke(app, ["run", str(tiny_scenario), "--out", "x", "--threads", "zero"])
     assert bad.exit_code == 2 and "--threads zero" in bad.stderr and "Traceback" not in bad.output
     assert not (tmp_path / "x").exists()
+
+
+def test_the_command_ends_after_its_atexit_handlers_and_output_without_the_interpreter_teardown():
+    """``exit_now``: the atexit handlers run, stdout and stderr are flushed, the code is sys.exit's."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    probe = ("import atexit, sys; from scenarios.cli import exit_now; "
+             "atexit.register(lambda: print('handler ran')); print('said', end=''); "
+             "print('note', file=sys.stderr, end=''); exit_now({code!r})")
+    for code, rc in ((3, 3), (None, 0), ("one line", 1)):
+        done = subprocess.run([sys.executable, "-c", probe.format(code=code)], cwd=repo, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == rc and done.stdout == "saidhandler ran\n"
+        assert done.stderr.startswith("note") and (code != "one line" or done.stderr.endswith("one line\n"))
