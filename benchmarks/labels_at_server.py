@@ -1,11 +1,13 @@
 """Tables and figures of docs/labels_at_server.md from the sweeps of ``scenarios/las_fmnist_550.toml``.
 
-    python benchmarks/labels_at_server.py tune SWEEP...            # the tuning table (validation accuracy)
+    python benchmarks/labels_at_server.py tune SWEEP... [--column accuracy]  # the tuning table (validation accuracy)
     python benchmarks/labels_at_server.py final ROOT [--figures DIR]
 
 ``tune``: every run of the given sweep folders (run with ``--set data.server_validation=200``) as one row
 per algorithm: its learning rate, the options that differ from the defaults, and the validation accuracy
 (mean of the last 5 rounds) by which the best configuration per algorithm is chosen — never the test set.
+``--column accuracy`` scores runs made with ``--set data.validation_size=N`` instead (any partition: there the
+accuracy column is measured on the validation split).
 
 ``final``: ``ROOT`` holds one sweep per data setting and kind of row — ``{iid,dir05}_main`` (FedMix+FedFreq,
 FedMatch, supervised only), ``{iid,dir05}_persist`` (FedMix with ``sigma_start = "persist"``) and
@@ -94,13 +96,13 @@ def options(run: Path, alg: str) -> tuple[float, str]:
     return float(lr), ", ".join(diff) or "defaults"
 
 
-def tune(sweeps: list[Path]) -> str:
+def tune(sweeps: list[Path], column: str = "val_accuracy") -> str:
     rows = []
     for sweep in sweeps:
         for run in runs_of(sweep):
             for alg, cols in read_rounds(run).items():
                 lr, opts = options(run, alg)
-                rows.append((alg, lr, opts, float(np.mean(cols["val_accuracy"][-5:])),
+                rows.append((alg, lr, opts, float(np.mean(cols[column][-5:])),
                              float(np.mean(cols["accuracy"][-3:]))))
     best = {}
     for r in rows:
@@ -191,12 +193,13 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="what", required=True)
     t = sub.add_parser("tune")
     t.add_argument("sweeps", type=Path, nargs="+")
+    t.add_argument("--column", default="val_accuracy", help="accuracy: runs with data.validation_size")
     f = sub.add_parser("final")
     f.add_argument("root", type=Path)
     f.add_argument("--figures", type=Path, default=None)
     a = ap.parse_args(argv)
     if a.what == "tune":
-        print(tune(a.sweeps))
+        print(tune(a.sweeps, a.column))
         return 0
     print(final_tables(a.root))
     if a.figures:

@@ -53,7 +53,14 @@ class DataConfig:
     the train split (stratified by nothing: uniform without replacement,
     from the run seed) before partitioning — a smaller federation of the
     same data set (``None``: the whole split). ``test_size`` caps each
-    device's test set (``None``: all eligible).
+    device's test set (``None``: all eligible). ``validation_size`` > 0
+    evaluates on a validation split instead of the test split: that many
+    train images outside the train pool (uniform, from the run seed) are the
+    validation split, and each device's test set is swapped for one with the
+    same number of images of each class drawn from it. The devices hold
+    exactly the data of the same scenario without the option and no test
+    image is looked at: this is how hyper-parameters are chosen (it needs
+    ``train_pool_size``).
     """
 
     dataset: str = "digits"
@@ -70,6 +77,7 @@ class DataConfig:
     server_validation: int = 0
     train_pool_size: Optional[int] = None
     test_size: Optional[int] = None
+    validation_size: int = 0
 
     def __post_init__(self):
         check_choice("dataset", self.dataset, DATASETS.names)
@@ -101,6 +109,10 @@ class DataConfig:
             check_int("train_pool_size", self.train_pool_size, 1)
         if self.test_size is not None:
             check_int("test_size", self.test_size, 1)
+        check_int("validation_size", self.validation_size, 0)
+        if self.validation_size and self.train_pool_size is None:
+            fail("validation_size", self.validation_size,
+                 "0 unless train_pool_size is set (the validation images are train images outside the train pool)")
 
 
 @dataclass(frozen=True)

@@ -154,13 +154,36 @@ def make_partition(dataset: Dataset, cfg: DataConfig, n_devices: int, rng: np.ra
     return spec.apply(dataset.y_train, dataset.y_test, n_devices, rng, dataset.n_classes, cfg)
 
 
-def subsample_train_pool(ds: Dataset, size: int, rng: np.random.Generator) -> Dataset:
-    """``ds`` with a uniformly drawn ``size``-sample subset of its train split (order kept)."""
+def train_pool_indices(ds: Dataset, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Sorted indices of a uniformly drawn ``size``-sample subset of ``ds``'s train split."""
     n = len(ds.y_train)
     if size > n:
         raise ValueError(f"train_pool_size(={size}) exceeds the {n} training samples of {ds.name}")
-    idx = np.sort(rng.choice(n, size=size, replace=False))
-    return dataclasses.replace(ds, x_train=ds.x_train[idx], y_train=ds.y_train[idx])
+    return np.sort(rng.choice(n, size=size, replace=False))
+
+
+def validation_indices(ds: Dataset, pool: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
+    """Sorted indices of ``size`` train samples of ``ds`` outside the train pool ``pool`` (uniform): a validation
+    split that no device holds and that is not the test set."""
+    rest = np.setdiff1d(np.arange(len(ds.y_train)), pool)
+    if size > len(rest):
+        raise ValueError(f"validation_size(={size}) exceeds the {len(rest)} training samples of {ds.name} outside "
+                         f"the train pool of {len(pool)}; lower validation_size or train_pool_size")
+    return np.sort(rng.choice(rest, size=size, replace=False))
+
+
+def validation_like(test: np.ndarray, y_test: np.ndarray, y_val: np.ndarray, n_classes: int,
+                    rng: np.random.Generator, what: str) -> np.ndarray:
+    """A device's validation set: as many validation samples of each class as its test set ``test`` holds (indices
+    into ``y_test``), drawn without replacement from the validation labels ``y_val``; sorted indices into them."""
+    need = np.bincount(np.asarray(y_test)[test], minlength=n_classes)
+    have = np.bincount(y_val, minlength=n_classes)
+    short = [f"class {c}: needs {n}, has {h}" for c, (n, h) in enumerate(zip(need, have)) if n > h]
+    if short:
+        raise ValueError(f"validation_size: the validation split holds too few samples for {what} "
+                         f"({', '.join(short)}); raise validation_size or lower test_size")
+    return np.sort(np.concatenate([rng.choice(np.flatnonzero(y_val == c), size=n, replace=False)
+                                   for c, n in enumerate(need) if n] or [np.empty(0, np.int64)])).astype(np.int64)
 
 
 def _gather(x: torch.Tensor, y: torch.Tensor, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,10 +202,21 @@ def build_context(
 ) -> Context:
     """Load (or take) the data set, partition it over ``n_devices``, move it to the device, build the model."""
     ds = dataset if dataset is not None else load_dataset(data_cfg.dataset, data_cfg.data_dir)
+    val = None
     if data_cfg.train_pool_size is not None:
-        ds = subsample_train_pool(ds, data_cfg.train_pool_size, np.random.default_rng([seed, 0x9001]))
+        pool = train_pool_indices(ds, data_cfg.train_pool_size, np.random.default_rng([seed, 0x9001]))
+        if data_cfg.validation_size:
+            val = validation_indices(ds, pool, data_cfg.validation_size, np.random.default_rng([seed, 0x7A1D]))
+            val = (ds.x_train[val], ds.y_train[val])
+        ds = dataclasses.replace(ds, x_train=ds.x_train[pool], y_train=ds.y_train[pool])
     device = compute_device(train_cfg.device)
     server_idx, splits = make_partition(ds, data_cfg, n_devices, np.random.default_rng([seed, 0x5EED]))
+    if val is not None:  # the devices' data exactly as without it; each test set swapped for a validation set like it
+        rng = np.random.default_rng([seed, 0x7A1E])
+        splits = [dataclasses.replace(s, test=validation_like(s.test, ds.y_test, val[1], ds.n_classes, rng,
+                                                              f"device {k}"))
+                  for k, s in enumerate(splits)]
+        ds = dataclasses.replace(ds, x_test=val[0], y_test=val[1])
     x_train = torch.as_tensor(ds.x_train, device=device)
     y_train = torch.as_tensor(ds.y_train, device=device)
     x_test = torch.as_tensor(ds.x_test, device=device)

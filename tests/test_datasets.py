@@ -498,3 +498,54 @@ def test_load_cinic10_from_tiny_pngs(tmp_path):
         load_cinic10(tmp_path)
     with pytest.raises(DatasetError, match="missing folders"):
         load_cinic10(tmp_path / "cinic-10" / "train")
+
+
+def _numbered(n_train: int, n_test: int):
+    """A 10-class image data set whose every image is filled with its own number (train i: i; test j: -1 - j)."""
+    from learning.data.datasets import Dataset
+
+    img = lambda values: np.repeat(np.asarray(values, np.float32)[:, None, None, None], 64, 1).reshape(-1, 1, 8, 8)
+    return Dataset("numbered", "image", img(np.arange(n_train)), np.arange(n_train) % 10,
+                   img(-1.0 - np.arange(n_test)), np.arange(n_test) % 10, 10)
+
+
+def test_a_validation_split_replaces_the_test_split_and_leaves_the_devices_data_alone(tiny_scenario):
+    """``[data] validation_size``: the images evaluated on are train images outside the pool, never test images,
+    and every device trains on exactly what it holds without the option."""
+    import torch
+
+    from learning.context import build_context
+    from scenarios.schema import load_scenario
+
+    ds = _numbered(900, 300)
+
+    def ctx(*overrides):
+        sc = load_scenario(tiny_scenario, ["data.train_pool_size=500", *overrides])
+        return build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                             sc.system.n_devices, dataset=ds)
+
+    plain, val = ctx(), ctx("data.validation_size=200")
+    pool = {int(v) for c in plain.clients for v in c.x_sup[:, 0, 0, 0].tolist() + c.x_unl[:, 0, 0, 0].tolist()}
+    seen = set()
+    for a, b in zip(plain.clients, val.clients):
+        for key in ("x_sup", "y_sup", "x_lab", "y_lab", "x_unl"):
+            assert torch.equal(getattr(a, key), getattr(b, key)), key
+        assert (a.x_test < 0).all() and torch.equal(torch.bincount(a.y_test, minlength=10), torch.bincount(b.y_test, minlength=10))
+        ids = b.x_test[:, 0, 0, 0].tolist()
+        assert all(v >= 0 and int(v) not in pool for v in ids)  # train images no device holds
+        assert torch.equal(b.y_test, torch.as_tensor([int(v) % 10 for v in ids]).to(b.y_test.dtype))  # own labels
+        seen |= {int(v) for v in ids}
+    assert len(seen) <= 200
+
+
+def test_a_validation_split_needs_room_outside_the_train_pool(tiny_scenario, tmp_path):
+    from edgesim.config import ConfigError
+    from learning.context import build_context
+    from scenarios.schema import load_scenario
+
+    with pytest.raises(ConfigError, match=r"validation_size.*train_pool_size"):
+        load_scenario(tiny_scenario, ["data.validation_size=100"])
+    sc = load_scenario(tiny_scenario, ["data.train_pool_size=800", "data.validation_size=200"])
+    with pytest.raises(ValueError, match=r"validation_size\(=200\) exceeds the 100 training samples"):
+        build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                      sc.system.n_devices, dataset=_numbered(900, 300))
