@@ -436,6 +436,31 @@ def test_digits_fixed_stratified_split():
     assert float(ds.x_train.mean()) == pytest.approx(0.0, abs=1e-5)
 
 
+def test_digits_are_scikit_learns_split_without_importing_it():
+    """The recorded split is scikit-learn's ``train_test_split`` (stratified, random_state=0), the pixels its
+    ``load_digits``; and loading them imports neither scikit-learn nor SciPy (a fresh interpreter)."""
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits as sk_digits
+    from sklearn.model_selection import train_test_split
+
+    from learning.data.datasets import _image_dataset
+
+    bunch = sk_digits()
+    x, y = bunch.images[:, None], bunch.target.astype(np.int64)
+    train, test = (np.sort(i) for i in train_test_split(np.arange(len(y)), test_size=0.2, stratify=y, random_state=0))
+    want, got = _image_dataset("digits", x[train], y[train], x[test], y[test], 10, None, 16.0), load_digits()
+    for key in ("x_train", "y_train", "x_test", "y_test"):
+        np.testing.assert_array_equal(getattr(got, key), getattr(want, key))
+    assert (got.mean, got.std) == (want.mean, want.std)
+    probe = ("import sys; from learning.data.datasets import load_digits; load_digits(); "
+             "print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
 def test_synthetic_is_deterministic_and_balanced():
     a = make_synthetic(n_train=103, n_test=20, shape=(3, 4, 4), n_classes=5, seed=7)
     b = load_dataset("synthetic", None, n_train=103, n_test=20, shape=(3, 4, 4), n_classes=5, seed=7)
