@@ -517,7 +517,7 @@ def _claim_figures(folder: Path, stems, formats) -> None:
     claim_files(folder, [f"{stem}.{fmt}" for stem in stems for fmt in formats])
 
 
-def main() -> None:  # pragma: no cover - console entry point (tests/test_cli.py runs it as a process)
+def main() -> None:  # pragma: no cover - console entry point (the tests that start `python -m scenarios.cli` run it)
     """The ``edgesim`` command: glibc keeps freed memory (``learning.malloc``; opt out with
     ``EDGESIM_KEEP_FREED_MEMORY=0``), then the typer app, then :func:`exit_now`."""
     from learning.malloc import keep_freed_memory

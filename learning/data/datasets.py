@@ -750,8 +750,8 @@ def _digits_csv() -> Path:
     import importlib.util
 
     spec = importlib.util.find_spec("sklearn")
-    path = Path(next(iter(spec.submodule_search_locations or []), "")) / "datasets" / "data" / "digits.csv.gz" \
-        if spec is not None else None
+    roots = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = Path(roots[0], "datasets", "data", "digits.csv.gz") if roots else None
     if path is None or not path.is_file():
         raise DatasetError("dataset 'digits' is scikit-learn's bundled copy (sklearn/datasets/data/digits.csv.gz), "
                            "which was not found; expected scikit-learn installed (it is a dependency of edgesim)")
