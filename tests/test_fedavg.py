@@ -190,3 +190,15 @@ def test_variants_run_and_repeat_exactly(tiny_scenario, name):
     assert first == again and all(0.0 <= m["accuracy"] <= 1.0 for m in first)
     if name == "fixavg":
         assert "mask_rate" in first[-1]
+
+
+def test_pfedme_lr_overrides_the_train_lr(tiny_scenario):
+    """``[algorithms.pfedme] lr`` trains exactly as ``[train] lr`` set to it would, and differs from the default."""
+    from learning.algorithm_configs.pfedme import PFedMeConfig
+
+    def metrics(cfg, *overrides):
+        sc, ctx = _ctx(tiny_scenario, *overrides)
+        return _run(sc, REGISTRY["pfedme"].build(ctx, cfg), rounds=2)
+
+    own = metrics(PFedMeConfig(lr=0.01))
+    assert own == metrics(PFedMeConfig(), "train.lr=0.01") and own != metrics(PFedMeConfig())

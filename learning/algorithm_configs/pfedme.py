@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from edgesim.config import check_int, check_number
 from learning.algorithm_configs import declare
@@ -10,18 +11,21 @@ from learning.algorithm_configs import declare
 
 @dataclass(frozen=True)
 class PFedMeConfig:
-    """``lam`` λ, ``inner_steps`` K, ``personal_lr`` η_p, ``beta`` β (module docstring)."""
+    """``lam`` λ, ``inner_steps`` K, ``personal_lr`` η_p, ``beta`` β (module docstring); ``lr`` η overrides
+    ``[train] lr``."""
 
     lam: float = 15.0
     inner_steps: int = 5
     personal_lr: float = 0.09
     beta: float = 1.0
+    lr: Optional[float] = None
 
     def __post_init__(self):
         check_number("lam", self.lam, minimum=0)
         check_int("inner_steps", self.inner_steps, 1)
         check_number("personal_lr", self.personal_lr, minimum=0, strict=True)
         check_number("beta", self.beta, minimum=0, strict=True)
+        check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
 
 
 declare("pfedme", PFedMeConfig, module="learning.algorithms.pfedme", display="pFedMe",

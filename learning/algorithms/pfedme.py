@@ -81,7 +81,7 @@ class PFedMe:
     def __init__(self, ctx: Context, cfg: PFedMeConfig):
         self.ctx, self.cfg = ctx, cfg
         self.param_keys = [n for n, _ in ctx.model.named_parameters()]
-        lr = float(ctx.train_cfg.lr)
+        lr = float(cfg.lr if cfg.lr is not None else ctx.train_cfg.lr)
         self.task = LocalTask(
             loss=None, step=pfedme_step(cfg, lr, self.param_keys), optimizer=SGD(lr),
             epochs=ctx.local_cfg.epochs, streams=(Stream("main", ctx.train_cfg.batch_size),),
