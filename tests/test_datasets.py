@@ -574,3 +574,17 @@ def test_a_validation_split_needs_room_outside_the_train_pool(tiny_scenario, tmp
     with pytest.raises(ValueError, match=r"validation_size\(=200\) exceeds the 100 training samples"):
         build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
                       sc.system.n_devices, dataset=_numbered(900, 300))
+
+
+def test_devices_that_share_a_test_set_share_their_validation_set(tiny_scenario):
+    """Labels at the server: every device is tested on one global set, so they share one validation set too."""
+    from learning.context import build_context
+    from scenarios.schema import load_scenario
+
+    sc = load_scenario(tiny_scenario, ['data.partition="labels_at_server"', "data.server_labeled=100",
+                                       "data.train_pool_size=500", "data.validation_size=200", "data.test_size=60"])
+    ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                        sc.system.n_devices, dataset=_numbered(900, 300))
+    first = ctx.clients[0].x_test
+    assert len(first) and (first >= 0).all()
+    assert all(c.x_test is first or bool((c.x_test == first).all()) for c in ctx.clients)
