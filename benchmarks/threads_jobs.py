@@ -82,8 +82,8 @@ def main(argv=None) -> None:
                      for t in ("1", "2", "auto") for load in (0, cores - 1)]
     if not args.skip_jobs:
         variants += [(f"jobs={j}, idle", "1", j, 0) for j in (1, 2)]
-    print(f"python {sys.version.split()[0]}, {cores} cores; {args.scenario or 'default scenario'}, run.rounds={args.rounds}; "
-          f"loaded = {cores - 1} busy process(es)")
+    print(f"python {sys.version.split()[0]}, {cores} cores; {args.scenario or 'default scenario'}, "
+          f"run.rounds={args.rounds}; loaded = {cores - 1} busy process(es)")
     times: dict[str, list[float]] = {v[0]: [] for v in variants}
     identical = []
     with tempfile.TemporaryDirectory() as tmp:

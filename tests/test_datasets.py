@@ -555,7 +555,8 @@ def test_a_validation_split_replaces_the_test_split_and_leaves_the_devices_data_
     for a, b in zip(plain.clients, val.clients):
         for key in ("x_sup", "y_sup", "x_lab", "y_lab", "x_unl"):
             assert torch.equal(getattr(a, key), getattr(b, key)), key
-        assert (a.x_test < 0).all() and torch.equal(torch.bincount(a.y_test, minlength=10), torch.bincount(b.y_test, minlength=10))
+        assert (a.x_test < 0).all()  # the plain run evaluates on test images, the other on as many of each class
+        assert torch.equal(torch.bincount(a.y_test, minlength=10), torch.bincount(b.y_test, minlength=10))
         ids = b.x_test[:, 0, 0, 0].tolist()
         assert all(v >= 0 and int(v) not in pool for v in ids)  # train images no device holds
         assert torch.equal(b.y_test, torch.as_tensor([int(v) % 10 for v in ids]).to(b.y_test.dtype))  # own labels
