@@ -531,7 +531,7 @@ def main() -> None:  # pragma: no cover - console entry point (the tests that st
 
 
 def exit_now(code) -> None:
-    """End the process with ``code`` (``sys.exit``'s meaning: None = 0, a string is printed and gives 1) after the
+    """End the process with ``code`` (``sys.exit``'s meaning: None = 0, anything but an int is printed and gives 1) after the
     ``atexit`` handlers and flushing stdout/stderr, but without the interpreter's teardown: with torch, SciPy and
     matplotlib loaded that takes 0.3–0.8 s and only frees memory the system takes back anyway
     (benchmarks/RESULTS.md, "Threads and jobs"). Every file edgesim writes is closed before this. Under a profiler
@@ -542,7 +542,9 @@ def exit_now(code) -> None:
 
     if sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
-    if isinstance(code, str):
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # as sys.exit: any other object is printed, and the status is 1
         print(code, file=sys.stderr)
         code = 1
     atexit._run_exitfuncs()
@@ -552,7 +554,7 @@ def exit_now(code) -> None:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe or stream: nothing more can be said on it
             pass
-    os._exit(0 if code is None else int(code))
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
