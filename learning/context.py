@@ -212,12 +212,12 @@ def build_context(
     device = compute_device(train_cfg.device)
     server_idx, splits = make_partition(ds, data_cfg, n_devices, np.random.default_rng([seed, 0x5EED]))
     if val is not None:  # the devices' data exactly as without it; each test set swapped for a validation set like it
-        rng, like = np.random.default_rng([seed, 0x7A1E]), {}
+        rng, like, splits = np.random.default_rng([seed, 0x7A1E]), {}, list(splits)
         for k, s in enumerate(splits):  # devices that share one test set share one validation set
             key = np.asarray(s.test, dtype=np.int64).tobytes()
             if key not in like:
                 like[key] = validation_like(s.test, ds.y_test, val[1], ds.n_classes, rng, f"device {k}")
-        splits = [dataclasses.replace(s, test=like[np.asarray(s.test, dtype=np.int64).tobytes()]) for s in splits]
+            splits[k] = dataclasses.replace(s, test=like[key])
         ds = dataclasses.replace(ds, x_test=val[0], y_test=val[1])
     x_train = torch.as_tensor(ds.x_train, device=device)
     y_train = torch.as_tensor(ds.y_train, device=device)
