@@ -36,17 +36,27 @@ def shannon_rate_bps(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)
     give a float (inputs checked); NumPy arrays (any of the arguments,
     broadcast together) give an array, element by element the same numbers.
     """
-    # log1p keeps full precision at low SNR, where log2(1.0 + snr) loses the digits of snr
     b, g, p, n0 = bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz
     if (type(b) is float and type(g) is float and type(p) is float and type(n0) is float
             and 0.0 < b < math.inf and 0.0 <= g < math.inf and 0.0 <= p < math.inf and 0.0 < n0 < math.inf):
-        return b * math.log1p(g * p / (n0 * b)) / _LN2  # the checked path below, its checks passed in one test
+        return checked_shannon_rate_bps(b, g, p, n0)  # the checked path below, its checks passed in one test
     if not any(isinstance(x, np.ndarray) for x in (bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)):
         return float(bandwidth_hz) * math.log1p(snr(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)) / _LN2
     b = np.asarray(bandwidth_hz, dtype=float)
     x = np.asarray(channel_gain, dtype=float) * np.asarray(tx_power_w, dtype=float) / (
         np.asarray(noise_psd_w_per_hz, dtype=float) * b)
     return b * np.log1p(x) / _LN2
+
+
+def checked_shannon_rate_bps(bandwidth_hz: float, channel_gain: float, tx_power_w: float,
+                             noise_psd_w_per_hz: float) -> float:
+    """Eq. (8) on floats the caller has checked (``b``, ``N0`` > 0; ``g``, ``p`` ≥ 0; all finite), in bit/s.
+
+    :func:`shannon_rate_bps`'s scalar path, without its checks, for the engine's
+    per-transfer rate (its inputs are checked once per round for all devices).
+    """
+    # log1p keeps full precision at low SNR, where log2(1.0 + snr) loses the digits of snr
+    return bandwidth_hz * math.log1p(channel_gain * tx_power_w / (noise_psd_w_per_hz * bandwidth_hz)) / _LN2
 
 
 def upload_time_s(model_bits: float, rate_bps: float) -> float:

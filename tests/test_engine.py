@@ -426,6 +426,15 @@ def test_same_inputs_give_identical_records_and_events(access):
 
 
 @pytest.mark.parametrize("access", ["tdma", "fdma"])
+def test_an_unrecorded_run_counts_the_events_a_recorded_one_keeps(access):
+    recorded, _ = rich_sim(access)
+    counted, _ = rich_sim(access)
+    counted.record_events = False
+    assert counted.run() == recorded.run()  # drops in every phase included (the scenario has them)
+    assert counted.events == [] and counted.event_count == recorded.event_count == len(recorded.events)
+
+
+@pytest.mark.parametrize("access", ["tdma", "fdma"])
 def test_state_dict_resume_gives_identical_records(access):
     full, _ = rich_sim(access)
     expected = full.run()
