@@ -1,10 +1,13 @@
 """docs/arena.md's compact tables from an ``edgesim report`` folder: one row per grid point.
 
     python benchmarks/arena_table.py REPORT_DIR --threshold T --algorithms A,B,C [--metric final_accuracy ...]
+        [--rows algorithms]
 
 Reads ``REPORT_DIR/leaderboard.csv`` and prints, per grid point (transmit power, then bandwidth), each
 algorithm's simulated time to accuracy T, then each ``--metric`` (default: final accuracy in %, the devices'
 energy in J), as ``mean [95 % interval]`` over seeds; "(k/n)" when only k of n seeds reach T, "never" when none.
+``--rows algorithms`` (for arenas with many methods) prints one table per quantity instead, an algorithm a row
+and a grid point a column.
 """
 
 from __future__ import annotations
@@ -42,9 +45,13 @@ def cell(row: dict | None, scale: float = 1.0) -> str:
     return f"{mean} [{number(float(row['ci_low']) * scale)}, {number(float(row['ci_high']) * scale)}]"
 
 
-def table(rows: list[dict], threshold: float, algorithms: list[str], metrics: list[str]) -> str:
-    def point(r):
-        return float(r.get(BANDWIDTH) or "nan"), float(r.get(POWER) or "nan")
+def table(rows: list[dict], threshold: float, algorithms: list[str], metrics: list[str],
+          by_algorithm: bool = False) -> str:
+    def point(r):  # (bandwidth, power); 0 where the report does not vary it (a sweep of one value)
+        return float(r.get(BANDWIDTH) or 0.0), float(r.get(POWER) or 0.0)
+
+    def label(p, sep=", "):
+        return sep.join(x for x in (f"{p[0] / 1e6:g} MHz" if p[0] else "", f"{p[1]:g} dBm" if p[1] else "") if x)
 
     by = {(point(r), r["algorithm"], r["metric"], r["threshold"]): r for r in rows}
     display = {r["algorithm"]: r["display"] for r in rows}
@@ -54,13 +61,26 @@ def table(rows: list[dict], threshold: float, algorithms: list[str], metrics: li
     t = next((r["threshold"] for r in rows if r["threshold"] and float(r["threshold"]) == threshold), None)
     if t is None:
         raise SystemExit(f"--threshold {threshold:g}: not in the report; run edgesim report --threshold {threshold:g}")
+    points = sorted({point(r) for r in rows}, key=lambda p: (p[1], p[0]))
+    if by_algorithm:
+        quantities = [(f"time to {threshold:g} (s)", "time_to_accuracy_s", t, 1.0)]
+        quantities += [(f"{METRICS[m][0]} ({METRICS[m][1]})", m, "", METRICS[m][2]) for m in metrics]
+        tables = []
+        for title, metric, thr, scale in quantities:
+            head = [title] + [label(p) or "all" for p in points]
+            lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+            for a in algorithms:
+                lines.append("| " + " | ".join([display[a]] + [cell(by.get((p, a, metric, thr)), scale)
+                                                               for p in points]) + " |")
+            tables.append("\n".join(lines))
+        return "\n\n".join(tables)
     head = ["bandwidth", "power"] + [f"time to {threshold:g}: {display[a]} (s)" for a in algorithms]
     for m in metrics:
         label, unit, _ = METRICS[m]
         head += [f"{label}: {display[a]} ({unit})" for a in algorithms]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for p in sorted({point(r) for r in rows}, key=lambda p: (p[1], p[0])):
-        out = [f"{p[0] / 1e6:g} MHz", f"{p[1]:g} dBm"]
+    for p in points:
+        out = [f"{p[0] / 1e6:g} MHz" if p[0] else "—", f"{p[1]:g} dBm" if p[1] else "—"]
         out += [cell(by.get((p, a, "time_to_accuracy_s", t))) for a in algorithms]
         for m in metrics:
             out += [cell(by.get((p, a, m, "")), METRICS[m][2]) for a in algorithms]
@@ -74,10 +94,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--threshold", type=float, required=True)
     ap.add_argument("--algorithms", required=True, help="registry names, comma-separated, in column order")
     ap.add_argument("--metric", action="append", choices=sorted(METRICS), help="repeatable (default: final, energy)")
+    ap.add_argument("--rows", choices=("points", "algorithms"), default="points",
+                    help="a grid point a row (default), or an algorithm a row and one table per quantity")
     args = ap.parse_args(argv)
     with open(args.report / "leaderboard.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    print(table(rows, args.threshold, args.algorithms.split(","), args.metric or ["final_accuracy", "total_energy_j"]))
+    print(table(rows, args.threshold, args.algorithms.split(","), args.metric or ["final_accuracy", "total_energy_j"],
+                by_algorithm=args.rows == "algorithms"))
     return 0
 
 
