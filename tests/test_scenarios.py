@@ -94,3 +94,24 @@ def test_relative_data_dir_is_relative_to_the_scenario_file(tmp_path):
     assert load_scenario(p).learning["data"].data_dir == str((tmp_path / "data").resolve())
     # On the command line a relative path stays relative to the working directory.
     assert load_scenario(p, ['data.data_dir="x"']).learning["data"].data_dir == "x"
+
+
+def test_the_arenas_share_one_cell_and_each_has_a_paper_scale():
+    import dataclasses
+
+    import numpy as np
+
+    arenas = {p.stem: load_scenario(p) for p in sorted(SCENARIO_DIR.glob("arena_*.toml"))}
+    cpu_arenas = [n for n in arenas if not n.endswith("_paper")]
+    assert len(cpu_arenas) == 4 and {f"{n}_paper" for n in cpu_arenas} == set(arenas) - set(cpu_arenas)
+    # the CPUs: numpy default_rng(2026) on U(0.5, 2.0) GHz, rounded to 0.01 GHz, the first n_devices of one draw
+    draw = np.random.default_rng(2026).uniform(0.5, 2.0, 100).round(2) * 1e9  # Hz
+    cells = set()
+    for name, sc in arenas.items():
+        n = sc.system.n_devices
+        assert np.array_equal(np.asarray(sc.system.cpu_freq_hz) / 1e7, np.round(draw[:n] / 1e7)), name
+        assert n == (20 if name in cpu_arenas else 25 if "dofed" in name else 100), name
+        cells.add(dataclasses.replace(sc.system, n_devices=1, cpu_freq_hz=1e9))
+    assert len(cells) == 1  # radius, path loss, shadowing, uplink, power, noise, downlink, server: one cell
+    for name in cpu_arenas:  # the CPU scale: 20 rounds or 600 simulated seconds
+        assert (arenas[name].budget.total_time_s, arenas[name].budget.rounds) == (600, 20), name
