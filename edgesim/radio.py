@@ -3,9 +3,11 @@
 All inputs are linear SI quantities: bandwidth in Hz, power in W, noise power
 spectral density in W/Hz, channel gain as a linear power ratio, sizes in bits.
 
-:func:`shannon_rate_bps` is the one place Eq. (8) is computed: the TDMA and
-FDMA uplinks of the engine, the system view handed to the backends and
+:func:`shannon_rate_bps` is the one place Eq. (8) is computed: the FDMA
+uplink of the engine, the system view handed to the backends and
 ``edgesim plan`` all call it (with NumPy arrays where they have many devices).
+Its scalar core, :func:`checked_shannon_rate_bps`, times each TDMA transfer
+(the engine checks its inputs once per round).
 """
 
 from __future__ import annotations
