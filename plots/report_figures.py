@@ -76,7 +76,9 @@ def plot_tta_vs_bandwidth(report: dict, out_png: Path) -> Optional[Path]:
             pts.sort(key=lambda p: p[0])
             x = np.array([p[0] for p in pts])
             y = np.array([p[1].mean for p in pts])
-            err = np.array([[p[1].mean - p[1].low, p[1].high - p[1].mean] if p[1].n >= 2 else [0, 0] for p in pts]).T
+            # a time is never negative: the bar stops at 0 s where a few seeds' t-interval reaches below it
+            err = np.array([[p[1].mean - max(p[1].low, 0.0), p[1].high - p[1].mean] if p[1].n >= 2 else [0, 0]
+                            for p in pts]).T
             ax.errorbar(x, y, yerr=err, color=colors[alg], ls=LINESTYLES[pi % len(LINESTYLES)], lw=1.0, capsize=2)
             for complete, style in ((True, {"mfc": colors[alg]}), (False, {"mfc": "white"})):
                 xy = [(p[0], p[1].mean) for p in pts if (p[1].n == p[1].n_total) == complete]
@@ -92,7 +94,7 @@ def plot_tta_vs_bandwidth(report: dict, out_png: Path) -> Optional[Path]:
         handles += [Line2D([], [], color="0.3", ls=LINESTYLES[i % len(LINESTYLES)], label=f"{p} dBm")
                     for i, p in enumerate(powers)]
     ax.legend(handles=handles, fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.text(0.99, 0.98, "bars: 95 % interval over seeds; hollow: not every seed reached it",
+    ax.text(0.99, 0.98, "bars: 95 % interval over seeds (cut at 0 s); hollow: not every seed reached it",
             transform=ax.transAxes, ha="right", va="top", fontsize=5, color="0.35")
     fig.tight_layout()
     return save_figures(fig, out_png)[0]
