@@ -57,19 +57,25 @@ def test_shannon_rate_scalar_equals_array_and_grows_with_bandwidth(b, g, p, n0_d
 
 
 def test_engine_uses_the_one_shannon_rate(monkeypatch):
-    """TDMA, FDMA and the system view all go through ``edgesim.radio.shannon_rate_bps``."""
+    """TDMA, FDMA and the system view all go through ``edgesim.radio``'s Eq. (8).
+
+    The system view and FDMA call the vectorised ``shannon_rate_bps``; each TDMA transfer calls its scalar
+    core ``checked_shannon_rate_bps`` (the devices' inputs are checked once per round), which
+    ``shannon_rate_bps`` itself calls on floats.
+    """
     import edgesim.engine as engine
 
-    calls = []
-    real = engine.shannon_rate_bps
+    calls, scalar_calls = [], []
+    real, real_scalar = engine.shannon_rate_bps, engine.checked_shannon_rate_bps
     monkeypatch.setattr(engine, "shannon_rate_bps", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr(engine, "checked_shannon_rate_bps", lambda *a: scalar_calls.append(a) or real_scalar(*a))
     for access in ("tdma", "fdma"):
         system = SystemConfig(n_devices=3, channel_gain_db=-100, access=access)
         Simulation(system, BudgetConfig(rounds=1), ParametricBackend(3, 2, WorkloadConfig(model_bits=1e6))).run()
     views = [a for a in calls if a[0] == 1e6 and isinstance(a[1], np.ndarray)]
-    tdma = [a for a in calls if isinstance(a[1], float)]
     fdma = [a for a in calls if a[0] == 0.5e6]  # two transfers sharing the 1 MHz band
-    assert len(views) == 2 and len(tdma) == 2 and fdma
+    assert len(views) == 2 and fdma
+    assert len(scalar_calls) == 2 and all(a[0] == 1e6 for a in scalar_calls)  # the two TDMA uploads, whole band
 
 
 # --- the deadline tolerance ----------------------------------------------------------------------------------------
