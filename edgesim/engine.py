@@ -55,7 +55,7 @@ from .channel import ChannelModel
 from .compute import compute_time_s
 from .config import ACCESS_SCHEMES, BudgetConfig, SystemConfig
 from .budget import REL_TOL
-from .radio import checked_shannon_rate_bps, shannon_rate_bps
+from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 
 EVENT_KINDS = (
     "round_start",
@@ -297,7 +297,8 @@ class TdmaUplink:
         """
         if checked:
             transfer = Transfer(device, bits, channel_gain, tx_power_w, env.now)
-            rate = checked_shannon_rate_bps(self.bandwidth_hz, channel_gain, tx_power_w, self.noise_psd_w_per_hz)
+            rate = unchecked_shannon_rate_bps(self.bandwidth_hz, channel_gain, tx_power_w,
+                                              self.noise_psd_w_per_hz)
         else:
             transfer = checked_transfer(device, bits, channel_gain, tx_power_w, env.now)
             rate = shannon_rate_bps(self.bandwidth_hz, transfer.channel_gain, transfer.tx_power_w,

@@ -6,7 +6,7 @@ spectral density in W/Hz, channel gain as a linear power ratio, sizes in bits.
 :func:`shannon_rate_bps` is the one place Eq. (8) is computed: the FDMA
 uplink of the engine, the system view handed to the backends and
 ``edgesim plan`` all call it (with NumPy arrays where they have many devices).
-Its scalar core, :func:`checked_shannon_rate_bps`, times each TDMA transfer
+Its scalar core, :func:`unchecked_shannon_rate_bps`, times each TDMA transfer
 (the engine checks its inputs once per round).
 """
 
@@ -41,7 +41,7 @@ def shannon_rate_bps(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)
     b, g, p, n0 = bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz
     if (type(b) is float and type(g) is float and type(p) is float and type(n0) is float
             and 0.0 < b < math.inf and 0.0 <= g < math.inf and 0.0 <= p < math.inf and 0.0 < n0 < math.inf):
-        return checked_shannon_rate_bps(b, g, p, n0)  # the checked path below, its checks passed in one test
+        return unchecked_shannon_rate_bps(b, g, p, n0)  # the checks below, passed in one test
     if not any(isinstance(x, np.ndarray) for x in (bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)):
         return float(bandwidth_hz) * math.log1p(snr(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)) / _LN2
     b = np.asarray(bandwidth_hz, dtype=float)
@@ -50,8 +50,8 @@ def shannon_rate_bps(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)
     return b * np.log1p(x) / _LN2
 
 
-def checked_shannon_rate_bps(bandwidth_hz: float, channel_gain: float, tx_power_w: float,
-                             noise_psd_w_per_hz: float) -> float:
+def unchecked_shannon_rate_bps(bandwidth_hz: float, channel_gain: float, tx_power_w: float,
+                               noise_psd_w_per_hz: float) -> float:
     """Eq. (8) on floats the caller has checked (``b``, ``N0`` > 0; ``g``, ``p`` ≥ 0; all finite), in bit/s.
 
     :func:`shannon_rate_bps`'s scalar path, without its checks, for the engine's

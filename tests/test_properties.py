@@ -60,15 +60,15 @@ def test_engine_uses_the_one_shannon_rate(monkeypatch):
     """TDMA, FDMA and the system view all go through ``edgesim.radio``'s Eq. (8).
 
     The system view and FDMA call the vectorised ``shannon_rate_bps``; each TDMA transfer calls its scalar
-    core ``checked_shannon_rate_bps`` (the devices' inputs are checked once per round), which
+    core ``unchecked_shannon_rate_bps`` (the devices' inputs are checked once per round), which
     ``shannon_rate_bps`` itself calls on floats.
     """
     import edgesim.engine as engine
 
     calls, scalar_calls = [], []
-    real, real_scalar = engine.shannon_rate_bps, engine.checked_shannon_rate_bps
+    real, real_scalar = engine.shannon_rate_bps, engine.unchecked_shannon_rate_bps
     monkeypatch.setattr(engine, "shannon_rate_bps", lambda *a: calls.append(a) or real(*a))
-    monkeypatch.setattr(engine, "checked_shannon_rate_bps", lambda *a: scalar_calls.append(a) or real_scalar(*a))
+    monkeypatch.setattr(engine, "unchecked_shannon_rate_bps", lambda *a: scalar_calls.append(a) or real_scalar(*a))
     for access in ("tdma", "fdma"):
         system = SystemConfig(n_devices=3, channel_gain_db=-100, access=access)
         Simulation(system, BudgetConfig(rounds=1), ParametricBackend(3, 2, WorkloadConfig(model_bits=1e6))).run()

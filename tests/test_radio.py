@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgesim.radio import (checked_shannon_rate_bps, radio_energy_j, shannon_rate_bps, shared_uplink_time_s, snr,
+from edgesim.radio import (radio_energy_j, shannon_rate_bps, shared_uplink_time_s, snr, unchecked_shannon_rate_bps,
                            upload_time_s)
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -127,17 +127,17 @@ def test_shannon_rate_rejects_bad_inputs():
         shannon_rate_bps(1e6, 1e-10, 0.2, math.nan)
 
 
-def test_checked_shannon_rate_hand_value_and_limit():
-    assert checked_shannon_rate_bps(4.0, 3.0, 1.0, 0.25) == pytest.approx(8.0, rel=1e-15)  # TOY: 4 * log2(4)
-    assert checked_shannon_rate_bps(1e6, 0.0, 0.2, 4e-21) == 0.0  # no gain, no rate
+def test_unchecked_shannon_rate_hand_value_and_limit():
+    assert unchecked_shannon_rate_bps(4.0, 3.0, 1.0, 0.25) == pytest.approx(8.0, rel=1e-15)  # TOY: 4 * log2(4)
+    assert unchecked_shannon_rate_bps(1e6, 0.0, 0.2, 4e-21) == 0.0  # no gain, no rate
 
 
 @SETTINGS
 @given(BANDWIDTH_HZ, GAIN, POWER_W, NOISE_W_PER_HZ)
-def test_checked_shannon_rate_is_the_checked_ones_number_bit_for_bit(b, g, p, n0):
+def test_unchecked_shannon_rate_is_the_checked_ones_number_bit_for_bit(b, g, p, n0):
     # the engine's TDMA band times uploads with it: its traces must not move by an ulp. NumPy scalars are not
     # floats, so they take the checked path (snr's checks, then the same operations)
-    assert checked_shannon_rate_bps(b, g, p, n0) == shannon_rate_bps(*map(np.float64, (b, g, p, n0)))
+    assert unchecked_shannon_rate_bps(b, g, p, n0) == shannon_rate_bps(*map(np.float64, (b, g, p, n0)))
 
 
 # --- upload_time_s (Eq. 9) -------------------------------------------------
