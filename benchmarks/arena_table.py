@@ -1,13 +1,14 @@
 """docs/arena.md's compact tables from an ``edgesim report`` folder: one row per grid point.
 
     python benchmarks/arena_table.py REPORT_DIR --threshold T --algorithms A,B,C [--metric final_accuracy ...]
-        [--rows algorithms]
+        [--rows algorithms] [--paired]
 
 Reads ``REPORT_DIR/leaderboard.csv`` and prints, per grid point (transmit power, then bandwidth), each
 algorithm's simulated time to accuracy T, then each ``--metric`` (default: final accuracy in %, the devices'
 energy in J), as ``mean [95 % interval]`` over seeds; "(k/n)" when only k of n seeds reach T, "never" when none.
 ``--rows algorithms`` (for arenas with many methods) prints one table per quantity instead, an algorithm a row
-and a grid point a column.
+and a grid point a column. ``--paired`` adds, from ``paired.csv``, each algorithm's paired difference of final
+accuracy from the report's ``--baseline`` (points, 95 % interval over seeds; bold where it excludes zero).
 """
 
 from __future__ import annotations
@@ -45,14 +46,46 @@ def cell(row: dict | None, scale: float = 1.0) -> str:
     return f"{mean} [{number(float(row['ci_low']) * scale)}, {number(float(row['ci_high']) * scale)}]"
 
 
+def point(r: dict) -> tuple[float, float]:
+    """(bandwidth, power) of a report row; 0 where the report does not vary it (a sweep of one value)."""
+    return float(r.get(BANDWIDTH) or 0.0), float(r.get(POWER) or 0.0)
+
+
+def label(p: tuple[float, float]) -> str:
+    return ", ".join(x for x in (f"{p[0] / 1e6:g} MHz" if p[0] else "", f"{p[1]:g} dBm" if p[1] else "") if x)
+
+
+def signed(x: float) -> str:
+    return f"{x:+.1f}".replace("-", "\u2212")
+
+
+def paired_table(paired: list[dict], algorithms: list[str], display: dict[str, str]) -> str:
+    """Final accuracy minus the report's baseline, paired over seeds, in points: ``+d [low, high]``, bold where the
+    interval excludes zero; the baseline's own row is left out."""
+    rows = [r for r in paired if r["metric"] == "final_accuracy" and r["reference_is"] == "baseline"]
+    if not rows:
+        raise SystemExit("--paired: paired.csv has no baseline rows; run edgesim report --baseline ALGORITHM")
+    reference = rows[0]["reference"]
+    by = {(point(r), r["algorithm"]): r for r in rows}
+    points = sorted({point(r) for r in rows}, key=lambda p: (p[1], p[0]))
+    head = [f"− {display.get(reference, reference)} (points)"] + [label(p) or "all" for p in points]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for a in (a for a in algorithms if a != reference):
+        cells = []
+        for p in points:
+            r = by.get((p, a))
+            if r is None or r["ci_low"] == "":
+                cells.append("—" if r is None else signed(100 * float(r["mean_difference"])))
+                continue
+            c = (f"{signed(100 * float(r['mean_difference']))} [{signed(100 * float(r['ci_low']))}, "
+                 f"{signed(100 * float(r['ci_high']))}]")
+            cells.append(f"**{c}**" if r["interval_excludes_zero"] == "True" else c)
+        lines.append("| " + " | ".join([display.get(a, a)] + cells) + " |")
+    return "\n".join(lines)
+
+
 def table(rows: list[dict], threshold: float, algorithms: list[str], metrics: list[str],
           by_algorithm: bool = False) -> str:
-    def point(r):  # (bandwidth, power); 0 where the report does not vary it (a sweep of one value)
-        return float(r.get(BANDWIDTH) or 0.0), float(r.get(POWER) or 0.0)
-
-    def label(p, sep=", "):
-        return sep.join(x for x in (f"{p[0] / 1e6:g} MHz" if p[0] else "", f"{p[1]:g} dBm" if p[1] else "") if x)
-
     by = {(point(r), r["algorithm"], r["metric"], r["threshold"]): r for r in rows}
     display = {r["algorithm"]: r["display"] for r in rows}
     missing = [a for a in algorithms if a not in display]
@@ -76,8 +109,8 @@ def table(rows: list[dict], threshold: float, algorithms: list[str], metrics: li
         return "\n\n".join(tables)
     head = ["bandwidth", "power"] + [f"time to {threshold:g}: {display[a]} (s)" for a in algorithms]
     for m in metrics:
-        label, unit, _ = METRICS[m]
-        head += [f"{label}: {display[a]} ({unit})" for a in algorithms]
+        name, unit, _ = METRICS[m]
+        head += [f"{name}: {display[a]} ({unit})" for a in algorithms]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for p in points:
         out = [f"{p[0] / 1e6:g} MHz" if p[0] else "—", f"{p[1]:g} dBm" if p[1] else "—"]
@@ -96,11 +129,17 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--metric", action="append", choices=sorted(METRICS), help="repeatable (default: final, energy)")
     ap.add_argument("--rows", choices=("points", "algorithms"), default="points",
                     help="a grid point a row (default), or an algorithm a row and one table per quantity")
+    ap.add_argument("--paired", action="store_true",
+                    help="also the paired differences of final accuracy from the report's --baseline (paired.csv)")
     args = ap.parse_args(argv)
     with open(args.report / "leaderboard.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    print(table(rows, args.threshold, args.algorithms.split(","), args.metric or ["final_accuracy", "total_energy_j"],
+    algorithms = args.algorithms.split(",")
+    print(table(rows, args.threshold, algorithms, args.metric or ["final_accuracy", "total_energy_j"],
                 by_algorithm=args.rows == "algorithms"))
+    if args.paired:
+        with open(args.report / "paired.csv", newline="") as f:
+            print("\n" + paired_table(list(csv.DictReader(f)), algorithms, {r["algorithm"]: r["display"] for r in rows}))
     return 0
 
 
