@@ -41,7 +41,7 @@ def shannon_rate_bps(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)
     b, g, p, n0 = bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz
     if (type(b) is float and type(g) is float and type(p) is float and type(n0) is float
             and 0.0 < b < math.inf and 0.0 <= g < math.inf and 0.0 <= p < math.inf and 0.0 < n0 < math.inf):
-        return unchecked_shannon_rate_bps(b, g, p, n0)  # the checks below, passed in one test
+        return unchecked_shannon_rate_bps(b, g, p, n0)  # the checks, all made in the one test above
     if not any(isinstance(x, np.ndarray) for x in (bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)):
         return float(bandwidth_hz) * math.log1p(snr(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)) / _LN2
     b = np.asarray(bandwidth_hz, dtype=float)
