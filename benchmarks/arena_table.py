@@ -121,6 +121,14 @@ def table(rows: list[dict], threshold: float, algorithms: list[str], metrics: li
     return "\n".join(lines)
 
 
+def read_rows(path: Path) -> list[dict]:
+    """A report's CSV as dicts, or one line naming the missing file (the folder is not an ``edgesim report`` one)."""
+    if not path.is_file():
+        raise SystemExit(f"arena_table: {path} not found; expected an edgesim report folder")
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="an edgesim report folder (its leaderboard.csv)")
@@ -132,14 +140,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--paired", action="store_true",
                     help="also the paired differences of final accuracy from the report's --baseline (paired.csv)")
     args = ap.parse_args(argv)
-    with open(args.report / "leaderboard.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_rows(args.report / "leaderboard.csv")
     algorithms = args.algorithms.split(",")
     print(table(rows, args.threshold, algorithms, args.metric or ["final_accuracy", "total_energy_j"],
                 by_algorithm=args.rows == "algorithms"))
     if args.paired:
-        with open(args.report / "paired.csv", newline="") as f:
-            print("\n" + paired_table(list(csv.DictReader(f)), algorithms, {r["algorithm"]: r["display"] for r in rows}))
+        display = {r["algorithm"]: r["display"] for r in rows}
+        print("\n" + paired_table(read_rows(args.report / "paired.csv"), algorithms, display))
     return 0
 
 

@@ -37,3 +37,8 @@ def test_paired_table_in_points_bold_where_the_interval_excludes_zero():
 def test_paired_table_needs_a_baseline():
     with pytest.raises(SystemExit, match="--baseline"):
         arena_table.paired_table([_paired("fixavg", 1e6, 0.1, 0.0, 0.2, False, reference_is="leader")], ["fixavg"], {})
+
+
+def test_a_folder_without_a_report_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="leaderboard.csv not found"):
+        arena_table.main([str(tmp_path), "--threshold", "0.7", "--algorithms", "fedavg"])
