@@ -33,12 +33,12 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from edgesim.engine import Simulation  # noqa: E402
-from learning.algorithms import REGISTRY  # noqa: E402
-from learning.algorithms import dofed_spp as dofed_module  # noqa: E402
-from learning import similarity as similarity_module  # noqa: E402
-from learning.context import build_context  # noqa: E402
-from learning.data.datasets import make_synthetic  # noqa: E402
-from scenarios.schema import load_scenario  # noqa: E402
+from edgesim.learning.algorithms import REGISTRY  # noqa: E402
+from edgesim.learning.algorithms import dofed_spp as dofed_module  # noqa: E402
+from edgesim.learning import similarity as similarity_module  # noqa: E402
+from edgesim.learning.context import build_context  # noqa: E402
+from edgesim.learning.data.datasets import make_synthetic  # noqa: E402
+from edgesim.scenarios.schema import load_scenario  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ every seed's value):
 - the paired difference of every row's at-budget, final and ``--at``
   accuracies from the
   DoFed-SPP row with the default options (the reference), with a 95 % Student-t interval over
-  seeds (``plots.runs.paired_difference``).
+  seeds (``edgesim.plots.runs.paired_difference``).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from learning.algorithm_configs.dofed_spp import DofedSppConfig
-from plots.runs import paired_difference
+from edgesim.learning.algorithm_configs.dofed_spp import DofedSppConfig
+from edgesim.plots.runs import paired_difference
 
 ORDER = ["dofed_spp", "fedfomo", "fedbe", "fedavg", "local"]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from learning.algorithms.common import sample_clients
-from learning.context import build_context
-from scenarios.schema import load_scenario
+from edgesim.learning.algorithms.common import sample_clients
+from edgesim.learning.context import build_context
+from edgesim.scenarios.schema import load_scenario
 
 CASES = [  # (label, scenario, overrides, first FedDure round, rounds)
     ("CPU, 20 rounds", "scenarios/feddure_fmnist_cpu.toml", [], 0, 20),

@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from edgesim.engine import Simulation  # noqa: E402
-from learning.algorithms import REGISTRY  # noqa: E402
-from learning.context import build_context  # noqa: E402
-from scenarios.schema import load_scenario  # noqa: E402
+from edgesim.learning.algorithms import REGISTRY  # noqa: E402
+from edgesim.learning.context import build_context  # noqa: E402
+from edgesim.scenarios.schema import load_scenario  # noqa: E402
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "feddure_fmnist_cpu.toml"
 

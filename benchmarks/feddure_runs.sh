@@ -11,7 +11,7 @@ RUNS=${RUNS:-runs/feddure_cpu}
 run() {  # run <out> <edgesim run args...>
   local out=$1; shift
   [ -f "$RUNS/$out/summary.json" ] && return
-  nice -n 10 $PY -m scenarios.cli run scenarios/feddure_fmnist_cpu.toml --out "$RUNS/$out" -q --overwrite "$@"
+  nice -n 10 $PY -m edgesim.scenarios.cli run scenarios/feddure_fmnist_cpu.toml --out "$RUNS/$out" -q --overwrite "$@"
 }
 for seed in 0 1 2; do
   for setting in dir_dir iid_iid iid_dir; do

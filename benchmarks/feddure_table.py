@@ -11,7 +11,7 @@ Reads ``<runs>/<setting>_s<seed>/rounds.csv`` (settings iid_iid, iid_dir, dir_di
 - mean F-reg weight and feedback d of FedDure per setting (diagnostics).
 
 ``--figures DIR`` also draws accuracy against round per setting and accuracy against simulated time at the
-two CPU speeds with ``plots.curves.plot_accuracy``.
+two CPU speeds with ``edgesim.plots.curves.plot_accuracy``.
 
     python benchmarks/feddure_table.py runs/feddure_cpu --figures docs/figures
 """
@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from plots.curves import plot_accuracy, read_rounds  # noqa: E402
+from edgesim.plots.curves import plot_accuracy, read_rounds  # noqa: E402
 
 SETTINGS = {"iid_iid": "(IID, IID)", "iid_dir": "(IID, DIR)", "dir_dir": "(DIR, DIR)"}
 METHODS = {"fedavg_labeled": "FedAvg*", "fedavg_sl": "FedAvg-SL", "fedprox_sl": "FedProx-SL",

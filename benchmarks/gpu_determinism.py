@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from scenarios.run import run_scenario  # noqa: E402
-from scenarios.schema import DEFAULT_SCENARIO, load_scenario  # noqa: E402
+from edgesim.scenarios.run import run_scenario  # noqa: E402
+from edgesim.scenarios.schema import DEFAULT_SCENARIO, load_scenario  # noqa: E402
 
 
 def accuracies(folder: Path) -> list[float]:

@@ -2,7 +2,7 @@
 
 A sweep of ``--runs`` seeds of the bundled scenario with ResNet-9 on the GPU (small models on 8×8 digits:
 one run leaves the GPU mostly idle, which is when sharing pays), through the local process-pool
-executor (``scenarios.sweep.run_sweep``); each job count gets a fresh sweep folder.
+executor (``edgesim.scenarios.sweep.run_sweep``); each job count gets a fresh sweep folder.
 
     python3 benchmarks/gpu_sweep.py --out /tmp/gpu --runs 4 --rounds 10
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scenarios.sweep import make_spec, run_sweep  # noqa: E402
+from edgesim.scenarios.sweep import make_spec, run_sweep  # noqa: E402
 
 
 def main() -> None:

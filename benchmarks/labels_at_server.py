@@ -14,7 +14,7 @@ FedMatch, supervised only), ``{iid,dir05}_persist`` (FedMix with ``sigma_start =
 ``{iid,dir05}_off`` (both methods with their unlabelled terms off) — each over the same seeds (the
 commands are in the docs page). Prints the final accuracy (mean of the last 3 rounds), the best round,
 time to accuracy, and each method's paired difference from supervised only over the seeds, with 95 %
-Student-t intervals (``plots.runs``).
+Student-t intervals (``edgesim.plots.runs``).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from plots.curves import COLUMN_WIDTH_IN, algorithm_colors, collect, draw_accuracy, plt, style_axes
-from plots.curves import read_rounds as _read_rounds
-from plots.runs import Interval, mean_interval, paired_difference
+from edgesim.plots.curves import COLUMN_WIDTH_IN, algorithm_colors, collect, draw_accuracy, plt, style_axes
+from edgesim.plots.curves import read_rounds as _read_rounds
+from edgesim.plots.runs import Interval, mean_interval, paired_difference
 
 SETTINGS = {"iid": "IID", "dir05": "Dir(0.5)"}
 ROWS = (  # label, sweep kind, algorithm
@@ -88,7 +88,7 @@ def options(run: Path, alg: str) -> tuple[float, str]:
     cfg = tomllib.loads((run / "config.toml").read_text())
     table = cfg.get("algorithms", {}).get(alg, {})
     lr = table.get("lr") or cfg["train"]["lr"]
-    from learning.algorithms import REGISTRY
+    from edgesim.learning.algorithms import REGISTRY
 
     defaults = REGISTRY[alg].config_cls()
     diff = [f"{k}={v}" for k, v in sorted(table.items())

@@ -7,13 +7,13 @@ SGD lr 0.01 momentum 0.9, the 466,122-parameter CNN (edgesim's ``PeerCNN`` = the
 
 What runs is edgesim's own code path, unchanged: a :class:`edgesim.engine.Simulation` (SimPy
 clock, TDMA uplink, 25 devices) drives the registered ``fedavg`` backend
-(:class:`learning.algorithms.fedavg.FedAvg`), which trains the sampled clients with
-``--executor sequential`` (:class:`learning.executors.SequentialExecutor`) or ``vmap``
-(:class:`learning.executors.VmapExecutor`) and averages with
-:func:`learning.aggregation.weighted_average`. One timed round = ``Simulation.run_round()``
+(:class:`edgesim.learning.algorithms.fedavg.FedAvg`), which trains the sampled clients with
+``--executor sequential`` (:class:`edgesim.learning.executors.SequentialExecutor`) or ``vmap``
+(:class:`edgesim.learning.executors.VmapExecutor`) and averages with
+:func:`edgesim.learning.aggregation.weighted_average`. One timed round = ``Simulation.run_round()``
 (plan, clock, local training, aggregation, evaluation hook, records).
 
-Only the benchmark's inputs are tailored, through the :class:`learning.context.Context` it builds:
+Only the benchmark's inputs are tailored, through the :class:`edgesim.learning.context.Context` it builds:
 
 - each client's data is ``fl_workload.make_partition(pid)`` (identical tensors), held as the
   client's supervised set; test, labelled-target and unlabelled sets are empty, so the
@@ -58,12 +58,12 @@ import torch  # noqa: E402
 
 from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig  # noqa: E402
 from edgesim.engine import Simulation  # noqa: E402
-from learning.algorithms import REGISTRY  # noqa: E402
-from learning.config import DataConfig, RunConfig, TrainConfig  # noqa: E402
-from learning.context import ClientData, Context  # noqa: E402
-from learning.data.partitions import ClientSplit  # noqa: E402
-from learning.executors import LocalTrainConfig, SequentialExecutor, VmapExecutor  # noqa: E402
-from learning.models import PeerCNN, flops_per_sample, model_bits  # noqa: E402
+from edgesim.learning.algorithms import REGISTRY  # noqa: E402
+from edgesim.learning.config import DataConfig, RunConfig, TrainConfig  # noqa: E402
+from edgesim.learning.context import ClientData, Context  # noqa: E402
+from edgesim.learning.data.partitions import ClientSplit  # noqa: E402
+from edgesim.learning.executors import LocalTrainConfig, SequentialExecutor, VmapExecutor  # noqa: E402
+from edgesim.learning.models import PeerCNN, flops_per_sample, model_bits  # noqa: E402
 
 
 class PeerSeededContext(Context):
@@ -250,8 +250,8 @@ def summarize_results(res: str) -> str:
 
 
 def keep_freed_memory() -> bool:
-    """The edgesim entry point's glibc setting (``learning.malloc``), forced on for the ``--mallopt`` variant."""
-    from learning.malloc import keep_freed_memory as keep
+    """The edgesim entry point's glibc setting (``edgesim.learning.malloc``), forced on for the ``--mallopt`` variant."""
+    from edgesim.learning.malloc import keep_freed_memory as keep
 
     return keep({})
 

@@ -11,7 +11,7 @@ variant alike): for each repetition, every variant once, in turn —
   run folders are byte-identical.
 
 Each command is the whole ``edgesim run`` process (``python -m
-scenarios.cli run ...``, start-up included), timed with ``time.perf_counter``
+edgesim.scenarios.cli run ...``, start-up included), timed with ``time.perf_counter``
 around ``subprocess.run``. The scenario is the bundled default, shortened with
 ``--rounds`` (``--set run.rounds=N``) so that the slow variants finish;
 ``--scenario FILE`` times another scenario instead (e.g. one with more algorithms).
@@ -46,7 +46,7 @@ def busy(n: int) -> list[subprocess.Popen]:
 
 def timed_run(out: Path, rounds: int, threads: str, jobs: int, load: int, scenario: str | None = None) -> float:
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    cmd = [sys.executable, "-m", "scenarios.cli", "run", *([scenario] if scenario else []), "--out", str(out), "-q",
+    cmd = [sys.executable, "-m", "edgesim.scenarios.cli", "run", *([scenario] if scenario else []), "--out", str(out), "-q",
            "--set", f"run.rounds={rounds}", "--threads", threads, "--jobs", str(jobs)]
     hogs = busy(load)
     try:

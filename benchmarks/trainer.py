@@ -1,6 +1,6 @@
 """Speed of the trainer: vectorised vs sequential rounds, FixMatch's step cost, FLOP share, client scaling.
 
-Every measurement runs the project's own executors (``learning.executors``) on
+Every measurement runs the project's own executors (``edgesim.learning.executors``) on
 synthetic tensors already on the compute device; times are host wall-clock
 around one ``run(...)`` call (one round of local training of K clients), with
 ``torch.cuda.synchronize()`` around it on a GPU. Variants are interleaved
@@ -12,7 +12,7 @@ after one warm-up; ratios are taken within each repetition.
     .venv/bin/python benchmarks/trainer.py scaling --model resnet9 --clients 10,20,50   # clients per vmap call
     python3 benchmarks/trainer.py rounds --device cuda --model resnet9 --clients 10 --json out.json
 
-FLOPs: ``learning.models.flops_per_sample`` (forward + backward of one sample)
+FLOPs: ``edgesim.learning.models.flops_per_sample`` (forward + backward of one sample)
 × the rows trained (FixMatch: B + 2μB per step); the share of the peak is
 against ``--peak-tflops`` (default: H100 SXM dense FP32, 67 TFLOP/s; cuDNN
 convolutions may use TF32 tensor cores, whose dense peak is 495 TFLOP/s).
@@ -32,10 +32,10 @@ sys.path.insert(0, REPO)
 
 import torch  # noqa: E402
 
-from learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor  # noqa: E402
-from learning.models import build_model, flops_per_sample  # noqa: E402
-from learning.objectives import cross_entropy_loss, fixmatch_loss  # noqa: E402
-from learning.optim import SGD  # noqa: E402
+from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor  # noqa: E402
+from edgesim.learning.models import build_model, flops_per_sample  # noqa: E402
+from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss  # noqa: E402
+from edgesim.learning.optim import SGD  # noqa: E402
 
 SHAPES = {"cnn": (3, 32, 32), "peer_cnn": (3, 32, 32), "resnet9": (3, 32, 32)}
 
@@ -61,7 +61,7 @@ def supervised(batch: int, epochs: int = 1) -> LocalTask:
 
 
 def fixmatch(batch: int, mu: int, shape) -> LocalTask:
-    from learning.augment import make_augmentation
+    from edgesim.learning.augment import make_augmentation
 
     weak, strong = make_augmentation("weak", shape), make_augmentation("strong", shape, (0.5,) * shape[0], (0.25,) * shape[0])
     return LocalTask(loss=fixmatch_loss(), optimizer=SGD(0.03, 0.9, nesterov=True), epochs=1,

@@ -17,10 +17,10 @@ from pathlib import Path
 import torch
 
 from edgesim.engine import Simulation
-from learning.algorithms import REGISTRY
-from learning.context import build_context
-from learning.inference import mc_dropout_proba
-from scenarios.schema import load_scenario
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.context import build_context
+from edgesim.learning.inference import mc_dropout_proba
+from edgesim.scenarios.schema import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

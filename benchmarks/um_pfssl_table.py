@@ -125,7 +125,7 @@ def table3(sweep: Path, fedavg_run: Path) -> str:
 
 
 def figures(sweep: Path, out: Path, alpha: float, graph_run: Path | None = None) -> list[Path]:
-    from plots.curves import plot_accuracy
+    from edgesim.plots.curves import plot_accuracy
 
     dirs = runs(sweep, "data.alpha")[alpha]
     out.mkdir(parents=True, exist_ok=True)
@@ -137,7 +137,7 @@ def figures(sweep: Path, out: Path, alpha: float, graph_run: Path | None = None)
                       title=f"Fashion-MNIST Dir({alpha:g}): fairness"),
     ]
     if graph_run is not None:
-        from plots.graphs import draw_graph, read_graph, same_class_share
+        from edgesim.plots.graphs import draw_graph, read_graph, same_class_share
 
         files = sorted((graph_run / "graphs" / "um_pfssl").glob("round_*.json"))
         for f in (files[1], files[len(files) // 2], files[-1]):

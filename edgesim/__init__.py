@@ -10,21 +10,30 @@
   subclass :class:`RunFolderError` (an ``out`` a run may not use, a folder that is no run);
   :class:`SweepError` (runs of a sweep failed).
 
-This package is also the simulator itself, the bottom layer, and never imports torch: the API
-functions (:mod:`edgesim.api`) import the application (``scenarios``), the torch backend
-(``learning``), ``plots`` and pandas inside the call.
+This module is a thin face: the API is implemented in the application layer
+(:mod:`edgesim.scenarios.api`) and handed on lazily (PEP 562), so ``import edgesim`` imports
+nothing above the simulator and never imports torch (docs/architecture.md).
+
+The package is also the simulator itself, the bottom floor:
 
 - formulas: :mod:`edgesim.units`, :mod:`edgesim.radio`, :mod:`edgesim.compute`, :mod:`edgesim.budget`
 - channel: :mod:`edgesim.channel`; selection (Algorithm 1): :mod:`edgesim.selection`
 - the engine: :mod:`edgesim.engine`, its protocol with a learning backend: :mod:`edgesim.backend`,
   a torch-free backend: :mod:`edgesim.curve`; ``edgesim plan``: :mod:`edgesim.plan`
+- the floors above: :mod:`edgesim.learning` (torch), :mod:`edgesim.scenarios` (the application),
+  :mod:`edgesim.plots` (figures)
 """
 
-from edgesim.api import Run, RunFolderError, SweepError, load_runs, load_scenario, run, scenario_fingerprint, sweep
 from edgesim.config import ConfigError
+
+_API = ("Run", "RunFolderError", "SweepError", "load_runs", "load_scenario", "run", "scenario_fingerprint", "sweep")
 
 
 def __getattr__(name: str):
+    if name in _API:
+        from edgesim.scenarios import api
+
+        return getattr(api, name)
     if name == "__version__":
         from importlib.metadata import version
 
@@ -32,4 +41,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'edgesim' has no attribute {name!r}")
 
 
-__all__ = ["ConfigError", "Run", "RunFolderError", "SweepError", "load_runs", "load_scenario", "run", "scenario_fingerprint", "sweep"]
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API, "__version__"])
+
+
+__all__ = ["ConfigError", *_API]

@@ -3,7 +3,7 @@
 Torch-free on purpose (``edgesim plan`` loads scenarios without paying for
 torch). Each dataclass validates itself and names the field, the value and
 what was expected. The names of data sets, partitions and models come from
-their registries (:mod:`learning.registry`), which import no torch.
+their registries (:mod:`edgesim.learning.registry`), which import no torch.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from functools import partial
 from typing import Optional, Union
 
 from edgesim.config import ConfigError, check_choice, check_int, check_number, fail, build_config
-from learning.algorithm_configs import ALGORITHMS, check_fixed
-from learning.data.datasets import DATASETS
-from learning.data.partitions import PARTITIONS
-from learning.model_registry import MODELS
+from edgesim.learning.algorithm_configs import ALGORITHMS, check_fixed
+from edgesim.learning.data.datasets import DATASETS
+from edgesim.learning.data.partitions import PARTITIONS
+from edgesim.learning.model_registry import MODELS
 
 Number = Union[int, float]
 
@@ -32,10 +32,10 @@ DEFAULT_ALGORITHMS = ["fedavg", "fedprox", "local"]
 class DataConfig:
     """Which data set, where it lives, and how it is split over the devices.
 
-    ``dataset`` is a name of ``learning.data.datasets.DATASETS``;
+    ``dataset`` is a name of ``edgesim.learning.data.datasets.DATASETS``;
     ``data_dir`` is required for every data set except ``digits`` (bundled
     with scikit-learn) and ``synthetic``. ``partition`` is a name of
-    ``learning.data.partitions.PARTITIONS`` (each entry lists the fields
+    ``edgesim.learning.data.partitions.PARTITIONS`` (each entry lists the fields
     below that it reads); ``alpha`` is the Dirichlet concentration,
     ``labeled_ratio_alpha`` the Dir₂ concentration of the labelled fraction
     (UM-pFSSL) and ``min_labeled`` the fewest labelled samples a device gets
@@ -130,7 +130,7 @@ class TrainConfig:
     local steps of a round). Algorithms may override them in their own table.
     """
 
-    model: str = "cnn"  # a name of learning.model_registry.MODELS
+    model: str = "cnn"  # a name of edgesim.learning.model_registry.MODELS
     lr: Number = 0.05
     momentum: Number = 0.9
     weight_decay: Number = 0.0
@@ -181,17 +181,17 @@ class RunConfig:
 
     ``threads``: torch threads the run trains with (an integer >= 1, or
     ``"auto"`` = the cores this process may use); default 1, see
-    :mod:`scenarios.threads`. Results depend on it, so it is recorded.
+    :mod:`edgesim.scenarios.threads`. Results depend on it, so it is recorded.
     ``plugins``: modules imported before the scenario is validated, which
-    register algorithms, models, data sets or partitions (:mod:`learning.plugins`).
+    register algorithms, models, data sets or partitions (:mod:`edgesim.learning.plugins`).
     ``tracking``: ``"none"`` or ``"mlflow"`` (the finished run's metrics and
-    folder sent to MLflow, :mod:`scenarios.tracking`; an extra).
+    folder sent to MLflow, :mod:`edgesim.scenarios.tracking`; an extra).
 
     ``warm_start``: ``{algorithm = NAME, rounds = R}`` — the run's first R
     rounds are NAME's (a supervised FedAvg on the labelled data:
     :func:`warm_start_algorithms`), computed once and shared by every
     algorithm: each starts round R from its model, its clock, bits and energy
-    (:mod:`scenarios.warm_start`, docs/warm_start.md). ``rounds`` (the run's
+    (:mod:`edgesim.scenarios.warm_start`, docs/warm_start.md). ``rounds`` (the run's
     length) counts them: it must exceed R.
     """
 
@@ -291,9 +291,9 @@ def build_algorithms(values, where: str) -> dict:
     """``[algorithms.NAME]`` tables → {name: config}; names and keys checked against the registry.
 
     The registry's names and config classes are torch-free
-    (:data:`learning.algorithm_configs.ALGORITHMS`). A table may not set an
+    (:data:`edgesim.learning.algorithm_configs.ALGORITHMS`). A table may not set an
     option that makes the algorithm another registered one (``fixavg`` with
-    ``objective = "supervised"``): :func:`learning.algorithm_configs.check_fixed`.
+    ``objective = "supervised"``): :func:`edgesim.learning.algorithm_configs.check_fixed`.
     """
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected tables [algorithms.NAME], got {values!r}")

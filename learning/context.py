@@ -19,12 +19,12 @@ import torch.nn as nn
 
 from edgesim.compute import training_cycles
 from edgesim.config import WorkloadConfig
-from learning.config import DataConfig, RunConfig, TrainConfig
-from learning.data import partitions as P
-from learning.data.datasets import Dataset, load_dataset
-from learning.device import compute_device
-from learning.executors import LocalTrainConfig, make_executor
-from learning.models import build_model, flops_per_sample, model_bits
+from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
+from edgesim.learning.data import partitions as P
+from edgesim.learning.data.datasets import Dataset, load_dataset
+from edgesim.learning.device import compute_device
+from edgesim.learning.executors import LocalTrainConfig, make_executor
+from edgesim.learning.models import build_model, flops_per_sample, model_bits
 
 Params = dict[str, torch.Tensor]
 
@@ -65,7 +65,7 @@ class Context:
     labels are for scoring only. ``data_mean``/``data_std``: the per-channel
     normalisation of image inputs (what pixel-space augmentations undo).
     ``start_state``: the model every algorithm starts from instead of a fresh
-    initialisation (a warm start's result, :mod:`scenarios.warm_start`).
+    initialisation (a warm start's result, :mod:`edgesim.scenarios.warm_start`).
     """
 
     seed: int
@@ -120,7 +120,7 @@ class Context:
 
     def optimizer(self, **overrides):
         """The scenario's optimizer (``[train]``), with ``overrides`` (``None`` values ignored)."""
-        from learning.optim import make_optimizer
+        from edgesim.learning.optim import make_optimizer
 
         t = self.train_cfg
         o = {k: v for k, v in overrides.items() if v is not None}
@@ -131,7 +131,7 @@ class Context:
 
     def bits_of(self, keys) -> int:
         """Bits of sending ``keys`` of the model: their share of its numbers × ``model_bits``."""
-        from learning.state import scaled_bits
+        from edgesim.learning.state import scaled_bits
 
         return scaled_bits(self.template_state, keys, self.model_bits)
 
@@ -147,7 +147,7 @@ class Context:
 def make_partition(dataset: Dataset, cfg: DataConfig, n_devices: int, rng: np.random.Generator):
     """The clients' index sets (and the server's labelled indices, for labels-at-server).
 
-    A lookup in :data:`learning.data.partitions.PARTITIONS`: the entry's split
+    A lookup in :data:`edgesim.learning.data.partitions.PARTITIONS`: the entry's split
     gets the ``DataConfig`` fields it declares in ``reads``.
     """
     spec = P.PARTITIONS.lookup(cfg.partition)

@@ -5,11 +5,11 @@ One place for every algorithm (DoFed-SPP, FedFomo, the FedAvg family, …):
 - ``C_tra`` (``cycles_per_sample``) is one training pass of one sample,
   forward + backward; a forward pass alone costs a third of it,
   ``C_fwd = C_tra / 3`` (backward ≈ 2 forwards: the weight and the input
-  gradients, the ratio :func:`learning.models.flops_per_sample` assumes).
+  gradients, the ratio :func:`edgesim.learning.models.flops_per_sample` assumes).
 - :func:`task_cycles` counts a round of local training from what the task
   really draws: per stream the rows of its batches over all steps (the lead
   stream ``epochs·n``, a cycling stream ``steps·min(B, n)``, see
-  ``learning.executors``), times the stream's ``passes`` (training passes per
+  ``edgesim.learning.executors``), times the stream's ``passes`` (training passes per
   row per step; FixMatch's unlabelled stream: 2, the weak and the strong
   view in one joint forward–backward), times ``C_tra``. A one-stream
   supervised task is ``I·C_tra·D`` (Eq. 7) exactly.
@@ -73,7 +73,7 @@ def stream_rows(batch_sizes: Mapping[str, int], sizes: Mapping[str, int], epochs
 
 
 def task_cycles(task, sizes: Mapping[str, int], cycles_per_sample: float) -> float:
-    """Cycles of one round of ``task`` (a ``learning.executors.LocalTask``) on streams of ``sizes`` samples.
+    """Cycles of one round of ``task`` (a ``edgesim.learning.executors.LocalTask``) on streams of ``sizes`` samples.
 
     ``Σ_s passes_s · repeats_s · C_tra · rows_s`` (see :func:`stream_rows`;
     ``I·C_tra·D`` of Eq. (7) for one supervised stream); ``passes`` defaults

@@ -12,11 +12,11 @@ An algorithm describes *what* a client computes as a :class:`LocalTask`:
   ``key`` is the step's random key (an int64 tensor, per client);
 - or, instead of a loss, a whole client **step** (pFedMe's inner loop,
   FedDure's bi-level update) ``step(StepInputs) -> (params, opt_state, aux)``;
-- its **views**: augmentations (``learning.augment``) applied to a batch key
+- its **views**: augmentations (``edgesim.learning.augment``) applied to a batch key
   on the compute device, with randomness from the client's generator;
 - which keys **train** (``trainable``; everything else of the state is a
   frozen input, never mutated — nothing leaks through a shared template);
-- its **optimizer** and **schedule** (``learning.optim``: SGD with
+- its **optimizer** and **schedule** (``edgesim.learning.optim``: SGD with
   momentum/Nesterov/weight decay, Adam; constant or cosine), ``epochs`` and
   FedProx's ``prox_mu`` (Li et al., MLSys 2020, Eq. 2: ``μ(w − w_start)`` is
   added to the gradient, so μ = 0 is plain training bit for bit).
@@ -31,7 +31,7 @@ How it runs is separate (as in FedJAX, with torch.func):
   steps (``torch.where``), so the result equals the sequential one to float
   rounding. BatchNorm statistics are carried functionally and computed over
   real rows only, dropout masks come from each client's own key
-  (``learning.layers``), so ResNet-9 and MC-dropout models take this path too.
+  (``edgesim.learning.layers``), so ResNet-9 and MC-dropout models take this path too.
   Each step gathers its rows from each client's own tensors (no concatenated
   copy of all clients' data).
 
@@ -67,17 +67,17 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from learning.layers import ForwardState, forward_state, mix64, name_layers
-from learning.models import draw_seed, seeded_torch_rng, stochastic_modules
-from learning.optim import SGD, Constant, Optimizer, Schedule
-from learning.state import Params, stack_params, unstack_params  # noqa: F401  (re-exported for callers)
+from edgesim.learning.layers import ForwardState, forward_state, mix64, name_layers
+from edgesim.learning.models import draw_seed, seeded_torch_rng, stochastic_modules
+from edgesim.learning.optim import SGD, Constant, Optimizer, Schedule
+from edgesim.learning.state import Params, stack_params, unstack_params  # noqa: F401  (re-exported for callers)
 
 GeneratorLike = Union[torch.Generator, int]
 ClientStreams = Mapping[str, Mapping[str, torch.Tensor]]
 SampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Penalty = Callable[[Params, Params], torch.Tensor]
 
-ROW_SLOT = 1 << 24  # row ids of batch key number s are s·2²⁴ + position (dropout masks, learning.layers)
+ROW_SLOT = 1 << 24  # row ids of batch key number s are s·2²⁴ + position (dropout masks, edgesim.learning.layers)
 
 
 # --------------------------------------------------------------------------- the task
@@ -136,7 +136,7 @@ class LocalTask:
     ``report_stream``: the stream whose real row count weighs the reported
     loss of each step (default: the first). ``passes``: training passes
     (forward + backward) per row of each stream per step, what the clock
-    charges (``learning.costs.task_cycles``; default 1 per stream).
+    charges (``edgesim.learning.costs.task_cycles``; default 1 per stream).
     """
 
     loss: Optional[Callable[["Net", "Batch", torch.Tensor], tuple[torch.Tensor, Mapping[str, torch.Tensor]]]]
@@ -568,7 +568,7 @@ def _apply_views(task: LocalTask, tensors: dict, params_per_client: list, real_r
     """Add each view's augmented tensor to ``tensors`` (clients' real rows augmented together, then re-padded)."""
     if not task.views:
         return
-    from learning.augment import concat_params
+    from edgesim.learning.augment import concat_params
 
     for i, v in enumerate(task.views):
         src = tensors[v.src]
@@ -680,7 +680,7 @@ class SequentialExecutor(_Base):
         moved = {name: _to_device_split(plan.schedules[c][name], device) if plan.schedules[c][name] else []
                  for name in plan.streams}
         keys = plan.keys[c].to(device)
-        # torch's own dropout layers (not learning.layers') draw from the global RNG: seed it from the client
+        # torch's own dropout layers (not edgesim.learning.layers') draw from the global RNG: seed it from the client
         rng = seeded_torch_rng(plan.seeds[c], device) if plan.stochastic else contextlib.nullcontext()
         with rng:
             for s in range(plan.n_steps[c]):
@@ -732,7 +732,7 @@ class VmapExecutor(_Base):
 
     ``max_clients`` bounds memory by vectorising at most that many clients per
     pass (``None``: all of them). Every model runs here: BatchNorm and dropout
-    are handled functionally (``learning.layers``). A model whose layers are
+    are handled functionally (``edgesim.learning.layers``). A model whose layers are
     torch's own ``nn.BatchNorm*``/``nn.Dropout*`` rather than ours would
     silently differ, so :meth:`unsupported_reason` names them and ``run``
     trains such a model with :class:`SequentialExecutor` (with a warning) or,
@@ -752,14 +752,14 @@ class VmapExecutor(_Base):
     @staticmethod
     def unsupported_reason(model: nn.Module) -> str | None:
         """Why ``model`` cannot be trained vectorised with results equal to the loop; ``None`` if it can."""
-        from learning.layers import BatchNorm2d, Dropout
+        from edgesim.learning.layers import BatchNorm2d, Dropout
 
         foreign = [n for n, m in model.named_modules()
                    if (isinstance(m, nn.modules.batchnorm._BatchNorm) and not isinstance(m, BatchNorm2d))
                    or (n in stochastic_modules(model) and not isinstance(m, Dropout))]
         if foreign:
             return (f"layers {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''} are torch's own "
-                    f"BatchNorm/dropout, not learning.layers' functional ones")
+                    f"BatchNorm/dropout, not edgesim.learning.layers' functional ones")
         return None
 
     def run(self, model: nn.Module, task: LocalTask, start_params: list[Params], data: list, generators: list) -> LocalTrainResult:

@@ -2,7 +2,7 @@
 
 Every function takes the model as a template (structure only; its own
 tensors are not used) and parameters as a list of state dicts or one dict
-stacked along a leading model dimension (:func:`learning.state.stack_params`),
+stacked along a leading model dimension (:func:`edgesim.learning.state.stack_params`),
 and runs all models in one ``vmap``'d call per batch of samples
 (``vectorize=False``: a loop, same numbers; faster on a CPU for
 convolutions). Nothing here changes any model's mode or tensors.
@@ -14,7 +14,7 @@ convolutions). Nothing here changes any model's mode or tensors.
   ``P(y|x) = (1/T) Σ_t softmax(f_{ŵ_t}(x))``, over T stochastic passes with
   dropout on and BatchNorm in eval mode (Shi, Chen & Zhang, §4.2). The masks
   come from a key per (model, pass) and the sample's index
-  (``learning.layers``), so the result is the same whatever the batching and
+  (``edgesim.learning.layers``), so the result is the same whatever the batching and
   whether the models are vectorised or looped; :func:`entropy` is Eq. (10).
 """
 
@@ -28,8 +28,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, vmap
 
-from learning.layers import ForwardState, forward_state, mix64, name_layers
-from learning.state import Params, stack_params
+from edgesim.learning.layers import ForwardState, forward_state, mix64, name_layers
+from edgesim.learning.state import Params, stack_params
 
 ParamsLike = Union[Mapping[str, torch.Tensor], Sequence[Mapping[str, torch.Tensor]]]
 _DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)

@@ -15,7 +15,7 @@ A method that labels inside its loss (FixMatch, UDA, FedMatch, FedMix,
 FedDure: one batch at a time) carries the true labels in its unlabelled
 stream under :data:`TRUTH` and adds :func:`batch_label_aux` to its loss's
 aux values; the executor averages them over each device's steps, and
-``learning.algorithms.common.aux_metrics`` turns the device means into the two
+``edgesim.learning.algorithms.common.aux_metrics`` turns the device means into the two
 columns with :func:`finish`. A method that labels a whole data set at once
 (UM-pFSSL, DoFed-SPP) calls :func:`label_rates` per device and
 :func:`round_label_metrics` on the list.

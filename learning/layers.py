@@ -1,6 +1,6 @@
 """BatchNorm and dropout that the executors can run functionally, for one client or many at once.
 
-The models of ``learning.models`` use :class:`BatchNorm2d` and
+The models of ``edgesim.learning.models`` use :class:`BatchNorm2d` and
 :class:`Dropout` (subclasses of torch's, with the same ``state_dict`` keys).
 Outside an executor they *are* torch's layers. Inside one, a
 :class:`ForwardState` (set with :func:`forward_state`) changes two things:

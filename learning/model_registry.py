@@ -1,15 +1,15 @@
 """The model registry: every ``[train] model`` name, its input kind and its builder — torch-free.
 
-Scenario validation (``learning.config``) reads the names from here without
+Scenario validation (``edgesim.learning.config``) reads the names from here without
 importing torch, so each entry names its builder lazily as
-``"learning.models:build_NAME"`` (see :mod:`learning.registry`); the builder
-is imported, with torch, only when :func:`learning.models.build_model` builds
+``"edgesim.learning.models:build_NAME"`` (see :mod:`edgesim.learning.registry`); the builder
+is imported, with torch, only when :func:`edgesim.learning.models.build_model` builds
 the model. A builder takes ``(input_shape, n_classes, vocab_size)`` — one
 sample's shape, ``(C, H, W)`` for ``input == "image"`` and ``(length,)`` for
 ``input == "text"`` (which also needs ``vocab_size``) — and returns an
 ``nn.Module``.
 
-A new model: its class and ``build_NAME`` in :mod:`learning.models`, and one
+A new model: its class and ``build_NAME`` in :mod:`edgesim.learning.models`, and one
 :class:`ModelSpec` line below.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from learning.registry import Registry, resolve
+from edgesim.learning.registry import Registry, resolve
 
 
 @dataclass(frozen=True)
@@ -45,15 +45,15 @@ class ModelSpec:
 
 MODELS = Registry("model")
 for _spec in (
-    ModelSpec("cnn", "image", "learning.models:build_cnn", "DoFed-SPP's two-conv + two-linear CNN (DoFedCNN)", weight_layers=4),
-    ModelSpec("cnn_mc", "image", "learning.models:build_cnn_mc",
+    ModelSpec("cnn", "image", "edgesim.learning.models:build_cnn", "DoFed-SPP's two-conv + two-linear CNN (DoFedCNN)", weight_layers=4),
+    ModelSpec("cnn_mc", "image", "edgesim.learning.models:build_cnn_mc",
               "the CNN with Dropout(0.5) after its hidden linear layer (MC dropout at CPU scale)", weight_layers=4),
-    ModelSpec("cnn_mc2", "image", "learning.models:build_cnn_mc2",
+    ModelSpec("cnn_mc2", "image", "edgesim.learning.models:build_cnn_mc2",
               "the CNN with dropout in two places, as UM-pFSSL's model: 0.25 on the conv maps, 0.5 after the "
               "hidden linear layer", weight_layers=4),
-    ModelSpec("small_cnn", "image", "learning.models:build_small_cnn", "a narrow LeNet-shaped CNN for CPU-scale runs", weight_layers=4),
-    ModelSpec("peer_cnn", "image", "learning.models:build_peer_cnn", "the peer benchmark's CNN (PeerCNN)", weight_layers=4),
-    ModelSpec("text", "text", "learning.models:build_text", "EmbeddingBag + Linear text classifier (torchtext tutorial)", weight_layers=2),
-    ModelSpec("resnet9", "image", "learning.models:build_resnet9", "UM-pFSSL's ResNet-9 with MC dropout", weight_layers=9),
+    ModelSpec("small_cnn", "image", "edgesim.learning.models:build_small_cnn", "a narrow LeNet-shaped CNN for CPU-scale runs", weight_layers=4),
+    ModelSpec("peer_cnn", "image", "edgesim.learning.models:build_peer_cnn", "the peer benchmark's CNN (PeerCNN)", weight_layers=4),
+    ModelSpec("text", "text", "edgesim.learning.models:build_text", "EmbeddingBag + Linear text classifier (torchtext tutorial)", weight_layers=2),
+    ModelSpec("resnet9", "image", "edgesim.learning.models:build_resnet9", "UM-pFSSL's ResNet-9 with MC dropout", weight_layers=9),
 ):
     MODELS.add(_spec)

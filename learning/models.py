@@ -8,9 +8,9 @@
 - :class:`TextClassifier` — the torchtext tutorial model (§1.5, DBPedia):
   ``EmbeddingBag(V, 64, mean)`` + ``Linear(64, 14)``, weights U(±0.5), bias 0.
 - :class:`ResNet9` — UM-pFSSL's model (§2.5) with MC-dropout; its
-  predictions over T passes (Eqs. 9–10) are :func:`learning.inference.mc_dropout_proba`.
+  predictions over T passes (Eqs. 9–10) are :func:`edgesim.learning.inference.mc_dropout_proba`.
 
-Names and input kinds live in the torch-free :data:`learning.model_registry.MODELS`;
+Names and input kinds live in the torch-free :data:`edgesim.learning.model_registry.MODELS`;
 its entries name the ``build_*`` functions below, which :func:`build_model` calls.
 
 Randomness is explicit: :func:`build_model` takes a ``seed`` and initialises
@@ -28,10 +28,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from learning.layers import BatchNorm2d, Dropout, name_layers
-from learning.model_registry import MODELS
+from edgesim.learning.layers import BatchNorm2d, Dropout, name_layers
+from edgesim.learning.model_registry import MODELS
 
-MODEL_NAMES = MODELS.names  # the registry's names (learning.model_registry), kept for callers
+MODEL_NAMES = MODELS.names  # the registry's names (edgesim.learning.model_registry), kept for callers
 
 _DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
@@ -171,7 +171,7 @@ class ResNet9(nn.Module):
     + MaxPool2 → layer3 512 + MaxPool2 + residual(2×512, each conv-BN-ReLU
     followed by Dropout(p)) → global max pool → Linear(512, C). Convolutions
     have no bias (BatchNorm follows). BatchNorm and dropout are
-    ``learning.layers``' (torch's, runnable functionally by the executors). The global max pool equals the paper's
+    ``edgesim.learning.layers``' (torch's, runnable functionally by the executors). The global max pool equals the paper's
     MaxPool(4) on 32×32 inputs and also serves 28×28.
     """
 
@@ -229,7 +229,7 @@ def stochastic_modules(model: nn.Module) -> list[str]:
 
 
 # --------------------------------------------------------------------------- build & size
-# Builders named by learning.model_registry.MODELS: (input_shape, n_classes, vocab_size) -> nn.Module.
+# Builders named by edgesim.learning.model_registry.MODELS: (input_shape, n_classes, vocab_size) -> nn.Module.
 
 
 def build_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
@@ -277,7 +277,7 @@ def build_model(
     *,
     seed: int | None = None,
 ) -> nn.Module:
-    """Model ``name`` (a name of :data:`learning.model_registry.MODELS`) for inputs of ``input_shape``.
+    """Model ``name`` (a name of :data:`edgesim.learning.model_registry.MODELS`) for inputs of ``input_shape``.
 
     ``input_shape`` is one sample's shape: ``(C, H, W)`` for image models,
     ``(length,)`` for text models (which also need ``vocab_size``). With ``seed``
@@ -308,7 +308,7 @@ def model_bits(model: nn.Module, bits_per_param: int = 32) -> int:
     client uploads in FedAvg, so they count; integer buffers such as
     ``num_batches_tracked`` are bookkeeping and do not.
     """
-    from learning.state import state_bits
+    from edgesim.learning.state import state_bits
 
     if bits_per_param < 1:
         raise ValueError(f"bits_per_param(={bits_per_param}) must be >= 1")

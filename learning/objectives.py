@@ -1,7 +1,7 @@
 """Batch losses of local training, as functions any algorithm can hand to the executor.
 
 Each ``*_loss`` builder returns ``loss(net, batch, key) -> (loss, aux)`` for a
-:class:`learning.executors.LocalTask` (batch keys in brackets):
+:class:`edgesim.learning.executors.LocalTask` (batch keys in brackets):
 
 - :func:`cross_entropy_loss` — supervised: mean CE on labelled data
   (``x_aug`` or ``x``, ``y``; optional per-sample weights ``w``).
@@ -22,7 +22,7 @@ Each ``*_loss`` builder returns ``loss(net, batch, key) -> (loss, aux)`` for a
 
 The FixMatch and UDA losses also report the accuracy of their pseudo-labels
 when the unlabelled stream carries the hidden true labels
-(``learning.label_quality``; measurement only, no gradient, no draw).
+(``edgesim.learning.label_quality``; measurement only, no gradient, no draw).
 
 All losses are masked means over the real rows of their streams
 (``Batch.mean``), so padded rows of a vectorised step count for nothing and
@@ -34,8 +34,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from learning.executors import DEFAULT_OBJECTIVE, supervised_loss
-from learning.label_quality import batch_label_aux
+from edgesim.learning.executors import DEFAULT_OBJECTIVE, supervised_loss
+from edgesim.learning.label_quality import batch_label_aux
 
 
 def kl_to_soft(logits: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

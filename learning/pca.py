@@ -30,7 +30,7 @@ because it is the same computation and runs on the compute device.
   than ``o·d`` numbers — always the case at full rank — is sent as it is.
   Biases, 1-d tensors and floating buffers are sent in full; integer buffers
   (``num_batches_tracked``) are bookkeeping and not counted, as in
-  :func:`learning.models.model_bits`. So ``rank_fraction = 1`` sends the
+  :func:`edgesim.learning.models.model_bits`. So ``rank_fraction = 1`` sends the
   model unchanged, with ``model_bits`` bits.
 """
 

@@ -8,7 +8,7 @@ Two ways in, both ending in the same registries as edgesim's own entries:
   registers (``@register(...)`` for an algorithm, ``MODELS.add(...)``,
   ``DATASETS.add(...)``, ``PARTITIONS.add(...)``), or a function called with
   no arguments that does. The algorithm group is loaded when
-  :mod:`learning.algorithms` is imported; the other groups when a scenario is
+  :mod:`edgesim.learning.algorithms` is imported; the other groups when a scenario is
   validated (they must stay torch-free: a model names its builder lazily).
 - a scenario's ``[run] plugins = ["my_module"]``: modules imported (from the
   Python path, e.g. the current folder) before the scenario is validated.

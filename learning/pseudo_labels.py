@@ -14,7 +14,7 @@ call useless.
 
 Vectorised over the models: every device draws its B models from the same K
 uploaded ones, so the K models' probabilities on all devices' unlabelled
-data come from one stacked call (``learning.executors.predict_proba``) and
+data come from one stacked call (``edgesim.learning.executors.predict_proba``) and
 each device's ensemble is a row of a weight matrix (:func:`weight_matrix`).
 """
 

@@ -2,25 +2,25 @@
 
 A :class:`Registry` maps a name to its *spec*, a frozen dataclass that holds
 the thing's builder and its metadata. The registry is the single source of
-the names: ``learning.config`` validates ``[data] dataset``, ``[data]
+the names: ``edgesim.learning.config`` validates ``[data] dataset``, ``[data]
 partition`` and ``[train] model`` against it, the builders
-(:func:`learning.data.load_dataset`, :func:`learning.context.make_partition`,
-:func:`learning.models.build_model`) look their entry up in it, and every
+(:func:`edgesim.learning.data.load_dataset`, :func:`edgesim.learning.context.make_partition`,
+:func:`edgesim.learning.models.build_model`) look their entry up in it, and every
 "unknown name" error lists its names.
 
 The registries must be importable without torch (``edgesim plan`` and scenario
 loading never import it), so each lives where its builders need nothing more
 than numpy, or names its builders lazily:
 
-- datasets: :data:`learning.data.datasets.DATASETS` (numpy-only module; each
+- datasets: :data:`edgesim.learning.data.datasets.DATASETS` (numpy-only module; each
   entry holds its loader);
-- partitions: :data:`learning.data.partitions.PARTITIONS` (numpy-only; each
+- partitions: :data:`edgesim.learning.data.partitions.PARTITIONS` (numpy-only; each
   entry holds its split function and the ``DataConfig`` fields it reads);
-- models: :data:`learning.model_registry.MODELS` (stdlib-only; each entry
-  names its builder in ``learning.models`` as ``"module:attribute"``, imported
+- models: :data:`edgesim.learning.model_registry.MODELS` (stdlib-only; each entry
+  names its builder in ``edgesim.learning.models`` as ``"module:attribute"``, imported
   on first use, so torch is loaded only when a model is built);
-- algorithms: :data:`learning.algorithm_configs.ALGORITHMS` (torch-free: names,
-  config dataclasses, validation; ``learning.algorithms.REGISTRY`` is the same
+- algorithms: :data:`edgesim.learning.algorithm_configs.ALGORITHMS` (torch-free: names,
+  config dataclasses, validation; ``edgesim.learning.algorithms.REGISTRY`` is the same
   dict, whose builders the torch modules attach with ``@register``).
 
 This module is standard library only.

@@ -44,9 +44,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from learning.inference import as_stacked, eval_mode, logits
-from learning.state import stack_params
-from learning.algorithm_configs.dofed_spp import BOUND_MODES, Bound, check_bound  # noqa: F401 (torch-free)
+from edgesim.learning.inference import as_stacked, eval_mode, logits
+from edgesim.learning.state import stack_params
+from edgesim.learning.algorithm_configs.dofed_spp import BOUND_MODES, Bound, check_bound  # noqa: F401 (torch-free)
 
 Params = dict[str, torch.Tensor]
 MIN_DISTANCE = 1e-12
@@ -121,7 +121,7 @@ def cross_entropy_losses(
     """Mean cross-entropy of every model on every set: ``(n_models, n_sets)``, float64.
 
     One forward call over the stacked models and the concatenated sets (the
-    logits of :func:`learning.inference.logits`, so log-softmax
+    logits of :func:`edgesim.learning.inference.logits`, so log-softmax
     stays exact). An empty set gives NaN.
     """
     if len(xs) != len(ys):

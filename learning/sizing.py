@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from edgesim.config import WorkloadConfig
-from learning.data.datasets import load_dataset
+from edgesim.learning.data.datasets import load_dataset
 
 
 def resolve_workload(scenario) -> WorkloadConfig:
@@ -25,7 +25,7 @@ def resolve_workload(scenario) -> WorkloadConfig:
     )
     if not needs_model:
         return w
-    from learning.models import build_model, flops_per_sample, model_bits  # torch: only when a number needs the model
+    from edgesim.learning.models import build_model, flops_per_sample, model_bits  # torch: only when a number needs the model
 
     ds = load_dataset(data.dataset, data.data_dir)
     model = build_model(train.model, ds.input_shape, ds.n_classes, ds.vocab_size, seed=0)
@@ -37,7 +37,7 @@ def resolve_workload(scenario) -> WorkloadConfig:
         changes["cycles_source"] = "given"
     for name in ("sr_cycles", "pseudo_label_cycles_per_model"):
         if getattr(w, name) == "auto":
-            from learning.algorithms.dofed_spp import auto_cycles  # DoFed-SPP defines what its phases cost
+            from edgesim.learning.algorithms.dofed_spp import auto_cycles  # DoFed-SPP defines what its phases cost
 
             changes[name] = auto_cycles(name, scenario, model, ds, changes.get("cycles_per_sample", w.cycles_per_sample))
     return dataclasses.replace(w, **changes)
@@ -50,9 +50,9 @@ def dofed_target_cycles(scenario, workload: WorkloadConfig) -> float | None:
     target sets of the SUBSET/NORMAL split (``dofed_sizes``, the same on every
     device). ``None`` for any other split, whose target sets are drawn.
     """
-    from learning.algorithm_configs.dofed_spp import DofedSppConfig
-    from learning.data.datasets import DATASETS
-    from learning.data.partitions import dofed_sizes
+    from edgesim.learning.algorithm_configs.dofed_spp import DofedSppConfig
+    from edgesim.learning.data.datasets import DATASETS
+    from edgesim.learning.data.partitions import dofed_sizes
 
     data = scenario.learning["data"]
     if data.partition not in ("subset", "normal"):

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m plots.augment_grid --data-dir DIR --out docs/figures/augmentations.png
+    python -m edgesim.plots.augment_grid --data-dir DIR --out docs/figures/augmentations.png
 
 The images are the first ``--n`` test images of distinct classes (then any), read with the
 project's own loader; augmentations are drawn from one seeded generator; pixels are shown
@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from learning.augment import OP_NAMES, RandAugmentParams, make_augmentation  # noqa: E402
+from edgesim.learning.augment import OP_NAMES, RandAugmentParams, make_augmentation  # noqa: E402
 
 ROWS = ("none", "weak", "strong", "shift", "flip")
 ROW_LABELS = {"none": "original", "weak": "weak", "strong": "strong", "shift": "shift ±2 px", "flip": "flip"}
@@ -92,14 +92,14 @@ def draw_grid(rows: dict[str, np.ndarray], titles: list[str], out: Path, strong_
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m plots.augment_grid", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edgesim.plots.augment_grid", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True, help="folder with the Fashion-MNIST IDX files")
     parser.add_argument("--dataset", default="fashion_mnist", help="data set name (default fashion_mnist)")
     parser.add_argument("--out", default="docs/figures/augmentations.png", help="PNG to write")
     parser.add_argument("--n", type=int, default=8, help="number of samples (columns), default 8")
     parser.add_argument("--seed", type=int, default=0, help="seed of the augmentation generator")
     args = parser.parse_args(argv)
-    from learning.data.datasets import DatasetError, load_dataset
+    from edgesim.learning.data.datasets import DatasetError, load_dataset
 
     if args.n < 1:
         print(f"error: --n(={args.n}) must be >= 1", file=sys.stderr)

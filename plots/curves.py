@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 from edgesim.config import ConfigError  # noqa: E402
 
-from plots.save import save_figure  # noqa: E402
+from edgesim.plots.save import save_figure  # noqa: E402
 
 COLUMN_WIDTH_IN = 3.4
 PAGE_WIDTH_IN = 7.0
@@ -262,7 +262,7 @@ def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
 def save_figures(fig, path: Path, formats: Iterable[str] = ("png",), **kwargs) -> list[Path]:
     """Save ``fig`` as ``path`` with each of ``formats``' suffixes (``path``'s own suffix is replaced); close it.
 
-    Each file is written all or nothing (:func:`plots.save.save_figure`). PDF and SVG are vector (for papers);
+    Each file is written all or nothing (:func:`edgesim.plots.save.save_figure`). PDF and SVG are vector (for papers);
     PNG at the figure's dpi. No date goes into PDF and SVG metadata and SVG ids come from a fixed salt, so the
     same run gives the same bytes. ``kwargs`` go to ``savefig``."""
     out = []

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 
-from plots.save import save_figure  # noqa: E402
+from edgesim.plots.save import save_figure  # noqa: E402
 
 
 def read_graph(path: Path) -> nx.DiGraph:

@@ -1,7 +1,7 @@
 """``edgesim report``: leaderboards with intervals over seeds, paired differences, and the arena's figures.
 
-From any run and sweep folders (:func:`plots.runs.expand`), runs are grouped
-by scenario (:func:`plots.runs.group_runs`: one group per grid point, its
+From any run and sweep folders (:func:`edgesim.plots.runs.expand`), runs are grouped
+by scenario (:func:`edgesim.plots.runs.group_runs`: one group per grid point, its
 seeds together) and every group gets a leaderboard: its algorithms ranked by
 simulated time to each accuracy threshold (thresholds chosen now, computed
 from ``rounds.csv`` by the rules of ``summary.json``), with final accuracy,
@@ -19,9 +19,9 @@ each as a mean with its 95 % interval over seeds. Written to ``--out``:
   where the ranking changes;
 - ``tta_vs_bandwidth.png`` (when bandwidth varies) and
   ``accuracy_vs_time_extremes.png`` (the scarcest and the richest bandwidth):
-  :mod:`plots.report_figures`.
+  :mod:`edgesim.plots.report_figures`.
 
-This module computes and renders; :mod:`scenarios.report` checks ``--out``
+This module computes and renders; :mod:`edgesim.scenarios.report` checks ``--out``
 and writes the files.
 
 Ranking rule (time to a threshold T): algorithms that reach T in every seed,
@@ -35,7 +35,7 @@ import io
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from plots.runs import (
+from edgesim.plots.runs import (
     THRESHOLD_METRICS,
     Group,
     Interval,

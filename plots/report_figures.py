@@ -1,4 +1,4 @@
-"""The figures of ``edgesim report`` (:mod:`plots.report`), drawn from a built report.
+"""The figures of ``edgesim report`` (:mod:`edgesim.plots.report`), drawn from a built report.
 
 - :func:`plot_tta_vs_bandwidth` — simulated time to the report's primary
   accuracy threshold against uplink bandwidth: one colour per algorithm, one
@@ -23,9 +23,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes  # noqa: E402
-from plots.report import BANDWIDTH_KEY, POWER_KEY, TIME  # noqa: E402
-from plots.runs import mean_interval  # noqa: E402
+from edgesim.plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes  # noqa: E402
+from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME  # noqa: E402
+from edgesim.plots.runs import mean_interval  # noqa: E402
 
 LINESTYLES = ("-", "--", ":", "-.")
 

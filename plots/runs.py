@@ -15,7 +15,7 @@ much tighter than the difference of two unpaired means (docs/metrics.md).
 Per-run metrics (:func:`algorithm_metrics`) are computed from ``rounds.csv``
 by the rules ``summary.json`` uses — the final accuracy by the run's plateau
 rule, the crossing of an accuracy threshold by
-:func:`learning.metrics.first_crossing` — so a threshold chosen after the run
+:func:`edgesim.learning.metrics.first_crossing` — so a threshold chosen after the run
 gives the same time as one chosen before it, and also the uplink bits,
 downlink bits and device energy spent by then.
 
@@ -34,7 +34,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from learning.metrics import final_accuracy, first_crossing
+from edgesim.learning.metrics import final_accuracy, first_crossing
 
 # Keys of a resolved scenario that do not make it another scenario: the seed (what varies over replications),
 # where it was read from, package versions, and the torch thread count (it changes float rounding only).
@@ -91,7 +91,7 @@ class Run:
 
     folder: Path
     config: dict
-    rounds: dict  # {algorithm: {column: np.ndarray}} (plots.curves.read_rounds)
+    rounds: dict  # {algorithm: {column: np.ndarray}} (edgesim.plots.curves.read_rounds)
     display: dict = field(default_factory=dict)  # {algorithm: display name} from summary.json
 
     @property
@@ -109,7 +109,7 @@ class Run:
 
 def load_run(folder: Path) -> Run:
     """A finished run folder; :class:`RunDataError` (one line, naming the file) when it cannot be read."""
-    from plots.curves import PlotDataError, display_names, read_rounds
+    from edgesim.plots.curves import PlotDataError, display_names, read_rounds
 
     folder = Path(folder)
     path = folder / "config.toml"

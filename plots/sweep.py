@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 
-from plots.curves import (  # noqa: E402
+from edgesim.plots.curves import (  # noqa: E402
     COLUMN_WIDTH_IN,
     PARAMETRIC,
     save_figures,
@@ -110,8 +110,8 @@ class Sweep:
     def time_to(self, point: tuple, algorithm: str, threshold: float) -> list[Optional[float]]:
         """Simulated seconds to ``threshold`` accuracy of every finished seed of a grid point, computed now from
         each run's ``rounds.csv`` by the rule of ``summary.json`` (``None`` where never reached)."""
-        from plots.curves import read_rounds
-        from plots.runs import crossing
+        from edgesim.plots.curves import read_rounds
+        from edgesim.plots.runs import crossing
 
         out = []
         for run_dir in self.run_dirs(point):

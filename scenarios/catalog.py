@@ -1,6 +1,6 @@
 """``edgesim list``: what a scenario can name — algorithms, models, data sets, partitions — with their options.
 
-Read from the registries (plugins included, :mod:`learning.plugins`), so the
+Read from the registries (plugins included, :mod:`edgesim.learning.plugins`), so the
 list is always what a scenario accepts. Each option is a key of the table
 that configures it: an algorithm's ``[algorithms.NAME]`` keys, a partition's
 ``[data]`` keys, a data set's loader options.
@@ -55,7 +55,7 @@ def _loader_options(spec) -> tuple[Option, ...]:
     """A data set's loader options with the defaults of the function that takes them."""
     import functools
 
-    from learning.data import datasets
+    from edgesim.learning.data import datasets
 
     load = spec.load.func if isinstance(spec.load, functools.partial) else spec.load
     params = dict(inspect.signature(load).parameters)
@@ -72,26 +72,26 @@ def _loader_options(spec) -> tuple[Option, ...]:
 
 def catalog(kind: str) -> list[Entry]:
     """The registered entries of ``kind`` (one of :data:`KINDS`), in registration order."""
-    from learning.plugins import load_entry_points
+    from edgesim.learning.plugins import load_entry_points
 
     load_entry_points("models", "datasets", "partitions")
     if kind == "algorithms":
-        from learning.algorithms import REGISTRY
+        from edgesim.learning.algorithms import REGISTRY
 
         return [Entry(s.name, s.summary, f"display: {s.display}", dataclass_options(s.config_cls))
                 for s in REGISTRY.values()]
     if kind == "models":
-        from learning.model_registry import MODELS
+        from edgesim.learning.model_registry import MODELS
 
         return [Entry(s.name, s.summary, f"input: {s.input}") for s in MODELS.values()]
     if kind == "datasets":
-        from learning.data.datasets import DATASETS
+        from edgesim.learning.data.datasets import DATASETS
 
         return [Entry(s.name, s.title, f"{s.kind}; " + ("files in data_dir" if s.needs_files else "no files needed"),
                       _loader_options(s)) for s in DATASETS.values()]
     if kind == "partitions":
-        from learning.config import DataConfig
-        from learning.data.partitions import PARTITIONS
+        from edgesim.learning.config import DataConfig
+        from edgesim.learning.data.partitions import PARTITIONS
 
         return [Entry(s.name, s.summary, "its [data] keys:", dataclass_options(DataConfig, s.reads))
                 for s in PARTITIONS.values()]

@@ -32,7 +32,7 @@ import tomli_w
 
 from edgesim.config import ConfigError
 from edgesim.engine import DeviceRound, Event, RoundRecord
-from scenarios.runfolder import CHECKPOINT_DIR, add_to_manifest, atomic_write_bytes
+from edgesim.scenarios.runfolder import CHECKPOINT_DIR, add_to_manifest, atomic_write_bytes
 
 FORMAT_VERSION = 1
 _ZIP_MAGIC = b"PK"  # torch.save writes a zip archive; a physics-only run's pickle starts otherwise

@@ -55,7 +55,7 @@ def _threads_override(threads: Optional[str]) -> list[str]:
 
 
 def _formats(text: str) -> tuple[str, ...]:
-    from plots.curves import parse_formats
+    from edgesim.plots.curves import parse_formats
 
     try:
         return parse_formats(text)
@@ -88,7 +88,7 @@ DOFED = "dofed_spp"  # the one algorithm whose plan is the (B, K) of Ineq. (26):
 
 def scenario_algorithms(scenario) -> list[str]:
     """The scenario's ``[run] algorithms`` as written (``plan`` validates the simulator sections only)."""
-    from learning.config import DEFAULT_ALGORITHMS
+    from edgesim.learning.config import DEFAULT_ALGORITHMS
 
     run = scenario.raw.get("run", {})
     algorithms = run.get("algorithms", DEFAULT_ALGORITHMS) if isinstance(run, dict) else DEFAULT_ALGORITHMS
@@ -153,7 +153,7 @@ def plan(
 ) -> None:
     """Print the round budget and per-device compute and upload times (with DoFed-SPP: C1/C2/C3 and the (B, K) pairs)."""
     from edgesim.plan import make_plan
-    from scenarios.schema import load_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     try:
         sc = load_scenario(scenario, set_ or [])  # every section: plan refuses what run refuses
@@ -161,8 +161,8 @@ def plan(
         if "auto" in (workload.model_bits, workload.sr_cycles, workload.pseudo_label_cycles_per_model) or (
             workload.cycles_source == "flops"
         ):
-            from learning.data.datasets import DatasetError
-            from learning.sizing import resolve_workload
+            from edgesim.learning.data.datasets import DatasetError
+            from edgesim.learning.sizing import resolve_workload
 
             full = load_scenario(scenario, set_ or [])
             try:
@@ -171,7 +171,7 @@ def plan(
                 raise ConfigError(f"{full.path}: [data] {e}") from None
         target_cycles = None
         if DOFED in scenario_algorithms(sc):  # its target model trains every round beside the reciprocal one
-            from learning.sizing import dofed_target_cycles
+            from edgesim.learning.sizing import dofed_target_cycles
 
             target_cycles = dofed_target_cycles(sc, workload)  # reads no data for a registered data set's classes
         result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed, target_cycles or 0.0)
@@ -210,10 +210,10 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, figures)."""
-    from scenarios.progress import RunProgress
-    from scenarios.run import run_scenario
-    from scenarios.runfolder import RunFolder, check_out
-    from scenarios.schema import load_scenario
+    from edgesim.scenarios.progress import RunProgress
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.runfolder import RunFolder, check_out
+    from edgesim.scenarios.schema import load_scenario
 
     figure_formats = _formats(formats)
     if out is not None and not str(out).strip():
@@ -368,7 +368,7 @@ def sweep(
     Started again with the same arguments, a killed sweep skips its finished runs
     and resumes the others from their checkpoints.
     """
-    from scenarios.sweep import default_out, make_spec, run_sweep
+    from edgesim.scenarios.sweep import default_out, make_spec, run_sweep
 
     figure_formats = _formats(formats)
     overrides = list(set_ or [])
@@ -408,9 +408,9 @@ def plot(
 
     Several run folders are drawn together only when they are seeds of one scenario (their config.toml equal but
     for the seed); otherwise plot refuses, naming the keys that differ (or, with --separate, draws each apart)."""
-    from plots.curves import RUN_FIGURES, PlotDataError, plot_runs
-    from plots.runs import RunDataError
-    from plots.sweep import SWEEP_FIGURES, plot_sweep
+    from edgesim.plots.curves import RUN_FIGURES, PlotDataError, plot_runs
+    from edgesim.plots.runs import RunDataError
+    from edgesim.plots.sweep import SWEEP_FIGURES, plot_sweep
 
     figure_formats = _formats(formats)
     if threshold is not None:
@@ -441,7 +441,7 @@ def plot(
         if runs:
             if out is None and len(runs) > 1:
                 _fail("several run folders: give --out DIR for their common figures")
-            from plots.runs import check_one_scenario, group_runs, load_run
+            from edgesim.plots.runs import check_one_scenario, group_runs, load_run
 
             loaded = [load_run(r) for r in runs] if len(runs) > 1 else []
             if separate and loaded:
@@ -474,8 +474,8 @@ def report(
 ) -> None:
     """Leaderboards per scenario and grid point: algorithms ranked by simulated time to accuracy, with 95 % intervals
     over seeds and paired differences (leaderboard.csv, paired.csv, leaderboard.md, figures)."""
-    from plots.runs import RunDataError
-    from scenarios.report import write_report
+    from edgesim.plots.runs import RunDataError
+    from edgesim.scenarios.report import write_report
 
     thresholds = [_accuracy_threshold(text) for text in threshold or []]
     out = out if out is not None else Path("reports") / folders[0].resolve().name
@@ -495,7 +495,7 @@ def list_(
 ) -> None:
     """List the registered algorithms, models, data sets and partitions (plugins included), with each option's
     type and default."""
-    from scenarios.catalog import KINDS, catalog, format_catalog
+    from edgesim.scenarios.catalog import KINDS, catalog, format_catalog
 
     if kind is not None and kind not in KINDS:
         _fail(f"list {kind!r}: expected one of {', '.join(KINDS)}")
@@ -511,16 +511,16 @@ def list_(
 
 def _claim_figures(folder: Path, stems, formats) -> None:
     """Refuse to draw over a figure edgesim did not draw (one line naming it); list the rest in the manifest."""
-    from scenarios.runfolder import claim_files
+    from edgesim.scenarios.runfolder import claim_files
 
     folder.mkdir(parents=True, exist_ok=True)
     claim_files(folder, [f"{stem}.{fmt}" for stem in stems for fmt in formats])
 
 
-def main() -> None:  # pragma: no cover - console entry point (the tests that start `python -m scenarios.cli` run it)
-    """The ``edgesim`` command: glibc keeps freed memory (``learning.malloc``; opt out with
+def main() -> None:  # pragma: no cover - console entry point (the tests that start `python -m edgesim.scenarios.cli` run it)
+    """The ``edgesim`` command: glibc keeps freed memory (``edgesim.learning.malloc``; opt out with
     ``EDGESIM_KEEP_FREED_MEMORY=0``), then the typer app, then :func:`exit_now`."""
-    from learning.malloc import keep_freed_memory
+    from edgesim.learning.malloc import keep_freed_memory
 
     keep_freed_memory()
     try:

@@ -11,7 +11,7 @@ OpenMP pool and with CUDA, where the workers share the GPU) that trains with
 the scenario's ``run.threads``. The workers are started as soon as the
 scenario is read (:func:`workers_for`, before this process imports torch);
 each imports torch, rebuilds the scenario from its validated mapping
-(:attr:`scenarios.schema.Scenario.raw`) and builds the run's context (data,
+(:attr:`edgesim.scenarios.schema.Scenario.raw`) and builds the run's context (data,
 partition, model) while this process does the same, and keeps it for every
 algorithm it is given. Each
 algorithm checkpoints and resumes on its own, exactly as in one process.
@@ -40,15 +40,15 @@ from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Callable, Optional
 
-from scenarios.checkpoint import AlgorithmRun
+from edgesim.scenarios.checkpoint import AlgorithmRun
 
 _CONTEXTS: dict = {}  # a worker's (path, fingerprint) -> build_backend, built once per worker
 _PROGRESS = None  # a worker's queue for per-round progress (None: nobody listens)
 
 
 def _init_worker(threads: int, progress) -> None:
-    from learning.malloc import keep_freed_memory
-    from scenarios.threads import set_threads
+    from edgesim.learning.malloc import keep_freed_memory
+    from edgesim.scenarios.threads import set_threads
 
     keep_freed_memory()
     set_threads(threads)
@@ -58,9 +58,9 @@ def _init_worker(threads: int, progress) -> None:
 
 def _context(raw: dict, path: str):
     """In a worker: ``(scenario, build_backend)`` of the run ``raw`` (the context is built once per worker)."""
-    from scenarios import checkpoint
-    from scenarios.run import _make_backends, resolved_config
-    from scenarios.schema import validate
+    from edgesim.scenarios import checkpoint
+    from edgesim.scenarios.run import _make_backends, resolved_config
+    from edgesim.scenarios.schema import validate
 
     sc = validate(raw, path)
     key = (path, checkpoint.fingerprint(resolved_config(sc)))
@@ -74,8 +74,8 @@ def _train_one(raw: dict, path: str, name: str, work: Optional[str], fingerprint
                warm=None) -> AlgorithmRun:
     """In a worker: the run's context (:func:`_context`), one algorithm (from the run's warm start ``warm``,
     computed by the parent, when there is one)."""
-    from scenarios import checkpoint
-    from scenarios.run import run_algorithm
+    from edgesim.scenarios import checkpoint
+    from edgesim.scenarios.run import run_algorithm
 
     sc, build_backend = _context(raw, path)
     saved = checkpoint.load(Path(work), name, fingerprint) if resume and work else None
@@ -122,7 +122,7 @@ def assign(costs: list[tuple[str, float]], n_workers: int) -> tuple[list[str], l
 def _warm(raw: dict, path: str) -> None:
     """A worker's first task, while the parent does the same: import torch and the algorithms, build the run's
     context. A failure here is left to the parent, whose own build reports it (or to the worker's first task)."""
-    import learning.algorithms  # noqa: F401
+    import edgesim.learning.algorithms  # noqa: F401
 
     _context(raw, path)
 
@@ -164,8 +164,8 @@ class Workers:
         if work is not None and sc.learning["run"].checkpoint_every:
             # listed here, once, before any worker writes one: the workers' own listing is then a no-op, so no two
             # processes ever rewrite the folder's manifest at the same time
-            from scenarios.checkpoint import path_for
-            from scenarios.runfolder import add_to_manifest
+            from edgesim.scenarios.checkpoint import path_for
+            from edgesim.scenarios.runfolder import add_to_manifest
 
             add_to_manifest(work, *[path_for(work, n).relative_to(work).as_posix() for n in names])
         stop = threading.Event()
@@ -229,6 +229,6 @@ def workers_for(sc, jobs: int, progress: bool):
     names = [] if sc.physics_only else list(sc.learning["run"].algorithms)
     if jobs <= 1 or len(names) <= 1:
         return contextlib.nullcontext(None)
-    from scenarios.threads import resolve_threads
+    from edgesim.scenarios.threads import resolve_threads
 
     return Workers(sc, min(jobs, len(names)) - 1, resolve_threads(sc.learning["run"].threads), progress)

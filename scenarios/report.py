@@ -1,6 +1,6 @@
 """``edgesim report RUN_OR_SWEEP... [--threshold T ...] [--out DIR]``: check ``--out``, build and write the report.
 
-What the report holds: :mod:`plots.report`. ``--out`` is checked before any
+What the report holds: :mod:`edgesim.plots.report`. ``--out`` is checked before any
 work: a file, or a folder holding a file of a report's name that is not a
 report edgesim wrote, is refused (one line); every file is written through a
 temporary name, so a failure never leaves a half-written one.
@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from plots.runs import RunDataError
-from scenarios.runfolder import atomic_write_bytes, csv_text
+from edgesim.plots.runs import RunDataError
+from edgesim.scenarios.runfolder import atomic_write_bytes, csv_text
 
 OUTPUTS = ("leaderboard.csv", "paired.csv", "leaderboard.md", "tta_vs_bandwidth.png", "accuracy_vs_time_extremes.png")
 MARK = "# Leaderboard"
@@ -38,8 +38,8 @@ def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence
                  baselines: Sequence[str] = ()) -> list[Path]:
     """Build the report of ``paths`` (run and sweep folders) and write it into ``out``; returns the files written.
     ``baselines``: algorithms every other is also paired against (``--baseline``)."""
-    from plots.report import build, leaderboard_rows, markdown, paired_rows
-    from plots.report_figures import plot_accuracy_extremes, plot_tta_vs_bandwidth
+    from edgesim.plots.report import build, leaderboard_rows, markdown, paired_rows
+    from edgesim.plots.report_figures import plot_accuracy_extremes, plot_tta_vs_bandwidth
 
     out = Path(out)
     check_report_out(out)
@@ -55,7 +55,7 @@ def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence
     written.append(out / "leaderboard.md")
     for draw, name in ((plot_tta_vs_bandwidth, "tta_vs_bandwidth.png"),
                        (plot_accuracy_extremes, "accuracy_vs_time_extremes.png")):
-        figure = draw(report, out / name)  # all or nothing (plots.save)
+        figure = draw(report, out / name)  # all or nothing (edgesim.plots.save)
         if figure is not None:
             written.append(figure)
     return written

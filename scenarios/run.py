@@ -7,11 +7,11 @@ so their curves are comparable point for point. Rounds stop at ``run.rounds``
 ``run.stop_on_plateau`` — when the paper's final-accuracy rule is met.
 
 With ``run.checkpoint_every = N`` each algorithm saves its engine and learning
-state every N rounds (:mod:`scenarios.checkpoint`); ``resume=True`` goes on
+state every N rounds (:mod:`edgesim.scenarios.checkpoint`); ``resume=True`` goes on
 from the last checkpoint of a killed run and writes the same bytes as a run
 that was never stopped.
 
-``--out`` is checked before any work (:func:`scenarios.runfolder.check_out`):
+``--out`` is checked before any work (:func:`edgesim.scenarios.runfolder.check_out`):
 nothing a user made is ever deleted or renamed; an older run is replaced only
 with ``overwrite``. A scenario with ``[run] backend = "parametric"`` is a
 physics-only run: the clock with :class:`edgesim.curve.ParametricBackend`,
@@ -31,17 +31,17 @@ import tomli_w
 from edgesim.config import ConfigError
 from edgesim.backend import Diverged
 from edgesim.engine import Simulation
-from learning.config import PARAMETRIC
-from learning.metrics import final_accuracy, time_to_accuracy
-from scenarios import checkpoint, warm_start
-from scenarios.checkpoint import AlgorithmRun
-from scenarios.provenance import RUN_JSON, now, provenance
-from scenarios.tracking import check_available as check_tracking
-from scenarios.tracking import log_mlflow
-from scenarios.runfolder import CHECKPOINT_DIR, RunFolder, RunLock, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
-from scenarios.schema import Scenario
-from scenarios.threads import resolve_threads, threads
-from scenarios.warm_start import flagged
+from edgesim.learning.config import PARAMETRIC
+from edgesim.learning.metrics import final_accuracy, time_to_accuracy
+from edgesim.scenarios import checkpoint, warm_start
+from edgesim.scenarios.checkpoint import AlgorithmRun
+from edgesim.scenarios.provenance import RUN_JSON, now, provenance
+from edgesim.scenarios.tracking import check_available as check_tracking
+from edgesim.scenarios.tracking import log_mlflow
+from edgesim.scenarios.runfolder import CHECKPOINT_DIR, RunFolder, RunLock, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
+from edgesim.scenarios.schema import Scenario
+from edgesim.scenarios.threads import resolve_threads, threads
+from edgesim.scenarios.warm_start import flagged
 
 ROUND_FIELDS = (
     "round", "start_time_s", "time_s", "duration_s", "n_selected", "n_arrived", "n_dropped",
@@ -72,7 +72,7 @@ def resolved_config(sc: Scenario) -> dict:
         out["run"] = dataclasses.asdict(sc.learning["run"])
         out["parametric"] = dataclasses.asdict(sc.parametric)
     else:
-        from learning.algorithms import REGISTRY
+        from edgesim.learning.algorithms import REGISTRY
 
         for name in ("data", "train", "run"):
             out[name] = dataclasses.asdict(sc.learning[name])
@@ -109,9 +109,9 @@ def run_algorithm(
     ``build_backend(name)`` gives the algorithm's learning backend. With
     ``checkpoint_dir`` and ``run.checkpoint_every > 0`` the state is saved
     every that many rounds and when the algorithm finishes; ``saved`` (a
-    :func:`scenarios.checkpoint.load` result) is where it starts from (a
+    :func:`edgesim.scenarios.checkpoint.load` result) is where it starts from (a
     finished algorithm is not run again). ``warm`` (a
-    :class:`scenarios.warm_start.WarmStart`) is the run's warm start: its
+    :class:`edgesim.scenarios.warm_start.WarmStart`) is the run's warm start: its
     rounds are this algorithm's first, its model the backend's initial model
     and its engine state the clock's start.
     """
@@ -176,7 +176,7 @@ def divergence_message(sc: Scenario, name: str, error: str) -> str:
     its table (or its defaults, FedDure's) sets one, else ``train.lr``."""
     cfg = sc.learning["algorithms"].get(name)
     if cfg is None:
-        from learning.algorithm_configs import ALGORITHMS
+        from edgesim.learning.algorithm_configs import ALGORITHMS
 
         cfg = ALGORITHMS[name].config_cls()
     own = getattr(cfg, "lr", None)
@@ -189,7 +189,7 @@ def display_name(name: str) -> str:
     """The name plots show for an algorithm (its registration's ``display``; torch-free for physics-only runs)."""
     if name == PARAMETRIC:
         return "Parametric curve"
-    from learning.algorithms import REGISTRY
+    from edgesim.learning.algorithms import REGISTRY
 
     return REGISTRY[name].display if name in REGISTRY else name
 
@@ -266,7 +266,7 @@ def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys:
 
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,
                   extra: Optional[dict] = None, formats: tuple[str, ...] = ("png",)) -> None:
-    from plots.curves import RUN_FIGURES, plot_run
+    from edgesim.plots.curves import RUN_FIGURES, plot_run
 
     metric_keys = sorted({k for s in sims.values() for r in s.records for k in r.metrics})
     metric_keys.sort(key=lambda k: (k != "accuracy", k))
@@ -292,7 +292,7 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
         ([name, e.time_s, e.round_index, e.device, e.kind, e.bits] for name, sim in sims.items() for e in sim.events),
     )
     folder.write_json("summary.json", summarize(sc, sims, model_bits, extra))
-    from scenarios.graphs import graph_path, node_link
+    from edgesim.scenarios.graphs import graph_path, node_link
 
     for name, sim in sims.items():
         for round_index, time_s, graph in sim.graphs:
@@ -322,9 +322,9 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
                                      a0=p.a0, a_max=p.a_max, rate=p.rate, download_bits=p.download_bits)
 
         return build, float(sc.workload.model_bits), {}
-    from learning.algorithms import REGISTRY
-    from learning.context import build_context
-    from learning.data.datasets import DatasetError
+    from edgesim.learning.algorithms import REGISTRY
+    from edgesim.learning.context import build_context
+    from edgesim.learning.data.datasets import DatasetError
 
     data_cfg = sc.learning["data"]
     try:
@@ -341,7 +341,7 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
         if start is None:
             return REGISTRY[name].build(ctx, cfg)
-        from learning.algorithms.common import to_device
+        from edgesim.learning.algorithms.common import to_device
 
         return REGISTRY[name].build(dataclasses.replace(ctx, start_state=to_device(ctx, start)), cfg)
 
@@ -359,7 +359,7 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
 
 def check_data(sc: Scenario, ctx) -> None:
     """Each algorithm's ``check_data(ctx, cfg)`` on the loaded data, before any algorithm runs (one line)."""
-    from learning.algorithms import REGISTRY
+    from edgesim.learning.algorithms import REGISTRY
 
     for name in sc.learning["run"].algorithms:
         spec = REGISTRY[name]
@@ -373,7 +373,7 @@ def check_data(sc: Scenario, ctx) -> None:
 def _check_algorithms(sc: Scenario) -> None:
     if sc.physics_only:
         return
-    from learning.algorithms import REGISTRY
+    from edgesim.learning.algorithms import REGISTRY
 
     for name in sc.learning["run"].algorithms:
         if name not in REGISTRY:
@@ -395,8 +395,8 @@ def run_scenario(
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
-    ``out`` is checked first (:func:`scenarios.runfolder.check_out`), then
-    locked (:class:`scenarios.runfolder.RunLock`: a second run, resume or
+    ``out`` is checked first (:func:`edgesim.scenarios.runfolder.check_out`), then
+    locked (:class:`edgesim.scenarios.runfolder.RunLock`: a second run, resume or
     overwrite of the same ``out`` is refused naming this process), then checked
     again under the lock, so two runs never mix their files; bad data or
     configuration raise :class:`ConfigError` before anything is written.
@@ -409,9 +409,9 @@ def run_scenario(
     types (``png``, ``pdf``, ``svg``). ``run.json`` records the provenance, with
     ``argv`` as the command line (default: this process's; a sweep passes its own, since a Ray
     worker's is Ray's).
-    The run trains with ``run.threads`` torch threads (:mod:`scenarios.threads`);
+    The run trains with ``run.threads`` torch threads (:mod:`edgesim.scenarios.threads`);
     the process's own setting is back when it returns. ``jobs`` > 1 trains the
-    algorithms in that many worker processes at once (:mod:`scenarios.parallel`),
+    algorithms in that many worker processes at once (:mod:`edgesim.scenarios.parallel`),
     writing the same bytes.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -422,7 +422,7 @@ def run_scenario(
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ConfigError(f"--out {out}: cannot create {out.parent}: {e.strerror or e}") from None
-    from scenarios.parallel import workers_for
+    from edgesim.scenarios.parallel import workers_for
 
     with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
             workers_for(sc, jobs, on_round is not None) as workers:

@@ -50,7 +50,7 @@ from edgesim.config import ConfigError
 
 MARKER = "INCOMPLETE"
 CHECKPOINT_DIR = "checkpoints"
-GRAPH_DIR = "graphs"  # per-round node-link graphs (scenarios.graphs)
+GRAPH_DIR = "graphs"  # per-round node-link graphs (edgesim.scenarios.graphs)
 MANIFEST = "manifest.json"  # what edgesim wrote into a folder (relative paths)
 
 

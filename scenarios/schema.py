@@ -25,8 +25,8 @@ from typing import Any, Mapping
 
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
 from edgesim.curve import ParametricConfig
-from learning.config import PARAMETRIC, RunConfig
-from learning.config import SECTIONS as LEARNING_SECTIONS
+from edgesim.learning.config import PARAMETRIC, RunConfig
+from edgesim.learning.config import SECTIONS as LEARNING_SECTIONS
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
@@ -97,7 +97,7 @@ def parse_value(text: str) -> Any:
 
 def list_keys() -> set[str]:
     """``section.key`` of every list-valued scenario key (a bare word given for one becomes a one-item list)."""
-    from learning.config import DataConfig, RunConfig, TrainConfig
+    from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 
     classes = {**SIM_SECTIONS, "data": DataConfig, "train": TrainConfig, "run": RunConfig}
     return {f"{section}.{f.name}" for section, cls in classes.items() for f in dataclasses.fields(cls)
@@ -208,11 +208,11 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
 
 def load_plugins(modules, where: str, algorithms=()) -> None:
     """The installed plugins' models, data sets and partitions, and the scenario's ``[run] plugins`` modules,
-    registered before the sections that name them are validated (:mod:`learning.plugins`). The installed
+    registered before the sections that name them are validated (:mod:`edgesim.learning.plugins`). The installed
     algorithm plugins are loaded only when the scenario names an algorithm that is not declared yet (such a
     plugin's module may import torch; a scenario of the built-in algorithms never does)."""
-    from learning.algorithm_configs import ALGORITHMS
-    from learning.plugins import import_plugins, load_entry_points
+    from edgesim.learning.algorithm_configs import ALGORITHMS
+    from edgesim.learning.plugins import import_plugins, load_entry_points
 
     load_entry_points("models", "datasets", "partitions")
     import_plugins(modules, where)
@@ -239,7 +239,7 @@ def data_dir_from_env(raw: dict) -> dict:
     data = raw.get("data", {})
     if not env or not isinstance(data, dict) or data.get("data_dir") is not None:
         return raw
-    from learning.data.datasets import DATASETS
+    from edgesim.learning.data.datasets import DATASETS
 
     dataset = data.get("dataset", "digits")
     spec = DATASETS.get(dataset) if isinstance(dataset, str) else None  # a bad value is [data]'s to refuse
@@ -251,12 +251,12 @@ def data_dir_from_env(raw: dict) -> dict:
 def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: str) -> None:
     """Each algorithm of ``[run] algorithms`` is registered and its options fit the scenario.
 
-    Its spec's ``check(cfg, facts)`` (:mod:`learning.algorithm_configs`) sees
+    Its spec's ``check(cfg, facts)`` (:mod:`edgesim.learning.algorithm_configs`) sees
     the devices, the partition and the model; torch-free, so ``edgesim plan``
     and ``edgesim run`` refuse the same things, before any data is loaded.
     """
-    from learning.algorithm_configs import ALGORITHMS, ScenarioFacts
-    from learning.model_registry import MODELS
+    from edgesim.learning.algorithm_configs import ALGORITHMS, ScenarioFacts
+    from edgesim.learning.model_registry import MODELS
 
     run, data, train = learned["run"], learned["data"], learned["train"]
     facts = ScenarioFacts(system.n_devices, run.clients_per_round, data, train,

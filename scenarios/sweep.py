@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from edgesim.config import ConfigError
-from scenarios.progress import SweepProgress
-from scenarios.runfolder import RunFolder, atomic_write_bytes, csv_text
-from scenarios.schema import DEFAULT_SCENARIO, load_scenario, parse_override
-from scenarios.threads import resolve_threads, set_threads, threads as threads_for, usable_cores
+from edgesim.scenarios.progress import SweepProgress
+from edgesim.scenarios.runfolder import RunFolder, atomic_write_bytes, csv_text
+from edgesim.scenarios.schema import DEFAULT_SCENARIO, load_scenario, parse_override
+from edgesim.scenarios.threads import resolve_threads, set_threads, threads as threads_for, usable_cores
 
 EXECUTORS = ("local", "ray")
 SWEEP_JSON = "sweep.json"
@@ -194,10 +194,10 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
     """Load every combination's scenario (clear error naming the run); check finished runs match it.
 
     Returns the runs and the most torch threads any of them trains with (its scenario's ``run.threads``)."""
-    from scenarios import checkpoint
-    from scenarios.run import is_finished, resolved_config
+    from edgesim.scenarios import checkpoint
+    from edgesim.scenarios.run import is_finished, resolved_config
 
-    from scenarios.runfolder import check_out
+    from edgesim.scenarios.runfolder import check_out
 
     runs = spec.runs()
     most_threads = 1
@@ -209,7 +209,7 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
         if not sc.physics_only:
             most_threads = max(most_threads, resolve_threads(sc.learning["run"].threads))
         if not sc.physics_only:  # names and algorithm options were checked by load_scenario; the data folder here
-            from learning.data.datasets import DATASETS
+            from edgesim.learning.data.datasets import DATASETS
 
             data = sc.learning["data"]
             if DATASETS[data.dataset].needs_files and (data.data_dir is None or not Path(data.data_dir).is_dir()):
@@ -239,14 +239,14 @@ def run_one(task: dict) -> dict:
     ``task``: ``scenario``, ``overrides``, ``out`` (absolute), ``name``, ``threads``, ``cwd`` (the
     sweep's working directory, where relative paths given with ``--set`` are resolved), ``argv`` (the
     sweep's command line, recorded in the run's ``run.json``: a Ray worker's own is Ray's). The run trains
-    with its scenario's ``run.threads`` (:func:`scenarios.run.run_scenario` sets them), as ``edgesim run`` does.
+    with its scenario's ``run.threads`` (:func:`edgesim.scenarios.run.run_scenario` sets them), as ``edgesim run`` does.
     """
     t0 = time.monotonic()
     try:
         set_threads(task["threads"])  # before torch is loaded, so that OpenMP starts with this many
         if task.get("cwd") and os.path.isdir(task["cwd"]) and os.getcwd() != task["cwd"]:
             os.chdir(task["cwd"])  # a Ray worker starts elsewhere
-        from scenarios.run import run_scenario
+        from edgesim.scenarios.run import run_scenario
 
         sc = load_scenario(task["scenario"], list(task["overrides"]))
         run_scenario(sc, Path(task["out"]), resume=True, argv=task.get("argv"))
@@ -258,7 +258,7 @@ def run_one(task: dict) -> dict:
 
 def _worker_init(threads: int) -> None:
     """A spawned sweep worker: its threads, and glibc keeping freed memory as the ``edgesim`` process does."""
-    from learning.malloc import keep_freed_memory
+    from edgesim.learning.malloc import keep_freed_memory
 
     keep_freed_memory()
     set_threads(threads)
@@ -467,7 +467,7 @@ def run_sweep(
     out = Path(out).resolve()
     runs, most_threads = validate_runs(spec, out)
     threads = threads or most_threads
-    from scenarios.run import is_finished
+    from edgesim.scenarios.run import is_finished
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / SWEEP_JSON, (json.dumps({**spec.to_json(), "runs": [r.name for r in runs]}, indent=2) + "\n").encode())
@@ -498,7 +498,7 @@ def run_sweep(
     header, rows = sweep_rows(spec, runs, out, status)
     atomic_write_bytes(out / SWEEP_CSV, csv_text(header, rows).encode())
     if plots and any(s == "ok" for s in status.values()):
-        from plots.sweep import plot_sweep
+        from edgesim.plots.sweep import plot_sweep
 
         plot_sweep(out, formats=formats)
     return SweepResult(out, runs, status, jobs, threads)

@@ -49,7 +49,7 @@ def log_mlflow(folder: Path) -> str:
     import mlflow
     from mlflow.entities import Metric, Param, RunTag
 
-    from edgesim.api import scenario_fingerprint
+    from edgesim.scenarios.api import scenario_fingerprint
 
     folder = Path(folder)
     config = tomllib.loads((folder / "config.toml").read_text())

@@ -2,7 +2,7 @@
 
 ``warm_start = {algorithm = "fedavg_labeled", rounds = R}`` runs the named
 algorithm (a FedAvg on the labelled data alone,
-:func:`learning.config.warm_start_algorithms`) for R rounds on its own clock,
+:func:`edgesim.learning.config.warm_start_algorithms`) for R rounds on its own clock,
 once per run. What it leaves — its global model, the engine's state after R
 rounds (simulated clock, cumulative bits and energy, the channel's state) and
 its R round records and events — is where every algorithm of the run starts:
@@ -73,7 +73,7 @@ def flagged(record: RoundRecord, warm: bool) -> RoundRecord:
 def compute(sc, build_backend: Callable) -> WarmStart:
     """Run ``[run] warm_start``'s algorithm for its rounds on a fresh clock (the run's seed); raise
     :class:`ConfigError` (one line) when it diverges."""
-    from learning.algorithms.common import to_cpu
+    from edgesim.learning.algorithms.common import to_cpu
 
     ws = sc.learning["run"].warm_start
     name = ws["algorithm"]
@@ -92,8 +92,8 @@ def save(folder: Path, warm: WarmStart, fingerprint: str) -> Path:
     """Write ``warm`` into ``folder``'s checkpoint folder (atomically; listed in the manifest)."""
     import torch
 
-    from scenarios.checkpoint import FORMAT_VERSION, _record_to_dict
-    from scenarios.runfolder import CHECKPOINT_DIR, add_to_manifest, atomic_write_bytes
+    from edgesim.scenarios.checkpoint import FORMAT_VERSION, _record_to_dict
+    from edgesim.scenarios.runfolder import CHECKPOINT_DIR, add_to_manifest, atomic_write_bytes
 
     payload = {"format": FORMAT_VERSION, "fingerprint": fingerprint, "algorithm": warm.algorithm,
                "records": [_record_to_dict(r) for r in warm.records], "events": [tuple(e) for e in warm.events],
@@ -113,8 +113,8 @@ def load(folder: Path, fingerprint: str) -> Optional[WarmStart]:
     import torch
 
     from edgesim.engine import Event
-    from scenarios.checkpoint import FORMAT_VERSION, _record_from_dict
-    from scenarios.runfolder import CHECKPOINT_DIR
+    from edgesim.scenarios.checkpoint import FORMAT_VERSION, _record_from_dict
+    from edgesim.scenarios.runfolder import CHECKPOINT_DIR
 
     path = Path(folder) / CHECKPOINT_DIR / FILE
     if not path.exists():

@@ -89,7 +89,7 @@ def test_plan_and_run_refuse_the_same_algorithm_error_in_one_line(tmp_path, monk
 def test_variants_keep_their_orthogonal_options(tmp_path):
     """FedPer + FixMatch (the UM-pFSSL paper's baseline) is no other registered algorithm: allowed; so is a
     FixMatch option for FixAvg and a FedProx mu for FedAvg."""
-    from scenarios.schema import load_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     tables = ('[algorithms.fedper]\nobjective = "fixmatch"\n[algorithms.fixavg]\nthreshold = 0.5\n'
               "[algorithms.fedavg]\nmu = 0.1\n")

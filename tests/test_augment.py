@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learning.augment import (
+from edgesim.learning.augment import (
     AUGMENTATIONS, COLOR_OP_ID, OP_NAMES, CutoutParams, Flip, FlipParams, RandAugmentMC, RandAugmentParams,
     SequentialParams, ShiftParams, apply_op, autocontrast, brightness, concat_params, contrast, cutout, equalize,
     float_magnitude, hflip, int_magnitude, make_augmentation, posterize, randaugment_pool, rotate, sharpness, shear,
@@ -351,7 +351,7 @@ def test_cuda_matches_cpu_and_groups_exactly(name, spec):
 
 
 def test_augment_grid_draws_every_row(tmp_path):
-    from plots.augment_grid import ROWS, augmented_rows, draw_grid, pick_samples
+    from edgesim.plots.augment_grid import ROWS, augmented_rows, draw_grid, pick_samples
 
     assert pick_samples(torch.tensor([3, 3, 1, 3, 2]).numpy(), 4).tolist() == [0, 1, 2, 4]
     x = images(3, GREY[0])
@@ -363,7 +363,7 @@ def test_augment_grid_draws_every_row(tmp_path):
 
 
 def test_augment_grid_bad_data_dir_is_one_line(tmp_path, capsys):
-    from plots.augment_grid import main
+    from edgesim.plots.augment_grid import main
 
     assert main(["--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "g.png")]) == 2
     err = capsys.readouterr().err.strip()
@@ -378,7 +378,7 @@ def test_strong_treats_a_zero_std_channel_as_only_centred():
 
 def test_affine_grid_matches_torch():
     theta = torch.randn(5, 2, 3, generator=gen(0))
-    from learning.augment import affine_grid
+    from edgesim.learning.augment import affine_grid
 
     expected = torch.nn.functional.affine_grid(theta, [5, 1, 7, 9], align_corners=False)
     assert torch.allclose(affine_grid(theta, 7, 9), expected, atol=1e-6)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from learning.augment import (
+from edgesim.learning.augment import (
     autocontrast, brightness, color, contrast, equalize, posterize, rotate, sharpness, shear, solarize, translate,
 )
 

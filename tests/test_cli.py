@@ -8,7 +8,7 @@ import re
 
 from typer.testing import CliRunner
 
-from scenarios.cli import app
+from edgesim.scenarios.cli import app
 
 runner = CliRunner()
 
@@ -181,7 +181,7 @@ def test_list_every_kind_with_options_types_and_defaults():
 
 
 def test_list_values_need_no_toml_quoting(tiny_scenario):
-    from scenarios.schema import load_scenario, parse_value
+    from edgesim.scenarios.schema import load_scenario, parse_value
 
     assert parse_value("fedavg,fedprox") == ["fedavg", "fedprox"]
     assert parse_value("[fedavg, local]") == ["fedavg", "local"]
@@ -193,7 +193,7 @@ def test_list_values_need_no_toml_quoting(tiny_scenario):
 
 
 def test_shipped_scenarios_find_data_through_edgesim_data(tmp_path, monkeypatch):
-    from scenarios.schema import SCENARIO_DIR, load_scenario
+    from edgesim.scenarios.schema import SCENARIO_DIR, load_scenario
 
     for p in SCENARIO_DIR.glob("*.toml"):
         assert "data_dir" not in p.read_text().replace("--set data.data_dir", ""), p.name
@@ -229,7 +229,7 @@ def test_run_and_sweep_figure_formats_and_sweep_data_dir(tiny_scenario, tmp_path
     digits = runner.invoke(app, ["sweep", str(tiny_scenario), "--grid", "seed=1", "--data-dir", str(data),
                                  "--out", str(tmp_path / "sw2"), "-q"])
     assert digits.exit_code == 2 and "data_dir" in digits.stderr and "bundled" in digits.stderr
-    from scenarios.schema import SCENARIO_DIR
+    from edgesim.scenarios.schema import SCENARIO_DIR
 
     nowhere = tmp_path / "nowhere"
     fmnist = runner.invoke(app, ["sweep", str(SCENARIO_DIR / "fmnist_fedavg.toml"), "--grid", "seed=1,2",
@@ -239,7 +239,7 @@ def test_run_and_sweep_figure_formats_and_sweep_data_dir(tiny_scenario, tmp_path
 
 
 def test_a_physics_only_config_toml_reproduces_its_run(tmp_path):
-    from scenarios.schema import SCENARIO_DIR
+    from edgesim.scenarios.schema import SCENARIO_DIR
 
     small = ["--set", "budget.rounds=3", "--set", "system.n_devices=50", "--set", "run.clients_per_round=5"]
     first = runner.invoke(app, ["run", str(SCENARIO_DIR / "physics_10k.toml"), *small, "--out", str(tmp_path / "a"), "-q"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learning.data.datasets import (
+from edgesim.learning.data.datasets import (
     DATASET_NAMES,
     Dataset,
     DatasetError,
@@ -445,7 +445,7 @@ def test_digits_are_scikit_learns_split_without_importing_it():
     from sklearn.datasets import load_digits as sk_digits
     from sklearn.model_selection import train_test_split
 
-    from learning.data.datasets import _image_dataset
+    from edgesim.learning.data.datasets import _image_dataset
 
     bunch = sk_digits()
     x, y = bunch.images[:, None], bunch.target.astype(np.int64)
@@ -454,7 +454,7 @@ def test_digits_are_scikit_learns_split_without_importing_it():
     for key in ("x_train", "y_train", "x_test", "y_test"):
         np.testing.assert_array_equal(getattr(got, key), getattr(want, key))
     assert (got.mean, got.std) == (want.mean, want.std)
-    probe = ("import sys; from learning.data.datasets import load_digits; load_digits(); "
+    probe = ("import sys; from edgesim.learning.data.datasets import load_digits; load_digits(); "
              "print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[1], capture_output=True,
                           text=True, timeout=120)
@@ -501,7 +501,7 @@ def test_dataset_validates_its_arrays():
 def test_load_cinic10_from_tiny_pngs(tmp_path):
     from PIL import Image
 
-    from learning.data.datasets import load_cinic10
+    from edgesim.learning.data.datasets import load_cinic10
 
     root = tmp_path / "cinic-10"
     classes = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -527,7 +527,7 @@ def test_load_cinic10_from_tiny_pngs(tmp_path):
 
 def _numbered(n_train: int, n_test: int):
     """A 10-class image data set whose every image is filled with its own number (train i: i; test j: -1 - j)."""
-    from learning.data.datasets import Dataset
+    from edgesim.learning.data.datasets import Dataset
 
     img = lambda values: np.repeat(np.asarray(values, np.float32)[:, None, None, None], 64, 1).reshape(-1, 1, 8, 8)
     return Dataset("numbered", "image", img(np.arange(n_train)), np.arange(n_train) % 10,
@@ -539,8 +539,8 @@ def test_a_validation_split_replaces_the_test_split_and_leaves_the_devices_data_
     and every device trains on exactly what it holds without the option."""
     import torch
 
-    from learning.context import build_context
-    from scenarios.schema import load_scenario
+    from edgesim.learning.context import build_context
+    from edgesim.scenarios.schema import load_scenario
 
     ds = _numbered(900, 300)
 
@@ -566,8 +566,8 @@ def test_a_validation_split_replaces_the_test_split_and_leaves_the_devices_data_
 
 def test_a_validation_split_needs_room_outside_the_train_pool(tiny_scenario, tmp_path):
     from edgesim.config import ConfigError
-    from learning.context import build_context
-    from scenarios.schema import load_scenario
+    from edgesim.learning.context import build_context
+    from edgesim.scenarios.schema import load_scenario
 
     with pytest.raises(ConfigError, match=r"validation_size.*train_pool_size"):
         load_scenario(tiny_scenario, ["data.validation_size=100"])
@@ -579,8 +579,8 @@ def test_a_validation_split_needs_room_outside_the_train_pool(tiny_scenario, tmp
 
 def test_devices_that_share_a_test_set_share_their_validation_set(tiny_scenario):
     """Labels at the server: every device is tested on one global set, so they share one validation set too."""
-    from learning.context import build_context
-    from scenarios.schema import load_scenario
+    from edgesim.learning.context import build_context
+    from edgesim.scenarios.schema import load_scenario
 
     sc = load_scenario(tiny_scenario, ['data.partition="labels_at_server"', "data.server_labeled=100",
                                        "data.train_pool_size=500", "data.validation_size=200", "data.test_size=60"])

@@ -14,13 +14,13 @@ from edgesim.engine import Simulation
 from edgesim.plan import slowest_device_constants
 from edgesim.radio import shannon_rate_bps
 from edgesim.selection import assignment, best_selection
-from learning.algorithms import REGISTRY
-from learning.algorithms.dofed_spp import DofedSppConfig, auto_cycles, phase_cycles
-from learning.context import build_context
-from learning.pca import compressed_bits
-from learning.sizing import resolve_workload
-from scenarios.run import run_scenario
-from scenarios.schema import load_scenario
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.dofed_spp import DofedSppConfig, auto_cycles, phase_cycles
+from edgesim.learning.context import build_context
+from edgesim.learning.pca import compressed_bits
+from edgesim.learning.sizing import resolve_workload
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import load_scenario
 
 # Digits, SUBSET over 3 class clusters, 6 identical devices (fixed channel gain): per device 83 train,
 # 2 labelled and 32 unlabelled target samples. T/G = 1 s leaves room for only some (B, K).
@@ -187,7 +187,7 @@ def test_plan_counts_the_target_model_a_round_trains(tiny):
 
     from typer.testing import CliRunner
 
-    from scenarios.cli import app
+    from edgesim.scenarios.cli import app
 
     out = json.loads(CliRunner().invoke(app, ["plan", str(tiny), "--json"]).stdout)
     _, _, alg = _setup(tiny)
@@ -250,8 +250,8 @@ def test_end_to_end_through_run_scenario(tiny, tmp_path):
 def test_pseudo_labels_per_device_equal_one_stacked_call(tiny):
     import torch
 
-    from learning.inference import predict_proba
-    from learning.pseudo_labels import batched_pseudo_labels, weight_matrix
+    from edgesim.learning.inference import predict_proba
+    from edgesim.learning.pseudo_labels import batched_pseudo_labels, weight_matrix
 
     sc, ctx, alg = _setup(tiny)
     Simulation(sc.system, sc.budget, alg, seed=sc.seed).run_round()
@@ -271,8 +271,8 @@ def test_paper_scenarios_give_the_models_numbers(name):
     """The paper-setting scenarios hold explicit numbers (no data here): they must be the models' own."""
     from pathlib import Path
 
-    from learning.data.partitions import dofed_sizes
-    from learning.models import build_model, flops_per_sample, model_bits
+    from edgesim.learning.data.partitions import dofed_sizes
+    from edgesim.learning.models import build_model, flops_per_sample, model_bits
 
     shape, classes, vocab, model = {
         "cifar10": ((3, 32, 32), 10, None, "cnn"),

@@ -10,8 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from learning.device import compute_device
-from learning.executors import (
+from edgesim.learning.device import compute_device
+from edgesim.learning.executors import (
     LocalObjective,
     LocalTrainConfig,
     SequentialExecutor,
@@ -22,9 +22,9 @@ from learning.executors import (
     make_executor,
     stack_params,
 )
-from learning.inference import evaluate, predict_proba
-from learning.optim import SGD
-from learning.models import build_model, draw_seed
+from edgesim.learning.inference import evaluate, predict_proba
+from edgesim.learning.optim import SGD
+from edgesim.learning.models import build_model, draw_seed
 
 SIZES = (37, 64, 5, 0, 50)  # unequal, one client without data
 TOL = 1e-5
@@ -431,7 +431,7 @@ def test_a_batch_with_one_value_per_channel_trains_and_keeps_the_statistics():
 
 def test_batchnorm_of_a_row_less_client_stays_at_the_input_scale():
     """A client whose steps are over feeds padding rows with mask 0: no statistics, so unit variance, not 1/√ε."""
-    from learning.layers import BatchNorm2d, ForwardState, forward_state
+    from edgesim.learning.layers import BatchNorm2d, ForwardState, forward_state
 
     bn = BatchNorm2d(3).train()
     x = torch.randn(4, 3, 2, 2) * 5
@@ -443,8 +443,8 @@ def test_batchnorm_of_a_row_less_client_stays_at_the_input_scale():
 
 def test_a_finished_clients_loss_does_not_poison_its_reported_loss():
     """The loss of a padded no-op step may be anything (here NaN); it is never added to the client's mean loss."""
-    from learning.executors import LocalTask, Stream
-    from learning.optim import SGD
+    from edgesim.learning.executors import LocalTask, Stream
+    from edgesim.learning.optim import SGD
 
     def loss(net, b, key):
         (out,) = net.logits(b, "x")

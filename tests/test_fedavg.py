@@ -7,12 +7,12 @@ import torch
 
 from edgesim.backend import RoundOutcome
 from edgesim.engine import Simulation
-from learning.aggregation import merge, split_keys, weighted_average
-from learning.algorithms import REGISTRY
-from learning.algorithms.fedavg import FedAvg, FedAvgConfig, FedProxConfig, batchnorm_keys
-from learning.context import build_context
-from learning.models import build_model
-from scenarios.schema import load_scenario
+from edgesim.learning.aggregation import merge, split_keys, weighted_average
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.fedavg import FedAvg, FedAvgConfig, FedProxConfig, batchnorm_keys
+from edgesim.learning.context import build_context
+from edgesim.learning.models import build_model
+from edgesim.scenarios.schema import load_scenario
 
 
 def test_weighted_average_by_hand():
@@ -111,7 +111,7 @@ FAMILY = ("fedavg_sl", "fedprox_sl", "fedbn_sl", "fedavg_labeled", "fixavg", "fi
 
 
 def test_the_issue_names_are_registered_as_config_values_of_one_family():
-    from learning.algorithms.fedavg import FedAvgConfig as Base
+    from edgesim.learning.algorithms.fedavg import FedAvgConfig as Base
 
     assert set(FAMILY) <= set(REGISTRY)
     for name in FAMILY[:-1]:
@@ -168,7 +168,7 @@ def test_scaled_bits_follow_a_given_model_size(tiny_scenario):
 
 def test_fixmatch_cycles_count_the_unlabelled_views(tiny_scenario):
     """Hand count: the stream with more batches per epoch sets the steps; B labelled + 2 × 7B unlabelled rows each."""
-    pytest.importorskip("learning.augment")
+    pytest.importorskip("edgesim.learning.augment")
     sc, ctx = _ctx(tiny_scenario)
     alg = REGISTRY["fixavg"].build(ctx, REGISTRY["fixavg"].config_cls())
     plan = alg.plan_round(Simulation(sc.system, sc.budget, alg, seed=sc.seed).system_view())
@@ -183,7 +183,7 @@ def test_fixmatch_cycles_count_the_unlabelled_views(tiny_scenario):
 
 @pytest.mark.parametrize("name", ["fixavg", "fedavg_uda", "fedper", "lg_fedavg", "pfedme", "fedbn_sl"])
 def test_variants_run_and_repeat_exactly(tiny_scenario, name):
-    pytest.importorskip("learning.augment")
+    pytest.importorskip("edgesim.learning.augment")
     sc, ctx = _ctx(tiny_scenario)
     first = _run(sc, REGISTRY[name].build(ctx, REGISTRY[name].config_cls()))
     again = _run(sc, REGISTRY[name].build(ctx, REGISTRY[name].config_cls()))
@@ -194,7 +194,7 @@ def test_variants_run_and_repeat_exactly(tiny_scenario, name):
 
 def test_pfedme_lr_overrides_the_train_lr(tiny_scenario):
     """``[algorithms.pfedme] lr`` trains exactly as ``[train] lr`` set to it would, and differs from the default."""
-    from learning.algorithm_configs.pfedme import PFedMeConfig
+    from edgesim.learning.algorithm_configs.pfedme import PFedMeConfig
 
     def metrics(cfg, *overrides):
         sc, ctx = _ctx(tiny_scenario, *overrides)

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad
 
 from edgesim.engine import Simulation
-from learning.algorithms import REGISTRY
-from learning.algorithms.feddure import (
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.feddure import (
     C_REG,
     F_REG,
     FedDureConfig,
@@ -27,13 +27,13 @@ from learning.algorithms.feddure import (
     virtual_step_loss,
     weighted_mean,
 )
-from learning.context import build_context
-from learning.costs import task_cycles, training_passes
-from learning.executors import SequentialExecutor, VmapExecutor
-from learning.layers import BatchNorm2d, name_layers
-from learning.models import build_model, flops_per_sample
-from scenarios.run import run_scenario
-from scenarios.schema import load_scenario
+from edgesim.learning.context import build_context
+from edgesim.learning.costs import task_cycles, training_passes
+from edgesim.learning.executors import SequentialExecutor, VmapExecutor
+from edgesim.learning.layers import BatchNorm2d, name_layers
+from edgesim.learning.models import build_model, flops_per_sample
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import load_scenario
 from test_resume import _crashing
 
 FEDDURE_TINY = ['data.partition="feddure_iid_iid"', "data.labels_per_class=3",
@@ -294,7 +294,7 @@ def test_bad_options_are_one_clear_error():
 
 
 def test_a_shared_test_set_is_one_copy_and_one_evaluation(tiny_scenario):
-    from learning.algorithms.common import evaluate_personal, evaluate_shared, labeling_accuracy
+    from edgesim.learning.algorithms.common import evaluate_personal, evaluate_shared, labeling_accuracy
 
     sc, ctx = _ctx(tiny_scenario, "data.test_size=40")
     assert all(c.x_test is ctx.clients[0].x_test for c in ctx.clients) and ctx.clients[0].x_test.shape[0] == 40
@@ -309,7 +309,7 @@ def test_a_shared_test_set_is_one_copy_and_one_evaluation(tiny_scenario):
 def test_the_papers_full_setting_plans_without_the_data(path, tmp_path):
     from typer.testing import CliRunner
 
-    from scenarios.cli import app
+    from edgesim.scenarios.cli import app
 
     # the data set is pointed at an empty folder: planning must not need it
     result = CliRunner().invoke(app, ["plan", str(path), "--json", "--set", f'data.data_dir="{tmp_path}"'])

@@ -13,10 +13,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from learning.algorithm_configs.feddure import FedDureConfig
-from learning.algorithm_configs.feddure_code import FedDureCodeConfig
-from learning.algorithms import REGISTRY
-from learning.algorithms.feddure_code import (
+from edgesim.learning.algorithm_configs.feddure import FedDureConfig
+from edgesim.learning.algorithm_configs.feddure_code import FedDureCodeConfig
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.feddure_code import (
     STUDENT,
     make_task,
     phase_passes,
@@ -26,10 +26,10 @@ from learning.algorithms.feddure_code import (
     steps_per_epoch,
     uda_ramp,
 )
-from learning.costs import task_cycles
-from learning.executors import SequentialExecutor, View
-from scenarios.run import run_scenario
-from scenarios.schema import load_scenario
+from edgesim.learning.costs import task_cycles
+from edgesim.learning.executors import SequentialExecutor, View
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import load_scenario
 from test_feddure import _both_executors, _bn_model
 
 

@@ -12,11 +12,11 @@ import torch.nn.functional as F
 
 from edgesim.backend import RoundOutcome
 from edgesim.engine import Simulation
-from learning.algorithms import REGISTRY
-from learning.algorithms.fedbe import FedBEConfig, dirichlet_sample, sharpen, swag_sample
-from learning.algorithms.fedfomo import affinity_update, epsilon_greedy, fomo_update, fomo_weights
-from learning.context import build_context
-from scenarios.schema import load_scenario
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.fedbe import FedBEConfig, dirichlet_sample, sharpen, swag_sample
+from edgesim.learning.algorithms.fedfomo import affinity_update, epsilon_greedy, fomo_update, fomo_weights
+from edgesim.learning.context import build_context
+from edgesim.scenarios.schema import load_scenario
 
 TINY = """
 name = "tiny_baselines"

@@ -10,10 +10,10 @@ import matplotlib.pyplot as plt
 import pytest
 from test_plots import fake_run  # noqa: F401  (hand-made run folders)
 
-from plots.curves import plot_accuracy, plot_runs
-from plots.sweep import Sweep, plot_final_accuracy_heatmap, plot_sweep, plot_sweep_curves, plot_tta_vs_bandwidth
-from scenarios.runfolder import csv_text
-from scenarios.sweep import make_spec, sweep_rows
+from edgesim.plots.curves import plot_accuracy, plot_runs
+from edgesim.plots.sweep import Sweep, plot_final_accuracy_heatmap, plot_sweep, plot_sweep_curves, plot_tta_vs_bandwidth
+from edgesim.scenarios.runfolder import csv_text
+from edgesim.scenarios.sweep import make_spec, sweep_rows
 
 
 def make_sweep(tmp_path: Path, local_reaches: bool = True) -> Path:
@@ -38,7 +38,7 @@ def make_sweep(tmp_path: Path, local_reaches: bool = True) -> Path:
 def figures(monkeypatch):
     """The figures the plotting functions close, kept open for inspection."""
     kept = []
-    monkeypatch.setattr("plots.curves.plt.close", lambda fig: kept.append(fig))
+    monkeypatch.setattr("edgesim.plots.curves.plt.close", lambda fig: kept.append(fig))
     yield kept
     monkeypatch.undo()
     for fig in kept:

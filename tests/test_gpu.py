@@ -15,10 +15,10 @@ import torch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-from learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor  # noqa: E402
-from learning.models import build_model  # noqa: E402
-from learning.objectives import cross_entropy_loss, fixmatch_loss  # noqa: E402
-from learning.optim import SGD  # noqa: E402
+from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor  # noqa: E402
+from edgesim.learning.models import build_model  # noqa: E402
+from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss  # noqa: E402
+from edgesim.learning.optim import SGD  # noqa: E402
 
 CUDA = torch.device("cuda")
 
@@ -87,7 +87,7 @@ def max_diff(a, b):
 @pytest.mark.parametrize("objective", ["supervised", "fixmatch"])
 def test_executors_on_gpu_equal_the_cpu(model_name, objective, no_tf32):
     if objective == "fixmatch":
-        pytest.importorskip("learning.augment")
+        pytest.importorskip("edgesim.learning.augment")
     shape = (1, 16, 16)
     # FixMatch in float64: its confidence mask and argmax pseudo-labels are discontinuous, so float32 rounding
     # differences between kernels can flip one and the runs part (a ResNet-9 on 2×2 maps amplifies that)
@@ -100,7 +100,7 @@ def test_executors_on_gpu_equal_the_cpu(model_name, objective, no_tf32):
         task = LocalTask(loss=cross_entropy_loss(), optimizer=SGD(0.05, 0.9), streams=(Stream("main", 8),))
         streams = [{"main": {"x": d["x"], "y": d["y"]}} for d in data]
     else:
-        from learning.augment import make_augmentation
+        from edgesim.learning.augment import make_augmentation
 
         weak, strong = make_augmentation("weak", shape), make_augmentation("strong", shape, (0.5,) * shape[0], (0.25,) * shape[0])
         task = LocalTask(loss=fixmatch_loss(threshold=0.5), optimizer=SGD(0.01, 0.9, nesterov=True),
@@ -160,10 +160,10 @@ def test_no_per_step_host_syncs():
 
 @pytest.mark.parametrize("executor", ["sequential", "vmap"])
 def test_every_registered_algorithm_runs_on_the_gpu(tmp_path, executor):
-    pytest.importorskip("learning.augment")
-    from learning.algorithms import REGISTRY
-    from scenarios.run import run_scenario
-    from scenarios.schema import load_scenario
+    pytest.importorskip("edgesim.learning.augment")
+    from edgesim.learning.algorithms import REGISTRY
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     dofed = {"dofed_spp", "fedfomo", "fedbe"}
     names = sorted(REGISTRY)
@@ -179,8 +179,8 @@ def test_every_registered_algorithm_runs_on_the_gpu(tmp_path, executor):
 
 def _killed_run(tmp_path, name, algs):
     """A run (device "auto": the GPU here) stopped by Ctrl-C after fedbn's second round, checkpoints every round."""
-    from scenarios.run import run_scenario
-    from scenarios.schema import load_scenario
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     path = scenario(tmp_path, algs, model="resnet9", every=1, name=name, device="auto")
     out = tmp_path / name
@@ -207,8 +207,8 @@ def test_gpu_checkpoint_resumes_on_gpu_and_on_cpu(tmp_path, deterministic):
     import subprocess
     import sys
 
-    from scenarios.run import run_scenario
-    from scenarios.schema import load_scenario
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     algs = ["fedavg", "fedbn"]
     full = run_scenario(load_scenario(scenario(tmp_path, algs, model="resnet9", every=1, name="full", device="auto")),
@@ -218,8 +218,8 @@ def test_gpu_checkpoint_resumes_on_gpu_and_on_cpu(tmp_path, deterministic):
     assert (resumed / "rounds.csv").read_bytes() == (full / "rounds.csv").read_bytes()
     # the same GPU checkpoints, resumed by a process that sees no GPU
     path, out = _killed_run(tmp_path, "on_cpu", algs)
-    code = ("import sys; from pathlib import Path; from scenarios.run import run_scenario; "
-            "from scenarios.schema import load_scenario; import torch; assert not torch.cuda.is_available(); "
+    code = ("import sys; from pathlib import Path; from edgesim.scenarios.run import run_scenario; "
+            "from edgesim.scenarios.schema import load_scenario; import torch; assert not torch.cuda.is_available(); "
             "run_scenario(load_scenario(Path(sys.argv[1])), Path(sys.argv[2]), resume=True)")
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     subprocess.run([sys.executable, "-c", code, str(path), str(out)], check=True, env=env,
@@ -232,8 +232,8 @@ def test_gpu_checkpoint_resumes_on_gpu_and_on_cpu(tmp_path, deterministic):
 
 
 def test_same_seed_twice_on_the_gpu_is_identical_with_deterministic_algorithms(tmp_path, deterministic):
-    from scenarios.run import run_scenario
-    from scenarios.schema import load_scenario
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     a = run_scenario(load_scenario(scenario(tmp_path, ["fedavg", "fedbn"], model="resnet9", name="a")), tmp_path / "a")
     b = run_scenario(load_scenario(scenario(tmp_path, ["fedavg", "fedbn"], model="resnet9", name="b")), tmp_path / "b")
@@ -242,8 +242,8 @@ def test_same_seed_twice_on_the_gpu_is_identical_with_deterministic_algorithms(t
 
 def test_default_scenario_on_the_gpu(tmp_path):
     """The bundled scenario's run folder on the GPU: complete, and each round's accuracy that of the CPU run ± 0.05."""
-    from scenarios.run import run_scenario
-    from scenarios.schema import DEFAULT_SCENARIO, load_scenario
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.schema import DEFAULT_SCENARIO, load_scenario
 
     runs = {d: rows(run_scenario(load_scenario(DEFAULT_SCENARIO, [f"train.device='{d}'", "run.rounds=10"]),
                                  tmp_path / d)) for d in ("cuda", "cpu")}

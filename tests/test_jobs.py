@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scenarios.cli import app
-from scenarios.run import run_scenario
-from scenarios.schema import load_scenario
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import load_scenario
 
 runner = CliRunner()
 CKPT = ["run.checkpoint_every=1", "budget.rounds=4"]
@@ -61,7 +61,7 @@ def test_a_killed_parallel_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path
     reference = run_scenario(load_scenario(tiny_scenario, CKPT), tmp_path / "reference")
     out = tmp_path / "killed"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "scenarios.cli", "run", str(tiny_scenario), "--out", str(out), "-q", "--jobs", "2"]
+    cmd = [sys.executable, "-m", "edgesim.scenarios.cli", "run", str(tiny_scenario), "--out", str(out), "-q", "--jobs", "2"]
     for s in CKPT:
         cmd += ["--set", s]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
@@ -84,8 +84,8 @@ def test_a_killed_parallel_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path
 
 def test_algorithms_are_assigned_longest_first_to_the_least_loaded_process(tiny_scenario):
     """Local trains every device, FedAvg and FedProx only K of them: Local's first plan charges the most cycles."""
-    from scenarios.parallel import costs_longest_first, planned_cycles
-    from scenarios.run import _make_backends
+    from edgesim.scenarios.parallel import costs_longest_first, planned_cycles
+    from edgesim.scenarios.run import _make_backends
 
     sc = load_scenario(tiny_scenario)
     build = _make_backends(sc)[0]
@@ -96,7 +96,7 @@ def test_algorithms_are_assigned_longest_first_to_the_least_loaded_process(tiny_
 
 
 def test_assign_is_greedy_longest_first_with_this_process_first():
-    from scenarios.parallel import assign
+    from edgesim.scenarios.parallel import assign
 
     costs = [("local", 8.0), ("fedprox", 5.5), ("fedavg", 5.0)]
     assert assign(costs, 1) == (["local"], ["fedprox", "fedavg"])

@@ -7,10 +7,10 @@ import csv
 import pytest
 import torch
 
-from learning.executors import Batch
-from learning.label_quality import TRUTH, batch_label_aux, finish, label_rates, round_label_metrics
-from scenarios.run import run_scenario
-from scenarios.schema import load_scenario
+from edgesim.learning.executors import Batch
+from edgesim.learning.label_quality import TRUTH, batch_label_aux, finish, label_rates, round_label_metrics
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import load_scenario
 
 
 def test_label_rates_and_finish_by_hand():
@@ -57,7 +57,7 @@ NEW = ("pseudo_label_accuracy", "pseudo_label_accuracy_all")
 
 def test_the_measurement_changes_no_other_metric(tiny_scenario, tmp_path, monkeypatch):
     """The same run with the hidden labels carried and without: every other column is identical, byte for byte."""
-    import learning.algorithms.fedavg as fedavg
+    import edgesim.learning.algorithms.fedavg as fedavg
 
     sets = ['run.algorithms=["fixavg", "fedper"]', "budget.rounds=2", "algorithms.fixavg.threshold=0.5",
             "algorithms.fedper.objective=\"fixmatch\"", "algorithms.fedper.threshold=0.5"]

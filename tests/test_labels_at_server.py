@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from edgesim.engine import Simulation
-from learning.algorithms import REGISTRY
-from learning.algorithms.fedmix import (
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.fedmix import (
     ANCHOR, FedMixConfig, argmax_pseudo_labels, client_loss, fedfreq_weights, mean_squared_distance, mix,
 )
-from learning.context import build_context
-from learning.costs import task_cycles
-from scenarios.schema import load_scenario
+from edgesim.learning.context import build_context
+from edgesim.learning.costs import task_cycles
+from edgesim.scenarios.schema import load_scenario
 
 TINY = """
 name = "tiny_las"
@@ -204,7 +204,7 @@ def test_fedmix_send_sigma_and_views_are_charged(tiny):
 @pytest.mark.parametrize("start,send", [("theta", False), ("persist", True)])
 def test_fedmix_sigma_start_and_anchor(tiny, monkeypatch, start, send):
     """σ^t starts from θ^t or from σ^{t-1}; the clients' anchor is σ^t when it is sent, else θ^t."""
-    import learning.algorithms.fedmix as fedmix_module
+    import edgesim.learning.algorithms.fedmix as fedmix_module
 
     server_starts, client_starts = [], []
     real_server, real_devices = fedmix_module.train_at_server, fedmix_module.train_devices
@@ -257,7 +257,7 @@ def test_fedmix_resume_is_identical(tiny):
 
 # --------------------------------------------------------------------------- FedMatch
 
-from learning.algorithms.fedmatch import (  # noqa: E402
+from edgesim.learning.algorithms.fedmatch import (  # noqa: E402
     PSI, FedMatchConfig, agreement_vote, choose_helpers, compose, hard_threshold,
 )
 
@@ -347,7 +347,7 @@ def test_sigma_psi_split_never_leaks(tiny):
     sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
     plan = alg.plan_round(sim.system_view())
     # σ at the server: ψ frozen, bit for bit
-    from learning.algorithms.common import train_at_server
+    from edgesim.learning.algorithms.common import train_at_server
 
     res = train_at_server(ctx, "fedmatch", 0, {**alg.sigma, **alg.psi}, alg.server_data, alg.server_task)
     assert all(torch.equal(res.params[0][k], psi0[k]) for k in psi0)
@@ -471,7 +471,7 @@ def test_fedmix_supervised_only_equals_server_only(tiny):
 
 
 def test_hold_out_balanced_by_hand():
-    from learning.data.partitions import hold_out_balanced
+    from edgesim.learning.data.partitions import hold_out_balanced
 
     y = np.array([0, 1, 2] * 10)
     idx = np.arange(0, 30, 1)[::2]  # 15 indices: classes 0, 2, 1, 0, 2, 1, ... five of each

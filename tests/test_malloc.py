@@ -1,6 +1,6 @@
-"""learning.malloc: glibc keeps freed memory unless the user opts out."""
+"""edgesim.learning.malloc: glibc keeps freed memory unless the user opts out."""
 
-from learning.malloc import ENV, enabled, keep_freed_memory
+from edgesim.learning.malloc import ENV, enabled, keep_freed_memory
 
 
 def test_opt_out_values():

@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from learning.models import (
+from edgesim.learning.models import (
     MODEL_NAMES,
     DoFedCNN,
     PeerCNN,
@@ -193,7 +193,7 @@ def _state(m):
 
 
 def test_mc_dropout_is_stochastic_but_reproducible(small_resnet):
-    from learning.inference import mc_dropout_proba
+    from edgesim.learning.inference import mc_dropout_proba
 
     x = torch.randn(4, 1, 8, 8)
     s = [_state(small_resnet)]
@@ -208,7 +208,7 @@ def test_mc_dropout_is_stochastic_but_reproducible(small_resnet):
 
 def test_mc_dropout_does_not_depend_on_batching_or_vectorisation(small_resnet):
     """Masks come from (seed, model, pass, sample index): batches of 2 and a loop over models give the same means."""
-    from learning.inference import mc_dropout_proba
+    from edgesim.learning.inference import mc_dropout_proba
 
     x = torch.randn(5, 1, 8, 8)
     s = [_state(small_resnet), {k: (v * 1.1 if v.is_floating_point() else v) for k, v in _state(small_resnet).items()}]
@@ -219,7 +219,7 @@ def test_mc_dropout_does_not_depend_on_batching_or_vectorisation(small_resnet):
 
 
 def test_mc_dropout_keeps_batchnorm_in_eval_and_restores_modes(small_resnet):
-    from learning.inference import mc_dropout_proba
+    from edgesim.learning.inference import mc_dropout_proba
 
     m = small_resnet
     m.train()
@@ -250,14 +250,14 @@ def test_mc_dropout_keeps_batchnorm_in_eval_and_restores_modes(small_resnet):
 
 
 def test_entropy_hand_values():
-    from learning.inference import entropy
+    from edgesim.learning.inference import entropy
 
     assert float(entropy(torch.tensor([0.5, 0.5]))) == pytest.approx(math.log(2))
     assert float(entropy(torch.tensor([1.0, 0.0]))) == 0.0
 
 
 def test_small_cnn_parameters_and_flops_by_hand():
-    from learning.models import flops_per_sample
+    from edgesim.learning.models import flops_per_sample
 
     m = build_model("small_cnn", (1, 28, 28), 10)
     # conv1 8·25 + 8, conv2 16·200 + 16, fc1 256·64 + 64, fc2 64·10 + 10

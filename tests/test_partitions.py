@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learning.data.partitions import (
+from edgesim.learning.data.partitions import (
     ClientSplit,
     class_clusters,
     dirichlet_partition,

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from learning.models import build_model, model_bits
-from learning.pca import (
+from edgesim.learning.models import build_model, model_bits
+from edgesim.learning.pca import (
     compressed_bits,
     compressed_numbers,
     compression_plan,

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from plots.curves import (algorithm_colors, collect, display_name, display_names, draw_accuracy, mean_band, plot_accuracy,
+from edgesim.plots.curves import (algorithm_colors, collect, display_name, display_names, draw_accuracy, mean_band, plot_accuracy,
                           plot_runs)
-from plots.sweep import Sweep, choose_threshold, plot_sweep, value_label
-from scenarios.cli import app
-from scenarios.runfolder import csv_text
-from scenarios.sweep import make_spec, sweep_rows
+from edgesim.plots.sweep import Sweep, choose_threshold, plot_sweep, value_label
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.runfolder import csv_text
+from edgesim.scenarios.sweep import make_spec, sweep_rows
 
 runner = CliRunner()
 HEADER = ("algorithm", "round", "time_s", "cum_bits_up", "cum_energy_j", "accuracy")
@@ -92,7 +92,7 @@ def test_run_figures_have_units_and_names(tmp_path):
 
 def _legend_of_plot_accuracy(run_dirs, tmp_path, monkeypatch) -> list[str]:
     shown = []
-    monkeypatch.setattr("plots.curves.plt.close", lambda fig: shown.append(fig))
+    monkeypatch.setattr("edgesim.plots.curves.plt.close", lambda fig: shown.append(fig))
     plot_accuracy(run_dirs, tmp_path / "a.png")
     legend = shown[0].axes[0].get_legend()
     texts = [t.get_text() for t in legend.get_texts()] + [t.get_text() for t in shown[0].axes[0].texts]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scenarios.cli import app
+from edgesim.scenarios.cli import app
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_an_algorithm.md"
 runner = CliRunner()
@@ -30,7 +30,7 @@ def doc_files() -> dict[str, str]:
 
 def edgesim(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -92,7 +92,7 @@ def test_a_missing_plugin_is_one_clear_line(tiny_scenario, tmp_path):
 
 
 def test_a_broken_entry_point_names_itself(monkeypatch):
-    from learning import plugins
+    from edgesim.learning import plugins
 
     class Broken:
         name, value, dist = "broken", "broken_pkg.mod", None
@@ -109,7 +109,7 @@ def test_a_broken_entry_point_names_itself(monkeypatch):
 
 MODEL_PLUGIN = '''
 """A model plugin: registered torch-free, its builder imported (with torch) only to build."""
-from learning.model_registry import MODELS, ModelSpec
+from edgesim.learning.model_registry import MODELS, ModelSpec
 
 MODELS.add(ModelSpec("tiny_mlp", "image", "my_models:build", "a one-hidden-layer MLP (a plugin)"))
 

@@ -156,7 +156,7 @@ def test_any_scenario_table_and_set_validates_or_is_a_config_error(tmp_path, tab
     except (TypeError, ValueError):  # not representable as TOML (e.g. mixed-type arrays): write raw text
         path.write_text(repr(table))
     try:
-        from scenarios.schema import load_scenario
+        from edgesim.scenarios.schema import load_scenario
 
         load_scenario(path, sets)
     except ConfigError:
@@ -166,7 +166,7 @@ def test_any_scenario_table_and_set_validates_or_is_a_config_error(tmp_path, tab
 @SETTINGS
 @given(grid=st.lists(grid_strings, min_size=1, max_size=2), seeds=st.one_of(st.none(), st.integers(-2, 3)))
 def test_any_grid_string_parses_or_is_a_config_error(grid, seeds):
-    from scenarios.sweep import make_spec, validate_runs
+    from edgesim.scenarios.sweep import make_spec, validate_runs
 
     try:
         spec = make_spec(None, grid, seeds, ["run.backend='parametric'"])
@@ -185,7 +185,7 @@ HEADERS = ["algorithm", "round", "time_s", "accuracy", "cum_bits_up", "cum_energ
 @given(header=st.lists(st.sampled_from(HEADERS), max_size=7, unique=True),
        rows=st.lists(st.lists(cells, max_size=8), max_size=4), raw=st.one_of(st.none(), st.binary(max_size=40)))
 def test_any_malformed_rounds_csv_reads_or_is_a_config_error(tmp_path, header, rows, raw):
-    from plots.curves import collect
+    from edgesim.plots.curves import collect
 
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
@@ -203,7 +203,7 @@ def test_any_malformed_rounds_csv_reads_or_is_a_config_error(tmp_path, header, r
        spec=st.one_of(st.just('{"grid": [{"key": "system.bandwidth_hz", "values": [1e6]}]}'),
                       st.text(max_size=20), st.just('{"grid": 3}'), st.just("[]")))
 def test_any_malformed_sweep_folder_reads_or_is_a_config_error(tmp_path, rows, spec):
-    from plots.sweep import Sweep
+    from edgesim.plots.sweep import Sweep
 
     folder = tmp_path / "sweep"
     folder.mkdir(exist_ok=True)
@@ -220,7 +220,7 @@ def test_any_malformed_sweep_folder_reads_or_is_a_config_error(tmp_path, rows, s
 
 # --- [algorithms.*] tables of every registered algorithm, and the parametric backend ------------------------------
 
-from learning.algorithm_configs import ALGORITHMS  # noqa: E402  (torch-free)
+from edgesim.learning.algorithm_configs import ALGORITHMS  # noqa: E402  (torch-free)
 
 ALGORITHM_KEYS = {name: [f.name for f in __import__("dataclasses").fields(spec.config_cls)] + ["nope"]
                   for name, spec in ALGORITHMS.items()}
@@ -234,7 +234,7 @@ algorithm_tables = st.sampled_from(sorted(ALGORITHMS)).flatmap(lambda name: st.t
        model=st.sampled_from(["cnn", "text", "resnet9"]), run_them=st.booleans())
 def test_any_algorithms_table_validates_or_is_a_config_error(tmp_path, tables, n_devices, partition, model, run_them):
     """Every registered algorithm's table, run or not, on any cell: validates or is one ConfigError."""
-    from scenarios.schema import load_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     algs = {name: table for name, table in tables}
     scenario = {"system": {"n_devices": n_devices}, "data": {"partition": partition}, "train": {"model": model},
@@ -260,7 +260,7 @@ def test_any_algorithms_table_validates_or_is_a_config_error(tmp_path, tables, n
 def test_any_parametric_table_validates_or_is_a_config_error_and_runs(tmp_path, table, rounds):
     """A physics-only scenario's [parametric] table: refused with one ConfigError, or its run's accuracies
     stay in [0, 1] and its bits are finite."""
-    from scenarios.schema import load_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     path = tmp_path / "par.toml"
     scenario = {"workload": {"model_bits": 1e6}, "budget": {"rounds": rounds}, "run": {"backend": "parametric"},

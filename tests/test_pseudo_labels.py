@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, ensemble_scores, weight_matrix
+from edgesim.learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, ensemble_scores, weight_matrix
 
 # Two models, three samples, three classes.
 P = torch.tensor(

@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 
 from edgesim.config import ConfigError
-from learning.algorithms import REGISTRY, AlgorithmSpec, register
-from learning.config import DataConfig, TrainConfig
-from learning.context import make_partition
-from learning.data import partitions as P
-from learning.data.datasets import _MEDMNIST, DATASETS, Dataset, DatasetError, load_dataset
-from learning.data.partitions import PARTITIONS
-from learning.model_registry import MODELS
-from learning.models import build_model
-from learning.registry import Registry, resolve
-from scenarios.schema import load_scenario
+from edgesim.learning.algorithms import REGISTRY, AlgorithmSpec, register
+from edgesim.learning.config import DataConfig, TrainConfig
+from edgesim.learning.context import make_partition
+from edgesim.learning.data import partitions as P
+from edgesim.learning.data.datasets import _MEDMNIST, DATASETS, Dataset, DatasetError, load_dataset
+from edgesim.learning.data.partitions import PARTITIONS
+from edgesim.learning.model_registry import MODELS
+from edgesim.learning.models import build_model
+from edgesim.learning.registry import Registry, resolve
+from edgesim.scenarios.schema import load_scenario
 
 DISPLAY = {"fedavg": "FedAvg", "fedprox": "FedProx", "fedbn": "FedBN", "local": "Local", "dofed_spp": "DoFed-SPP",
            "fedfomo": "FedFomo", "fedbe": "FedBE"}
@@ -122,8 +122,8 @@ def test_every_algorithm_has_its_display_name():
 
 
 def test_register_keeps_its_signature_and_defaults_display_to_the_name(monkeypatch):
-    monkeypatch.setattr("learning.algorithms.registry.REGISTRY", dict(REGISTRY))
-    from learning.algorithms import registry
+    monkeypatch.setattr("edgesim.learning.algorithms.registry.REGISTRY", dict(REGISTRY))
+    from edgesim.learning.algorithms import registry
 
     @register("plain", object)
     def build_plain(ctx, cfg):
@@ -173,9 +173,9 @@ def test_registry_refuses_a_name_twice_and_resolves_lazy_references():
     reg.add(SimpleNamespace(name="a"))
     with pytest.raises(ValueError, match="widget 'a' is registered twice"):
         reg.add(SimpleNamespace(name="a"))
-    assert reg.names == ("a",) and resolve("learning.registry:Registry") is Registry
+    assert reg.names == ("a",) and resolve("edgesim.learning.registry:Registry") is Registry
     with pytest.raises(ValueError, match="must be 'package.module:attribute'"):
-        resolve("learning.registry")
+        resolve("edgesim.learning.registry")
 
 
 # --------------------------------------------------------------------------- MedMNIST names
@@ -208,8 +208,8 @@ def test_each_medmnist_flag_validates_in_a_scenario_and_loads(flag, tmp_path):
 
 def test_model_weight_layers_match_the_built_models():
     """``ModelSpec.weight_layers`` (read torch-free by LG-FedAvg's check) is what the built model has."""
-    from learning.algorithms.fedavg import _weight_layers
-    from learning.model_registry import MODELS
+    from edgesim.learning.algorithms.fedavg import _weight_layers
+    from edgesim.learning.model_registry import MODELS
 
     for name, spec in MODELS.items():
         shape = (20,) if spec.input == "text" else (3, 32, 32)
@@ -218,7 +218,7 @@ def test_model_weight_layers_match_the_built_models():
 
 
 def test_every_algorithm_is_declared_torch_free_and_built_by_its_module():
-    from learning.algorithm_configs import ALGORITHMS
+    from edgesim.learning.algorithm_configs import ALGORITHMS
 
     assert ALGORITHMS is REGISTRY
     for name, spec in REGISTRY.items():

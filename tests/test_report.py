@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import TINY_SCENARIO
-from plots.runs import (
+from edgesim.plots.runs import (
     RunDataError,
     check_one_scenario,
     crossing,
@@ -24,8 +24,8 @@ from plots.runs import (
     scenario_differences,
     scenario_fingerprint,
 )
-from scenarios.cli import app
-from scenarios.sweep import make_spec, run_sweep
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.sweep import make_spec, run_sweep
 
 runner = CliRunner()
 FAST = ["run.algorithms=['fedavg', 'local']", "budget.rounds=3"]
@@ -200,6 +200,6 @@ def test_the_report_never_imports_torch():
     import subprocess
     import sys
 
-    probe = ("import sys, plots.runs, plots.report, plots.report_figures, scenarios.report\n"
+    probe = ("import sys, edgesim.plots.runs, edgesim.plots.report, edgesim.plots.report_figures, edgesim.scenarios.report\n"
              "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[1]).returncode == 0

@@ -17,11 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from edgesim.config import ConfigError
-from learning.algorithms import REGISTRY
-from scenarios.cli import app
-from scenarios.run import run_scenario
-from scenarios.runfolder import MARKER
-from scenarios.schema import load_scenario
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.runfolder import MARKER
+from edgesim.scenarios.schema import load_scenario
 
 runner = CliRunner()
 OUTPUTS = ("rounds.csv", "devices.csv", "events.csv", "summary.json")
@@ -31,7 +31,7 @@ CKPT = ["run.checkpoint_every=1", "budget.rounds=4"]
 
 def _start_run(scenario: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # as the in-process runs (conftest)
-    cmd = [sys.executable, "-m", "scenarios.cli", "run", str(scenario), "--out", str(out), "-q", *extra]
+    cmd = [sys.executable, "-m", "edgesim.scenarios.cli", "run", str(scenario), "--out", str(out), "-q", *extra]
     for s in CKPT:
         cmd += ["--set", s]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -10,13 +10,13 @@ import math
 import pytest
 
 from edgesim.config import ConfigError
-from learning.algorithms import REGISTRY
-from learning.algorithms.common import DivergenceError, check_losses
-from learning.executors import LocalTrainResult
-from plots.curves import display_names
-from scenarios.run import run_scenario
-from scenarios.runfolder import MARKER
-from scenarios.schema import load_scenario
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.common import DivergenceError, check_losses
+from edgesim.learning.executors import LocalTrainResult
+from edgesim.plots.curves import display_names
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.runfolder import MARKER
+from edgesim.scenarios.schema import load_scenario
 
 
 def test_same_scenario_and_seed_give_identical_rounds_csv(tiny_scenario, tmp_path):

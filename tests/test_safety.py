@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from edgesim.config import ConfigError
-from scenarios.cli import app
-from scenarios.run import run_scenario
-from scenarios.runfolder import MARKER
-from scenarios.schema import load_scenario
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.runfolder import MARKER
+from edgesim.scenarios.schema import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -168,7 +168,7 @@ def _interrupted_run(phys: Path, out: Path, after_rounds: int = 2) -> None:
 
 
 def test_ctrl_c_prints_where_the_folder_is_and_how_to_resume(phys, cwd, monkeypatch):
-    from scenarios import progress
+    from edgesim.scenarios import progress
 
     calls = []
 
@@ -242,7 +242,7 @@ def test_truncated_torch_checkpoint_is_one_error_naming_the_file(tmp_path):
 
     import torch
 
-    from scenarios import checkpoint
+    from edgesim.scenarios import checkpoint
 
     buf = io.BytesIO()
     torch.save({"format": 1, "weights": torch.zeros(1000)}, buf)
@@ -403,7 +403,7 @@ def test_plot_on_a_malformed_sweep_csv_is_one_line(phys, tmp_path):
 NO_TORCH = """
 import sys
 from typer.testing import CliRunner
-from scenarios.cli import app
+from edgesim.scenarios.cli import app
 r = CliRunner().invoke(app, ["run", sys.argv[1], "--out", sys.argv[2], "-q"])
 assert r.exit_code == 0, r.output
 r = CliRunner().invoke(app, ["sweep", sys.argv[1], "--out", sys.argv[3], "-q", "--jobs", "1",
@@ -472,7 +472,7 @@ def _records(phys, n=4):
 def test_progress_prints_plain_lines_when_not_a_terminal(phys):
     import io
 
-    from scenarios.progress import RunProgress
+    from edgesim.scenarios.progress import RunProgress
 
     log = io.StringIO()
     with RunProgress(["a", "b"], 4, stream=log) as p:
@@ -485,7 +485,7 @@ def test_progress_prints_plain_lines_when_not_a_terminal(phys):
 
 
 def test_progress_on_a_terminal_has_a_row_per_algorithm(phys):
-    from scenarios.progress import RunProgress, SweepProgress
+    from edgesim.scenarios.progress import RunProgress, SweepProgress
 
     tty = _Tty()
     with RunProgress(["fedavg", "local"], 4, stream=tty) as p:

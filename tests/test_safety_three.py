@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.run import run_scenario
-from scenarios.runfolder import MANIFEST, lock_path
-from scenarios.schema import load_scenario
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.runfolder import MANIFEST, lock_path
+from edgesim.scenarios.schema import load_scenario
 from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ def test_a_live_lock_of_another_process_is_refused(phys, cwd):
 FULL_DISK = """
 import resource, sys
 from typer.testing import CliRunner
-from scenarios.cli import app
+from edgesim.scenarios.cli import app
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.RLIM_INFINITY))
 r = CliRunner().invoke(app, sys.argv[2:])
 print(r.exit_code)
@@ -217,7 +217,7 @@ def test_a_one_round_run_is_drawn_with_markers():
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from plots.curves import draw_accuracy
+    from edgesim.plots.curves import draw_accuracy
 
     fig, ax = plt.subplots()
     draw_accuracy(ax, {"fedavg": [(np.array([2.0]), np.array([0.5]))]}, {"fedavg": "C0"})
@@ -264,7 +264,7 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(phys, cwd):
     big = phys.with_name("long.toml")
     big.write_text(PHYSICS.replace("rounds = 4", "rounds = 2000000").replace("total_time_s = 20", "total_time_s = 1e7"))
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen([sys.executable, "-m", "scenarios.cli", "run", str(big), "--out", "R", "-q"], cwd=cwd,
+    proc = subprocess.Popen([sys.executable, "-m", "edgesim.scenarios.cli", "run", str(big), "--out", "R", "-q"], cwd=cwd,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while not (cwd / "R.incomplete" / "config.toml").exists() and time.time() < deadline:

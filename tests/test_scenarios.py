@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.schema import DEFAULT_SCENARIO, SCENARIO_DIR, ScenarioError, load_scenario, parse_override
+from edgesim.scenarios.schema import DEFAULT_SCENARIO, SCENARIO_DIR, ScenarioError, load_scenario, parse_override
 
 
 def write(tmp_path: Path, text: str) -> Path:

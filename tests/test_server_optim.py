@@ -7,11 +7,11 @@ import torch
 
 from edgesim.config import ConfigError
 from edgesim.engine import Simulation
-from learning.algorithms import REGISTRY
-from learning.algorithms.fedavg import FedAvg, FedAvgConfig
-from learning.context import build_context
-from learning.server_optim import ServerOptimizer
-from scenarios.schema import load_scenario
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.fedavg import FedAvg, FedAvgConfig
+from edgesim.learning.context import build_context
+from edgesim.learning.server_optim import ServerOptimizer
+from edgesim.scenarios.schema import load_scenario
 
 
 def _step(kind, rounds, **kw):

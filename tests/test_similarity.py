@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from learning.similarity import (
+from edgesim.learning.similarity import (
     check_bound,
     cross_entropy_losses,
     device_similarity,
@@ -167,7 +167,7 @@ def test_device_similarity_equals_a_naive_loop(bounds, vectorize):
 
 
 def test_held_losses_vectorised_equals_per_model_calls():
-    from learning.similarity import held_losses
+    from edgesim.learning.similarity import held_losses
 
     model = _model()
     models = _states(5)

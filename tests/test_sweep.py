@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 
 from conftest import TINY_SCENARIO
 from edgesim.config import ConfigError
-from scenarios.cli import app
-from scenarios.runfolder import add_to_manifest
-from scenarios.sweep import make_spec, parse_grid, run_sweep, split_values
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.runfolder import add_to_manifest
+from edgesim.scenarios.sweep import make_spec, parse_grid, run_sweep, split_values
 
 runner = CliRunner()
 # 2 bandwidths x 2 seeds of a 2-round, 2-algorithm tiny scenario.
@@ -149,7 +149,7 @@ def test_a_killed_sweep_resumes_by_skipping_finished_runs(scenario, local_sweep,
 
 def test_a_run_records_the_sweeps_command_not_its_workers(scenario, tmp_path):
     """run.json's command is the sweep's, which the task carries (a Ray worker's own argv is Ray's)."""
-    from scenarios.sweep import run_one
+    from edgesim.scenarios.sweep import run_one
 
     spec = make_spec(scenario, GRID, 1, FAST)
     run = spec.runs()[0]

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from conftest import TINY_SCENARIO
 from edgesim.config import ConfigError
-from scenarios.cli import app
-from scenarios.schema import load_scenario
-from scenarios.sweep import make_spec, run_sweep
-from scenarios.threads import resolve_threads, threads, usable_cores
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.schema import load_scenario
+from edgesim.scenarios.sweep import make_spec, run_sweep
+from edgesim.scenarios.threads import resolve_threads, threads, usable_cores
 
 runner = CliRunner()
 FAST = ["run.algorithms=['fedavg', 'local']", "budget.rounds=2"]
@@ -93,7 +93,7 @@ def test_the_command_ends_after_its_atexit_handlers_and_output_without_the_inter
     import sys
 
     repo = Path(__file__).resolve().parents[1]
-    probe = ("import atexit, sys; from scenarios.cli import exit_now; "
+    probe = ("import atexit, sys; from edgesim.scenarios.cli import exit_now; "
              "atexit.register(lambda: print('handler ran')); print('said', end=''); "
              "print('note', file=sys.stderr, end=''); exit_now({code!r})")
     for code, rc in ((3, 3), (None, 0), ("one line", 1)):

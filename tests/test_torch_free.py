@@ -30,10 +30,10 @@ def test_importing_every_edgesim_module_leaves_torch_out():
 
 SCENARIO_PROBE = """
 import sys
-from learning.data.datasets import DATASETS
-from learning.data.partitions import PARTITIONS
-from learning.model_registry import MODELS
-from scenarios.schema import load_scenario
+from edgesim.learning.data.datasets import DATASETS
+from edgesim.learning.data.partitions import PARTITIONS
+from edgesim.learning.model_registry import MODELS
+from edgesim.scenarios.schema import load_scenario
 sc = load_scenario(sys.argv[1], learning=True)
 assert sc.learning["data"].dataset == "bloodmnist" and sc.learning["train"].model == "resnet9"
 leaked = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))
@@ -57,9 +57,9 @@ def test_the_name_registries_and_loading_a_scenario_leave_torch_out(tmp_path):
 TABLES_PROBE = """
 import sys
 from typer.testing import CliRunner
-from learning.algorithm_configs import ALGORITHMS
-from scenarios.cli import app
-from scenarios.schema import load_scenario
+from edgesim.learning.algorithm_configs import ALGORITHMS
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.schema import load_scenario
 sc = load_scenario(sys.argv[1])
 assert set(sc.learning["algorithms"]) == set(ALGORITHMS), sorted(ALGORITHMS)
 r = CliRunner().invoke(app, ["plan", sys.argv[1]])
@@ -76,9 +76,9 @@ print(len(ALGORITHMS), "algorithms")
 def test_algorithm_tables_plan_and_plot_leave_torch_out(tmp_path):
     """A scenario with an [algorithms.NAME] table for every registered algorithm loads, validates and plans
     torch-free; so does plotting a run folder; and learning/config.py imports nothing of learning/algorithms."""
-    from learning.algorithm_configs import ALGORITHMS
-    from scenarios.run import run_scenario
-    from scenarios.schema import load_scenario
+    from edgesim.learning.algorithm_configs import ALGORITHMS
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     tables = "".join(f"[algorithms.{name}]\n" for name in ALGORITHMS)
     scenario = tmp_path / "s.toml"
@@ -92,4 +92,4 @@ def test_algorithm_tables_plan_and_plot_leave_torch_out(tmp_path):
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr + result.stdout
     config_source = (REPO / "learning" / "config.py").read_text()
-    assert "learning.algorithms" not in config_source.replace("learning.algorithm_configs", "")
+    assert "edgesim.learning.algorithms" not in config_source.replace("edgesim.learning.algorithm_configs", "")

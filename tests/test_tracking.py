@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from scenarios.cli import app
+from edgesim.scenarios.cli import app
 
 runner = CliRunner()
 
@@ -32,7 +32,7 @@ def test_mlflow_gets_the_rounds_and_the_run_folder(tiny_scenario, tmp_path, monk
 
 
 def test_tracking_is_validated_and_off_by_default(tiny_scenario):
-    from scenarios.schema import load_scenario
+    from edgesim.scenarios.schema import load_scenario
 
     assert load_scenario(tiny_scenario).learning["run"].tracking == "none"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--set", "run.tracking=wandb", "--out", "/tmp/never"])
@@ -45,7 +45,7 @@ def test_a_tracker_that_fails_leaves_a_complete_run_and_one_warning(tiny_scenari
     def unreachable(folder):
         raise ConnectionError("tracking server unreachable")
 
-    monkeypatch.setattr("scenarios.run.log_mlflow", unreachable)
+    monkeypatch.setattr("edgesim.scenarios.run.log_mlflow", unreachable)
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--set", "run.tracking=mlflow",
                                  "--set", "run.rounds=1", "--set", "run.algorithms=local", "-q"])

@@ -11,11 +11,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from learning.costs import forward_cycles, stream_rows, task_cycles
-from learning.executors import LocalTask, SequentialExecutor, Stream, VmapExecutor
-from learning.models import build_model
-from learning.objectives import cross_entropy_loss, kl_to_soft, sharpen, soft_target_loss
-from learning.optim import SGD, Adam, Constant, Cosine, make_optimizer
+from edgesim.learning.costs import forward_cycles, stream_rows, task_cycles
+from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, VmapExecutor
+from edgesim.learning.models import build_model
+from edgesim.learning.objectives import cross_entropy_loss, kl_to_soft, sharpen, soft_target_loss
+from edgesim.learning.optim import SGD, Adam, Constant, Cosine, make_optimizer
 
 SIZES = (23, 40, 5, 0)
 
@@ -149,7 +149,7 @@ def test_task_cycles_one_stream_is_eq7():
 @given(st.integers(0, 300), st.integers(0, 300), st.integers(1, 64), st.integers(1, 64), st.integers(1, 4))
 @settings(max_examples=60, deadline=None)
 def test_stream_rows_match_the_executor_schedule(n1, n2, b1, b2, epochs):
-    from learning.executors import task_schedule
+    from edgesim.learning.executors import task_schedule
 
     task = LocalTask(loss=cross_entropy_loss(), optimizer=SGD(0.1), epochs=epochs,
                      streams=(Stream("a", b1), Stream("b", b2)))
@@ -226,10 +226,10 @@ def test_frozen_sigma_trainable_psi_split(cnn, data):
 
 def test_resnet9_fixmatch_style_joint_forward_with_views():
     """ResNet-9 (BatchNorm + dropout) with weak/strong views of the unlabelled stream, float64."""
-    pytest.importorskip("learning.augment")
-    from learning.augment import make_augmentation
-    from learning.executors import View
-    from learning.objectives import fixmatch_loss
+    pytest.importorskip("edgesim.learning.augment")
+    from edgesim.learning.augment import make_augmentation
+    from edgesim.learning.executors import View
+    from edgesim.learning.objectives import fixmatch_loss
 
     model = build_model("resnet9", (1, 8, 8), 10, seed=0).double()
     g = torch.Generator().manual_seed(2)
@@ -259,9 +259,9 @@ def test_kl_and_sharpen_hand_values():
 
 def test_fixmatch_loss_hand_value():
     """One confident unlabelled sample counts, one below τ does not; the mean is over all μB rows."""
-    from learning.executors import Batch, Net
-    from learning.layers import ForwardState
-    from learning.objectives import fixmatch_loss
+    from edgesim.learning.executors import Batch, Net
+    from edgesim.learning.layers import ForwardState
+    from edgesim.learning.objectives import fixmatch_loss
 
     lin = nn.Linear(2, 2, bias=False)
     eye = {"weight": torch.eye(2) * 10}

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from edgesim.engine import Simulation
-from learning.algorithms import REGISTRY
-from learning.algorithms.um_pfssl import (
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.um_pfssl import (
     UMPFSSL,
     UMPFSSLConfig,
     corr,
@@ -26,13 +26,13 @@ from learning.algorithms.um_pfssl import (
     refresh_list,
     replace_helpers,
 )
-from learning.context import build_context
-from learning.costs import forward_cycles
-from learning.inference import entropy
-from scenarios.schema import ScenarioError
-from scenarios.run import run_scenario
-from scenarios.runfolder import is_run_folder
-from scenarios.schema import load_scenario
+from edgesim.learning.context import build_context
+from edgesim.learning.costs import forward_cycles
+from edgesim.learning.inference import entropy
+from edgesim.scenarios.schema import ScenarioError
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.runfolder import is_run_folder
+from edgesim.scenarios.schema import load_scenario
 
 LN10 = math.log(10)
 
@@ -313,8 +313,8 @@ def test_too_many_helpers_for_the_devices(tmp_path):
 
 
 def test_same_class_share_by_hand(tmp_path):
-    from plots.graphs import draw_graph, same_class_share
-    from scenarios.graphs import node_link
+    from edgesim.plots.graphs import draw_graph, same_class_share
+    from edgesim.scenarios.graphs import node_link
 
     # devices 0, 1 of class 3 and 2, 3 of class 5; edges 0→1 (same), 0→2 (other), 2→3 (same)
     graph = {"nodes": {0: {"dominant_class": 3}, 1: {"dominant_class": 3}, 2: {"dominant_class": 5},
@@ -322,7 +322,7 @@ def test_same_class_share_by_hand(tmp_path):
              "edges": [(0, 1, {"weight": 0.5}), (0, 2, {"weight": 0.1}), (2, 3, {"weight": 0.9})]}
     f = tmp_path / "g.json"
     f.write_text(json.dumps(node_link(graph, 4, 12.5)))
-    from plots.graphs import read_graph
+    from edgesim.plots.graphs import read_graph
 
     g = read_graph(f)
     same, random = same_class_share(g)
@@ -359,7 +359,7 @@ def test_the_papers_setting_plans_without_the_data(name, tmp_path):
 
     from typer.testing import CliRunner
 
-    from scenarios.cli import app
+    from edgesim.scenarios.cli import app
 
     path = Path(__file__).resolve().parents[1] / "scenarios" / name
     result = CliRunner().invoke(app, ["plan", str(path), "--json", "--set", f'data.data_dir="{tmp_path}"'])

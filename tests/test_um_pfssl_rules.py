@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from learning.algorithms.um_pfssl import UMPFSSLConfig, confident, corr_weights, pseudo_labels
-from learning.data.partitions import dirichlet_partition
-from scenarios.run import run_scenario
-from scenarios.schema import ScenarioError, load_scenario
+from edgesim.learning.algorithms.um_pfssl import UMPFSSLConfig, confident, corr_weights, pseudo_labels
+from edgesim.learning.data.partitions import dirichlet_partition
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import ScenarioError, load_scenario
 from test_um_pfssl import TINY_UM
 
 # two helpers, two samples, two classes: A is sure of sample 0, B of sample 1
@@ -123,8 +123,8 @@ def test_rules_threshold_and_per_epoch_run_and_report(tmp_path):
 
 
 def test_per_epoch_is_charged_a_ce_epoch_and_a_kl_epoch(tmp_path):
-    from learning.algorithms import REGISTRY
-    from learning.context import build_context
+    from edgesim.learning.algorithms import REGISTRY
+    from edgesim.learning.context import build_context
 
     p = tmp_path / "tiny.toml"
     p.write_text(TINY)
@@ -176,8 +176,8 @@ def test_devices_without_labels_run_every_family(tmp_path):
 
 
 def test_cnn_mc2_has_dropout_in_two_places_and_cnn_mc_is_unchanged():
-    from learning.layers import Dropout
-    from learning.models import build_model
+    from edgesim.learning.layers import Dropout
+    from edgesim.learning.models import build_model
 
     one, two = build_model("cnn_mc", (1, 28, 28), 10), build_model("cnn_mc2", (1, 28, 28), 10)
     assert [m.p for m in one.modules() if isinstance(m, Dropout)] == [0.5]

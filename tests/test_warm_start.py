@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from edgesim.config import ConfigError
-from learning.config import RunConfig, warm_start_algorithms
-from scenarios import warm_start
-from scenarios.run import _make_backends, run_scenario
-from scenarios.schema import load_scenario
+from edgesim.learning.config import RunConfig, warm_start_algorithms
+from edgesim.scenarios import warm_start
+from edgesim.scenarios.run import _make_backends, run_scenario
+from edgesim.scenarios.schema import load_scenario
 from test_resume import _crashing
 
 SEMI = ['data.partition="iid"', "data.labeled_fraction=0.3"]  # labelled and unlabelled data on every device
@@ -86,7 +86,7 @@ def test_fedavg_from_its_own_warm_start_is_fedavg(tiny_scenario, tmp_path):
 
 
 def test_warm_start_with_jobs_and_resume_writes_the_same_bytes(tiny_scenario, tmp_path, monkeypatch):
-    from learning.algorithms import REGISTRY
+    from edgesim.learning.algorithms import REGISTRY
 
     overrides = [*SEMI, WARM, "budget.rounds=4", "run.checkpoint_every=1", 'run.algorithms=["fixavg", "fedavg"]']
     one = run_scenario(load_scenario(tiny_scenario, overrides), tmp_path / "one")

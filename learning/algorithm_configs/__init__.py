@@ -1,6 +1,6 @@
 """The algorithms' names, config dataclasses and validation: torch-free, the registry's lower half.
 
-:data:`ALGORITHMS` is the one registry of algorithms (``learning.algorithms.REGISTRY``
+:data:`ALGORITHMS` is the one registry of algorithms (``edgesim.learning.algorithms.REGISTRY``
 is the same dict): name → :class:`AlgorithmSpec` (config dataclass, display
 name, summary, scenario check, and the builder). Each family's config module
 here (``fedavg``, ``feddure``, …) declares its names with :func:`declare`,
@@ -32,7 +32,7 @@ class AlgorithmSpec:
     """One registered algorithm.
 
     ``build(ctx, cfg)`` makes its learning backend (``None`` until ``module``,
-    its torch module, is imported: ``import learning.algorithms`` imports them
+    its torch module, is imported: ``import edgesim.learning.algorithms`` imports them
     all). ``check(cfg, facts)`` raises ``ValueError`` naming the option when
     the config does not fit the scenario (:class:`ScenarioFacts`).
     """
@@ -56,7 +56,7 @@ class ScenarioFacts:
     """What an algorithm's ``check`` may read of the rest of a scenario (all torch-free).
 
     ``n_devices``: N; ``clients_per_round``: K; ``data``/``train``: the
-    scenario's :class:`learning.config.DataConfig` and ``TrainConfig``;
+    scenario's :class:`edgesim.learning.config.DataConfig` and ``TrainConfig``;
     ``model_layers``: the model's weight layers (``None`` when unknown).
     """
 
@@ -125,6 +125,6 @@ def unused_options(cfg, unused: Mapping[str, bool]) -> None:
             raise ValueError(f"{key} = {getattr(cfg, key)!r} is not used by this algorithm; expected it left out")
 
 
-from learning.algorithm_configs import dofed_spp, fedavg, fedbe, feddure, fedfomo  # noqa: E402,F401 (declarations)
-from learning.algorithm_configs import feddure_code  # noqa: E402,F401 (declarations)
-from learning.algorithm_configs import fedmatch, fedmix, local, pfedme, server_only, um_pfssl  # noqa: E402,F401 (declarations)
+from edgesim.learning.algorithm_configs import dofed_spp, fedavg, fedbe, feddure, fedfomo  # noqa: E402,F401 (declarations)
+from edgesim.learning.algorithm_configs import feddure_code  # noqa: E402,F401 (declarations)
+from edgesim.learning.algorithm_configs import fedmatch, fedmix, local, pfedme, server_only, um_pfssl  # noqa: E402,F401 (declarations)

@@ -1,4 +1,4 @@
-"""DoFed-SPP's options (torch-free; the algorithm: :mod:`learning.algorithms.dofed_spp`)."""
+"""DoFed-SPP's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.dofed_spp`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import declare
+from edgesim.learning.algorithm_configs import declare
 
 
 Bound = Union[str, float, int]
@@ -39,7 +39,7 @@ class DofedSppConfig:
     needs, :mod:`edgesim.selection`) or ``"literal"`` (Algorithm 1 on
     objective (27) at the pair's own B, as the paper writes it).
     ``gamma``: γ of Eq. (19) (default: ``train.lr``). ``g1``/``g2``:
-    ``"empirical"``, ``"zero"`` or a number (:mod:`learning.similarity`).
+    ``"empirical"``, ``"zero"`` or a number (:mod:`edgesim.learning.similarity`).
     ``pca_rank_fraction``: rank of the BS's per-layer PCA as a fraction of
     full rank (1 = no downsizing). ``max_b``/``max_k``: caps on the examined
     (B, K) pairs (the paper's "K = B = 10"). ``vectorize``: ``"auto"`` (vmap
@@ -85,5 +85,5 @@ class DofedSppConfig:
         check_choice("vectorize", self.vectorize, ("auto", "on", "off"))
 
 
-declare("dofed_spp", DofedSppConfig, module="learning.algorithms.dofed_spp", display="DoFed-SPP",
+declare("dofed_spp", DofedSppConfig, module="edgesim.learning.algorithms.dofed_spp", display="DoFed-SPP",
         summary="DoFed-SPP: reciprocal + target models, similarity ratios, B/K on the budget")

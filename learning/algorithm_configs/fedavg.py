@@ -1,4 +1,4 @@
-"""The FedAvg family's options (torch-free; the algorithm: :mod:`learning.algorithms.fedavg`)."""
+"""The FedAvg family's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.fedavg`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import ScenarioFacts, declare_variants, unused_options, variant
-from learning.server_optim import check_server_options
+from edgesim.learning.algorithm_configs import ScenarioFacts, declare_variants, unused_options, variant
+from edgesim.learning.server_optim import check_server_options
 
 
 OBJECTIVES = ("supervised", "fixmatch", "uda")
@@ -26,7 +26,7 @@ class FedAvgConfig:
     ramp. ``optimizer``, ``lr``, ``nesterov``, ``schedule``: override
     ``[train]`` for this algorithm (unset: ``[train]``'s). ``server_optimizer``,
     ``server_lr`` (η), ``server_momentum`` (β, β₁), ``server_beta2`` (β₂),
-    ``server_tau`` (τ): the server step (:mod:`learning.server_optim`).
+    ``server_tau`` (τ): the server step (:mod:`edgesim.learning.server_optim`).
     """
 
     weighting: str = "samples"
@@ -137,4 +137,4 @@ def check_fedavg(cfg: FedAvgConfig, facts: ScenarioFacts) -> None:
              f"at most the {facts.model_layers} weight layers of [train] model = {facts.train.model!r}")
 
 
-declare_variants(VARIANTS, module="learning.algorithms.fedavg", check=check_fedavg)
+declare_variants(VARIANTS, module="edgesim.learning.algorithms.fedavg", check=check_fedavg)

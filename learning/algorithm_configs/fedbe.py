@@ -1,4 +1,4 @@
-"""FedBE's options (torch-free; the algorithm: :mod:`learning.algorithms.fedbe`)."""
+"""FedBE's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.fedbe`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from edgesim.config import check_choice, check_int, check_number
-from learning.algorithm_configs import declare
+from edgesim.learning.algorithm_configs import declare
 
 
 @dataclass(frozen=True)
@@ -53,5 +53,5 @@ class FedBEConfig:
             raise ValueError(f"server_on_clock = {self.server_on_clock!r}: expected true or false")
 
 
-declare("fedbe", FedBEConfig, module="learning.algorithms.fedbe", display="FedBE",
+declare("fedbe", FedBEConfig, module="edgesim.learning.algorithms.fedbe", display="FedBE",
         summary="FedBE: FedAvg + SWAG-sampled Bayesian ensemble distilled on server unlabelled data")

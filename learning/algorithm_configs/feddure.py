@@ -1,11 +1,11 @@
-"""FedDure's options (torch-free; the algorithm: :mod:`learning.algorithms.feddure`)."""
+"""FedDure's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.feddure`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import ScenarioFacts, declare_variants, unused_options, variant
+from edgesim.learning.algorithm_configs import ScenarioFacts, declare_variants, unused_options, variant
 
 
 SIGNS = {"paper": 1.0, "flipped": -1.0}
@@ -81,4 +81,4 @@ def check_feddure(cfg: FedDureConfig, facts: ScenarioFacts) -> None:
     unused_options(cfg, {"threshold": cfg.freg, "freg_hidden": not cfg.freg, "freg_form": not cfg.freg})
 
 
-declare_variants(VARIANTS, module="learning.algorithms.feddure", check=check_feddure)
+declare_variants(VARIANTS, module="edgesim.learning.algorithms.feddure", check=check_feddure)

@@ -1,4 +1,4 @@
-"""``feddure_code``'s options (torch-free; the algorithm: :mod:`learning.algorithms.feddure_code`).
+"""``feddure_code``'s options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.feddure_code`).
 
 The official FedDure release (White1973/FedDure @ 50ecb77) runs another
 algorithm than the paper's; its defaults here are the release's CIFAR-10
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import declare_variants
+from edgesim.learning.algorithm_configs import declare_variants
 
 
 @dataclass(frozen=True)
@@ -64,4 +64,4 @@ VARIANTS = {
                      "argmax, UDA term, supervised fine-tuning, learning-rate warm-up"),
 }
 
-declare_variants(VARIANTS, module="learning.algorithms.feddure_code")
+declare_variants(VARIANTS, module="edgesim.learning.algorithms.feddure_code")

@@ -1,11 +1,11 @@
-"""FedFomo's options (torch-free; the algorithm: :mod:`learning.algorithms.fedfomo`)."""
+"""FedFomo's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.fedfomo`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import ScenarioFacts, declare
+from edgesim.learning.algorithm_configs import ScenarioFacts, declare
 
 
 @dataclass(frozen=True)
@@ -46,5 +46,5 @@ def check_fedfomo(cfg: FedFomoConfig, facts: ScenarioFacts) -> None:
         fail("n_download", cfg.n_download, f"at most n_devices - 1 = {facts.n_devices - 1} (the other devices' models)")
 
 
-declare("fedfomo", FedFomoConfig, module="learning.algorithms.fedfomo", display="FedFomo", check=check_fedfomo,
+declare("fedfomo", FedFomoConfig, module="edgesim.learning.algorithms.fedfomo", display="FedFomo", check=check_fedfomo,
         summary="FedFomo: personalised first-order weighting of M downloaded models")

@@ -1,4 +1,4 @@
-"""FedMatch's options (torch-free; the algorithm: :mod:`learning.algorithms.fedmatch`)."""
+"""FedMatch's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.fedmatch`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import ScenarioFacts, declare, unused_options
+from edgesim.learning.algorithm_configs import ScenarioFacts, declare, unused_options
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ FedMatchLCConfig = dataclass(frozen=True)(type("FedMatchLCConfig", (FedMatchConf
 
 def check_fedmatch(cfg: FedMatchConfig, facts: ScenarioFacts) -> None:
     """Labels at the server need a partition that leaves them; H helpers are other devices (at most N - 1)."""
-    from learning.algorithm_configs.fedmix import SERVER_LABEL_PARTITIONS, needs_server_labels
+    from edgesim.learning.algorithm_configs.fedmix import SERVER_LABEL_PARTITIONS, needs_server_labels
 
     if cfg.labels == "server":
         needs_server_labels("fedmatch", facts)
@@ -76,8 +76,8 @@ def check_fedmatch(cfg: FedMatchConfig, facts: ScenarioFacts) -> None:
 
 
 FedMatchConfig.DEFINING = ("labels",)
-declare("fedmatch", FedMatchConfig, module="learning.algorithms.fedmatch", display="FedMatch", check=check_fedmatch,
+declare("fedmatch", FedMatchConfig, module="edgesim.learning.algorithms.fedmatch", display="FedMatch", check=check_fedmatch,
         summary="FedMatch, labels at the server: sigma trained at the server, sparse psi at the clients, helpers by "
                 "nearest outputs")
-declare("fedmatch_lc", FedMatchLCConfig, module="learning.algorithms.fedmatch", display="FedMatch (labels at client)",
+declare("fedmatch_lc", FedMatchLCConfig, module="edgesim.learning.algorithms.fedmatch", display="FedMatch (labels at client)",
         check=check_fedmatch, summary="FedMatch, labels at the clients: sigma and psi trained and averaged from the clients")

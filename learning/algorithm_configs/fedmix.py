@@ -1,4 +1,4 @@
-"""FedMix/FedFreq's options (torch-free; the algorithm: :mod:`learning.algorithms.fedmix`)."""
+"""FedMix/FedFreq's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.fedmix`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import ScenarioFacts, declare_variants, variant
+from edgesim.learning.algorithm_configs import ScenarioFacts, declare_variants, variant
 
 
 WEIGHTINGS = ("freq", "samples", "uniform")
@@ -102,4 +102,4 @@ def check_fedmix(cfg: FedMixConfig, facts: ScenarioFacts) -> None:
     needs_server_labels("fedmix", facts)
 
 
-declare_variants(VARIANTS, module="learning.algorithms.fedmix", check=check_fedmix)
+declare_variants(VARIANTS, module="edgesim.learning.algorithms.fedmix", check=check_fedmix)

@@ -1,10 +1,10 @@
-"""Local training's options (none; the algorithm: :mod:`learning.algorithms.local`)."""
+"""Local training's options (none; the algorithm: :mod:`edgesim.learning.algorithms.local`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from learning.algorithm_configs import declare
+from edgesim.learning.algorithm_configs import declare
 
 
 @dataclass(frozen=True)
@@ -12,5 +12,5 @@ class LocalConfig:
     """Local training only (no options)."""
 
 
-declare("local", LocalConfig, module="learning.algorithms.local", display="Local",
+declare("local", LocalConfig, module="edgesim.learning.algorithms.local", display="Local",
         summary="Local: each device trains alone, no communication")

@@ -1,4 +1,4 @@
-"""pFedMe's options (torch-free; the algorithm: :mod:`learning.algorithms.pfedme`)."""
+"""pFedMe's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.pfedme`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from edgesim.config import check_int, check_number
-from learning.algorithm_configs import declare
+from edgesim.learning.algorithm_configs import declare
 
 
 @dataclass(frozen=True)
@@ -28,5 +28,5 @@ class PFedMeConfig:
         check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
 
 
-declare("pfedme", PFedMeConfig, module="learning.algorithms.pfedme", display="pFedMe",
+declare("pfedme", PFedMeConfig, module="edgesim.learning.algorithms.pfedme", display="pFedMe",
         summary="pFedMe: personalised models by Moreau envelopes, every device trains")

@@ -1,4 +1,4 @@
-"""Supervised only's options (torch-free; the algorithm: :mod:`learning.algorithms.server_only`)."""
+"""Supervised only's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.server_only`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from edgesim.config import check_int, check_number
-from learning.algorithm_configs import ScenarioFacts, declare
+from edgesim.learning.algorithm_configs import ScenarioFacts, declare
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,11 @@ class ServerOnlyConfig:
 
 
 def check_server_only(cfg: ServerOnlyConfig, facts: ScenarioFacts) -> None:
-    from learning.algorithm_configs.fedmix import needs_server_labels
+    from edgesim.learning.algorithm_configs.fedmix import needs_server_labels
 
     needs_server_labels("server_only", facts)
 
 
-declare("server_only", ServerOnlyConfig, module="learning.algorithms.server_only", display="Supervised only (server)",
+declare("server_only", ServerOnlyConfig, module="edgesim.learning.algorithms.server_only", display="Supervised only (server)",
         check=check_server_only,
         summary="Supervised only: the base station trains the model on its labelled set, no client takes part")

@@ -1,4 +1,4 @@
-"""UM-pFSSL's options (torch-free; the algorithm: :mod:`learning.algorithms.um_pfssl`)."""
+"""UM-pFSSL's options (torch-free; the algorithm: :mod:`edgesim.learning.algorithms.um_pfssl`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from edgesim.config import check_choice, check_int, check_number, fail
-from learning.algorithm_configs import ScenarioFacts, declare
+from edgesim.learning.algorithm_configs import ScenarioFacts, declare
 
 
 FORMS = ("arxiv", "journal")
@@ -79,5 +79,5 @@ def check_um_pfssl(cfg: UMPFSSLConfig, facts: ScenarioFacts) -> None:
         fail("helpers", cfg.helpers, f"at most {who} - 1 = {n - 1} (a device's helpers are other devices)")
 
 
-declare("um_pfssl", UMPFSSLConfig, module="learning.algorithms.um_pfssl", display="UM-pFSSL", check=check_um_pfssl,
+declare("um_pfssl", UMPFSSLConfig, module="edgesim.learning.algorithms.um_pfssl", display="UM-pFSSL", check=check_um_pfssl,
         summary="UM-pFSSL: helpers chosen by uncertainty pseudo-label each device's data")

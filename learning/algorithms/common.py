@@ -14,10 +14,10 @@ import numpy as np
 import torch
 
 from edgesim.backend import DeviceWork, Diverged, RoundPlan
-from learning.context import Context
-from learning.executors import LocalTask, LocalTrainResult
-from learning.inference import evaluate
-from learning.label_quality import finish as finish_label_metrics
+from edgesim.learning.context import Context
+from edgesim.learning.executors import LocalTask, LocalTrainResult
+from edgesim.learning.inference import evaluate
+from edgesim.learning.label_quality import finish as finish_label_metrics
 
 Params = dict[str, torch.Tensor]
 
@@ -111,7 +111,7 @@ def round_metrics(ctx: Context, models: Sequence[Mapping[str, torch.Tensor]], re
 
 def aux_metrics(result: LocalTrainResult) -> dict[str, float]:
     """Mean over the devices that took a step of each aux value the loss reported (e.g. ``mask_rate``); the
-    pseudo-label tallies become ``pseudo_label_accuracy``/``_all`` (:func:`learning.label_quality.finish`)."""
+    pseudo-label tallies become ``pseudo_label_accuracy``/``_all`` (:func:`edgesim.learning.label_quality.finish`)."""
     out = {}
     for k, vals in result.aux.items():
         v = [x for x, s in zip(vals, result.n_steps) if s > 0 and not math.isnan(x)]

@@ -5,8 +5,8 @@ train set, Eqs. 14–15) and a target model θ_n^tar (the student, Eqs. 21–22)
 
 Round 0 — Phase 0, cold start (Alg. 2 lines 1–12). Every device trains its
 reciprocal model for L warm-up rounds (L·I epochs) and uploads it; the BS
-PCA-downsizes all N models (:mod:`learning.pca`) and broadcasts them; every
-device computes its similarity ratios (Eq. 19, :mod:`learning.similarity`).
+PCA-downsizes all N models (:mod:`edgesim.learning.pca`) and broadcasts them; every
+device computes its similarity ratios (Eq. 19, :mod:`edgesim.learning.similarity`).
 On the clock: each device computes ``L·I·C_tra·|train| + C_SR`` cycles
 (phases ``"train"``, ``"sr"``), uploads m bits and downloads N downsized
 models. No (B, K) decision and no time budget apply to this round.
@@ -22,7 +22,7 @@ Rounds t >= 1 — Phases 1–4:
 2. the K upload (m bits each); the BS downsizes them; every device downloads
    its B (``edgesim.selection.assignment``) at the downsized size and
    pseudo-labels its unlabelled target set with them (Eq. 20,
-   :mod:`learning.pseudo_labels`);
+   :mod:`edgesim.learning.pseudo_labels`);
 3. every device trains its target model (never re-initialised) on
    pseudo-labelled ∪ labelled target data (Eq. 22);
 4. every device recomputes its similarity ratios (Eq. 19) with the copies it
@@ -49,7 +49,7 @@ their labelled data only). ``RoundPlan.info`` carries B, K and the total SR
 
 "auto" cycle counts (:func:`auto_cycles`, :func:`phase_cycles`): a forward
 pass costs a third of a training pass (``C_fwd = C_tra / 3``, the ratio
-:func:`learning.models.flops_per_sample` assumes), so
+:func:`edgesim.learning.models.flops_per_sample` assumes), so
 ``C_pse = C_fwd·|D_ul|`` per model and
 ``C_SR = (N + 1)·C_fwd·|D_l|`` (N reciprocal copies and the target model on
 the labelled set) ``+ N·C_tra·|D_l|`` when G2 is empirical (a gradient per
@@ -70,7 +70,7 @@ from edgesim.budget import InfeasibleBudgetError, examined_pairs, infeasibility_
 from edgesim.config import ConfigError
 from edgesim.plan import slowest_device_constants
 from edgesim.selection import assignment, best_selection
-from learning.algorithms.common import (
+from edgesim.learning.algorithms.common import (
     accuracy_metrics,
     check_losses,
     evaluate_personal,
@@ -79,16 +79,16 @@ from learning.algorithms.common import (
     to_cpu,
     to_device,
 )
-from learning.algorithms.registry import register
-from learning.context import Context
-from learning.label_quality import label_rates, round_label_metrics
-from learning.costs import forward_cycles_per_sample
-from learning.state import sent_numbers
-from learning.inference import evaluate, predict_proba
-from learning.pca import compressed_bits
-from learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, weight_matrix
-from learning.similarity import device_similarity
-from learning.algorithm_configs.dofed_spp import DofedSppConfig  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.registry import register
+from edgesim.learning.context import Context
+from edgesim.learning.label_quality import label_rates, round_label_metrics
+from edgesim.learning.costs import forward_cycles_per_sample
+from edgesim.learning.state import sent_numbers
+from edgesim.learning.inference import evaluate, predict_proba
+from edgesim.learning.pca import compressed_bits
+from edgesim.learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, weight_matrix
+from edgesim.learning.similarity import device_similarity
+from edgesim.learning.algorithm_configs.dofed_spp import DofedSppConfig  # noqa: F401 (re-exported)
 
 
 # --------------------------------------------------------------------------- cycles
@@ -116,12 +116,12 @@ def phase_cycles(
 
 
 def auto_cycles(name: str, scenario, model, dataset, cycles_per_sample: float) -> float:
-    """The number ``learning.sizing`` puts for a workload field set to ``"auto"``.
+    """The number ``edgesim.learning.sizing`` puts for a workload field set to ``"auto"``.
 
     ``name``: ``"sr_cycles"`` (C_SR) or ``"pseudo_label_cycles_per_model"``
-    (C_pse); set sizes from the SUBSET/NORMAL split (``learning.data.partitions.dofed_sizes``).
+    (C_pse); set sizes from the SUBSET/NORMAL split (``edgesim.learning.data.partitions.dofed_sizes``).
     """
-    from learning.data.partitions import dofed_sizes
+    from edgesim.learning.data.partitions import dofed_sizes
 
     data = scenario.learning["data"]
     if data.partition not in ("subset", "normal"):
@@ -250,7 +250,7 @@ class DofedSpp:
 
     def _publish(self, devices) -> dict[int, int]:
         """The BS downsizes the uploads of ``devices``; returns {device: version id}."""
-        from learning.pca import downsize
+        from edgesim.learning.pca import downsize
 
         devices = list(devices)
         versions = {}
@@ -340,7 +340,7 @@ class DofedSpp:
                     self.cache[d, i] = versions[i]
         pseudo = self._pseudo_labels(up, versions, assign)
         # uncovered devices: none of their B models has ρ̂ > 0, so they label nothing and their student
-        # trains on its labelled data only (learning.pseudo_labels); as a labeller each is scored by its own
+        # trains on its labelled data only (edgesim.learning.pseudo_labels); as a labeller each is scored by its own
         # target model, the one labeller it has (as in round 0)
         uncovered = [d for d, ids in assign.items() if not ids or self.rho[d, list(ids)].sum() <= 0]
         own = {d: evaluate(ctx.model, [self.tar[d]], ctx.clients[d].x_unl, ctx.clients[d].y_unl_hidden,
@@ -376,7 +376,7 @@ class DofedSpp:
         return metrics
 
     def graph(self) -> dict:
-        """This round's uploads and downloads (``scenarios.graphs``): nodes flag the K chosen uploaders whose model
+        """This round's uploads and downloads (``edgesim.scenarios.graphs``): nodes flag the K chosen uploaders whose model
         arrived; an edge d → i for each of the B models device d labelled with, weighted by ρ̂_{d,i} (Eq. 19)."""
         nodes = {d: {"uploaded": d in self.uploaded} for d in range(self.ctx.n_devices)}
         edges = [(d, int(i), {"weight": float(self.rho[d, i])} if self.rho is not None else {})

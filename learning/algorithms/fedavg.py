@@ -9,7 +9,7 @@ device trained on. What varies, each a config value:
 - ``objective`` — ``"supervised"`` (cross-entropy on labelled data);
   ``"fixmatch"`` (Sohn et al. 2020) or ``"uda"`` (Xie et al. 2020) on the
   labelled stream plus an unlabelled stream of μB weak/strong views
-  (``learning.objectives``);
+  (``edgesim.learning.objectives``);
 - ``data`` — ``"labeled"`` (the labelled data only; FedDure's FedAvg*) or
   ``"all_labels"`` (the unlabelled data too, with its true labels: the
   fully-supervised ``-SL`` upper bounds);
@@ -22,7 +22,7 @@ device trained on. What varies, each a config value:
   ``lg_global_layers`` weight layers, which are averaged and copied to *all*
   devices), or ``"none"``;
 - ``server_optimizer`` — the server step after averaging
-  (:mod:`learning.server_optim`): ``"sgd"`` with ``server_lr = 1`` is FedAvg;
+  (:mod:`edgesim.learning.server_optim`): ``"sgd"`` with ``server_lr = 1`` is FedAvg;
   ``"momentum"`` (FedAvgM), ``"adam"`` (FedAdam), ``"yogi"`` (FedYogi).
 
 The server step is the family's aggregation hook: :meth:`FedAvg.server_step`
@@ -32,7 +32,7 @@ variant overrides that one method (docs/writing_an_algorithm.md).
 Bits are what is sent: the global keys' share of the model's numbers ×
 ``model_bits`` up and down (FedBN sends no BatchNorm tensor, FedPer no head,
 LG-FedAvg only its global layers — to every device, selected or not). Cycles
-are the task's real passes (``learning.costs.task_cycles``): FixMatch trains
+are the task's real passes (``edgesim.learning.costs.task_cycles``): FixMatch trains
 B labelled and 2μB unlabelled rows per step.
 
 Evaluation: the model each device would use — the global model with its own
@@ -47,8 +47,8 @@ import torch
 import torch.nn as nn
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from learning.aggregation import merge, split_keys, weighted_average
-from learning.algorithms.common import (
+from edgesim.learning.aggregation import merge, split_keys, weighted_average
+from edgesim.learning.algorithms.common import (
     arrived_updates,
     clone_state,
     round_metrics,
@@ -58,17 +58,17 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register_variants
-from learning.context import Context
-from learning.costs import task_cycles
-from learning.executors import LocalTask, Stream, View
-from learning.label_quality import TRUTH
-from learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
-from learning.optim import make_schedule
-from learning.algorithm_configs.fedavg import (  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.registry import register_variants
+from edgesim.learning.context import Context
+from edgesim.learning.costs import task_cycles
+from edgesim.learning.executors import LocalTask, Stream, View
+from edgesim.learning.label_quality import TRUTH
+from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
+from edgesim.learning.optim import make_schedule
+from edgesim.learning.algorithm_configs.fedavg import (  # noqa: F401 (re-exported)
     DATA, LOCAL, OBJECTIVES, VARIANTS, FedAdamConfig, FedAvgConfig, FedAvgMConfig, FedBNConfig, FedProxConfig, FedYogiConfig,
 )
-from learning.server_optim import ServerOptimizer
+from edgesim.learning.server_optim import ServerOptimizer
 
 
 # --------------------------------------------------------------------------- which keys stay on the device
@@ -130,7 +130,7 @@ def make_task(ctx: Context, cfg: FedAvgConfig) -> LocalTask:
     if cfg.objective == "supervised":
         return LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=epochs, schedule=schedule,
                          streams=(Stream("main", t.batch_size),), prox_mu=cfg.mu)
-    from learning.augment import make_augmentation
+    from edgesim.learning.augment import make_augmentation
 
     weak = make_augmentation("weak", ctx.input_shape, ctx.data_mean, ctx.data_std)
     strong = make_augmentation("strong", ctx.input_shape, ctx.data_mean, ctx.data_std)
@@ -148,7 +148,7 @@ def make_task(ctx: Context, cfg: FedAvgConfig) -> LocalTask:
 
 def client_streams(ctx: Context, cfg: FedAvgConfig, d: int) -> dict:
     """Device ``d``'s data as the task's streams (the unlabelled stream carries the hidden true labels under
-    ``TRUTH``, read only to score the pseudo-labels, ``learning.label_quality``)."""
+    ``TRUTH``, read only to score the pseudo-labels, ``edgesim.learning.label_quality``)."""
     c = ctx.clients[d]
     if cfg.objective != "supervised":
         return {"lab": {"x": c.x_sup, "y": c.y_sup}, "unl": {"u": c.x_unl, TRUTH: c.y_unl_hidden}}

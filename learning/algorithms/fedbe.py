@@ -44,8 +44,8 @@ import numpy as np
 import torch
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from learning.aggregation import weighted_average
-from learning.algorithms.common import (
+from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms.common import (
     accuracy_metrics,
     check_losses,
     evaluate_shared,
@@ -57,12 +57,12 @@ from learning.algorithms.common import (
     to_cpu,
     to_device,
 )
-from learning.algorithms.registry import register
-from learning.context import Context
-from learning.costs import forward_cycles
-from learning.executors import LocalTrainConfig
-from learning.inference import predict_proba
-from learning.algorithm_configs.fedbe import FedBEConfig  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.registry import register
+from edgesim.learning.context import Context
+from edgesim.learning.costs import forward_cycles
+from edgesim.learning.executors import LocalTrainConfig
+from edgesim.learning.inference import predict_proba
+from edgesim.learning.algorithm_configs.fedbe import FedBEConfig  # noqa: F401 (re-exported)
 
 Params = dict[str, torch.Tensor]
 
@@ -103,7 +103,7 @@ def server_cycles(cfg: FedBEConfig, n_server: int, n_clients: int, cycles_per_sa
     """The BS's cycles after the uploads: the ensemble's forward passes and the student's training.
 
     ``ensemble`` = ``C_fwd · n_server · (1 + n_samples + K)`` (w̄, the samples and the K client models on
-    the server set; ``learning.costs.forward_cycles``), ``distill`` = ``distill_epochs · C_tra · n_server``
+    the server set; ``edgesim.learning.costs.forward_cycles``), ``distill`` = ``distill_epochs · C_tra · n_server``
     (Eq. 7 with the server set as the data). K is the planned number of uploads.
     """
     from edgesim.compute import training_cycles

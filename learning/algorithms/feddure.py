@@ -37,7 +37,7 @@ normalised (``"sum"``, the official code). The ablations of Table 2:
 Server: FedAvg of the arrived local models (the whole state, BatchNorm
 statistics included) weighted by |D_s| + |D_u| (Alg. 1, line 7). Bits: the
 model down and up; φ and w never leave the device. Cycles: every forward and
-backward pass of the step (:func:`phase_passes`, ``learning.costs``).
+backward pass of the step (:func:`phase_passes`, ``edgesim.learning.costs``).
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ import torch.nn.functional as F
 from torch.func import grad, vjp
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from learning.aggregation import weighted_average
-from learning.algorithms.common import (
+from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms.common import (
     arrived_updates,
     clone_state,
     round_metrics,
@@ -62,13 +62,13 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register_variants
-from learning.context import Context
-from learning.label_quality import TRUTH, batch_label_aux
-from learning.costs import task_cycles, training_passes
-from learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
-from learning.optim import make_optimizer
-from learning.algorithm_configs.feddure import SIGNS, NORMS, FREG_FORMS, FedDureConfig, VARIANTS  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.registry import register_variants
+from edgesim.learning.context import Context
+from edgesim.learning.label_quality import TRUTH, batch_label_aux
+from edgesim.learning.costs import task_cycles, training_passes
+from edgesim.learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
+from edgesim.learning.optim import make_optimizer
+from edgesim.learning.algorithm_configs.feddure import SIGNS, NORMS, FREG_FORMS, FedDureConfig, VARIANTS  # noqa: F401 (re-exported)
 
 C_REG = "creg:"  # prefix of C-reg φ's keys in a client's state
 F_REG = ("freg:w1", "freg:b1", "freg:w2", "freg:b2")  # F-reg w's keys in a client's state ("mlp_relu")
@@ -251,7 +251,7 @@ def make_task(cfg: FedDureConfig, param_keys: list[str], epochs: int, input_shap
               std=None) -> LocalTask:
     """One round of FedDure's local training: streams ``lab`` (B rows of x, y) and ``unl`` (μB rows of u), the
     weak view of x and the weak and strong views of u, θ (+ φ, + w) trainable, every pass costed."""
-    from learning.augment import make_augmentation
+    from edgesim.learning.augment import make_augmentation
 
     weak = make_augmentation("weak", input_shape, mean, std)
     strong = make_augmentation("strong", input_shape, mean, std)

@@ -48,7 +48,7 @@ docs/augmentations.md).
 
 Server: FedAvg of the arrived θ (whole state) weighted by |D_s| + |D_u|
 (L636). Bits: the model down and up. Cycles: every pass
-(:func:`step_passes`, :mod:`learning.costs`).
+(:func:`step_passes`, :mod:`edgesim.learning.costs`).
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ import torch.nn.functional as F
 from torch.func import grad, vjp
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from learning.aggregation import weighted_average
-from learning.algorithm_configs.feddure_code import VARIANTS, FedDureCodeConfig
-from learning.algorithms.common import (
+from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithm_configs.feddure_code import VARIANTS, FedDureCodeConfig
+from edgesim.learning.algorithms.common import (
     arrived_updates,
     clone_state,
     round_metrics,
@@ -72,12 +72,12 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register_variants
-from learning.context import Context
-from learning.costs import task_cycles, training_passes
-from learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
-from learning.label_quality import TRUTH, batch_label_aux
-from learning.optim import make_optimizer
+from edgesim.learning.algorithms.registry import register_variants
+from edgesim.learning.context import Context
+from edgesim.learning.costs import task_cycles, training_passes
+from edgesim.learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
+from edgesim.learning.label_quality import TRUTH, batch_label_aux
+from edgesim.learning.optim import make_optimizer
 
 STUDENT = "student:"  # prefix of the student φ's keys in a client's state
 
@@ -231,7 +231,7 @@ def make_task(cfg: FedDureCodeConfig, param_keys: list[str], epochs: int, per_ep
               mean=None, std=None) -> LocalTask:
     """One round of the release's local training on a device with ``per_epoch`` steps per epoch:
     ``finetune_epochs + epochs`` epochs, the first ``finetune_epochs`` of them fine-tuning."""
-    from learning.augment import make_augmentation
+    from edgesim.learning.augment import make_augmentation
 
     weak = make_augmentation("weak", input_shape, mean, std)
     strong = make_augmentation("strong", input_shape, mean, std)
@@ -302,8 +302,8 @@ class FedDureCode:
 
 
 def _merge_results(order, results):
-    """One :class:`learning.executors.LocalTrainResult` of the devices ``order`` from per-group results."""
-    from learning.executors import LocalTrainResult
+    """One :class:`edgesim.learning.executors.LocalTrainResult` of the devices ``order`` from per-group results."""
+    from edgesim.learning.executors import LocalTrainResult
 
     by_device = {}
     names = sorted({k for _, r in results for k in r.aux})

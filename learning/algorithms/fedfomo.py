@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from learning.algorithms.common import (
+from edgesim.learning.algorithms.common import (
     accuracy_metrics,
     check_losses,
     evaluate_personal,
@@ -51,11 +51,11 @@ from learning.algorithms.common import (
     to_cpu,
     to_device,
 )
-from learning.costs import forward_cycles_per_sample
-from learning.algorithms.registry import register
-from learning.context import Context
-from learning.similarity import cross_entropy_losses, flatten_states
-from learning.algorithm_configs.fedfomo import FedFomoConfig  # noqa: F401 (re-exported)
+from edgesim.learning.costs import forward_cycles_per_sample
+from edgesim.learning.algorithms.registry import register
+from edgesim.learning.context import Context
+from edgesim.learning.similarity import cross_entropy_losses, flatten_states
+from edgesim.learning.algorithm_configs.fedfomo import FedFomoConfig  # noqa: F401 (re-exported)
 
 MIN_DISTANCE = 1e-12
 

@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from learning.algorithms.common import (
+from edgesim.learning.algorithms.common import (
     aux_metrics,
     mean_loss,
     sample_clients,
@@ -54,14 +54,14 @@ from learning.algorithms.common import (
     train_at_server,
     train_devices,
 )
-from learning.algorithms.registry import register
-from learning.augment import make_augmentation
-from learning.context import Context
-from learning.label_quality import TRUTH, batch_label_aux
-from learning.costs import forward_cycles, task_cycles
-from learning.executors import LocalTask, LocalTrainResult, Stream, View
-from learning.objectives import kl_to_soft
-from learning.algorithm_configs.fedmatch import FedMatchConfig, FedMatchLCConfig  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.registry import register
+from edgesim.learning.augment import make_augmentation
+from edgesim.learning.context import Context
+from edgesim.learning.label_quality import TRUTH, batch_label_aux
+from edgesim.learning.costs import forward_cycles, task_cycles
+from edgesim.learning.executors import LocalTask, LocalTrainResult, Stream, View
+from edgesim.learning.objectives import kl_to_soft
+from edgesim.learning.algorithm_configs.fedmatch import FedMatchConfig, FedMatchLCConfig  # noqa: F401 (re-exported)
 
 Params = dict[str, torch.Tensor]
 PSI = "psi/"

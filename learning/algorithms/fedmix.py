@@ -41,8 +41,8 @@ import torch
 import torch.nn.functional as F
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from learning.aggregation import weighted_average
-from learning.algorithms.common import (
+from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms.common import (
     mean_loss,
     aux_metrics,
     sample_clients,
@@ -54,14 +54,14 @@ from learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from learning.algorithms.registry import register_variants
-from learning.augment import make_augmentation
-from learning.context import Context
-from learning.label_quality import TRUTH, batch_label_aux
-from learning.objectives import kl_to_soft, scaled_cross_entropy_loss
-from learning.costs import task_cycles
-from learning.executors import LocalTask, Stream, View
-from learning.algorithm_configs.fedmix import SIGMA_STARTS, WEIGHTINGS, FedMixConfig, VARIANTS  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.registry import register_variants
+from edgesim.learning.augment import make_augmentation
+from edgesim.learning.context import Context
+from edgesim.learning.label_quality import TRUTH, batch_label_aux
+from edgesim.learning.objectives import kl_to_soft, scaled_cross_entropy_loss
+from edgesim.learning.costs import task_cycles
+from edgesim.learning.executors import LocalTask, Stream, View
+from edgesim.learning.algorithm_configs.fedmix import SIGMA_STARTS, WEIGHTINGS, FedMixConfig, VARIANTS  # noqa: F401 (re-exported)
 
 Params = dict[str, torch.Tensor]
 ANCHOR = "anchor/"  # prefix of the pull's anchor (σ^t or θ^t) in a client's state (a frozen input)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from learning.algorithms.common import (
+from edgesim.learning.algorithms.common import (
     accuracy_metrics,
     check_losses,
     evaluate_personal,
@@ -19,9 +19,9 @@ from learning.algorithms.common import (
     to_cpu,
     to_device,
 )
-from learning.algorithms.registry import register
-from learning.context import Context
-from learning.algorithm_configs.local import LocalConfig  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.registry import register
+from edgesim.learning.context import Context
+from edgesim.learning.algorithm_configs.local import LocalConfig  # noqa: F401 (re-exported)
 
 
 class Local:

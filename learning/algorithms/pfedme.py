@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from torch.func import grad
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from learning.aggregation import weighted_average
-from learning.algorithms.common import (
+from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms.common import (
     arrived_updates,
     round_metrics,
     sample_clients,
@@ -39,12 +39,12 @@ from learning.algorithms.common import (
     to_device,
     train_devices,
 )
-from learning.algorithms.registry import register
-from learning.context import Context
-from learning.costs import task_cycles
-from learning.executors import LocalTask, StepInputs, Stream
-from learning.optim import SGD
-from learning.algorithm_configs.pfedme import PFedMeConfig  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.registry import register
+from edgesim.learning.context import Context
+from edgesim.learning.costs import task_cycles
+from edgesim.learning.executors import LocalTask, StepInputs, Stream
+from edgesim.learning.optim import SGD
+from edgesim.learning.algorithm_configs.pfedme import PFedMeConfig  # noqa: F401 (re-exported)
 
 W = "w:"  # prefix of the local model's keys in a client's state
 

@@ -1,7 +1,7 @@
 """The one registry of algorithms: name → (config dataclass, builder, display name, scenario check).
 
 The registry itself, the config dataclasses and their validation are
-torch-free (:mod:`learning.algorithm_configs`; :data:`REGISTRY` here is its
+torch-free (:mod:`edgesim.learning.algorithm_configs`; :data:`REGISTRY` here is its
 ``ALGORITHMS``), so scenarios load and validate without torch. An algorithm's
 torch module attaches its builder with ``@register("name", ConfigCls,
 display="Pretty-Name")`` on ``build(ctx, cfg) -> backend``; its variants are
@@ -10,7 +10,7 @@ FedAvg with BatchNorm kept local). ``display`` is how the papers write the
 name; a run writes it into ``summary.json``, where the figures read it (so
 plotting a run folder needs no torch). A name that no config module declared
 (a plugin's) is registered here whole, with its ``check``. The registries of
-models, data sets and partitions: :mod:`learning.registry`.
+models, data sets and partitions: :mod:`edgesim.learning.registry`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Mapping, Optional
 
-from learning.algorithm_configs import ALGORITHMS, AlgorithmSpec, variant  # noqa: F401 (re-exported)
+from edgesim.learning.algorithm_configs import ALGORITHMS, AlgorithmSpec, variant  # noqa: F401 (re-exported)
 
 REGISTRY: dict[str, AlgorithmSpec] = ALGORITHMS
 
@@ -27,7 +27,7 @@ def register(name: str, config_cls: type, summary: str = "", display: str | None
              check: Optional[Callable] = None, check_data: Optional[Callable] = None):
     """Decorator: register ``build(ctx, cfg)`` under ``name`` with its config dataclass and display name.
 
-    A name declared torch-free (:func:`learning.algorithm_configs.declare`) gets its builder attached
+    A name declared torch-free (:func:`edgesim.learning.algorithm_configs.declare`) gets its builder attached
     (its config class must be the declared one); any other name is registered whole.
     ``check_data(ctx, cfg)`` (optional) checks the config against the loaded data before any algorithm
     runs, raising ``ValueError`` naming the option.

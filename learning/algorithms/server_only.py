@@ -10,13 +10,13 @@ uploads anything, so a round lasts the server's compute time.
 from __future__ import annotations
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from learning.algorithms.common import server_labeled_set, shared_model_metrics, to_cpu, to_device, train_at_server
-from learning.algorithms.registry import register
-from learning.context import Context
-from learning.costs import task_cycles
-from learning.executors import LocalTask, Stream
-from learning.objectives import scaled_cross_entropy_loss
-from learning.algorithm_configs.server_only import ServerOnlyConfig  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.common import server_labeled_set, shared_model_metrics, to_cpu, to_device, train_at_server
+from edgesim.learning.algorithms.registry import register
+from edgesim.learning.context import Context
+from edgesim.learning.costs import task_cycles
+from edgesim.learning.executors import LocalTask, Stream
+from edgesim.learning.objectives import scaled_cross_entropy_loss
+from edgesim.learning.algorithm_configs.server_only import ServerOnlyConfig  # noqa: F401 (re-exported)
 
 
 class ServerOnly:

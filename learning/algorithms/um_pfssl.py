@@ -35,7 +35,7 @@ journal's Alg. 1, whose Table 3 counts match that; ``"sampled"``).
 On the clock: every helper or candidate model a device receives is
 ``model_bits`` of download; every Corr it evaluates is T MC-dropout forward
 passes of that model over the device's labelled and unlabelled data
-(``learning.costs.forward_cycles``, phase ``"helpers"``). A device keeps
+(``edgesim.learning.costs.forward_cycles``, phase ``"helpers"``). A device keeps
 what it has evaluated (Corr and the helper's predictions on its unlabelled
 data) and evaluates again only a model it has not seen; the aggregation's
 M·|w| multiply-adds are not charged. A device dropped at a deadline did
@@ -56,8 +56,8 @@ from torch.func import grad
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.config import fail
-from learning.aggregation import weighted_average
-from learning.algorithms.common import (
+from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms.common import (
     accuracy_metrics,
     mean_loss,
     sample_clients,
@@ -65,14 +65,14 @@ from learning.algorithms.common import (
     to_device,
     train_devices,
 )
-from learning.algorithms.registry import register
-from learning.context import Context
-from learning.costs import forward_cycles, task_cycles
-from learning.executors import LocalTask, LocalTrainResult, StepInputs, Stream
-from learning.inference import entropy, evaluate, mc_dropout_proba
-from learning.objectives import cross_entropy_loss, kl_to_soft
-from learning.label_quality import label_rates, round_label_metrics
-from learning.algorithm_configs.um_pfssl import (  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.registry import register
+from edgesim.learning.context import Context
+from edgesim.learning.costs import forward_cycles, task_cycles
+from edgesim.learning.executors import LocalTask, LocalTrainResult, StepInputs, Stream
+from edgesim.learning.inference import entropy, evaluate, mc_dropout_proba
+from edgesim.learning.objectives import cross_entropy_loss, kl_to_soft
+from edgesim.learning.label_quality import label_rates, round_label_metrics
+from edgesim.learning.algorithm_configs.um_pfssl import (  # noqa: F401 (re-exported)
     FORMS, HELPER_DEVICES, LABEL_RULES, LOCAL_STEPS, UPDATE_RULES, UMPFSSLConfig,
 )
 
@@ -470,7 +470,7 @@ class UMPFSSL:
     # ----------------------------------------------------------------- who helps whom
 
     def graph(self) -> dict:
-        """The helper lists (``scenarios.graphs``): an edge k → j for each helper j ≠ k of device k, weighted by
+        """The helper lists (``edgesim.scenarios.graphs``): an edge k → j for each helper j ≠ k of device k, weighted by
         Corr(k|j); nodes carry μ_k, whether they trained this round and the device's true class counts (labelled
         and unlabelled: the Dirichlet split the helper communities can be held against)."""
         nodes = {k: {"labeled_share": labeled_share(*self.sizes[k]), "sampled": k in self.selected,

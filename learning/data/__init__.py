@@ -4,7 +4,7 @@ Numpy only; nothing here imports torch. The registries of names: ``DATASETS`` an
 ``PARTITIONS``. See docs/data.md.
 """
 
-from learning.data.datasets import (
+from edgesim.learning.data.datasets import (
     DATASET_NAMES,
     DATASETS,
     Dataset,
@@ -20,7 +20,7 @@ from learning.data.datasets import (
     make_synthetic,
     to_offsets,
 )
-from learning.data.partitions import (
+from edgesim.learning.data.partitions import (
     FEDDURE_MODES,
     PARTITIONS,
     ClientSplit,

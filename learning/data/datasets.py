@@ -14,7 +14,7 @@ Labels are int64 in ``[0, n_classes)``.
 
 The names a scenario may give are those of :data:`DATASETS` (at the end),
 the registry that holds each data set's loader and metadata; it is what
-``learning.config`` validates against and what :func:`load_dataset` looks up.
+``edgesim.learning.config`` validates against and what :func:`load_dataset` looks up.
 
 Every missing, corrupt or malformed file raises :class:`DatasetError` naming
 the file and what was expected. Formats, checksums and the choices made where
@@ -43,7 +43,7 @@ from typing import Callable
 
 import numpy as np
 
-from learning.registry import Registry
+from edgesim.learning.registry import Registry
 
 
 class DatasetError(ValueError):
@@ -824,7 +824,7 @@ class DatasetSpec:
 
 
 DATASETS = Registry("dataset", error=DatasetError)
-"""Every data set by name; the single source of the names (``learning.config`` validates against it)."""
+"""Every data set by name; the single source of the names (``edgesim.learning.config`` validates against it)."""
 
 for _spec in (
     DatasetSpec("digits", "scikit-learn digits", "image", lambda d: load_digits(), needs_files=False, n_classes=10),

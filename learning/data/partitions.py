@@ -15,7 +15,7 @@ into the test pool). Choices where the papers are silent: docs/data.md.
 
 :data:`PARTITIONS` (at the end) is the registry of the scenario names: each
 entry holds its split and the ``DataConfig`` fields it reads, so
-``learning.context.make_partition`` is a lookup.
+``edgesim.learning.context.make_partition`` is a lookup.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from learning.registry import Registry
+from edgesim.learning.registry import Registry
 
 FEDDURE_MODES = ("iid_iid", "iid_dir", "dir_dir")
 
@@ -631,7 +631,7 @@ def _labels_at_server_iid(y_tr, y_te, n, rng, n_classes, server_labeled, test_si
 
 
 PARTITIONS = Registry("partition")
-"""Every partition by name; the single source of the names (``learning.config`` validates against it)."""
+"""Every partition by name; the single source of the names (``edgesim.learning.config`` validates against it)."""
 
 for _spec in (
     PartitionSpec("iid", ("labeled_fraction", "test_size"), _iid, "equal random shares"),

@@ -2,10 +2,10 @@
 
 The same machinery as the command line (docs/python_api.md), with Python
 values instead of command-line strings and exceptions instead of command-line
-advice. ``edgesim`` is the bottom layer (the simulator, torch-free), so every
-function here imports the layers above it — ``scenarios`` (the application),
-``learning`` (torch), ``plots``, pandas — inside the function: ``import
-edgesim`` stays light and never imports torch.
+advice. It lives in the application layer; ``edgesim/__init__.py`` hands its
+names on lazily. The torch backend (``edgesim.learning``), ``edgesim.plots``
+and pandas are imported inside the functions that need them, so
+``import edgesim`` and ``edgesim.load_scenario`` stay light and never import torch.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _merge(base: dict, key: str, value: Any) -> None:
 
 
 def load_scenario(source: ScenarioSource = None, /, **overrides):
-    """A validated scenario (``scenarios.schema.Scenario``) from a TOML file, a dict, or the bundled default.
+    """A validated scenario (``edgesim.scenarios.schema.Scenario``) from a TOML file, a dict, or the bundled default.
 
     ``overrides`` are keys of the scenario: top-level ones (``seed=3``,
     ``name="mine"``), whole or partial tables as dicts, merged key by key
@@ -94,7 +94,7 @@ def load_scenario(source: ScenarioSource = None, /, **overrides):
     folder takes ``$EDGESIM_DATA``. Bad input raises :class:`ConfigError`
     naming the key, the value and what was expected.
     """
-    from scenarios.schema import DEFAULT_SCENARIO, Scenario, data_dir_from_env, read_toml, resolve_paths, validate
+    from edgesim.scenarios.schema import DEFAULT_SCENARIO, Scenario, data_dir_from_env, read_toml, resolve_paths, validate
 
     if isinstance(source, Scenario):
         if not overrides:
@@ -121,8 +121,8 @@ def load_scenario(source: ScenarioSource = None, /, **overrides):
 def scenario_fingerprint(config: Mapping) -> str:
     """SHA-256 (hex) of a resolved scenario (a run's ``config.toml``) without its seed: the runs of one scenario
     that differ only in their seed share it (group them to average over seeds). The same fingerprint as
-    ``edgesim plot`` and ``edgesim report`` group by (:func:`plots.runs.scenario_fingerprint`)."""
-    from plots.runs import scenario_fingerprint as fingerprint
+    ``edgesim plot`` and ``edgesim report`` group by (:func:`edgesim.plots.runs.scenario_fingerprint`)."""
+    from edgesim.plots.runs import scenario_fingerprint as fingerprint
 
     return fingerprint(config)
 
@@ -212,11 +212,11 @@ def run(
     training diverges stops alone: the others' results are written, and
     ``summary.json`` marks it.
     """
-    from scenarios.run import run_scenario
-    from scenarios.runfolder import check_out
-    from scenarios.schema import Scenario
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.runfolder import check_out
+    from edgesim.scenarios.schema import Scenario
 
-    from plots.curves import parse_formats
+    from edgesim.plots.curves import parse_formats
 
     sc = scenario if isinstance(scenario, Scenario) and not overrides else load_scenario(scenario, **overrides)
     out = Path(out) if out is not None else Path("runs") / sc.name
@@ -273,9 +273,9 @@ def sweep(
     finished runs' frame). The workers are new processes: call ``sweep``
     from a notebook, or from a script under ``if __name__ == "__main__":``.
     """
-    from scenarios.sweep import default_out, make_spec, run_sweep
+    from edgesim.scenarios.sweep import default_out, make_spec, run_sweep
 
-    from plots.curves import parse_formats
+    from edgesim.plots.curves import parse_formats
 
     if scenario is not None and not isinstance(scenario, (str, Path)):
         raise TypeError("sweep: scenario must be the path of a scenario file (the runs load it in their own "
@@ -305,7 +305,7 @@ def sweep(
 
 def _run_folders(paths: Iterable[str | Path]) -> list[tuple[Path, Optional[Path], list[str]]]:
     """(run folder, its sweep folder or None, the sweep's grid keys) for each path, sweeps expanded."""
-    from scenarios.runfolder import is_finished
+    from edgesim.scenarios.runfolder import is_finished
 
     found = []
     for p in [paths] if isinstance(paths, (str, Path)) else paths:
