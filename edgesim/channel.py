@@ -32,7 +32,7 @@ resume a run with identical gains.
 from __future__ import annotations
 
 import math
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
@@ -115,6 +115,7 @@ class ChannelModel:
             np.random.default_rng((self._seed, STREAM_SHADOWING)).normal(0.0, std, n) if std > 0 else np.zeros(n)
         )
         self._moves = 0
+        self._large_scale: Optional[np.ndarray] = None  # path loss and shadowing at the current positions
 
     @property
     def n_devices(self) -> int:
@@ -145,14 +146,23 @@ class ChannelModel:
         system = self._system
         if system.fixed_gain is not None:
             return np.full(system.n_devices, system.fixed_gain)
-        d = np.maximum(self.distances_m, float(system.min_distance_m))
-        loss_db = path_loss_db(d, system.path_loss_intercept_db, system.path_loss_slope_db)
-        gain = 10.0 ** (-(loss_db - self._shadowing_db) / 10.0)
+        gain = self._large_scale_gain()
         if system.rayleigh_fading:
             gain = gain * np.random.default_rng((self._seed, round_index, STREAM_FADING)).exponential(
                 1.0, system.n_devices
             )
-        return gain
+            return gain
+        return gain.copy()
+
+    def _large_scale_gain(self) -> np.ndarray:
+        """Path loss and shadowing as a linear gain at the current positions (kept until the devices move)."""
+        if self._large_scale is None:
+            system = self._system
+            d = np.maximum(self.distances_m, float(system.min_distance_m))
+            loss_db = path_loss_db(d, system.path_loss_intercept_db, system.path_loss_slope_db)
+            self._large_scale = 10.0 ** (-(loss_db - self._shadowing_db) / 10.0)
+            self._large_scale.flags.writeable = False
+        return self._large_scale
 
     def advance(self, duration_s: float) -> None:
         """Move the devices for ``duration_s`` seconds of random-waypoint mobility (no-op when static).
@@ -171,6 +181,7 @@ class ChannelModel:
         self._moves += 1
         if speed == 0 or duration_s == 0:
             return
+        self._large_scale = None
         pos, target = self._positions_m, self._waypoints_m
         left_m = np.full(len(pos), speed * duration_s)  # distance each device may still walk
         walking = np.arange(len(pos))
@@ -211,4 +222,5 @@ class ChannelModel:
                 raise ValueError(f"{name} has shape {None if arr is None else arr.shape}, expected {shape}")
         self._positions_m = positions
         self._waypoints_m = waypoints
+        self._large_scale = None
         self._moves = count("moves", state["moves"])
