@@ -25,7 +25,7 @@ TX_POWER_DBM_RANGE = (-60.0, 60.0)  # 1 nW to 1 kW
 CHANNEL_GAIN_DB_RANGE = (-250.0, 30.0)
 CPU_FREQ_HZ_RANGE = (1e3, 1e12)
 CELL_RADIUS_M_MAX = 1e5
-ROUND_MODES = ("sync", "deadline")
+ROUND_MODES = ("sync", "deadline", "fedasync", "fedbuff")
 MOBILITY_MODELS = ("static", "random_waypoint")
 
 

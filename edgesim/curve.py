@@ -115,6 +115,18 @@ class ParametricBackend:
         self.arrived_uploads += len(outcome.arrived)
         return {"accuracy": self.accuracy(self.arrived_uploads)}
 
+    # -- asynchronous aggregation (edgesim.asynchrony.AsyncBackend): U counts the updates applied
+    def update_work(self, device: int) -> DeviceWork:
+        """One update of ``device``: the round's work (``I * C * D`` cycles, ``model_bits`` up, the broadcast down)."""
+        return DeviceWork(int(device), {"train": self.cycles}, self.model_bits, self.download_bits)
+
+    def start_update(self, update: int, device: int, version: int) -> None:
+        """Nothing to keep: the curve has no model."""
+
+    def aggregate(self, aggregation) -> Mapping[str, float]:
+        self.arrived_uploads += len(aggregation.arrivals)
+        return {"accuracy": self.accuracy(self.arrived_uploads)}
+
     def state_dict(self) -> dict[str, Any]:
         return {"arrived_uploads": self.arrived_uploads}
 

@@ -1,0 +1,637 @@
+"""Asynchronous aggregation on the event clock: FedAsync and FedBuff (docs/asynchrony.md).
+
+``budget.round_mode = "fedasync"`` or ``"fedbuff"`` replaces the round by
+``concurrency`` device *slots* ([async] table, :class:`AsyncConfig`), each a
+SimPy process that loops:
+
+1. draw a device among those idle and online (uniformly, from the run's
+   stream ``(seed, STREAM_ASYNC_DRAW)``; none: wait until one is);
+2. the device **downloads** the current global model (version ``τ``, the
+   number of aggregations so far) on the BS broadcast, **computes** its
+   cycles and **uploads** on the shared uplink — the engine's own links
+   (:class:`edgesim.engine.TdmaUplink` / :class:`~edgesim.engine.FdmaUplink`,
+   :class:`~edgesim.engine.Downlink`) and cost formulas, with the channel gains
+   of round ``τ`` (so a sync and an async run see the same channel draws);
+3. on arrival at server version ``t`` its staleness is ``t − τ`` and its
+   weight ``s(t − τ)`` (:func:`staleness_weight`):
+
+   - **FedAsync** (Xie, Koyejo & Gupta 2019, Alg. 1 and Eq. (2)): the server
+     mixes at once, ``x_t = (1 − α_t) x_{t−1} + α_t x_new`` with
+     ``α_t = α · s(t − τ)`` (:func:`fedasync_mixing_weight`);
+   - **FedBuff** (Nguyen et al., AISTATS 2022, Alg. 1): the update
+     ``Δ = x_new − x_τ`` joins a buffer; when it holds ``K`` updates the server
+     steps ``x ← x + η_g Σ_i (n_i / Σ n) s(t − τ_i) Δ_i`` and empties it;
+
+   then the slot yields once at the same instant (``timeout(0)``), so every
+   upload ending at that instant is taken in (and a buffer that fills then is
+   flushed) before the slot's next download.
+
+Staleness functions (Xie et al. 2019, Sec. 5.2): ``"constant"`` ``s = 1``;
+``"polynomial"`` ``s = (t − τ + 1)^−a``; ``"hinge"`` ``s = 1`` for
+``t − τ <= b``, else ``1 / (a (t − τ − b) + 1)``. FedBuff's ``1/√(1 + τ)``
+(Nguyen et al., Sec. 4) is ``"polynomial"`` with ``a = 0.5``, the default.
+
+Devices come and go (:mod:`edgesim.availability`): only online devices are
+drawn; a device whose online period ends while it downloads, computes or
+uploads loses the update — its energy and the bits it had sent are spent and
+counted as wasted, and its row says ``drop_reason = "offline"``.
+
+Records: one :class:`~edgesim.engine.RoundRecord` per aggregation (its
+``round_index`` the aggregation's index, the new model being version
+``index + 1``), holding an :class:`UpdateRow` for every update that arrived
+or was lost since the previous aggregation; costs are charged to the
+aggregation at or after the update's end. Same scenario and seed ⇒ identical
+records; :meth:`AsyncSimulation.load_state_dict` resumes by replaying the
+clock alone (no learning) to the saved aggregation — the clock never depends
+on what is learned.
+
+The backend (:class:`AsyncBackend`) is told when an update starts (so it can
+keep the model version the device received) and, at each aggregation, what
+arrived and what was lost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional, Protocol, runtime_checkable
+
+import numpy as np
+import simpy
+
+from ._checks import count, finite, non_negative, positive
+from .availability import Availability
+from .backend import DeviceWork
+from .channel import ChannelModel
+from .config import BudgetConfig, SystemConfig, check_choice, check_int, check_number
+from .radio import unchecked_shannon_rate_bps
+from .engine import Downlink, Event, RoundRecord, Transfer, _cyclic_gc_paused, make_uplink
+
+ASYNC_MODES = ("fedasync", "fedbuff")
+STALENESS_FUNCTIONS = ("constant", "polynomial", "hinge")
+STREAM_ASYNC_DRAW = 0xA6
+DROP_REASONS = ("", "offline")
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def polynomial_staleness(staleness: float, a: float) -> float:
+    """``s(t − τ) = (t − τ + 1)^−a`` (Xie et al. 2019, Sec. 5.2); staleness >= 0 updates, ``a >= 0``. In (0, 1]."""
+    staleness, a = non_negative("staleness", staleness), non_negative("a", a)
+    return (staleness + 1.0) ** -a
+
+
+def hinge_staleness(staleness: float, a: float, b: float) -> float:
+    """``s = 1`` if ``t − τ <= b`` else ``1 / (a (t − τ − b) + 1)`` (Xie et al. 2019, Sec. 5.2). In (0, 1]."""
+    staleness, a, b = non_negative("staleness", staleness), non_negative("a", a), non_negative("b", b)
+    return 1.0 if staleness <= b else 1.0 / (a * (staleness - b) + 1.0)
+
+
+def staleness_weight(function: str, staleness: float, a: float = 0.5, b: float = 4.0) -> float:
+    """The weight ``s(t − τ)`` of an update ``staleness`` versions old under ``function``."""
+    if function == "constant":
+        non_negative("staleness", staleness)
+        return 1.0
+    if function == "polynomial":
+        return polynomial_staleness(staleness, a)
+    if function == "hinge":
+        return hinge_staleness(staleness, a, b)
+    raise ValueError(f"staleness function(={function!r}) must be one of {STALENESS_FUNCTIONS}")
+
+
+def fedasync_mixing_weight(alpha: float, weight: float) -> float:
+    """FedAsync's ``α_t = α · s(t − τ)`` (Xie et al. 2019, Alg. 1, line 9); ``α`` in (0, 1], ``s`` in [0, 1]."""
+    alpha, weight = positive("alpha", alpha), non_negative("weight", weight)
+    if alpha > 1 or weight > 1:
+        raise ValueError(f"alpha(={alpha}) and weight(={weight}) must be at most 1")
+    return alpha * weight
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class AsyncConfig:
+    """The ``[async]`` table (used when ``budget.round_mode`` is ``"fedasync"`` or ``"fedbuff"``).
+
+    ``concurrency``: devices training at once (slots; at most ``system.n_devices``).
+    ``alpha``: FedAsync's mixing weight α in (0, 1].
+    ``staleness``: ``"constant"``, ``"polynomial"`` or ``"hinge"``; ``staleness_a`` (a >= 0) and
+    ``staleness_b`` (hinge's b >= 0, in model versions).
+    ``buffer_size``: FedBuff's K (updates per server step, >= 1).
+    ``server_lr``: FedBuff's server learning rate η_g (> 0).
+    ``eval_every``: the backend evaluates the model every this many aggregations (>= 1).
+    """
+
+    concurrency: int = 10
+    alpha: float = 0.6
+    staleness: str = "polynomial"
+    staleness_a: float = 0.5
+    staleness_b: float = 4.0
+    buffer_size: int = 10
+    server_lr: float = 1.0
+    eval_every: int = 1
+
+    def __post_init__(self):
+        check_int("concurrency", self.concurrency, 1)
+        check_number("alpha", self.alpha, minimum=0, strict=True)
+        if self.alpha > 1:
+            raise ValueError(f"alpha = {self.alpha!r}: expected a mixing weight in (0, 1]")
+        check_choice("staleness", self.staleness, STALENESS_FUNCTIONS)
+        check_number("staleness_a", self.staleness_a, minimum=0)
+        check_number("staleness_b", self.staleness_b, minimum=0)
+        check_int("buffer_size", self.buffer_size, 1)
+        check_number("server_lr", self.server_lr, minimum=0, strict=True)
+        check_int("eval_every", self.eval_every, 1)
+
+    def weight(self, staleness: int) -> float:
+        """``s(staleness)`` under this table's function."""
+        return staleness_weight(self.staleness, staleness, self.staleness_a, self.staleness_b)
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One update applied by the server: started from model ``version``, ``staleness = t − version``."""
+
+    update: int
+    device: int
+    version: int
+    staleness: int
+    weight: float
+    arrival_s: float
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """One server step: ``index`` (the new model is version ``index + 1``), at ``time_s``.
+
+    ``mode``: ``"fedasync"`` (one arrival; mix with ``alpha · weight``) or
+    ``"fedbuff"`` (``buffer_size`` arrivals; step ``server_lr`` times their
+    weighted mean delta). ``lost``: indices of updates lost since the last
+    aggregation (their snapshots may be freed). ``evaluate``: whether the
+    backend should evaluate after the step.
+    """
+
+    index: int
+    time_s: float
+    mode: str
+    arrivals: tuple[Arrival, ...]
+    lost: tuple[int, ...]
+    alpha: float
+    server_lr: float
+    evaluate: bool
+
+
+@runtime_checkable
+class AsyncBackend(Protocol):
+    """What :class:`AsyncSimulation` calls (plain Python types only)."""
+
+    def update_work(self, device: int) -> DeviceWork:
+        """One update's work for ``device`` (cycles, upload and download bits); the same at every call."""
+        ...
+
+    def start_update(self, update: int, device: int, version: int) -> None:
+        """Update ``update`` of ``device`` starts from the current global model, version ``version``."""
+        ...
+
+    def aggregate(self, aggregation: Aggregation) -> Mapping[str, float]:
+        """Apply the arrivals (train them from the versions they started from); return metrics."""
+        ...
+
+
+# --------------------------------------------------------------------------- records
+
+
+class UpdateRow(NamedTuple):
+    """One update (seconds, bits, joules), recorded in the aggregation at or after its end.
+
+    The engine's :class:`~edgesim.engine.DeviceRound` columns (``round_index``
+    is the aggregation's index; ``idle_s`` the time queued for the uplink),
+    then ``update`` (its index in start order), ``version`` (the model it
+    started from), ``staleness`` (``t − version`` when applied; -1 if lost),
+    ``start_time_s``/``end_time_s`` and ``drop_reason`` (``""`` or ``"offline"``).
+    """
+
+    round_index: int
+    device: int
+    channel_gain: float
+    rate_bps: float
+    download_s: float
+    compute_s: float
+    upload_airtime_s: float
+    idle_s: float
+    bits_up: float
+    bits_down: float
+    wasted_bits: float
+    radio_energy_j: float
+    compute_energy_j: float
+    arrived: bool
+    dropped: bool
+    update: int
+    version: int
+    staleness: int
+    start_time_s: float
+    end_time_s: float
+    drop_reason: str
+
+
+UPDATE_FIELDS = ("update", "version", "staleness", "start_time_s", "end_time_s", "drop_reason")
+
+
+class _Update:
+    """Book-keeping of one update in flight."""
+
+    __slots__ = ("index", "device", "version", "start_s", "work", "gain", "rate_bps", "phase", "phase_start_s",
+                 "download_s", "bits_down", "compute_s", "cycles", "cycles_done", "transfer", "end_s",
+                 "arrived", "drop_reason", "finished")
+
+    def __init__(self, index: int, device: int, version: int, start_s: float, work: DeviceWork, gain: float,
+                 rate_bps: float, compute_s: float, cycles: float):
+        self.index, self.device, self.version, self.start_s, self.work = index, device, version, start_s, work
+        self.gain, self.rate_bps, self.compute_s, self.cycles = gain, rate_bps, compute_s, cycles
+        self.phase, self.phase_start_s = "start", start_s
+        self.download_s = self.bits_down = self.cycles_done = 0.0
+        self.transfer: Optional[Transfer] = None
+        self.end_s = start_s
+        self.arrived = False
+        self.drop_reason = ""
+        self.finished = False
+
+
+# --------------------------------------------------------------------------- the simulation
+
+
+class AsyncSimulation:
+    """An asynchronous federated run on the simulated cell (module docstring); the API of
+    :class:`edgesim.engine.Simulation` with an aggregation where that has a round.
+
+    ``availability`` (default: every device always online) says when devices
+    may be drawn and when they drop out.
+    """
+
+    def __init__(
+        self,
+        system: SystemConfig,
+        budget: BudgetConfig,
+        backend: AsyncBackend,
+        async_cfg: Optional[AsyncConfig] = None,
+        seed: int = 0,
+        record_events: bool = True,
+        *,
+        availability: Optional[Availability] = None,
+        keep_records: bool = True,
+    ):
+        if budget.round_mode not in ASYNC_MODES:
+            raise ValueError(f"budget.round_mode(={budget.round_mode!r}) must be one of {ASYNC_MODES} for an "
+                             f"asynchronous run")
+        self.system, self.budget, self.backend = system, budget, backend
+        self.mode = budget.round_mode
+        self.cfg = AsyncConfig() if async_cfg is None else async_cfg
+        if self.cfg.concurrency > system.n_devices:
+            raise ValueError(f"async.concurrency(={self.cfg.concurrency}) must be <= system.n_devices"
+                             f"(={system.n_devices}): a device trains one update at a time")
+        self.seed = count("seed", seed)
+        self.record_events = bool(record_events)
+        self.keep_records = bool(keep_records)
+        self.availability = Availability(system.n_devices) if availability is None else availability
+        if self.availability.n_devices != system.n_devices:
+            raise ValueError(f"availability has {self.availability.n_devices} devices, the system "
+                             f"{system.n_devices}")
+        self._kappa = non_negative("kappa", system.kappa)
+        self._cpu_freqs_hz = tuple(positive("cpu_freq_hz", f) for f in system.cpu_freqs_hz)
+        self._tx_power_w = tuple(positive("tx_power_w", p) for p in system.tx_power_w)
+        self._work_cache: dict[int, tuple[DeviceWork, float]] = {}
+        self._start(0.0)
+
+    def _start(self, now_s: float) -> None:
+        """A fresh clock from ``now_s`` with every device idle and the model at version 0."""
+        n = self.system.n_devices
+        self.channel = ChannelModel(self.system, self.seed)
+        self._env = env = simpy.Environment(initial_time=now_s)
+        self._uplink = make_uplink(env, self.system.access, self.system.bandwidth_hz, self.system.noise_psd_w_per_hz)
+        self._downlink = Downlink(self.system.downlink_rate_bps)
+        self._rng = np.random.default_rng((self.seed, STREAM_ASYNC_DRAW))
+        self._busy = np.zeros(n, dtype=bool)
+        self._version = 0  # aggregations so far = the global model's version
+        self._n_started = 0
+        self._finished: list[_Update] = []  # updates ended since the last aggregation (arrived or lost)
+        self._buffer: list[_Update] = []
+        self._last_agg_s = now_s
+        self._last_advance_s = now_s
+        self._gains_version, self._gains = -1, np.zeros(0)
+        self._events: list[Event] = []
+        self._records: list[RoundRecord] = []
+        self._event_count = 0
+        self._cum = {"bits_up": 0.0, "bits_down": 0.0, "wasted_bits": 0.0, "energy_j": 0.0}
+        self._replay = False
+        self._agg_done: Optional[simpy.Event] = None
+        self._last_record: Optional[RoundRecord] = None
+        self._released = env.event()  # succeeds when a device becomes idle (then replaced)
+        self._procs = [env.process(self._slot(env)) for _ in range(self.cfg.concurrency)]
+
+    # -- read-only views (as Simulation's)
+    @property
+    def now_s(self) -> float:
+        return float(self._env.now)
+
+    @property
+    def round_index(self) -> int:
+        """Aggregations so far (= the global model's version)."""
+        return self._version
+
+    @property
+    def events(self) -> list[Event]:
+        return list(self._events)
+
+    @property
+    def event_count(self) -> int:
+        return self._event_count
+
+    @property
+    def records(self) -> list[RoundRecord]:
+        return list(self._records)
+
+    @property
+    def updates_started(self) -> int:
+        return self._n_started
+
+    # -- running
+    def run_round(self) -> Optional[RoundRecord]:
+        """Run the clock to the next aggregation; its record (``None``: no device can ever update again)."""
+        env = self._env
+        self._agg_done = env.event()
+        with _cyclic_gc_paused():
+            try:
+                env.run(until=self._agg_done)
+            except RuntimeError as e:  # no events left: every device offline for good
+                if "until" not in str(e) and "No scheduled events" not in str(e):
+                    raise
+                return None
+        return self._last_record
+
+    def run(self, rounds: Optional[int] = None, max_time_s: Optional[float] = None,
+            on_round: Optional[Callable[[RoundRecord], Any]] = None) -> list[RoundRecord]:
+        """Run ``rounds`` aggregations (default: up to ``budget.rounds``); as :meth:`Simulation.run`."""
+        rounds = max(0, self.budget.rounds - self._version) if rounds is None else count("rounds", rounds)
+        if max_time_s is not None:
+            max_time_s = finite("max_time_s", max_time_s)
+        out = []
+        for _ in range(rounds):
+            if max_time_s is not None and self.now_s >= max_time_s:
+                break
+            record = self.run_round()
+            if record is None:
+                break
+            out.append(record)
+            if on_round is not None and on_round(record):
+                break
+        return out
+
+    # -- the slots
+    def _emit(self, time_s: float, version: int, device: int, kind: str, bits: float = 0.0) -> None:
+        self._event_count += 1
+        if self.record_events:
+            self._events.append(Event(time_s, version, device, kind, float(bits)))
+
+    def _work_of(self, d: int) -> tuple[DeviceWork, float]:
+        cached = self._work_cache.get(d)
+        if cached is None:
+            w = self.backend.update_work(d)
+            if not isinstance(w, DeviceWork) or w.device != d:
+                raise ValueError(f"update_work({d}) returned {w!r}, expected a DeviceWork of device {d}")
+            cycles = sum(non_negative(f"compute_cycles[{k!r}]", v) for k, v in w.compute_cycles.items())
+            non_negative("upload_bits", w.upload_bits)
+            non_negative("download_bits", w.download_bits)
+            cached = self._work_cache[d] = (w, float(cycles))
+        return cached
+
+    def _gain(self, d: int, version: int) -> float:
+        if self._gains_version != version:
+            self._gains, self._gains_version = self.channel.gains(version), version
+        return float(self._gains[d])
+
+    def _draw(self, env: simpy.Environment):
+        """Process step: ``d = yield from self._draw(env)``: an idle online device (``None``: never again)."""
+        avail = self.availability
+        while True:
+            idle = np.flatnonzero(~self._busy)
+            if avail.always:
+                candidates = idle
+            else:
+                now = env.now
+                candidates = np.asarray([d for d in idle.tolist() if avail.online(d, now)], dtype=np.int64)
+            if len(candidates):
+                return int(candidates[self._rng.integers(len(candidates))])
+            # Nobody can start now: wait for an idle device to come online or a busy one to be freed.
+            now = env.now
+            soonest = min((avail.next_online_s(d, now) for d in idle.tolist()), default=math.inf)
+            if not math.isfinite(soonest) and not self._busy.any():
+                return None
+            wait = [self._released]
+            if math.isfinite(soonest):
+                wait.append(env.timeout(soonest - now))
+            yield env.any_of(wait)
+
+    def _release(self, d: int) -> None:
+        self._busy[d] = False
+        if not self._released.triggered:
+            self._released.succeed()
+            self._released = self._env.event()
+
+    def _slot(self, env: simpy.Environment):
+        proc = None
+        while True:
+            d = yield from self._draw(env)
+            if d is None:
+                return
+            if proc is None:
+                proc = env.active_process
+            work, cycles = self._work_of(d)
+            version = self._version
+            gain = self._gain(d, version)
+            u = _Update(self._n_started, d, version, env.now, work, gain,
+                        self._full_band_rate(d, gain), cycles / self._cpu_freqs_hz[d], cycles)
+            self._n_started += 1
+            self._busy[d] = True
+            if not self._replay:
+                self.backend.start_update(u.index, d, version)
+            off_s = self.availability.online_until_s(d, env.now)
+            if off_s < math.inf:
+                timer = env.timeout(off_s - env.now)
+                timer.callbacks.append(lambda _e, u=u, proc=proc: self._go_offline(u, proc))
+            yield from self._run_update(env, u)
+            u.finished = True
+            u.end_s = env.now
+            self._release(d)
+            self._finished.append(u)
+            if u.arrived:
+                self._arrive(env, u)
+            yield env.timeout(0)  # same-instant arrivals are taken in before the next download
+
+    def _full_band_rate(self, d: int, gain: float) -> float:
+        """Eq. (8) over the whole band (the row's ``rate_bps``); its inputs checked by the configs."""
+        if not gain > 0:
+            return 0.0
+        return unchecked_shannon_rate_bps(float(self.system.bandwidth_hz), gain, self._tx_power_w[d],
+                                          self.system.noise_psd_w_per_hz)
+
+    def _go_offline(self, u: _Update, proc: simpy.Process) -> None:
+        if not u.finished and u.drop_reason == "":
+            u.drop_reason = "offline"
+            proc.interrupt("offline")
+
+    def _run_update(self, env: simpy.Environment, u: _Update) -> Iterator[simpy.Event]:
+        work, d, v = u.work, u.device, u.version
+        try:
+            if work.download_bits > 0:
+                u.phase, u.phase_start_s = "download", env.now
+                self._emit(env.now, v, d, "download_start", work.download_bits)
+                yield from self._downlink.receive(env, d, work.download_bits)
+                u.download_s, u.bits_down = env.now - u.phase_start_s, float(work.download_bits)
+                self._emit(env.now, v, d, "download_end", u.bits_down)
+            u.phase, u.phase_start_s = "compute", env.now
+            self._emit(env.now, v, d, "compute_start")
+            yield env.timeout(u.compute_s)
+            u.cycles_done = u.cycles
+            self._emit(env.now, v, d, "compute_end")
+            if work.upload_bits > 0:
+                u.phase = "upload"
+                if not u.gain > 0:
+                    raise ValueError(f"channel_gain of device {d}(={u.gain}) must be > 0 to upload")
+
+                def on_air(transfer: Transfer) -> None:
+                    u.transfer = transfer
+                    self._emit(env.now, v, d, "upload_start", transfer.bits)
+
+                transfer = yield from self._uplink.transmit(env, d, float(work.upload_bits), u.gain,
+                                                            self._tx_power_w[d], on_air, checked=True)
+                self._emit(env.now, v, d, "upload_end", transfer.bits)
+            u.phase = "done"
+            u.arrived = True
+        except simpy.Interrupt:
+            elapsed_s = env.now - u.phase_start_s
+            if u.phase == "download":
+                u.download_s = elapsed_s
+                u.bits_down = self._downlink.received_bits(float(work.download_bits), elapsed_s)
+            elif u.phase == "compute":
+                u.cycles_done = min(u.cycles, elapsed_s * self._cpu_freqs_hz[d])
+            wasted = u.transfer.sent_bits if u.transfer is not None else 0.0
+            self._emit(env.now, v, d, "upload_dropped", wasted)
+
+    # -- the server
+    def _arrive(self, env: simpy.Environment, u: _Update) -> None:
+        if self.mode == "fedasync":
+            self._aggregate(env, [u])
+            return
+        self._buffer.append(u)
+        if len(self._buffer) >= self.cfg.buffer_size:
+            arrivals, self._buffer = self._buffer, []
+            self._aggregate(env, arrivals)
+
+    def _aggregate(self, env: simpy.Environment, updates: list[_Update]) -> None:
+        t, now = self._version, env.now
+        arrivals = tuple(Arrival(u.index, u.device, u.version, t - u.version, self.cfg.weight(t - u.version), u.end_s)
+                         for u in updates)
+        staleness = {u.index: a.staleness for u, a in zip(updates, arrivals)}
+        finished, self._finished = self._finished, []
+        lost = tuple(u.index for u in finished if not u.arrived)
+        metrics: Mapping[str, float] = {}
+        if not self._replay:
+            metrics = self.backend.aggregate(Aggregation(
+                index=t, time_s=now, mode=self.mode, arrivals=arrivals, lost=lost, alpha=float(self.cfg.alpha),
+                server_lr=float(self.cfg.server_lr), evaluate=(t + 1) % self.cfg.eval_every == 0))
+        self._emit(now, t, -1, "aggregate")
+        rows = self._rows(t, finished, staleness)
+        totals = {k: float(sum(getattr(r, k) for r in rows)) for k in
+                  ("bits_up", "bits_down", "wasted_bits", "radio_energy_j", "compute_energy_j")}
+        cum = self._cum
+        cum["bits_up"] += totals["bits_up"]
+        cum["bits_down"] += totals["bits_down"]
+        cum["wasted_bits"] += totals["wasted_bits"]
+        cum["energy_j"] += totals["radio_energy_j"] + totals["compute_energy_j"]
+        stal = [a.staleness for a in arrivals]
+        info = {"version": float(t + 1), "staleness_mean": sum(stal) / len(stal), "staleness_max": float(max(stal)),
+                "updates_started": float(self._n_started)}
+        record = RoundRecord(
+            round_index=t, start_time_s=self._last_agg_s, end_time_s=now,
+            arrived=tuple(a.device for a in arrivals), dropped=tuple(r.device for r in rows if r.dropped),
+            **totals, cum_bits_up=cum["bits_up"], cum_bits_down=cum["bits_down"],
+            cum_wasted_bits=cum["wasted_bits"], cum_energy_j=cum["energy_j"],
+            metrics={str(k): float(x) for k, x in metrics.items()}, info=info, devices=tuple(rows))
+        self._version = t + 1
+        self._last_agg_s = now
+        self.channel.advance(now - self._last_advance_s)
+        self._last_advance_s = now
+        self._last_record = record
+        if self.keep_records and not self._replay:
+            self._records.append(record)
+        if self._agg_done is not None and not self._agg_done.triggered:
+            self._agg_done.succeed()
+
+    def _rows(self, index: int, finished: list[_Update], staleness: Mapping[int, int]) -> list[UpdateRow]:
+        rows = []
+        kappa = self._kappa
+        for u in finished:
+            transfer = u.transfer
+            airtime_s = transfer.airtime_s if transfer is not None else 0.0
+            queued_s = (transfer.start_s - transfer.queued_s) if (transfer is not None and transfer.start_s is not None) else 0.0
+            compute_s = u.compute_s if u.cycles_done == u.cycles else u.cycles_done / self._cpu_freqs_hz[u.device]
+            bits_up = float(u.work.upload_bits) if u.arrived else 0.0
+            wasted = transfer.sent_bits if (not u.arrived and transfer is not None) else 0.0
+            rows.append(UpdateRow(
+                index, u.device, u.gain, u.rate_bps, u.download_s, compute_s, airtime_s, queued_s,
+                bits_up, u.bits_down, wasted, self._tx_power_w[u.device] * airtime_s,
+                kappa * self._cpu_freqs_hz[u.device] ** 2 * u.cycles_done, u.arrived, not u.arrived,
+                u.index, u.version, staleness.get(u.index, -1), u.start_s, u.end_s, u.drop_reason))
+        return rows
+
+    # -- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The run's position as plain numbers: resumed by replaying the clock (:meth:`load_state_dict`)."""
+        return {
+            "version": 1,
+            "kind": "async",
+            "seed": self.seed,
+            "mode": self.mode,
+            "now_s": self.now_s,
+            "round_index": self._version,
+            "event_count": self._event_count,
+            "updates_started": self._n_started,
+            "cum_bits_up": self._cum["bits_up"],
+            "cum_bits_down": self._cum["bits_down"],
+            "cum_wasted_bits": self._cum["wasted_bits"],
+            "cum_energy_j": self._cum["energy_j"],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume after :meth:`state_dict`: the clock alone is run again from 0 to the saved aggregation
+        (the backend is not called; it restores its own state), then checked against the saved position.
+
+        Clears :attr:`events` and :attr:`records`.
+        """
+        if state.get("version") != 1 or state.get("kind") != "async":
+            raise ValueError(f"state (version {state.get('version')!r}, kind {state.get('kind')!r}) is not an "
+                             f"asynchronous run's (version 1, kind 'async')")
+        if int(state["seed"]) != self.seed or state.get("mode") != self.mode:
+            raise ValueError(f"state of seed {state['seed']} and mode {state.get('mode')!r} differs from this "
+                             f"simulation's (seed {self.seed}, mode {self.mode!r})")
+        target = count("round_index", state["round_index"])
+        record_events = self.record_events
+        self._start(0.0)
+        self._replay, self.record_events = True, False
+        try:
+            while self._version < target:
+                if self.run_round() is None:
+                    break
+        finally:
+            self._replay, self.record_events = False, record_events
+        got = (self._version, self._event_count, self._n_started, self.now_s)
+        want = (target, int(state["event_count"]), int(state["updates_started"]), float(state["now_s"]))
+        if got != want:
+            raise ValueError(f"replaying the clock reached (aggregations, events, updates, time) = {got}, the "
+                             f"checkpoint says {want}: the scenario or the code changed since it was saved")
+        self._events, self._records = [], []
