@@ -592,6 +592,9 @@ class Simulation:
         *,
         keep_records: bool = True,
     ):
+        if budget.round_mode not in ("sync", "deadline"):
+            raise ValueError(f"budget.round_mode(={budget.round_mode!r}) has no rounds: run it with "
+                             f"edgesim.asynchrony.AsyncSimulation")
         self.system = system
         self.budget = budget
         self.backend = backend

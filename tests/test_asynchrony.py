@@ -273,3 +273,9 @@ def test_resume_refuses_a_changed_scenario():
                             AsyncConfig(concurrency=2))
     with pytest.raises(ValueError, match="changed"):
         other.load_state_dict(state)
+
+
+def test_the_round_engine_refuses_an_asynchronous_mode():
+    system, workload = cell([1e9])
+    with pytest.raises(ValueError, match="AsyncSimulation"):
+        Simulation(system, BudgetConfig(round_mode="fedbuff"), ParametricBackend(1, 1, workload))
