@@ -64,11 +64,13 @@ def test_engine_uses_the_one_shannon_rate(monkeypatch):
     ``shannon_rate_bps`` itself calls on floats.
     """
     import edgesim.engine as engine
+    import edgesim.links as links
 
     calls, scalar_calls = [], []
-    real, real_scalar = engine.shannon_rate_bps, engine.unchecked_shannon_rate_bps
-    monkeypatch.setattr(engine, "shannon_rate_bps", lambda *a: calls.append(a) or real(*a))
-    monkeypatch.setattr(engine, "unchecked_shannon_rate_bps", lambda *a: scalar_calls.append(a) or real_scalar(*a))
+    real, real_scalar = engine.shannon_rate_bps, links.unchecked_shannon_rate_bps
+    for module in (engine, links):  # the system view (engine) and the links
+        monkeypatch.setattr(module, "shannon_rate_bps", lambda *a: calls.append(a) or real(*a))
+    monkeypatch.setattr(links, "unchecked_shannon_rate_bps", lambda *a: scalar_calls.append(a) or real_scalar(*a))
     for access in ("tdma", "fdma"):
         system = SystemConfig(n_devices=3, channel_gain_db=-100, access=access)
         Simulation(system, BudgetConfig(rounds=1), ParametricBackend(3, 2, WorkloadConfig(model_bits=1e6))).run()

@@ -1,0 +1,346 @@
+"""The cell's links: the shared uplink (TDMA or FDMA) and the BS broadcast (docs/system_model.md).
+
+The engine's devices ask a link how long their bits take; the delay lives here.
+
+- :class:`TdmaUplink`: one transfer at a time over the whole band, first come first served
+  (Eq. (24) for identical devices; DoFed-SPP, Ching et al., IEEE TSC 2023).
+- :class:`FdmaUplink`: processor sharing of the band, Eq. (8) with ``b / n_active``.
+- :class:`Downlink`: the broadcast, every device in parallel at one rate (0 = instantaneous).
+
+Torch-free, like all of ``edgesim/``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+import simpy
+
+from ._checks import non_negative, positive
+from .config import ACCESS_SCHEMES
+from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
+
+# Transfers whose predicted completion is within this relative distance of the
+# earliest one complete together (identical devices finish at the same instant).
+_SIMULTANEOUS_REL = 1e-12
+
+
+
+class Transfer:
+    """One upload as the uplink sees it; the uplink fills in the times and progress.
+
+    ``start_s``: when it went on air (``None`` while queued); ``end_s``: when
+    it completed (``None`` if aborted); ``sent_bits``/``airtime_s``: progress,
+    final once the transfer completed or was aborted. Its inputs are checked
+    by whoever creates it (:func:`checked_transfer`, or the engine once per
+    round for all its devices).
+    """
+
+    __slots__ = ("device", "bits", "channel_gain", "tx_power_w", "queued_s", "start_s", "end_s",
+                 "sent_bits", "airtime_s", "aborted", "slot", "done")
+
+    def __init__(self, device: int, bits: float, channel_gain: float, tx_power_w: float, queued_s: float):
+        self.device = device
+        self.bits = bits
+        self.channel_gain = channel_gain
+        self.tx_power_w = tx_power_w
+        self.queued_s = queued_s
+        self.start_s: Optional[float] = None
+        self.end_s: Optional[float] = None
+        self.sent_bits = 0.0
+        self.airtime_s = 0.0
+        self.aborted = False
+        self.slot: Optional[int] = None
+        self.done: Optional[simpy.Event] = None
+
+    def __repr__(self) -> str:
+        return f"Transfer(device={self.device}, bits={self.bits}, start_s={self.start_s}, end_s={self.end_s})"
+
+
+OnAir = Optional[Callable[[Transfer], None]]
+
+
+def checked_transfer(device: int, bits: float, channel_gain: float, tx_power_w: float, queued_s: float) -> Transfer:
+    """A :class:`Transfer` whose inputs are checked: ``bits`` >= 0, gain and power > 0 (all finite)."""
+    return Transfer(device, non_negative("bits", bits), positive("channel_gain", channel_gain),
+                    positive("tx_power_w", tx_power_w), queued_s)
+
+
+class TdmaUplink:
+    """Time division: one transfer at a time over the whole band ``b``, first come first served.
+
+    A transfer runs at ``shannon_rate_bps(b, g_n, p_n, N0)`` (Eq. (8)) for
+    ``bits / rate`` seconds; K identical uploads take ``K * m / r`` (Eq. (24)).
+
+    The band is a ``simpy.Resource(capacity=1)`` in behaviour, event for
+    event, with its waiting line in a deque: a request joins the line and
+    the head is granted (its event scheduled) whenever the band is free; a
+    release frees the band at once and hands it to the head when a release
+    event, scheduled then, is processed. ``simpy.Resource`` keeps the line in a
+    list and grants with ``pop(0)``, O(n) per grant: O(n²) a round when
+    10,000 devices queue (benchmarks/RESULTS.md). The same events are
+    scheduled in the same order, so traces are identical
+    (``tests/test_engine.py`` checks this against ``simpy.Resource``).
+    """
+
+    access = "tdma"
+
+    def __init__(self, env: simpy.Environment, bandwidth_hz: float, noise_psd_w_per_hz: float):
+        self.env = env
+        self.bandwidth_hz = positive("bandwidth_hz", bandwidth_hz)
+        self.noise_psd_w_per_hz = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
+        self._on_air: Optional[simpy.Event] = None  # the granted request (None: the band is free)
+        self._line: deque = deque()  # requests waiting, first come first served
+
+    def _grant(self, _event: Any = None) -> None:
+        if self._on_air is None and self._line:
+            self._on_air = self._line.popleft()
+            self._on_air.succeed()
+
+    def _request(self, env: simpy.Environment) -> simpy.Event:
+        request = simpy.Event(env)
+        self._line.append(request)
+        self._grant()
+        return request
+
+    def _release(self, env: simpy.Environment, request: simpy.Event) -> None:
+        if request is self._on_air:
+            self._on_air = None
+        elif not request.triggered:  # interrupted while waiting: leaves the line (O(n), at a deadline only)
+            self._line.remove(request)
+        released = simpy.Event(env)
+        released.callbacks.append(self._grant)
+        released.succeed()
+
+    def transmit(
+        self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
+        on_air: OnAir = None, *, checked: bool = False,
+    ) -> Iterator[simpy.Event]:
+        """Process step: ``transfer = yield from uplink.transmit(env, ...)``.
+
+        Calls ``on_air(transfer)`` when the band is granted. On
+        :class:`simpy.Interrupt` the transfer is aborted (its partial progress
+        recorded, the band released) and the interrupt re-raised. ``checked``:
+        the caller has already checked ``bits``, ``channel_gain`` and
+        ``tx_power_w`` (the engine does, for a whole round at once).
+        """
+        if checked:
+            transfer = Transfer(device, bits, channel_gain, tx_power_w, env.now)
+            rate = unchecked_shannon_rate_bps(self.bandwidth_hz, channel_gain, tx_power_w,
+                                              self.noise_psd_w_per_hz)
+        else:
+            transfer = checked_transfer(device, bits, channel_gain, tx_power_w, env.now)
+            rate = shannon_rate_bps(self.bandwidth_hz, transfer.channel_gain, transfer.tx_power_w,
+                                    self.noise_psd_w_per_hz)
+        if not rate > 0:
+            raise ValueError(f"rate(={rate}) of device {device} must be > 0 (channel_gain={channel_gain})")
+        request = self._request(env)
+        try:
+            try:
+                yield request
+            except simpy.Interrupt:
+                transfer.aborted = True
+                raise
+            transfer.start_s = env.now
+            if on_air is not None:
+                on_air(transfer)
+            try:
+                yield env.timeout(transfer.bits / rate)
+            except simpy.Interrupt:
+                transfer.airtime_s = env.now - transfer.start_s
+                transfer.sent_bits = min(transfer.bits, transfer.airtime_s * rate)
+                transfer.aborted = True
+                raise
+        except GeneratorExit:  # a generator closed unfinished releases nothing (as simpy's ``with`` request)
+            raise
+        except BaseException:
+            self._release(env, request)
+            raise
+        self._release(env, request)
+        transfer.end_s = env.now
+        transfer.airtime_s = transfer.end_s - transfer.start_s
+        transfer.sent_bits = transfer.bits
+        return transfer
+
+
+class FdmaUplink:
+    """Frequency division with processor sharing: the ``n`` transmitting devices share the band equally.
+
+    Device i gets ``b / n`` Hz with noise ``N0 * b / n``, so its rate is
+    ``shannon_rate_bps(b/n, g_i, p_i, N0) = (b/n) log2(1 + n * g_i p_i / (N0 b))``
+    (computed for all transfers at once by the vectorised :func:`shannon_rate_bps`).
+    Whenever a transfer starts or ends, all shares are recomputed and each
+    transfer keeps the bits it has left. A central process wakes at the next
+    completion or at a new arrival (or abort), brings every transfer's progress
+    up to now, and schedules the next completion: O(n) NumPy work per event.
+    """
+
+    access = "fdma"
+
+    def __init__(self, env: simpy.Environment, bandwidth_hz: float, noise_psd_w_per_hz: float):
+        self.env = env
+        self.bandwidth_hz = positive("bandwidth_hz", bandwidth_hz)
+        self.noise_psd_w_per_hz = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
+        # One slot per admitted transfer; a free slot has gp = rate = 0, rem = inf and no transfer.
+        self._gp = np.zeros(0)  # g·p: the power each transfer delivers (W)
+        self._rem = np.zeros(0)  # bits left at self._last_s
+        self._rates = np.zeros(0)  # bit/s since self._last_s
+        self._slots: list[Optional[Transfer]] = []
+        self._n_active = 0
+        self._pending: list[Transfer] = []
+        self._last_s = env.now
+        self._next_s = math.inf
+        self._next_slots: list[int] = []
+        self._timer: Optional[simpy.Event] = None
+        self._wake = env.event()
+        env.process(self._serve(env))
+
+    @property
+    def n_active(self) -> int:
+        """Transfers on air now (admitted or about to be)."""
+        return self._n_active + len(self._pending)
+
+    def transmit(
+        self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
+        on_air: OnAir = None, *, checked: bool = False,
+    ) -> Iterator[simpy.Event]:
+        """Process step: ``transfer = yield from uplink.transmit(env, ...)``; on air at once.
+
+        ``checked``: the caller has already checked the inputs (see :meth:`TdmaUplink.transmit`)."""
+        transfer = (Transfer if checked else checked_transfer)(device, bits, channel_gain, tx_power_w, env.now)
+        transfer.start_s = env.now
+        if on_air is not None:
+            on_air(transfer)
+        if transfer.bits == 0:
+            transfer.end_s = env.now
+            return transfer
+        transfer.done = env.event()
+        self._pending.append(transfer)
+        self._poke()
+        try:
+            yield transfer.done
+        except simpy.Interrupt:
+            self._abort(transfer, env.now)
+            raise
+        return transfer
+
+    # -- the central process
+    def _poke(self, _event: Any = None) -> None:
+        if not self._wake.triggered:
+            self._wake.succeed()
+
+    def _on_timer(self, event: simpy.Event) -> None:
+        if event is self._timer:  # a superseded timer does nothing
+            self._poke()
+
+    def _serve(self, env: simpy.Environment):
+        while True:
+            yield self._wake
+            self._wake = env.event()
+            self._update(env.now)
+
+    def _update(self, now: float) -> None:
+        dt = now - self._last_s
+        if dt > 0 and self._n_active:
+            self._rem -= self._rates * dt
+        self._last_s = now
+        if self._next_s <= now:
+            for s in self._next_slots:
+                transfer = self._slots[s]
+                if transfer is not None:
+                    self._release(s)
+                    transfer.end_s = now
+                    transfer.airtime_s = now - transfer.start_s
+                    transfer.sent_bits = transfer.bits
+                    transfer.done.succeed(transfer)
+        if self._pending:
+            first = len(self._slots)
+            new = self._pending
+            self._pending = []
+            for i, transfer in enumerate(new):
+                transfer.slot = first + i
+            self._gp = np.concatenate([self._gp, [t.channel_gain * t.tx_power_w for t in new]])
+            self._rem = np.concatenate([self._rem, [t.bits for t in new]])
+            self._rates = np.concatenate([self._rates, np.zeros(len(new))])
+            self._slots.extend(new)
+            self._n_active += len(new)
+        if len(self._slots) > 1.25 * self._n_active + 32:
+            self._compact()
+        self._next_s, self._next_slots, self._timer = math.inf, [], None
+        n = self._n_active
+        if n == 0:
+            self._rates[:] = 0.0
+            return
+        # Eq. (8) with b/n Hz each; a free slot has g p = 0, so rate 0.
+        rates = shannon_rate_bps(self.bandwidth_hz / n, self._gp, 1.0, self.noise_psd_w_per_hz)
+        self._rates = rates
+        with np.errstate(divide="ignore"):
+            to_finish_s = self._rem / rates  # a free slot: inf / 0 = inf
+        delay_s = max(float(to_finish_s.min()), 0.0)
+        if not math.isfinite(delay_s):
+            raise ValueError(f"FDMA uplink: no transfer can finish (rates {rates[rates > 0][:3]}...)")
+        self._next_slots = np.flatnonzero(to_finish_s <= delay_s * (1.0 + _SIMULTANEOUS_REL)).tolist()
+        self._next_s = now + delay_s
+        self._timer = self.env.timeout(delay_s)
+        self._timer.callbacks.append(self._on_timer)
+
+    def _release(self, s: int) -> None:
+        self._slots[s] = None
+        self._gp[s] = 0.0
+        self._rem[s] = math.inf
+        self._rates[s] = 0.0
+        self._n_active -= 1
+
+    def _compact(self) -> None:
+        keep = [s for s, t in enumerate(self._slots) if t is not None]
+        idx = np.asarray(keep, dtype=np.intp)
+        self._gp, self._rem, self._rates = self._gp[idx], self._rem[idx], self._rates[idx]
+        self._slots = [self._slots[s] for s in keep]
+        for s, transfer in enumerate(self._slots):
+            transfer.slot = s
+
+    def _abort(self, transfer: Transfer, now: float) -> None:
+        transfer.aborted = True
+        transfer.airtime_s = now - transfer.start_s
+        if transfer.slot is None:  # not admitted yet: sent nothing
+            self._pending.remove(transfer)
+            return
+        s = transfer.slot
+        left = float(self._rem[s] - self._rates[s] * (now - self._last_s))
+        transfer.sent_bits = min(transfer.bits, max(0.0, transfer.bits - left))
+        self._release(s)
+        self._poke()
+
+
+def make_uplink(env: simpy.Environment, access: str, bandwidth_hz: float, noise_psd_w_per_hz: float):
+    """The uplink object for ``access`` (``"tdma"`` or ``"fdma"``)."""
+    if access == "tdma":
+        return TdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz)
+    if access == "fdma":
+        return FdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz)
+    raise ValueError(f"access(={access!r}) must be one of {ACCESS_SCHEMES}")
+
+
+class Downlink:
+    """The BS broadcast: every device receives its bits in parallel at ``rate_bps`` (0 = instantaneous)."""
+
+    def __init__(self, rate_bps: float):
+        self.rate_bps = non_negative("rate_bps", rate_bps)
+
+    def duration_s(self, bits: float) -> float:
+        bits = non_negative("bits", bits)
+        return 0.0 if self.rate_bps == 0 else bits / self.rate_bps
+
+    def received_bits(self, bits: float, elapsed_s: float) -> float:
+        """Bits of a ``bits`` download received after ``elapsed_s`` seconds."""
+        return bits if self.rate_bps == 0 else min(bits, self.rate_bps * elapsed_s)
+
+    def receive(self, env: simpy.Environment, device: int, bits: float) -> Iterator[simpy.Event]:
+        """Process step: ``yield from downlink.receive(env, device, bits)``."""
+        duration_s = self.duration_s(bits)
+        if duration_s > 0:
+            yield env.timeout(duration_s)
+        return bits
