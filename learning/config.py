@@ -49,7 +49,12 @@ class DataConfig:
     from the run seed) as a validation set: the labels-at-server methods
     report ``val_accuracy`` on it every round, for choosing hyper-parameters
     without the test set (0, the default: the server trains on all of them).
-    ``train_pool_size`` draws a random subset of
+    ``file`` names the ``.npz`` archive of ``dataset = "npz"`` (relative to
+    ``data_dir``; unset: the one ``.npz`` in ``data_dir``); ``image_size``
+    ``[H, W]`` resizes the images of ``dataset = "image_folder"`` (unset: they
+    must share one size) and ``test_fraction`` is the share of each class it
+    holds out as the test split when the folder has no ``train/``/``test/``
+    subfolders (unset: 0.2) — docs/data.md. ``train_pool_size`` draws a random subset of
     the train split (stratified by nothing: uniform without replacement,
     from the run seed) before partitioning — a smaller federation of the
     same data set (``None``: the whole split). ``test_size`` caps each
@@ -78,6 +83,9 @@ class DataConfig:
     train_pool_size: Optional[int] = None
     test_size: Optional[int] = None
     validation_size: int = 0
+    file: Optional[str] = None
+    image_size: Optional[list] = None
+    test_fraction: Optional[Number] = None
 
     def __post_init__(self):
         check_choice("dataset", self.dataset, DATASETS.names)
@@ -85,6 +93,7 @@ class DataConfig:
             fail("data_dir", self.data_dir, "a directory path (string)")
         if self.data_dir is not None and not DATASETS[self.dataset].needs_files:
             fail("data_dir", self.data_dir, f"left out: dataset = {self.dataset!r} is bundled, it reads no folder")
+        self._check_loader_keys()
         check_choice("partition", self.partition, PARTITIONS.names)
         check_number("alpha", self.alpha, minimum=0, strict=True)
         check_number("labeled_ratio_alpha", self.labeled_ratio_alpha, minimum=0, strict=True)
@@ -113,6 +122,31 @@ class DataConfig:
         if self.validation_size and self.train_pool_size is None:
             fail("validation_size", self.validation_size,
                  "0 unless train_pool_size is set (the validation images are train images outside the train pool)")
+
+    def _check_loader_keys(self) -> None:
+        """``file``, ``image_size``, ``test_fraction``: well-formed, and set only for a data set that reads them."""
+        options = DATASETS[self.dataset].options
+        for key in ("file", "image_size", "test_fraction"):
+            if getattr(self, key) is not None and key not in options:
+                readers = [n for n, spec in DATASETS.items() if key in spec.options]
+                fail(key, getattr(self, key), f"left out: only dataset = {' or '.join(map(repr, readers))} reads it")
+        if self.file is not None and (not isinstance(self.file, str) or not self.file):
+            fail("file", self.file, "the path of an .npz file (a non-empty string)")
+        if self.image_size is not None:
+            size = self.image_size
+            if (not isinstance(size, (list, tuple)) or len(size) != 2
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in size)):
+                fail("image_size", size, "[H, W]: two integers >= 1 (pixels)")
+        if self.test_fraction is not None:
+            check_number("test_fraction", self.test_fraction, minimum=0, strict=True)
+            if self.test_fraction >= 1:
+                fail("test_fraction", self.test_fraction, "a fraction in (0, 1)")
+
+    def loader_options(self) -> dict:
+        """The keys of this table that the data set's loader takes (``load_dataset(..., **options)``), those set."""
+        options = DATASETS[self.dataset].options
+        return {k: getattr(self, k) for k in ("file", "image_size", "test_fraction")
+                if k in options and getattr(self, k) is not None}
 
 
 @dataclass(frozen=True)

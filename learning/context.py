@@ -21,7 +21,7 @@ from edgesim.compute import training_cycles
 from edgesim.config import WorkloadConfig
 from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 from edgesim.learning.data import partitions as P
-from edgesim.learning.data.datasets import Dataset, load_dataset
+from edgesim.learning.data.datasets import Dataset, dataset_record, load_dataset
 from edgesim.learning.device import compute_device
 from edgesim.learning.executors import LocalTrainConfig, make_executor
 from edgesim.learning.models import build_model, flops_per_sample, model_bits
@@ -92,6 +92,7 @@ class Context:
     pool_y: Optional[torch.Tensor] = None
     data_mean: Optional[tuple] = None
     data_std: Optional[tuple] = None
+    data_record: Optional[dict] = None
     start_state: Optional[Params] = None
 
     @property
@@ -201,7 +202,8 @@ def build_context(
     dataset: Optional[Dataset] = None,
 ) -> Context:
     """Load (or take) the data set, partition it over ``n_devices``, move it to the device, build the model."""
-    ds = dataset if dataset is not None else load_dataset(data_cfg.dataset, data_cfg.data_dir)
+    ds = dataset if dataset is not None else load_dataset(data_cfg.dataset, data_cfg.data_dir, **data_cfg.loader_options())
+    record = dataset_record(ds) if ds.source is not None else None  # a user's own files: what was read
     val = None
     if data_cfg.train_pool_size is not None:
         pool = train_pool_indices(ds, data_cfg.train_pool_size, np.random.default_rng([seed, 0x9001]))
@@ -288,4 +290,5 @@ def build_context(
         pool_y=pool_y,
         data_mean=ds.mean,
         data_std=ds.std,
+        data_record=record,
     )

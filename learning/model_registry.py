@@ -55,5 +55,7 @@ for _spec in (
     ModelSpec("peer_cnn", "image", "edgesim.learning.models:build_peer_cnn", "the peer benchmark's CNN (PeerCNN)", weight_layers=4),
     ModelSpec("text", "text", "edgesim.learning.models:build_text", "EmbeddingBag + Linear text classifier (torchtext tutorial)", weight_layers=2),
     ModelSpec("resnet9", "image", "edgesim.learning.models:build_resnet9", "UM-pFSSL's ResNet-9 with MC dropout", weight_layers=9),
+    ModelSpec("mlp", "image", "edgesim.learning.models:build_mlp",
+              "a one-hidden-layer perceptron (128 units) for feature vectors (npz (N, F) arrays)", weight_layers=2),
 ):
     MODELS.add(_spec)

@@ -269,6 +269,24 @@ def build_resnet9(shape: tuple, n_classes: int, vocab_size: int | None = None) -
     return ResNet9(shape[0], n_classes)
 
 
+class MLP(nn.Module):
+    """Flatten → Linear(C·H·W, hidden)-ReLU → Linear(hidden, classes): for feature vectors (an ``npz`` data set's
+    ``(N, F)`` arrays arrive as ``(F, 1, 1)``, one channel per feature) and other inputs with no spatial structure."""
+
+    def __init__(self, in_features: int, n_classes: int, hidden: int = 128) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, hidden)
+        self.fc2 = nn.Linear(hidden, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+
+def build_mlp(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
+    """``mlp``: :class:`MLP` over the flattened ``(C, H, W)`` input, 128 hidden units."""
+    return MLP(math.prod(shape), n_classes)
+
+
 def build_model(
     name: str,
     input_shape: tuple,

@@ -27,7 +27,7 @@ def resolve_workload(scenario) -> WorkloadConfig:
         return w
     from edgesim.learning.models import build_model, flops_per_sample, model_bits  # torch: only when a number needs the model
 
-    ds = load_dataset(data.dataset, data.data_dir)
+    ds = load_dataset(data.dataset, data.data_dir, **data.loader_options())
     model = build_model(train.model, ds.input_shape, ds.n_classes, ds.vocab_size, seed=0)
     changes = {}
     if w.model_bits == "auto":
@@ -57,7 +57,7 @@ def dofed_target_cycles(scenario, workload: WorkloadConfig) -> float | None:
     data = scenario.learning["data"]
     if data.partition not in ("subset", "normal"):
         return None
-    n_classes = DATASETS.lookup(data.dataset).n_classes or load_dataset(data.dataset, data.data_dir).n_classes
+    n_classes = DATASETS.lookup(data.dataset).n_classes or load_dataset(data.dataset, data.data_dir, **data.loader_options()).n_classes
     sizes = dofed_sizes(n_classes, data.n_clusters, data.size_scale)
     cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
     return cfg.target_cycles(workload.cycles_per_sample, sizes.labeled + sizes.unlabeled)

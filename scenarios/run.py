@@ -354,6 +354,8 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
                 "for its own data (min/mean/max below: samples each device holds)",
         "min": min(held), "mean": sum(held) / len(held), "max": max(held),
     }}
+    if ctx.data_record is not None:  # a user's own npz / image folder: the file, class counts, normalisation
+        extra["dataset"] = ctx.data_record
     return build, ctx.model_bits, extra
 
 

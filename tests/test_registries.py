@@ -40,7 +40,7 @@ def test_config_validation_accepts_exactly_the_registered_names():
         assert DataConfig(partition=name).partition == name
     for name in MODELS:
         assert TrainConfig(model=name).model == name
-    assert len(DATASETS) == 8 + len(_MEDMNIST)  # digits, mnist, fashion_mnist, cifar10/100, cinic10, dbpedia, synthetic
+    assert len(DATASETS) == 10 + len(_MEDMNIST)  # digits, mnist, fashion_mnist, cifar10/100, cinic10, dbpedia, synthetic, image_folder, npz
     for make in (lambda: DataConfig(dataset="nope"), lambda: DataConfig(partition="nope"),
                  lambda: TrainConfig(model="nope")):
         with pytest.raises(ValueError, match="'nope': expected one of "):
@@ -161,7 +161,7 @@ def test_an_unknown_name_in_a_scenario_is_one_line_listing_the_registry(key, val
 def test_an_unknown_name_given_to_a_builder_lists_the_registry():
     with pytest.raises(DatasetError, match=r"^unknown dataset 'imagenet'; expected one of: 'digits', .*'bloodmnist'"):
         load_dataset("imagenet")
-    with pytest.raises(ValueError, match=r"^unknown model 'vgg'; expected one of: 'cnn', 'cnn_mc', 'cnn_mc2', 'small_cnn', 'peer_cnn', 'text', 'resnet9'$"):
+    with pytest.raises(ValueError, match=r"^unknown model 'vgg'; expected one of: 'cnn', 'cnn_mc', 'cnn_mc2', 'small_cnn', 'peer_cnn', 'text', 'resnet9', 'mlp'$"):
         build_model("vgg", (1, 8, 8), 10)
     with pytest.raises(ValueError, match=r"^unknown partition 'shards'; expected one of: 'iid', 'dirichlet', "):
         make_partition(SimpleNamespace(y_train=None, y_test=None, n_classes=2), SimpleNamespace(partition="shards"), 2,

@@ -75,6 +75,7 @@ class Dataset:
     vocab_size: int | None = None
     mean: tuple[float, ...] | None = None
     std: tuple[float, ...] | None = None
+    source: dict | None = None  # where a user's own files came from (npz, image_folder): recorded in summary.json
 
     def __post_init__(self):
         if self.kind not in ("image", "text"):
@@ -103,6 +104,21 @@ class Dataset:
     def input_shape(self) -> tuple[int, ...]:
         """Shape of one example: ``(c, h, w)`` for images, ``(max_len,)`` for text."""
         return tuple(self.x_train.shape[1:])
+
+
+def dataset_record(ds: Dataset) -> dict:
+    """What a run records of a data set read from a user's files (``summary.json``'s ``dataset``): where it came
+    from (``ds.source``), its sizes, the class names and counts per split and the per-channel normalisation."""
+    return {
+        **(ds.source or {}), "name": ds.name, "n_train": len(ds.y_train), "n_test": len(ds.y_test),
+        "input_shape": list(ds.input_shape), "n_classes": ds.n_classes,
+        "class_names": list(ds.class_names) if ds.class_names is not None else None,
+        "class_counts_train": np.bincount(ds.y_train, minlength=ds.n_classes).tolist(),
+        "class_counts_test": np.bincount(ds.y_test, minlength=ds.n_classes).tolist(),
+        "normalisation": {"mean": list(ds.mean) if ds.mean is not None else None,
+                          "std": list(ds.std) if ds.std is not None else None,
+                          "rule": "(x / scale - mean) / std per channel, train split's statistics"},
+    }
 
 
 # --------------------------------------------------------------------------
