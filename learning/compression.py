@@ -1,0 +1,229 @@
+"""Encoders and decoders of the compressed transfers, and an algorithm's transfers with their device state.
+
+The methods, their encodings and their sizes are
+:mod:`edgesim.compression`'s (torch-free; docs/compression.md). Here each
+method really encodes: :func:`encode` turns a list of flat float tensors into
+an :class:`Encoded` (the parts that would go on the air: norms, sign bits,
+levels, values, indices), :func:`decode` turns it back, and
+:func:`payload_bits` counts the parts' bits — the same number as
+:func:`edgesim.compression.encoded_bits` (a test checks they agree).
+
+- QSGD (Alistarh et al., NeurIPS 2017, Eq. (4)): per bucket v (``bucket``
+  consecutive numbers of one tensor; the last one of a tensor shorter), s = 2^b − 1,
+  ``l = ⌊s|v_i|/‖v‖₂⌋`` and the level is ``l + 1`` with probability
+  ``s|v_i|/‖v‖₂ − l``, else ``l``; decoded ``‖v‖₂·sgn(v_i)·level/s``:
+  unbiased, ``E‖Q(v) − v‖² ≤ min(d/s², √d/s)·‖v‖²`` (their Lemma 3.1).
+- top-k (Stich et al., NeurIPS 2018): the k = ⌈f·P⌉ entries of largest
+  magnitude over the whole vector (``torch.topk``), the rest zero.
+- scaled sign (Bernstein et al. 2018; Karimireddy et al. 2019): per tensor
+  ``‖v‖₁/d · sgn(v_i)``, with sgn(0) = +1 (one bit has no zero).
+- fp16 / bf16: a cast and back.
+
+Randomness (QSGD's draws) comes from a generator the caller derives from the
+run's named streams (``("compress", "uplink", round, device)``, ``("compress", "downlink", round)``): never the
+algorithm's name, so every algorithm of a run draws the same, and a
+compressed run's other streams are those of the uncompressed run.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+import torch
+
+from edgesim.compression import FLOAT_BITS, HALF_BITS, NO_COMPRESSION, Codec, CompressionConfig, index_bits, \
+    scaled_encoded_bits, topk_count
+
+Params = dict[str, torch.Tensor]
+CASTS = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass
+class Encoded:
+    """One encoded transfer: ``method``, the tensors' ``sizes`` and the ``parts`` sent (module docstring)."""
+
+    codec: Codec
+    sizes: tuple[int, ...]
+    parts: dict[str, torch.Tensor]
+
+
+def _flat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.reshape(-1).float() for t in tensors]) if tensors else torch.zeros(0)
+
+
+def encode(codec: Codec, tensors: Sequence[torch.Tensor], generator: Optional[torch.Generator] = None) -> Encoded:
+    """Encode ``tensors`` (flattened, float32) with ``codec``; QSGD draws its uniforms from ``generator``."""
+    sizes = tuple(int(t.numel()) for t in tensors)
+    v = _flat(tensors)
+    m = codec.method
+    if m == "none":
+        return Encoded(codec, sizes, {"values": v.clone()})
+    if m in CASTS:
+        return Encoded(codec, sizes, {"values": v.to(CASTS[m])})
+    if m == "topk":
+        k = topk_count(codec.fraction, v.numel())
+        idx = torch.topk(v.abs(), k, sorted=False).indices.sort().values if k else torch.zeros(0, dtype=torch.long)
+        return Encoded(codec, sizes, {"values": v[idx], "indices": idx})
+    pieces = [p for p in v.split(list(sizes)) if p.numel()]
+    if m == "sign":
+        scales = torch.stack([p.abs().mean() for p in pieces]) if pieces else torch.zeros(0)
+        return Encoded(codec, sizes, {"scales": scales, "signs": v >= 0})
+    if m == "qsgd":
+        s = 2 ** codec.bits - 1
+        ids = bucket_ids(sizes, codec.bucket).to(v.device)
+        n_buckets = int(ids[-1]) + 1 if ids.numel() else 0
+        norms = torch.zeros(n_buckets, dtype=torch.float32, device=v.device).index_add_(0, ids, v * v).sqrt_()
+        per = norms[ids]
+        r = torch.where(per > 0, v.abs() / per.clamp_min(torch.finfo(torch.float32).tiny) * s, torch.zeros_like(v))
+        low = r.floor()
+        u = torch.rand(v.numel(), generator=generator, dtype=torch.float32).to(v.device)
+        levels = (low + (u < (r - low)).float()).clamp_(0, s)
+        dtype = torch.uint8 if codec.bits <= 8 else torch.int32
+        return Encoded(codec, sizes, {"norms": norms, "signs": v >= 0, "levels": levels.to(dtype)})
+    raise ValueError(f"method = {m!r}: no encoder")
+
+
+@functools.lru_cache(maxsize=64)
+def bucket_ids(sizes: tuple[int, ...], bucket: int) -> torch.Tensor:
+    """Per number of the concatenated tensors, its QSGD bucket: ``bucket`` consecutive numbers of one tensor."""
+    ids, start = [], 0
+    for n in sizes:
+        ids.append(torch.arange(n, dtype=torch.long) // bucket + start)
+        start += -(-n // bucket)
+    return torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long)
+
+
+def decode(enc: Encoded) -> torch.Tensor:
+    """The flat float32 vector an :class:`Encoded` stands for."""
+    m, parts, sizes = enc.codec.method, enc.parts, enc.sizes
+    if m in ("none", *CASTS):
+        return parts["values"].float()
+    n = sum(sizes)
+    if m == "topk":
+        out = torch.zeros(n, dtype=torch.float32, device=parts["values"].device)
+        return out.index_copy_(0, parts["indices"], parts["values"])
+    sign = parts["signs"].float() * 2 - 1
+    nonempty = torch.tensor([s for s in sizes if s], dtype=torch.long, device=sign.device)
+    if m == "sign":
+        return torch.repeat_interleave(parts["scales"], nonempty) * sign if n else sign
+    if m == "qsgd":
+        s = 2 ** enc.codec.bits - 1
+        norm = parts["norms"][bucket_ids(sizes, enc.codec.bucket).to(sign.device)]
+        return norm * sign * (parts["levels"].float() / s)
+    raise ValueError(f"method = {m!r}: no decoder")
+
+
+def payload_bits(enc: Encoded) -> int:
+    """The bits of ``enc``'s parts as they are laid out on the air (docs/compression.md): 32-bit floats
+    (values, norms, scales), 16-bit casts, one bit per sign, ``bits`` per QSGD level, and top-k's
+    positions as ⌈log₂ P⌉-bit indices or a P-bit bitmap, whichever is smaller."""
+    m, parts, n = enc.codec.method, enc.parts, sum(enc.sizes)
+    if m == "none":
+        return FLOAT_BITS * parts["values"].numel()
+    if m in CASTS:
+        return HALF_BITS * parts["values"].numel()
+    if m == "topk":
+        k = parts["indices"].numel()
+        return FLOAT_BITS * parts["values"].numel() + min(k * index_bits(n), n)
+    if m == "sign":
+        return FLOAT_BITS * parts["scales"].numel() + parts["signs"].numel()
+    if m == "qsgd":
+        return FLOAT_BITS * parts["norms"].numel() + parts["signs"].numel() + enc.codec.bits * parts["levels"].numel()
+    raise ValueError(f"method = {m!r}")
+
+
+def relative_error(decoded: torch.Tensor, true: torch.Tensor) -> float:
+    """``‖decoded − true‖₂ / ‖true‖₂`` (0 when both are zero; inf when only ``true`` is)."""
+    num, den = float((decoded - true).norm()), float(true.norm())
+    if den == 0:
+        return 0.0 if num == 0 else float("inf")
+    return num / den
+
+
+# --------------------------------------------------------------------------- an algorithm's transfers
+
+
+class Transfers:
+    """An algorithm's compressed downloads and uploads of the state-dict ``keys`` it sends.
+
+    Only the floating-point keys are encoded (integer bookkeeping such as
+    ``num_batches_tracked`` is not sent, and costs no bits: ``edgesim.learning.state``).
+    ``download`` encodes the model once per round (a broadcast: every device
+    decodes the same); ``upload`` encodes each device's *update* — its
+    trained state minus the model it started from — plus its error-feedback
+    residual, and returns what the server rebuilds: its own model plus the
+    decoded update. The residuals are device state (:meth:`state_dict`).
+    ``up_bits``/``down_bits``: what the clock charges per transfer
+    (:func:`edgesim.compression.scaled_encoded_bits`).
+    """
+
+    def __init__(self, ctx, cfg: CompressionConfig, keys: Sequence[str]):
+        template = ctx.template_state
+        self.ctx, self.cfg = ctx, cfg
+        self.keys = [k for k in keys if template[k].is_floating_point()]
+        self.sizes = [int(template[k].numel()) for k in self.keys]
+        full = sum(int(v.numel()) for v in template.values() if v.is_floating_point())
+        self.up_bits = scaled_encoded_bits(cfg.uplink, self.sizes, ctx.model_bits, full)
+        self.down_bits = scaled_encoded_bits(cfg.downlink, self.sizes, ctx.model_bits, full)
+        self.residual: dict[int, torch.Tensor] = {}
+
+    def _generator(self, direction: str, round_index: int, *device: int) -> torch.Generator:
+        return self.ctx.generator("compress", direction, round_index, *device)
+
+    def download(self, round_index: int, state: Mapping[str, torch.Tensor]) -> tuple[Params, Optional[float]]:
+        """What every device of the round receives of ``state`` (decoded) and the relative error (``None``
+        when the downlink is not compressed: ``state`` itself)."""
+        codec = self.cfg.downlink
+        if codec.is_none:
+            return dict(state), None
+        true = [state[k] for k in self.keys]
+        dec = decode(encode(codec, true, self._generator("downlink", round_index)))
+        out = dict(state)
+        for k, piece in zip(self.keys, dec.split([t.numel() for t in true])):
+            out[k] = piece.view_as(state[k]).to(state[k].dtype)
+        return out, relative_error(dec, _flat(true))
+
+    def upload(self, round_index: int, devices: Sequence[int], starts: Sequence[Mapping[str, torch.Tensor]],
+               trained: Sequence[Mapping[str, torch.Tensor]], server: Mapping[str, torch.Tensor]
+               ) -> tuple[list[Params], list[float]]:
+        """Per device: the server's rebuilt state ``server + decode(encode(trained − start + residual))`` (the
+        non-float keys as trained) and the relative error of the decoded against the encoded vector."""
+        codec, out, errors = self.cfg.uplink, [], []
+        for d, start, state in zip(devices, starts, trained):
+            delta = _flat([state[k] - start[k] for k in self.keys])
+            if codec.error_feedback and d in self.residual:
+                delta = delta + self.residual[d]
+            dec = decode(encode(codec, list(delta.split(self.sizes)), self._generator("uplink", round_index, d)))
+            if codec.error_feedback:
+                self.residual[d] = delta - dec  # what was not sent (Stich et al. 2018, Alg. 1, line 6)
+            errors.append(relative_error(dec, delta))
+            rebuilt = dict(state)
+            for k, piece in zip(self.keys, dec.split(self.sizes)):
+                rebuilt[k] = server[k] + piece.view_as(server[k]).to(server[k].dtype)
+            out.append(rebuilt)
+        return out, errors
+
+    def metrics(self, up_errors: Sequence[float], down_error: Optional[float]) -> dict[str, float]:
+        """``compression_error`` (mean relative L2 error of the round's uploads) and, with a compressed
+        downlink, ``downlink_compression_error``."""
+        out = {}
+        if not self.cfg.uplink.is_none and up_errors:
+            out["compression_error"] = float(sum(up_errors) / len(up_errors))
+        if down_error is not None:
+            out["downlink_compression_error"] = float(down_error)
+        return out
+
+    def state_dict(self) -> dict:
+        return {"residual": {int(d): r.detach().cpu().clone() for d, r in sorted(self.residual.items())}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.residual = {int(d): r.to(self.ctx.device) for d, r in state.get("residual", {}).items()}
+
+
+def transfers_for(ctx, keys: Sequence[str]) -> Optional[Transfers]:
+    """The algorithm's :class:`Transfers` under ``ctx.compression``; ``None`` when nothing is compressed
+    (the algorithm then runs exactly as without compression)."""
+    cfg = getattr(ctx, "compression", None) or NO_COMPRESSION
+    return None if cfg.is_none else Transfers(ctx, cfg, keys)
