@@ -322,7 +322,8 @@ def check_warm_start(value, rounds: Optional[int], backend: str) -> None:
 
 
 def build_algorithms(values, where: str) -> dict:
-    """``[algorithms.NAME]`` tables → {name: config}; names and keys checked against the registry.
+    """``[algorithms.NAME]`` tables → {name: config}; names and keys checked against the registry (a
+    ``compression`` sub-table is the scenario's to read: :func:`edgesim.compression.build_compression`).
 
     The registry's names and config classes are torch-free
     (:data:`edgesim.learning.algorithm_configs.ALGORITHMS`). A table may not set an
@@ -336,6 +337,8 @@ def build_algorithms(values, where: str) -> dict:
         if name not in ALGORITHMS:
             raise ConfigError(f"{where}: unknown algorithm {name!r}; expected one of: {', '.join(sorted(ALGORITHMS))}")
         table_where = f"{where[:-1]}.{name}]"
+        if isinstance(table, dict):  # [algorithms.NAME.compression]: read by edgesim.compression.build_compression
+            table = {k: v for k, v in table.items() if k != "compression"}
         out[name] = build_config(ALGORITHMS[name].config_cls, table, table_where)
         try:
             check_fixed(name, out[name])

@@ -66,6 +66,8 @@ class Context:
     normalisation of image inputs (what pixel-space augmentations undo).
     ``start_state``: the model every algorithm starts from instead of a fresh
     initialisation (a warm start's result, :mod:`edgesim.scenarios.warm_start`).
+    ``compression``: the algorithm's :class:`edgesim.compression.CompressionConfig`
+    (``None``: nothing compressed; set per algorithm by the run, ``edgesim.learning.compression``).
     """
 
     seed: int
@@ -94,6 +96,7 @@ class Context:
     data_std: Optional[tuple] = None
     data_record: Optional[dict] = None
     start_state: Optional[Params] = None
+    compression: Optional[object] = None
 
     @property
     def n_devices(self) -> int:

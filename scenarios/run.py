@@ -80,7 +80,23 @@ def resolved_config(sc: Scenario) -> dict:
         out["algorithms"] = {
             a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
         }
+        for a, table in resolved_compression(sc).items():  # "" is [compression]; a name its own table
+            (out["algorithms"][a] if a else out)["compression"] = table
     return _drop_none(out)
+
+
+def resolved_compression(sc: Scenario) -> dict:
+    """``{"": [compression], NAME: [algorithms.NAME.compression] where it differs}`` as tables, only when the
+    run compresses anything: without it, ``config.toml`` is what it was before compression existed."""
+    from edgesim.compression import compression_for
+
+    settings = sc.learning.get("compression", {})
+    names = sc.learning["run"].algorithms
+    if all(compression_for(settings, a).is_none for a in names):
+        return {}
+    default = compression_for(settings, "")
+    return {"": default.to_dict(), **{a: compression_for(settings, a).to_dict() for a in names
+                                       if compression_for(settings, a) != default}}
 
 
 def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
@@ -322,6 +338,7 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
                                      a0=p.a0, a_max=p.a_max, rate=p.rate, download_bits=p.download_bits)
 
         return build, float(sc.workload.model_bits), {}
+    from edgesim.compression import compression_for
     from edgesim.learning.algorithms import REGISTRY
     from edgesim.learning.context import build_context
     from edgesim.learning.data.datasets import DatasetError
@@ -339,11 +356,13 @@ def _make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
     def build(name: str, start: Optional[dict] = None):
         """``name``'s backend on the run's context; ``start``: the model it starts from (a warm start's)."""
         cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
+        own = ctx if sc.learning.get("compression") is None else dataclasses.replace(
+            ctx, compression=compression_for(sc.learning["compression"], name))
         if start is None:
-            return REGISTRY[name].build(ctx, cfg)
+            return REGISTRY[name].build(own, cfg)
         from edgesim.learning.algorithms.common import to_device
 
-        return REGISTRY[name].build(dataclasses.replace(ctx, start_state=to_device(ctx, start)), cfg)
+        return REGISTRY[name].build(dataclasses.replace(own, start_state=to_device(ctx, start)), cfg)
 
     check_data(sc, ctx)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from edgesim.compression import build_compression, compression_for
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
 from edgesim.curve import ParametricConfig
 from edgesim.learning.config import PARAMETRIC, RunConfig
@@ -39,7 +40,7 @@ ScenarioError = ConfigError
 
 SIM_SECTIONS: dict[str, type] = {"system": SystemConfig, "budget": BudgetConfig, "workload": WorkloadConfig}
 # Tables a physics-only run ([run] backend = "parametric") does not use, and so refuses.
-TORCH_ONLY_SECTIONS = ("data", "train", "algorithms")
+TORCH_ONLY_SECTIONS = ("data", "train", "algorithms", "compression")
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def read_toml(path: Path) -> dict:
 
 def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Scenario:
     """Validate a parsed scenario mapping (``where`` names the file in messages)."""
-    known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric"}
+    known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric", "compression"}
     for key, value in raw.items():
         if key not in known:
             raise ScenarioError(
@@ -190,6 +191,8 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         learned = {name: build(raw.get(name, {}), f"{where}: [{name}]")
                    for name, build in LEARNING_SECTIONS.items() if not (physics_only and name == "algorithms")}
         learned.setdefault("algorithms", {})
+        if not physics_only:  # {"": [compression], NAME: [algorithms.NAME.compression], ...}
+            learned["compression"] = build_compression(raw.get("compression", {}), raw.get("algorithms", {}), where)
         check_cross_section(built["system"], learned["run"], where)
         if not physics_only:
             check_algorithms(built["system"], learned, where)
@@ -273,6 +276,26 @@ def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: st
             except ValueError as e:
                 table = f"[algorithms.{name}]" if name in learned["algorithms"] else f"{name} (defaults; [algorithms.{name}])"
                 raise ScenarioError(f"{where}: {table}: {e}") from None
+        check_compression(name, spec.config_cls, learned.get("compression", {}), where)
+
+
+def check_compression(name: str, config_cls: type, settings: Mapping[str, Any], where: str) -> None:
+    """Algorithm ``name`` takes the compression it would run with, or the scenario is refused in one line.
+
+    An algorithm's config class declares ``COMPRESSION`` (what its transfers
+    carry, docs/compression.md) when it applies compression; without it, a
+    compressed direction is refused with its ``COMPRESSION_REFUSED`` reason.
+    """
+    cfg = compression_for(settings, name)
+    if cfg.is_none or getattr(config_cls, "COMPRESSION", None):
+        return
+    table = f"[algorithms.{name}.compression]" if name in settings else "[compression]"
+    direction = next(d for d in ("uplink", "downlink") if not getattr(cfg, d).is_none)
+    reason = getattr(config_cls, "COMPRESSION_REFUSED", None) or (
+        "its transfers are not one model or update per device that this compression applies to")
+    raise ScenarioError(f"{where}: {table} {direction} = {getattr(cfg, direction).label()!r}: algorithm {name!r} "
+                        f"cannot take it ({reason}); expected \"none\" for it (set compression per algorithm under "
+                        f"[algorithms.NAME.compression])")
 
 
 def check_warm_start(system: SystemConfig, budget: BudgetConfig, learned: Mapping[str, Any], where: str) -> None:

@@ -81,6 +81,8 @@ class FedAvgConfig:
 
 
 FedAvgConfig.DEFINING = ("objective", "data", "local", "server_optimizer")
+# [compression] (docs/compression.md): the global keys' update up, the global keys' model down.
+FedAvgConfig.COMPRESSION = "the global keys' update (uplink) and model (downlink)"
 
 FedProxConfig = variant(FedAvgConfig, "FedProxConfig", "FedProx: ``mu`` = 0.01 (docs/fedavg_family.md).", mu=0.01)
 FedBNConfig = variant(FedAvgConfig, "FedBNConfig", "FedBN: BatchNorm kept local.", local="batchnorm")

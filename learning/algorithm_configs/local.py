@@ -11,6 +11,8 @@ from edgesim.learning.algorithm_configs import declare
 class LocalConfig:
     """Local training only (no options)."""
 
+    COMPRESSION = "nothing: a device sends nothing, so a run-wide [compression] leaves it as it is"
+
 
 declare("local", LocalConfig, module="edgesim.learning.algorithms.local", display="Local",
         summary="Local: each device trains alone, no communication")

@@ -35,6 +35,12 @@ LG-FedAvg only its global layers — to every device, selected or not). Cycles
 are the task's real passes (``edgesim.learning.costs.task_cycles``): FixMatch trains
 B labelled and 2μB unlabelled rows per step.
 
+Compression (``[compression]``, docs/compression.md): the download is the
+global keys' model, encoded once per round; the upload is each device's
+update (its trained global keys minus the model it downloaded), encoded with
+its error-feedback residual; the server adds the decoded updates' average to
+its own model. Compression off, nothing of this runs.
+
 Evaluation: the model each device would use — the global model with its own
 local keys — on its test set (mean and spread over devices), and as the
 labeller of its unlabelled data.
@@ -59,6 +65,7 @@ from edgesim.learning.algorithms.common import (
     training_plan,
 )
 from edgesim.learning.algorithms.registry import register_variants
+from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, Stream, View
@@ -173,6 +180,7 @@ class FedAvg:
         self.data = [client_streams(ctx, cfg, d) for d in range(ctx.n_devices)]  # built once (the -SL joins copy)
         self.sizes = [{s: next(iter(t.values())).shape[0] for s, t in streams.items()} for streams in self.data]
         self.bits = ctx.bits_of(list(self.global_state))
+        self.transfers = transfers_for(ctx, list(self.global_state))
         self.selected: tuple[int, ...] = ()
         self.server_opt = ServerOptimizer(cfg.server_optimizer, cfg.server_lr, cfg.server_momentum, cfg.server_beta2,
                                           cfg.server_tau, trainable=(n for n, _ in ctx.model.named_parameters()))
@@ -182,23 +190,30 @@ class FedAvg:
         self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
         cycles = {d: task_cycles(self.task, self.sizes[d], ctx.cycles_per_sample) for d in self.selected}
         listeners = range(ctx.n_devices) if self.cfg.local == "lg" else ()
-        return training_plan(self.selected, cycles, self.bits, self.bits, listeners=listeners)
+        t = self.transfers
+        up, down = (self.bits, self.bits) if t is None else (t.up_bits, t.down_bits)
+        return training_plan(self.selected, cycles, up, down, listeners=listeners)
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
-        ctx, sel = self.ctx, self.selected
-        starts = [merge(self.global_state, self.personal[d]) for d in sel]
+        ctx, sel, t, r = self.ctx, self.selected, self.transfers, outcome.round_index
+        sent, down_error = (self.global_state, None) if t is None else t.download(r, self.global_state)
+        starts = [merge(sent, self.personal[d]) for d in sel]
         data = [self.data[d] for d in sel]
-        result = train_devices(ctx, self.name, outcome.round_index, sel, starts, data, self.task)
+        result = train_devices(ctx, self.name, r, sel, starts, data, self.task)
         shared = []
         for d, state in zip(sel, result.params):
             g, local = split_keys(state, self.is_local)
             self.personal[d] = local  # local keys never leave the device, whatever the uplink did
             shared.append(g)
+        extra = {}
+        if t is not None:  # what the server rebuilds from the encoded updates
+            shared, up_errors = t.upload(r, sel, [sent] * len(sel), shared, self.global_state)
+            extra = t.metrics(up_errors, down_error)
         weights = [1.0 if self.cfg.weighting == "uniform" else float(sum(self.sizes[d].values())) for d in sel]
         self.server_step(arrived_updates(outcome, sel, shared, weights))
         if any(self.personal):
-            return round_metrics(ctx, [merge(self.global_state, p) for p in self.personal], result)
-        return round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state)
+            return {**round_metrics(ctx, [merge(self.global_state, p) for p in self.personal], result), **extra}
+        return {**round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state), **extra}
 
     def server_step(self, updates: list[tuple[dict, float]]) -> None:
         """The aggregation hook: the round's arrived uploads, ``(global keys' state, weight)`` each (none when
@@ -210,14 +225,19 @@ class FedAvg:
             self.global_state = self.server_opt.step(self.global_state, weighted_average(updates))
 
     def state_dict(self) -> dict:
-        return {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal],
-                "server": self.server_opt.state_dict()}
+        out = {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal],
+               "server": self.server_opt.state_dict()}
+        if self.transfers is not None:
+            out["transfers"] = self.transfers.state_dict()
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         self.global_state = to_device(self.ctx, state["global"])
         self.personal = [to_device(self.ctx, p) for p in state["personal"]]
         if "server" in state:
             self.server_opt.load_state_dict(state["server"], self.ctx.device)
+        if self.transfers is not None and "transfers" in state:
+            self.transfers.load_state_dict(state["transfers"])
 
 
 # --------------------------------------------------------------------------- the registered variants
