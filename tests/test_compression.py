@@ -1,0 +1,324 @@
+"""Compressed transfers (issue 34): the bits by hand, encode/decode by hand, QSGD unbiased, top-k's residual,
+the scenario keys and their one-line refusals, and runs: none is today's bytes, executors agree, resume."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from edgesim.compression import (
+    Codec, CompressionConfig, build_compression, compression_for, encoded_bits, index_bits, parse_compression,
+    scaled_encoded_bits, topk_count,
+)
+from edgesim.config import ConfigError
+from edgesim.learning.compression import Transfers, decode, encode, payload_bits, relative_error
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import load_scenario
+
+QSGD8, TOP40, SIGN = Codec("qsgd", bits=8), Codec("topk", fraction=0.4), Codec("sign")
+X = [torch.tensor([3.0, -4.0]), torch.tensor([0.0, 1.0, -2.0])]  # P = 5 numbers in T = 2 tensors
+
+
+# --------------------------------------------------------------------------- the bits, by hand
+
+
+@pytest.mark.parametrize("codec, bits", [
+    (Codec(), 32 * 5),
+    (Codec("fp16"), 16 * 5),
+    (Codec("bf16"), 16 * 5),
+    (Codec("qsgd", bits=2), 32 * 2 + 3 * 5),  # one norm per tensor (bucket 512), sign + 2 level bits per number
+    (Codec("qsgd", bits=1, bucket=2), 32 * (1 + 2) + 2 * 5),  # buckets [3,-4] | [0,1] [-2]
+    (TOP40, 32 * 2 + min(2 * 3, 5)),  # k = 2 values; 2 indices of ceil(log2 5) = 3 bits > a 5-bit bitmap
+    (SIGN, 32 * 2 + 5),  # one scale per tensor, one bit per number
+])
+def test_bits_by_hand(codec, bits):
+    assert encoded_bits(codec, [2, 3]) == bits
+    assert payload_bits(encode(codec, X, torch.Generator().manual_seed(0))) == bits  # the parts, counted
+
+
+def test_topk_positions_are_indices_or_a_bitmap_whichever_is_smaller():
+    assert index_bits(1000) == 10 and index_bits(1024) == 10 and index_bits(1025) == 11 and index_bits(1) == 0
+    assert encoded_bits(Codec("topk", fraction=0.01), [1000]) == 32 * 10 + 10 * 10  # indices
+    assert encoded_bits(Codec("topk", fraction=0.5), [1000]) == 32 * 500 + 1000  # bitmap
+    assert encoded_bits(Codec("topk", fraction=1.0), [7, 9]) == 33 * 16  # limit: everything, and a full bitmap
+    assert topk_count(0.07, 100) == 7 and topk_count(1e-9, 10) == 1 and topk_count(0.5, 0) == 0
+
+
+def test_bits_limits():
+    assert all(encoded_bits(c, []) == 0 for c in (Codec(), QSGD8, TOP40, SIGN))
+    # QSGD with one number per bucket sends a norm per number: no gain over 32-bit floats, by construction
+    assert encoded_bits(Codec("qsgd", bits=1, bucket=1), [10]) == 32 * 10 + 2 * 10
+    # a typed model_bits scales the encoded size as it scales uncompressed transfers; "auto" leaves it exact
+    assert scaled_encoded_bits(QSGD8, [600, 400], 32 * 1000, 1000) == encoded_bits(QSGD8, [600, 400])
+    assert scaled_encoded_bits(Codec(), [600], 1e6, 1000) == round(1e6 * 600 / 1000)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=5), b=st.integers(1, 15),
+       f=st.floats(0.001, 0.999))
+def test_bits_grow_with_bits_and_fraction_and_stay_below_floats(sizes, b, f):
+    p = sum(sizes)
+    assert encoded_bits(Codec("qsgd", bits=b), sizes) <= encoded_bits(Codec("qsgd", bits=b + 1), sizes)
+    assert encoded_bits(Codec("topk", fraction=f), sizes) <= encoded_bits(Codec("topk", fraction=min(1.0, 2 * f)), sizes)
+    if p >= 1000:  # for any vector of a useful size every method beats 32-bit floats
+        for c in (Codec("fp16"), Codec("qsgd", bits=b), SIGN):
+            assert encoded_bits(c, sizes) < 32 * p
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(0, 700), min_size=1, max_size=4), seed=st.integers(0, 2**31),
+       method=st.sampled_from([Codec(), Codec("fp16"), Codec("qsgd", bits=3, bucket=100), Codec("topk", fraction=0.03),
+                               SIGN]))
+def test_the_encoders_parts_are_the_formulas_bits(sizes, seed, method):
+    g = torch.Generator().manual_seed(seed)
+    xs = [torch.randn(n, generator=g) for n in sizes]
+    enc = encode(method, xs, g)
+    assert payload_bits(enc) == encoded_bits(method, sizes)
+    assert decode(enc).shape == (sum(sizes),)
+
+
+# --------------------------------------------------------------------------- encode/decode, by hand
+
+
+def test_casts_and_topk_and_sign_by_hand():
+    for m in ("none", "fp16", "bf16"):
+        assert decode(encode(Codec(m), X)).tolist() == [3.0, -4.0, 0.0, 1.0, -2.0]
+    assert decode(encode(Codec("fp16"), [torch.tensor([1 / 3])])).item() == pytest.approx(0.333251953125, abs=0)
+    assert decode(encode(Codec("bf16"), [torch.tensor([1 / 3])])).item() == pytest.approx(0.333984375, abs=0)
+    assert decode(encode(TOP40, X)).tolist() == [3.0, -4.0, 0.0, 0.0, 0.0]  # over the whole vector, not per tensor
+    # scaled sign: ‖v‖₁/d per tensor (3.5 and 1), sgn(0) = +1
+    assert decode(encode(SIGN, X)).tolist() == [3.5, -3.5, 1.0, 1.0, -1.0]
+
+
+def test_qsgd_by_hand():
+    # exact levels: |v_i|/‖v‖ · s an integer, nothing random: [0, 5] has norm 5, levels 0 and s
+    assert decode(encode(Codec("qsgd", bits=2), [torch.tensor([0.0, -5.0])])).tolist() == [0.0, -5.0]
+    # [3, -4]: norm 5, s = 1: r = 0.6, 0.8 -> level 1 with probability 0.6, 0.8, drawn from the generator's uniforms
+    u = torch.rand(2, generator=torch.Generator().manual_seed(7))
+    enc = encode(Codec("qsgd", bits=1), [torch.tensor([3.0, -4.0])], torch.Generator().manual_seed(7))
+    levels = [int(u[0] < 0.6), int(u[1] < 0.8)]
+    assert enc.parts["levels"].tolist() == levels and enc.parts["norms"].tolist() == [5.0]
+    assert decode(enc).tolist() == [5.0 * levels[0], -5.0 * levels[1]]
+    # s = 3 (2 bits): r = 1.8, 2.4 -> levels {1, 2} and {2, 3}; decoded 5·level/3
+    enc = encode(Codec("qsgd", bits=2), [torch.tensor([3.0, -4.0])], torch.Generator().manual_seed(7))
+    expect = [1 + int(u[0] < 0.8), 2 + int(u[1] < 0.4)]
+    assert enc.parts["levels"].tolist() == expect
+    assert decode(enc).tolist() == pytest.approx([5 * expect[0] / 3, -5 * expect[1] / 3])
+    # buckets: bucket = 1 sends every number exactly (its own norm, level s)
+    assert decode(encode(Codec("qsgd", bits=1, bucket=1), X)).tolist() == [3.0, -4.0, 0.0, 1.0, -2.0]
+
+
+@pytest.mark.parametrize("bits", [1, 2, 4])
+def test_qsgd_is_unbiased_within_its_variance_bound(bits):
+    """Alistarh et al. 2017, Lemma 3.1: E[Q(v)] = v and E‖Q(v) − v‖² ≤ min(d/s², √d/s)·‖v‖²."""
+    d, n, s = 64, 3000, 2**bits - 1
+    v = torch.randn(d, generator=torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(2)
+    draws = torch.stack([decode(encode(Codec("qsgd", bits=bits), [v], g)) for _ in range(n)])
+    bound = min(d / s**2, math.sqrt(d) / s) * float(v.norm()) ** 2
+    sq_err = ((draws - v) ** 2).sum(1)
+    assert float(sq_err.mean()) <= bound
+    # the mean of n decodes is v within its standard error: per coordinate var ≤ ‖v‖²/(4s²)
+    se = float(v.norm()) / (2 * s) / math.sqrt(n)
+    assert float((draws.mean(0) - v).abs().max()) <= 5 * se
+    assert float(((draws.mean(0) - v) ** 2).sum()) <= 3 * bound / n
+
+
+def test_relative_error():
+    assert relative_error(torch.tensor([3.0, 0.0]), torch.tensor([3.0, 4.0])) == pytest.approx(0.8)
+    assert relative_error(torch.zeros(2), torch.zeros(2)) == 0.0
+
+
+# --------------------------------------------------------------------------- top-k's residual (error feedback)
+
+
+def _ctx(template, model_bits=None):
+    full = sum(v.numel() for v in template.values() if v.is_floating_point())
+    return SimpleNamespace(template_state=template, model_bits=model_bits or 32 * full, device=torch.device("cpu"),
+                           generator=lambda *keys: torch.Generator().manual_seed(hash(keys) % 2**31))
+
+
+def test_topk_error_feedback_residual_is_what_was_not_sent():
+    template = {"w": torch.zeros(4), "b": torch.zeros(2), "n": torch.zeros((), dtype=torch.long)}
+    codec = Codec("topk", fraction=0.34, error_feedback=True)  # k = 3 of 6
+    t = Transfers(_ctx(template), CompressionConfig(uplink=codec), list(template))
+    assert t.keys == ["w", "b"] and t.up_bits == 32 * 3 + min(3 * 3, 6) and t.down_bits == 32 * 6
+    server = {"w": torch.full((4,), 10.0), "b": torch.full((2,), 20.0), "n": torch.tensor(0)}
+    start = {"w": torch.zeros(4), "b": torch.zeros(2), "n": torch.tensor(0)}
+    deltas = [torch.tensor([5.0, -1.0, 0.5, 4.0, 0.25, -3.0]), torch.tensor([0.0, 2.0, 0.0, 0.0, 0.0, 0.0])]
+    carried = torch.zeros(6)
+    for r, delta in enumerate(deltas):
+        trained = {"w": start["w"] + delta[:4], "b": start["b"] + delta[4:], "n": torch.tensor(r + 1)}
+        (rebuilt,), (err,) = t.upload(r, [0], [start], [trained], server)
+        sent = torch.cat([rebuilt["w"] - server["w"], rebuilt["b"] - server["b"]])
+        want = delta + carried
+        assert int((sent != 0).sum()) == 3  # k numbers went out ...
+        assert torch.equal(t.residual[0], want - sent)  # ... the residual is exactly what did not
+        assert torch.equal(sent + t.residual[0], want) and rebuilt["n"].item() == r + 1
+        assert err == pytest.approx(float((want - sent).norm() / want.norm()))
+        carried = t.residual[0]
+    # round 0 sent 5, 4, -3 and kept [-1, 0.5, 0.25]; round 1 adds 2 to the -1: sends 1, 0.5, 0.25
+    assert t.residual[0].tolist() == [0.0] * 6
+    # the residual is device state: it survives a checkpoint
+    t2 = Transfers(_ctx(template), CompressionConfig(uplink=codec), list(template))
+    t.residual[3] = torch.arange(6.0)
+    t2.load_state_dict(t.state_dict())
+    assert set(t2.residual) == {0, 3} and torch.equal(t2.residual[3], torch.arange(6.0))
+
+
+def test_without_error_feedback_nothing_is_carried_and_the_download_is_the_decoded_model():
+    template = {"w": torch.zeros(8)}
+    cfg = CompressionConfig(uplink=Codec("topk", fraction=0.25), downlink=Codec("fp16"))
+    t = Transfers(_ctx(template), cfg, ["w"])
+    state = {"w": torch.tensor([1 / 3] * 8)}
+    got, err = t.download(0, state)
+    assert torch.equal(got["w"], state["w"].half().float()) and 0 < err < 1e-3
+    t.upload(0, [1], [got], [{"w": got["w"] + 1}], state)
+    assert t.residual == {}
+
+
+# --------------------------------------------------------------------------- the scenario keys
+
+
+def test_parse_forms_and_per_algorithm_override():
+    s = build_compression({"uplink": {"method": "qsgd", "bits": 4}},
+                          {"fedavg": {"lr": 0.1, "compression": {"downlink": "bf16"}}, "fedprox": {}}, "x.toml")
+    assert s[""] == CompressionConfig(uplink=Codec("qsgd", bits=4, bucket=512))
+    assert compression_for(s, "fedavg") == CompressionConfig(Codec("qsgd", bits=4), Codec("bf16"))
+    assert compression_for(s, "fedprox") == s[""] and compression_for({}, "x").is_none
+    assert parse_compression({"uplink": "sign"}).uplink == SIGN
+
+
+@pytest.mark.parametrize("table, message", [
+    ('uplink = "zip"', "[compression] uplink.method = 'zip': expected one of 'none', 'fp16', 'bf16', 'qsgd', 'topk', 'sign'"),
+    ('uplink = {method = "qsgd", bits = 17}', "[compression] uplink.bits = 17: expected an integer in 1..16"),
+    ('uplink = {method = "qsgd", bits = 0}', "[compression] uplink.bits = 0: expected an integer in 1..16"),
+    ('uplink = "qsgd"', "[compression] uplink.bits = None: expected an integer in 1..16 with method = \"qsgd\""),
+    ('uplink = {method = "topk", fraction = 0}', "[compression] uplink.fraction = 0: expected a number in (0, 1]"),
+    ('uplink = {method = "topk", fraction = 1.5}', "[compression] uplink.fraction = 1.5: expected a number in (0, 1]"),
+    ('uplink = {method = "fp16", bits = 8}', "[compression] uplink.bits = 8: expected left out: only method = \"qsgd\""),
+    ('uplink = {method = "fp16", error_feedback = true}', "[compression] uplink.error_feedback = True: expected false"),
+    ('downlink = {method = "topk", fraction = 0.1, error_feedback = true}', "downlink.error_feedback = True: expected false"),
+    ('uplink = {method = "topk", fraction = 0.1, memory = 1}', "[compression] uplink.memory = 1: expected one of the keys"),
+    ('sideways = "fp16"', "[compression] sideways = 'fp16': expected one of the keys uplink, downlink"),
+    ('uplink = 3', "[compression] uplink = 3: expected a method name"),
+])
+def test_bad_input_is_one_line_naming_key_value_and_expected(tiny_scenario, tmp_path, table, message):
+    p = tmp_path / "bad.toml"
+    p.write_text(tiny_scenario.read_text() + "\n[compression]\n" + table + "\n")
+    with pytest.raises(ConfigError) as e:
+        load_scenario(p)
+    assert message in str(e.value) and "\n" not in str(e.value) and str(e.value).startswith(str(p))
+    result = CliRunner().invoke(app, ["run", str(p), "--out", str(tmp_path / "out"), "-q"])
+    assert result.exit_code == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.incomplete").exists()  # before anything runs
+
+
+def test_an_algorithm_that_cannot_take_it_is_refused_in_one_line(tiny_scenario):
+    with pytest.raises(ConfigError) as e:
+        load_scenario(tiny_scenario, ["run.algorithms=['fedavg', 'pfedme']", "compression.uplink=fp16"])
+    assert "[compression] uplink = 'fp16': algorithm 'pfedme' cannot take it (" in str(e.value)
+    assert "[algorithms.NAME.compression]" in str(e.value) and "\n" not in str(e.value)
+    # per algorithm it is fine, and local (which sends nothing) takes a run-wide table
+    load_scenario(tiny_scenario, ["run.algorithms=['fedavg', 'pfedme', 'local']",
+                                  "algorithms.fedavg.compression.uplink=fp16"])
+    with pytest.raises(ConfigError, match=r"\[algorithms.pfedme.compression\] downlink = 'sign'"):
+        load_scenario(tiny_scenario, ["run.algorithms=['pfedme']", "algorithms.pfedme.compression.downlink=sign"])
+
+
+# --------------------------------------------------------------------------- runs
+
+OUTPUTS = ("rounds.csv", "devices.csv", "events.csv", "summary.json", "config.toml")
+TWO = ["budget.rounds=2", "run.algorithms=['fedavg', 'local']"]
+
+
+def test_none_is_byte_identical_to_no_table(tiny_scenario, tmp_path):
+    a = run_scenario(load_scenario(tiny_scenario, TWO), tmp_path / "a")
+    b = run_scenario(load_scenario(tiny_scenario, [*TWO, "compression.uplink=none", "compression.downlink=none",
+                                                   "algorithms.fedavg.compression.uplink=none"]), tmp_path / "b")
+    for name in OUTPUTS:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert "compression" not in (a / "config.toml").read_text()
+
+
+def test_compressed_run_charges_the_encoded_bits_and_stays_paired(tiny_scenario, tmp_path):
+    import csv
+
+    plain = run_scenario(load_scenario(tiny_scenario, TWO), tmp_path / "plain")
+    over = [*TWO, "compression.uplink.method=qsgd", "compression.uplink.bits=4", "compression.downlink=fp16"]
+    comp = run_scenario(load_scenario(tiny_scenario, over), tmp_path / "comp")
+    rows = {p: [r for r in csv.DictReader(open(p / "rounds.csv")) if r["algorithm"] == "fedavg"]
+            for p in (plain, comp)}
+    sc = load_scenario(tiny_scenario, over)
+    from edgesim.learning.models import build_model
+
+    model = build_model("cnn", (1, 8, 8), 10, seed=0)
+    sizes = [v.numel() for v in model.state_dict().values() if v.is_floating_point()]
+    k = sc.learning["run"].clients_per_round
+    for p, up, down in ((plain, 32 * sum(sizes), 32 * sum(sizes)),
+                        (comp, encoded_bits(Codec("qsgd", bits=4), sizes), 16 * sum(sizes))):
+        assert [float(r["bits_up"]) for r in rows[p]] == [k * up] * 2
+        assert [float(r["bits_down"]) for r in rows[p]] == [k * down] * 2
+    assert all(0 < float(r["compression_error"]) < 2 and float(r["downlink_compression_error"]) < 1e-3
+               for r in rows[comp])
+    assert "compression_error" not in rows[plain][0]
+    # paired: the same devices, and round 0 trains from a model that differs only by the fp16 cast
+    def devices(p):
+        return [(r["round"], r["device"], r["channel_gain"], r["compute_s"]) for r in csv.DictReader(open(p / "devices.csv"))
+                if r["algorithm"] == "fedavg" and float(r["bits_up"]) > 0]
+
+    assert devices(plain) == devices(comp) and len(devices(plain)) == 2 * k
+    assert float(rows[comp][0]["train_loss"]) == pytest.approx(float(rows[plain][0]["train_loss"]), rel=1e-3)
+    # the recorded config.toml reproduces the run
+    again = run_scenario(load_scenario(comp / "config.toml"), tmp_path / "again")
+    for name in ("rounds.csv", "devices.csv", "events.csv"):
+        assert (again / name).read_bytes() == (comp / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("uplink", ["qsgd8", "topk_ef"])
+def test_sequential_and_vmap_executors_agree_with_compression(tiny_scenario, uplink):
+    from edgesim.engine import Simulation
+    from edgesim.learning.algorithms import REGISTRY
+    from edgesim.learning.context import build_context
+
+    codec = {"qsgd8": Codec("qsgd", bits=8), "topk_ef": Codec("topk", fraction=0.1, error_feedback=True)}[uplink]
+    states = []
+    for executor in ("sequential", "vmap"):
+        sc = load_scenario(tiny_scenario, [f"train.executor={executor}"])
+        ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                            sc.system.n_devices)
+        ctx = dataclasses.replace(ctx, compression=CompressionConfig(uplink=codec))
+        alg = REGISTRY["fedavg"].build(ctx, REGISTRY["fedavg"].config_cls())
+        Simulation(sc.system, sc.budget, alg, seed=sc.seed).run(3)
+        states.append((alg.global_state, alg.transfers.residual))
+    (a, ra), (b, rb) = states
+    assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) < 1e-4
+    assert set(ra) == set(rb) and all(float((ra[d] - rb[d]).abs().max()) < 1e-4 for d in ra)
+
+
+def test_resume_with_error_feedback_state_is_byte_identical(tiny_scenario, tmp_path, monkeypatch):
+    from edgesim.learning.algorithms import REGISTRY
+    from tests.test_resume import _crashing
+
+    over = ["run.checkpoint_every=1", "budget.rounds=4", "run.algorithms=['fedavg']",
+            "compression.uplink.method=topk", "compression.uplink.fraction=0.05",
+            "compression.uplink.error_feedback=true"]
+    reference = run_scenario(load_scenario(tiny_scenario, over), tmp_path / "reference")
+    with monkeypatch.context() as m:
+        m.setitem(REGISTRY, "fedavg", _crashing("fedavg", 2))
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            run_scenario(load_scenario(tiny_scenario, over), tmp_path / "r")
+    saved = torch.load(tmp_path / "r.incomplete" / "checkpoints" / "fedavg.pt", weights_only=False)
+    residual = saved["backend"]["transfers"]["residual"]  # the error-feedback state is in the checkpoint
+    assert len(residual) >= 3 and all(float(r.abs().sum()) > 0 for r in residual.values())
+    out = run_scenario(load_scenario(tiny_scenario, over), tmp_path / "r", resume=True)
+    for name in ("rounds.csv", "devices.csv", "events.csv", "summary.json"):
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
