@@ -52,6 +52,7 @@ arrived and what was lost.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional, Protocol, runtime_checkable
@@ -115,35 +116,45 @@ def fedasync_mixing_weight(alpha: float, weight: float) -> float:
 class AsyncConfig:
     """The ``[async]`` table (used when ``budget.round_mode`` is ``"fedasync"`` or ``"fedbuff"``).
 
-    ``concurrency``: devices training at once (slots; at most ``system.n_devices``).
+    ``concurrency``: devices training at once (slots; at most ``system.n_devices``); unset, a scenario
+    takes ``[run] clients_per_round`` (the devices a synchronous round keeps busy).
     ``alpha``: FedAsync's mixing weight α in (0, 1].
     ``staleness``: ``"constant"``, ``"polynomial"`` or ``"hinge"``; ``staleness_a`` (a >= 0) and
     ``staleness_b`` (hinge's b >= 0, in model versions).
-    ``buffer_size``: FedBuff's K (updates per server step, >= 1).
+    ``buffer_size``: FedBuff's K (updates per server step, >= 1); unset, ``concurrency``.
     ``server_lr``: FedBuff's server learning rate η_g (> 0).
     ``eval_every``: the backend evaluates the model every this many aggregations (>= 1).
     """
 
-    concurrency: int = 10
+    concurrency: Optional[int] = None
     alpha: float = 0.6
     staleness: str = "polynomial"
     staleness_a: float = 0.5
     staleness_b: float = 4.0
-    buffer_size: int = 10
+    buffer_size: Optional[int] = None
     server_lr: float = 1.0
     eval_every: int = 1
 
     def __post_init__(self):
-        check_int("concurrency", self.concurrency, 1)
+        if self.concurrency is not None:
+            check_int("concurrency", self.concurrency, 1)
         check_number("alpha", self.alpha, minimum=0, strict=True)
         if self.alpha > 1:
             raise ValueError(f"alpha = {self.alpha!r}: expected a mixing weight in (0, 1]")
         check_choice("staleness", self.staleness, STALENESS_FUNCTIONS)
         check_number("staleness_a", self.staleness_a, minimum=0)
         check_number("staleness_b", self.staleness_b, minimum=0)
-        check_int("buffer_size", self.buffer_size, 1)
+        if self.buffer_size is not None:
+            check_int("buffer_size", self.buffer_size, 1)
         check_number("server_lr", self.server_lr, minimum=0, strict=True)
         check_int("eval_every", self.eval_every, 1)
+
+    def resolved(self, clients_per_round: int) -> "AsyncConfig":
+        """This table with ``concurrency`` (unset: ``clients_per_round``) and ``buffer_size`` (unset: the
+        concurrency) filled in."""
+        concurrency = self.concurrency if self.concurrency is not None else int(clients_per_round)
+        buffer_size = self.buffer_size if self.buffer_size is not None else concurrency
+        return dataclasses.replace(self, concurrency=concurrency, buffer_size=buffer_size)
 
     def weight(self, staleness: int) -> float:
         """``s(staleness)`` under this table's function."""
@@ -290,7 +301,7 @@ class AsyncSimulation:
                              f"asynchronous run")
         self.system, self.budget, self.backend = system, budget, backend
         self.mode = budget.round_mode
-        self.cfg = AsyncConfig() if async_cfg is None else async_cfg
+        self.cfg = (AsyncConfig() if async_cfg is None else async_cfg).resolved(min(10, system.n_devices))
         if self.cfg.concurrency > system.n_devices:
             raise ValueError(f"async.concurrency(={self.cfg.concurrency}) must be <= system.n_devices"
                              f"(={system.n_devices}): a device trains one update at a time")

@@ -31,6 +31,7 @@ from typing import Any, Optional
 import tomli_w
 
 from edgesim.config import ConfigError
+from edgesim.asynchrony import UpdateRow
 from edgesim.engine import DeviceRound, Event, RoundRecord
 from edgesim.scenarios.runfolder import CHECKPOINT_DIR, add_to_manifest, atomic_write_bytes
 
@@ -133,7 +134,8 @@ def _record_to_dict(r: RoundRecord) -> dict:
 
 
 def _record_from_dict(d: dict) -> RoundRecord:
-    return RoundRecord(**{**d, "devices": tuple(DeviceRound(*row) for row in d["devices"])})
+    row_type = lambda row: UpdateRow if len(row) == len(UpdateRow._fields) else DeviceRound  # noqa: E731 (async: a row per update)
+    return RoundRecord(**{**d, "devices": tuple(row_type(row)(*row) for row in d["devices"])})
 
 
 def path_for(folder: Path, name: str) -> Path:

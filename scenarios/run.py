@@ -30,6 +30,7 @@ import tomli_w
 
 from edgesim.config import ConfigError
 from edgesim.backend import Diverged
+from edgesim.asynchrony import UPDATE_FIELDS
 from edgesim.engine import Simulation
 from edgesim.learning.config import PARAMETRIC
 from edgesim.learning.metrics import final_accuracy, time_to_accuracy
@@ -68,6 +69,10 @@ def resolved_config(sc: Scenario) -> dict:
     out = {"name": sc.name, "description": sc.description, "seed": sc.seed}
     for name in ("system", "budget", "workload"):
         out[name] = dataclasses.asdict(getattr(sc, name))
+    if sc.asynchronous:
+        out["async"] = dataclasses.asdict(sc.asynchrony)
+    if sc.availability.model != "always":
+        out["availability"] = dataclasses.asdict(sc.availability)
     if sc.physics_only:  # only what the run uses: no data, no training, no algorithms
         out["run"] = dataclasses.asdict(sc.learning["run"])
         out["parametric"] = dataclasses.asdict(sc.parametric)
@@ -147,9 +152,10 @@ def run_algorithm(
             for rec in out.records:
                 on_round(name, rec)
     backend = build_backend(name) if warm is None else build_backend(name, warm.model)
+    sim = make_simulation(sc, backend, name)
+    backend = sim.backend
     if every:
         checkpoint.check_resumable(backend, name)
-    sim = Simulation(sc.system, sc.budget, backend, seed=sc.seed)
     if saved is not None:
         sim.load_state_dict(saved["engine"])
         backend.load_state_dict(saved["backend"])
@@ -162,6 +168,8 @@ def run_algorithm(
             rec = sim.run_round()
         except Diverged as e:  # keep its rounds so far; the other algorithms go on
             out.diverged = divergence_message(sc, name, str(e))
+            break
+        if rec is None:  # asynchronous: no device can ever update again (all offline for good)
             break
         if warm is not None:
             rec = flagged(rec, False)
@@ -185,6 +193,26 @@ def run_algorithm(
         out.events = [e for e in out.events if last is not None and e.round_index <= last.round_index]
         out.now_s = last.end_time_s if last is not None else 0.0
     return out
+
+
+def make_simulation(sc: Scenario, backend, name: str):
+    """The clock of one algorithm: rounds (:class:`Simulation`) or, for ``round_mode = "fedasync"``/``"fedbuff"``,
+    :class:`edgesim.asynchrony.AsyncSimulation` with the scenario's ``[async]`` and ``[availability]`` tables (the
+    backend wrapped by :func:`edgesim.learning.asynchronous.as_async` unless it is the torch-free curve)."""
+    if not sc.asynchronous:
+        return Simulation(sc.system, sc.budget, backend, seed=sc.seed)
+    from edgesim.asynchrony import AsyncBackend, AsyncSimulation
+    from edgesim.availability import make_availability
+
+    if not isinstance(backend, AsyncBackend):
+        from edgesim.learning.asynchronous import as_async
+
+        try:
+            backend = as_async(backend, name)
+        except ValueError as e:
+            raise ConfigError(f"{sc.path}: [budget] round_mode = {sc.budget.round_mode!r}: {e}") from None
+    availability = make_availability(sc.availability, sc.system.n_devices, sc.seed)
+    return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability)
 
 
 def divergence_message(sc: Scenario, name: str, error: str) -> str:
@@ -292,11 +320,12 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
         ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys),
         (row for name, sim in sims.items() for row in _round_rows(name, sim, metric_keys, info_keys)),
     )
+    fields = DEVICE_FIELDS + (UPDATE_FIELDS if sc.asynchronous else ())  # an async run: a row per update
     folder.write_csv(
         "devices.csv",
-        ("algorithm", *DEVICE_FIELDS),
+        ("algorithm", *fields),
         (
-            [name, *[getattr(d, f if f != "round" else "round_index") for f in DEVICE_FIELDS]]
+            [name, *[getattr(d, f if f != "round" else "round_index") for f in fields]]
             for name, sim in sims.items()
             for r in sim.records
             for d in r.devices

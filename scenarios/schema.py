@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from edgesim.asynchrony import ASYNC_MODES, AsyncConfig
+from edgesim.availability import AvailabilityConfig, read_trace
 from edgesim.compression import build_compression, compression_for
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
 from edgesim.curve import ParametricConfig
@@ -63,6 +65,13 @@ class Scenario:
     learning: Mapping[str, Any] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict)
     parametric: ParametricConfig = field(default_factory=ParametricConfig)
+    asynchrony: AsyncConfig = field(default_factory=AsyncConfig)
+    availability: AvailabilityConfig = field(default_factory=AvailabilityConfig)
+
+    @property
+    def asynchronous(self) -> bool:
+        """A ``round_mode = "fedasync"`` or ``"fedbuff"`` run (its ``[async]`` table in force)."""
+        return self.budget.round_mode in ASYNC_MODES
 
     @property
     def physics_only(self) -> bool:
@@ -149,7 +158,8 @@ def read_toml(path: Path) -> dict:
 
 def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Scenario:
     """Validate a parsed scenario mapping (``where`` names the file in messages)."""
-    known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric", "compression"}
+    known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric", "compression", "async",
+                                                                                "availability"}
     for key, value in raw.items():
         if key not in known:
             raise ScenarioError(
@@ -166,6 +176,10 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
                             f"(the default run folder is runs/<name>), such as \"my_scenario\"")
     built = {name: build_config(cls, raw.get(name, {}), f"{where}: [{name}]") for name, cls in SIM_SECTIONS.items()}
     parametric = build_config(ParametricConfig, raw.get("parametric", {}), f"{where}: [parametric]")
+    asynchrony = build_config(AsyncConfig, raw.get("async", {}), f"{where}: [async]")
+    availability = build_config(AvailabilityConfig, raw.get("availability", {}), f"{where}: [availability]")
+    if not learning:
+        check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
     learned = {}
     if learning:
         run = build_config(RunConfig, raw.get("run", {}), f"{where}: [run]")
@@ -194,8 +208,11 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         if not physics_only:  # {"": [compression], NAME: [algorithms.NAME.compression], ...}
             learned["compression"] = build_compression(raw.get("compression", {}), raw.get("algorithms", {}), where)
         check_cross_section(built["system"], learned["run"], where)
+        asynchrony = asynchrony.resolved(learned["run"].clients_per_round)
+        check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
         if not physics_only:
             check_algorithms(built["system"], learned, where)
+            check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
     return Scenario(
         path=where,
@@ -205,8 +222,49 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         raw=raw,
         learning=learned,
         parametric=parametric,
+        asynchrony=asynchrony,
+        availability=availability,
         **built,
     )
+
+
+def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: AsyncConfig,
+                     availability: AvailabilityConfig, where: str) -> None:
+    """``[async]`` fits the cell (concurrency <= N) and a trace file of ``[availability]`` reads cleanly (every row
+    checked now, before any work)."""
+    if budget.round_mode in ASYNC_MODES and (asynchrony.concurrency or 0) > system.n_devices:
+        raise ScenarioError(f"{where}: [async] concurrency = {asynchrony.concurrency}: expected at most [system] "
+                            f"n_devices (= {system.n_devices}); a device trains one update at a time")
+    if availability.model != "always" and budget.round_mode not in ASYNC_MODES:
+        raise ScenarioError(f"{where}: [availability] model = {availability.model!r}: devices that come and go are "
+                            f"simulated in asynchronous runs only so far; expected model = 'always' with [budget] "
+                            f"round_mode = {budget.round_mode!r}")
+    if availability.model == "trace":
+        read_trace(Path(availability.trace), system.n_devices)
+
+
+def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], where: str) -> None:
+    """An asynchronous run's algorithms are of the FedAvg family (the others are refused in one line)."""
+    if budget.round_mode not in ASYNC_MODES:
+        return
+    from edgesim.learning.algorithm_configs.fedavg import VARIANTS
+
+    if learned["run"].warm_start is not None:
+        raise ScenarioError(f"{where}: [run] warm_start = {learned['run'].warm_start!r}: a warm start's rounds are "
+                            f"synchronous; expected no warm start with [budget] round_mode = {budget.round_mode!r}")
+    from edgesim.compression import NO_COMPRESSION
+
+    for name in learned["run"].algorithms:
+        if compression_for(learned.get("compression", {}), name) != NO_COMPRESSION:
+            raise ScenarioError(f"{where}: [compression] for {name!r}: compressed transfers are not simulated in "
+                                f"asynchronous runs yet ([budget] round_mode = {budget.round_mode!r}); expected no "
+                                f"compression, or round_mode 'sync' or 'deadline'")
+        if name not in VARIANTS:
+            raise ScenarioError(
+                f"{where}: [run] algorithms: {name!r} has no asynchronous mode ([budget] round_mode = "
+                f"{budget.round_mode!r}): FedAsync and FedBuff combine independent device updates of one shared "
+                f"model, which only the FedAvg family does ({', '.join(VARIANTS)}); expected round_mode 'sync' or "
+                f"'deadline' for {name!r}")
 
 
 def load_plugins(modules, where: str, algorithms=()) -> None:
@@ -313,11 +371,14 @@ def check_warm_start(system: SystemConfig, budget: BudgetConfig, learned: Mappin
 
 
 def resolve_paths(raw: dict, path: Path) -> dict:
-    """A relative ``data.data_dir`` in a scenario file is relative to the file's own folder.
+    """A relative ``data.data_dir`` (or ``availability.trace``) in a scenario file is relative to the file's own folder.
 
     (A ``--set data.data_dir=…`` or ``--data-dir`` on the command line is
     relative to the current directory, as any command-line path.)
     """
+    avail = raw.get("availability")
+    if isinstance(avail, dict) and isinstance(avail.get("trace"), str) and not Path(avail["trace"]).is_absolute():
+        raw = {**raw, "availability": {**avail, "trace": str((path.resolve().parent / avail["trace"]).resolve())}}
     data = raw.get("data")
     if isinstance(data, dict) and isinstance(data.get("data_dir"), str) and not Path(data["data_dir"]).is_absolute():
         raw = {**raw, "data": {**data, "data_dir": str((path.resolve().parent / data["data_dir"]).resolve())}}

@@ -1,0 +1,171 @@
+"""The FedAvg family under asynchronous aggregation: FedAsync and FedBuff (docs/asynchrony.md).
+
+:class:`AsyncFedAvg` wraps a :class:`~edgesim.learning.algorithms.fedavg.FedAvg`
+backend (any variant: FedProx, FedBN, the FixMatch/UDA objectives, the
+server optimizers) as an :class:`edgesim.asynchrony.AsyncBackend`:
+
+- ``start_update(u, d, τ)`` keeps a reference to the global model of version
+  ``τ`` (global states are replaced, never changed in place, so this costs no
+  copy) — the model device ``d`` downloaded;
+- ``aggregate`` trains each arrival from the version it started from
+  (``merge(x_τ, personal_d)``, the family's local task, generators
+  ``(seed, "train", τ, d)`` — a sync round ``τ`` draws the same; a device's
+  k-th update from one version, k >= 1, draws ``("train#k", τ, d)``), keeps its
+  local keys on the device, then steps the server:
+
+  - FedAsync (Xie et al. 2019, Alg. 1): the family's server step of
+    ``[(x, 1 − α_t), (x_new, α_t)]``, i.e. ``x ← (1 − α_t) x + α_t x_new``
+    followed by the server optimizer (``sgd``, ``server_lr = 1``: none);
+  - FedBuff (Nguyen et al. 2022, Alg. 1): the server step of the
+    ``(x + η_g s_i Δ_i, n_i)``, ``Δ_i = x_i − x_{τ_i}``: their weighted mean is
+    ``x + η_g Σ (n_i/Σn) s_i Δ_i``. An update with staleness 0, ``s = 1`` and
+    ``η_g = 1`` enters as ``x_i`` itself, so K fresh updates are FedAvg's round
+    exactly (same floats).
+
+Only the FedAvg family has an asynchronous mode: its server combines
+independent device updates of one shared model. :func:`as_async` refuses
+any other backend in one line.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Mapping
+
+import torch
+
+from edgesim.asynchrony import Aggregation
+from edgesim.backend import DeviceWork
+from edgesim.learning.aggregation import merge, split_keys
+from edgesim.learning.algorithms.common import round_metrics, to_cpu, to_device, train_devices
+from edgesim.learning.algorithms.fedavg import FedAvg
+from edgesim.learning.costs import task_cycles
+from edgesim.learning.executors import LocalTrainResult
+
+
+def as_async(backend: Any, name: str) -> "AsyncFedAvg":
+    """``backend`` as an asynchronous backend; ``ValueError`` (one line) for an algorithm without an async mode."""
+    if not isinstance(backend, FedAvg):
+        raise ValueError(f"algorithm {name!r} ({type(backend).__name__}) has no asynchronous mode: FedAsync and "
+                         f"FedBuff combine independent device updates of one shared model, which only the FedAvg "
+                         f"family (fedavg, fedprox, fedbn, fixavg, fedavg_uda, fedadam, ...) does; its round couples "
+                         f"the devices (or the server) in ways an arrival-by-arrival server does not have")
+    return AsyncFedAvg(backend)
+
+
+class AsyncFedAvg:
+    """A FedAvg-family backend driven by :class:`edgesim.asynchrony.AsyncSimulation` (module docstring)."""
+
+    def __init__(self, inner: FedAvg):
+        self.inner = inner
+        self.version = 0
+        self.versions: dict[int, dict] = {0: inner.global_state}  # models some update in flight started from
+        self.in_flight: dict[int, tuple[int, int]] = {}  # update -> (device, version)
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def update_work(self, device: int) -> DeviceWork:
+        """The device's round work in the family's plan: its task's cycles, the global keys' bits up and down."""
+        inner = self.inner
+        cycles = task_cycles(inner.task, inner.sizes[device], inner.ctx.cycles_per_sample)
+        return DeviceWork(int(device), {"train": float(cycles)}, float(inner.bits), float(inner.bits))
+
+    def start_update(self, update: int, device: int, version: int) -> None:
+        if version != self.version:
+            raise ValueError(f"update {update} starts from version {version}, the server is at {self.version}")
+        self.versions[version] = self.inner.global_state
+        self.in_flight[update] = (device, version)
+
+    def aggregate(self, agg: Aggregation) -> Mapping[str, float]:
+        inner, ctx = self.inner, self.inner.ctx
+        if agg.index != self.version:
+            raise ValueError(f"aggregation {agg.index} but the server is at version {self.version}")
+        # Train every arrival from its own start, grouped by (version, k-th update of the device from it).
+        groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+        seen: dict[tuple[int, int], int] = defaultdict(int)
+        for i, a in enumerate(agg.arrivals):
+            k = seen[(a.version, a.device)]
+            seen[(a.version, a.device)] += 1
+            groups[(a.version, k)].append(i)
+        trained: list = [None] * len(agg.arrivals)
+        results: list[LocalTrainResult] = []
+        for (version, k), idx in sorted(groups.items()):
+            idx.sort(key=lambda i: agg.arrivals[i].device)
+            devs = [agg.arrivals[i].device for i in idx]
+            starts = [merge(self.versions[version], inner.personal[d]) for d in devs]
+            data = [inner.data[d] for d in devs]
+            result = train_devices(ctx, inner.name, version, devs, starts, data, inner.task,
+                                   stream="train" if k == 0 else f"train#{k}")
+            results.append(result)
+            for i, state in zip(idx, result.params):
+                trained[i] = state
+        shared = []
+        for a, state in zip(agg.arrivals, trained):
+            g, local = split_keys(state, inner.is_local)
+            inner.personal[a.device] = local  # local keys never leave the device
+            shared.append(g)
+        current = inner.global_state
+        if agg.mode == "fedasync":
+            (a,), (x_new,) = agg.arrivals, shared
+            alpha_t = agg.alpha * a.weight
+            inner.server_step([(current, 1.0 - alpha_t), (x_new, alpha_t)])
+        else:
+            updates = []
+            # By device (then update), as a round sums its arrivals: the float sum does not depend on arrival order.
+            for a, x_new in sorted(zip(agg.arrivals, shared), key=lambda p: (p[0].device, p[0].update)):
+                n = 1.0 if inner.cfg.weighting == "uniform" else float(sum(inner.sizes[a.device].values()))
+                scale = agg.server_lr * a.weight
+                if a.staleness == 0 and scale == 1.0:
+                    updates.append((x_new, n))
+                    continue
+                start = self.versions[a.version]
+                updates.append(({key: _moved(current[key], x_new[key], start[key], scale) for key in current}, n))
+            inner.server_step(updates)
+        self.version += 1
+        for a in agg.arrivals:
+            self.in_flight.pop(a.update, None)
+        for u in agg.lost:
+            self.in_flight.pop(u, None)
+        live = {v for _, v in self.in_flight.values()}
+        self.versions = {v: s for v, s in self.versions.items() if v in live}
+        self.versions[self.version] = inner.global_state
+        if not agg.evaluate:
+            return {}
+        result = _joined(results)
+        if any(inner.personal):
+            return round_metrics(ctx, [merge(inner.global_state, p) for p in inner.personal], result)
+        return round_metrics(ctx, [inner.global_state] * ctx.n_devices, result, shared=inner.global_state)
+
+    # -- checkpoints: the family's state, the versions in flight
+    def state_dict(self) -> dict:
+        return {"inner": self.inner.state_dict(), "version": self.version,
+                "in_flight": {int(u): list(dv) for u, dv in self.in_flight.items()},
+                "versions": {int(v): to_cpu(s) for v, s in self.versions.items() if v != self.version}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.inner.load_state_dict(state["inner"])
+        self.version = int(state["version"])
+        self.in_flight = {int(u): (int(dv[0]), int(dv[1])) for u, dv in state["in_flight"].items()}
+        self.versions = {int(v): to_device(self.inner.ctx, s) for v, s in state["versions"].items()}
+        self.versions[self.version] = self.inner.global_state
+
+
+def _moved(current: torch.Tensor, new: torch.Tensor, start: torch.Tensor, scale: float) -> torch.Tensor:
+    """``current + scale · (new − start)`` for a float tensor; an integer buffer (BatchNorm's count) takes ``new``."""
+    if not current.is_floating_point():
+        return new
+    return current + scale * (new - start)
+
+
+def _joined(results: list[LocalTrainResult]) -> LocalTrainResult:
+    """The per-device results of several training calls as one (for the metrics)."""
+    if len(results) == 1:
+        return results[0]
+    aux: dict = defaultdict(list)
+    for r in results:
+        for k, v in r.aux.items():
+            aux[k].extend(v)
+    return LocalTrainResult([p for r in results for p in r.params], [x for r in results for x in r.mean_loss],
+                            [x for r in results for x in r.n_steps], dict(aux))
