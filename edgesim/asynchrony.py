@@ -9,8 +9,8 @@ SimPy process that loops:
 2. the device **downloads** the current global model (version ``τ``, the
    number of aggregations so far) on the BS broadcast, **computes** its
    cycles and **uploads** on the shared uplink — the engine's own links
-   (:class:`edgesim.engine.TdmaUplink` / :class:`~edgesim.engine.FdmaUplink`,
-   :class:`~edgesim.engine.Downlink`) and cost formulas, with the channel gains
+   (:class:`edgesim.links.TdmaUplink` / :class:`~edgesim.links.FdmaUplink`,
+   :class:`~edgesim.links.Downlink`) and cost formulas, with the channel gains
    of round ``τ`` (so a sync and an async run see the same channel draws);
 3. on arrival at server version ``t`` its staleness is ``t − τ`` and its
    weight ``s(t − τ)`` (:func:`staleness_weight`):
@@ -65,8 +65,9 @@ from .availability import Availability
 from .backend import DeviceWork
 from .channel import ChannelModel
 from .config import BudgetConfig, SystemConfig, check_choice, check_int, check_number
+from .engine import Event, RoundRecord, _cyclic_gc_paused
+from .links import Downlink, Transfer, make_uplink
 from .radio import unchecked_shannon_rate_bps
-from .engine import Downlink, Event, RoundRecord, Transfer, _cyclic_gc_paused, make_uplink
 
 ASYNC_MODES = ("fedasync", "fedbuff")
 STALENESS_FUNCTIONS = ("constant", "polynomial", "hinge")
