@@ -173,4 +173,4 @@ def test_killed_async_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path):
 def test_compression_is_refused_in_asynchronous_runs(tiny_scenario):
     with pytest.raises(ConfigError, match=r"compressed transfers are not simulated in asynchronous runs"):
         load_scenario(tiny_scenario, ["budget.round_mode=fedbuff", "run.algorithms=fedavg",
-                                      "compression.uplink.method=qsgd"])
+                                      "compression.uplink.method=qsgd", "compression.uplink.bits=8"])
