@@ -2,7 +2,7 @@
 
 Builds a DoFed-SPP scenario's devices (default: Fashion-MNIST SUBSET, seed 0),
 trains every reciprocal model through the Phase-0 warm-up (L·I epochs on its
-train set), downsizes them with :func:`edgesim.learning.pca.downsize` at each rank
+train set), downsizes them with :func:`edgesim.learning.algorithms.dofed_spp.pca.downsize` at each rank
 fraction and measures each model's accuracy on the test images of *its own
 train classes* (what it was trained to recognise) — before and after. Prints
 the mean ± std over devices and the downlink bits per model.
@@ -25,7 +25,7 @@ from edgesim.learning.algorithms import REGISTRY  # noqa: E402
 from edgesim.learning.context import build_context  # noqa: E402
 from edgesim.learning.data.datasets import load_dataset  # noqa: E402
 from edgesim.learning.inference import evaluate  # noqa: E402
-from edgesim.learning.pca import compressed_bits, downsize  # noqa: E402
+from edgesim.learning.algorithms.dofed_spp.pca import compressed_bits, downsize  # noqa: E402
 from edgesim.scenarios.schema import load_scenario  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -34,7 +34,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from edgesim.engine import Simulation  # noqa: E402
 from edgesim.learning.algorithms import REGISTRY  # noqa: E402
-from edgesim.learning.algorithms import dofed_spp as dofed_module  # noqa: E402
+from edgesim.learning.algorithms.dofed_spp import algorithm as dofed_module  # noqa: E402
 from edgesim.learning import similarity as similarity_module  # noqa: E402
 from edgesim.learning.context import build_context  # noqa: E402
 from edgesim.learning.data.datasets import make_synthetic  # noqa: E402

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgesim.learning.algorithm_configs.dofed_spp import DofedSppConfig
+from edgesim.learning.algorithms.dofed_spp.config import DofedSppConfig
 from edgesim.plots.runs import paired_difference
 
 ORDER = ["dofed_spp", "fedfomo", "fedbe", "fedavg", "local"]

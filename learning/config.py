@@ -13,7 +13,7 @@ from functools import partial
 from typing import Optional, Union
 
 from edgesim.config import ConfigError, check_choice, check_int, check_number, fail, build_config
-from edgesim.learning.algorithm_configs import ALGORITHMS, check_fixed
+from edgesim.learning.algorithms import ALGORITHMS, check_fixed
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.learning.data.partitions import PARTITIONS
 from edgesim.learning.model_registry import MODELS
@@ -326,9 +326,9 @@ def build_algorithms(values, where: str) -> dict:
     ``compression`` sub-table is the scenario's to read: :func:`edgesim.compression.build_compression`).
 
     The registry's names and config classes are torch-free
-    (:data:`edgesim.learning.algorithm_configs.ALGORITHMS`). A table may not set an
+    (:data:`edgesim.learning.algorithms.ALGORITHMS`). A table may not set an
     option that makes the algorithm another registered one (``fixavg`` with
-    ``objective = "supervised"``): :func:`edgesim.learning.algorithm_configs.check_fixed`.
+    ``objective = "supervised"``): :func:`edgesim.learning.algorithms.check_fixed`.
     """
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected tables [algorithms.NAME], got {values!r}")

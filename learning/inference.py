@@ -164,3 +164,38 @@ _as_stacked = as_stacked
 def _logits_many(model: nn.Module, stacked: Params, x: torch.Tensor, batch_size: int, vectorize: bool) -> torch.Tensor:
     with eval_mode(model):
         return _batched(model, stacked, x, batch_size, vectorize)
+
+
+def cross_entropy_losses(
+    model: nn.Module,
+    params: Union[Mapping[str, torch.Tensor], Sequence[Mapping[str, torch.Tensor]]],
+    xs: Sequence[torch.Tensor],
+    ys: Sequence[torch.Tensor],
+    *,
+    batch_size: int = 2048,
+    vectorize: bool = True,
+) -> torch.Tensor:
+    """Mean cross-entropy of every model on every set: ``(n_models, n_sets)``, float64.
+
+    One forward call over the stacked models and the concatenated sets (the
+    logits of :func:`edgesim.learning.inference.logits`, so log-softmax
+    stays exact). An empty set gives NaN.
+    """
+    if len(xs) != len(ys):
+        raise ValueError(f"xs and ys differ in length ({len(xs)} vs {len(ys)})")
+    stacked = as_stacked(model, params)
+    m = next(iter(stacked.values())).shape[0]
+    sizes = [int(x.shape[0]) for x in xs]
+    if sum(sizes) == 0:
+        return torch.full((m, len(xs)), float("nan"), dtype=torch.float64)
+    x = torch.cat(list(xs))
+    y = torch.cat(list(ys))
+    out = logits(model, stacked, x, batch_size=batch_size, vectorize=vectorize)  # (m, n, C)
+    nll = -torch.log_softmax(out.double(), dim=-1).gather(-1, y.view(1, -1, 1).expand(m, -1, 1)).squeeze(-1)
+    out = torch.full((m, len(xs)), float("nan"), dtype=torch.float64, device=nll.device)
+    start = 0
+    for j, k in enumerate(sizes):
+        if k:
+            out[:, j] = nll[:, start:start + k].mean(dim=1)
+        start += k
+    return out.cpu()

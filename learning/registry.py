@@ -19,7 +19,7 @@ than numpy, or names its builders lazily:
 - models: :data:`edgesim.learning.model_registry.MODELS` (stdlib-only; each entry
   names its builder in ``edgesim.learning.models`` as ``"module:attribute"``, imported
   on first use, so torch is loaded only when a model is built);
-- algorithms: :data:`edgesim.learning.algorithm_configs.ALGORITHMS` (torch-free: names,
+- algorithms: :data:`edgesim.learning.algorithms.ALGORITHMS` (torch-free: names,
   config dataclasses, validation; ``edgesim.learning.algorithms.REGISTRY`` is the same
   dict, whose builders the torch modules attach with ``@register``).
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import dataclasses
 
 from edgesim.config import WorkloadConfig
+from edgesim.learning.algorithms import ALGORITHMS, planning_hooks
 from edgesim.learning.data.datasets import load_dataset
+from edgesim.learning.registry import resolve
 
 
 def resolve_workload(scenario) -> WorkloadConfig:
@@ -35,29 +37,9 @@ def resolve_workload(scenario) -> WorkloadConfig:
     if w.cycles_source == "flops":
         changes["cycles_per_sample"] = flops_per_sample(model, ds.input_shape) / w.flops_per_cycle
         changes["cycles_source"] = "given"
-    for name in ("sr_cycles", "pseudo_label_cycles_per_model"):
-        if getattr(w, name) == "auto":
-            from edgesim.learning.algorithms.dofed_spp import auto_cycles  # DoFed-SPP defines what its phases cost
-
-            changes[name] = auto_cycles(name, scenario, model, ds, changes.get("cycles_per_sample", w.cycles_per_sample))
+    for hook in planning_hooks(ALGORITHMS).values():
+        for name in hook.auto_fields:
+            if getattr(w, name) == "auto":  # the algorithm whose phases the field costs defines its number
+                cycles = changes.get("cycles_per_sample", w.cycles_per_sample)
+                changes[name] = resolve(hook.auto_cycles)(name, scenario, model, ds, cycles)
     return dataclasses.replace(w, **changes)
-
-
-def dofed_target_cycles(scenario, workload: WorkloadConfig) -> float | None:
-    """Cycles a device spends each round on DoFed-SPP's target model (``DofedSppConfig.target_cycles``, Eq. 15).
-
-    C_tra = the resolved ``workload.cycles_per_sample``; |D_l|, |D_ul| the
-    target sets of the SUBSET/NORMAL split (``dofed_sizes``, the same on every
-    device). ``None`` for any other split, whose target sets are drawn.
-    """
-    from edgesim.learning.algorithm_configs.dofed_spp import DofedSppConfig
-    from edgesim.learning.data.datasets import DATASETS
-    from edgesim.learning.data.partitions import dofed_sizes
-
-    data = scenario.learning["data"]
-    if data.partition not in ("subset", "normal"):
-        return None
-    n_classes = DATASETS.lookup(data.dataset).n_classes or load_dataset(data.dataset, data.data_dir, **data.loader_options()).n_classes
-    sizes = dofed_sizes(n_classes, data.n_clusters, data.size_scale)
-    cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
-    return cfg.target_cycles(workload.cycles_per_sample, sizes.labeled + sizes.unlabeled)

@@ -53,3 +53,11 @@ def scaled_bits(state: Mapping[str, torch.Tensor], keys: Iterable[str], model_bi
     if full == 0:
         return 0
     return int(round(float(model_bits) * sent_numbers(state, keys) / full))
+
+
+def flatten_states(states: Sequence[Mapping[str, torch.Tensor]], keys: Optional[Sequence[str]] = None) -> torch.Tensor:
+    """Each state's floating-point tensors (``keys``, default all) flattened and concatenated: ``(Q, P)``."""
+    if not states:
+        raise ValueError("states is empty")
+    keys = list(keys) if keys is not None else [k for k, v in states[0].items() if v.is_floating_point()]
+    return torch.stack([torch.cat([s[k].detach().reshape(-1).float() for k in keys]) for s in states])

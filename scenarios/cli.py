@@ -83,9 +83,6 @@ def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
-DOFED = "dofed_spp"  # the one algorithm whose plan is the (B, K) of Ineq. (26): C1/C2/C3, similarity, pseudo-labels
-
-
 def scenario_algorithms(scenario) -> list[str]:
     """The scenario's ``[run] algorithms`` as written (``plan`` validates the simulator sections only)."""
     from edgesim.learning.config import DEFAULT_ALGORITHMS
@@ -95,11 +92,19 @@ def scenario_algorithms(scenario) -> list[str]:
     return list(algorithms) if isinstance(algorithms, list) else [str(algorithms)]
 
 
+def _schedulers(scenario) -> dict:
+    """The scenario's algorithms that schedule under the round budget: ``{name: PlanningHook}``."""
+    from edgesim.learning.algorithms import planning_hooks
+
+    return planning_hooks(scenario_algorithms(scenario))
+
+
 def _print_plan(scenario, plan) -> None:
     """The plan as a table: what every algorithm uses (budget, per-device train and upload times), and
-    DoFed-SPP's similarity/pseudo-labelling times, C1/C2/C3 and (B, K) pairs only when it is one of them."""
+    the scheduling figures (DoFed-SPP's similarity/pseudo-labelling times, C1/C2/C3 and (B, K) pairs) only
+    when an algorithm that schedules under the budget is one of them."""
     echo = typer.echo
-    dofed = DOFED in scenario_algorithms(scenario)
+    scheduled = bool(_schedulers(scenario))
     echo(f"Scenario: {scenario.name} ({scenario.path})")
     kind = "heterogeneous — planned for the " + plan.reference if plan.heterogeneous else "identical"
     echo(f"Devices: {plan.n_devices} ({kind}); access: {scenario.system.access}")
@@ -109,13 +114,13 @@ def _print_plan(scenario, plan) -> None:
     )
     echo("")
     echo(f"Algorithms: {', '.join(scenario_algorithms(scenario))}")
-    sr = f" {'target s':>9} {'SR s':>8} {'PL/model s':>10}" if dofed else ""
+    sr = f" {'target s':>9} {'SR s':>8} {'PL/model s':>10}" if scheduled else ""
     echo(f"{'device':>6} {'cpu GHz':>8} {'gain dB':>8} {'uplink Mbit/s':>13} {'train s':>9}{sr} {'upload s':>9}")
     import math
 
     rows = plan.devices if len(plan.devices) <= 12 else plan.devices[:10]
     for d in rows:
-        sr = f" {d.target_train_s:>9.4g} {d.sr_s:>8.4g} {d.pseudo_label_per_model_s:>10.4g}" if dofed else ""
+        sr = f" {d.target_train_s:>9.4g} {d.sr_s:>8.4g} {d.pseudo_label_per_model_s:>10.4g}" if scheduled else ""
         echo(
             f"{d.device:>6} {d.cpu_freq_hz / 1e9:>8.3g} {10 * math.log10(d.channel_gain):>8.2f} "
             f"{d.uplink_rate_bps / 1e6:>13.4g} {d.train_s:>9.4g}{sr} {d.upload_s:>9.4g}"
@@ -125,7 +130,7 @@ def _print_plan(scenario, plan) -> None:
     echo("")
     fits = sum(d.train_s + d.upload_s <= plan.round_budget_s for d in plan.devices)
     echo(f"Train + upload within T/G: {fits} of {plan.n_devices} devices (alone on the uplink)")
-    if not dofed:
+    if not scheduled:
         return
     if not any(d.target_train_s for d in plan.devices):
         echo("Target model (Eq. 15) not counted in C1: its sets come from the drawn split (exact for "
@@ -169,12 +174,10 @@ def plan(
                 workload = resolve_workload(full)
             except DatasetError as e:
                 raise ConfigError(f"{full.path}: [data] {e}") from None
-        target_cycles = None
-        if DOFED in scenario_algorithms(sc):  # its target model trains every round beside the reciprocal one
-            from edgesim.learning.sizing import dofed_target_cycles
-
-            target_cycles = dofed_target_cycles(sc, workload)  # reads no data for a registered data set's classes
-        result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed, target_cycles or 0.0)
+        target_cycles = 0.0  # what the schedulers' extra models train every round (DoFed-SPP's target model)
+        for hook in _schedulers(sc).values():
+            target_cycles += hook.target_cycles(sc, workload) or 0.0
+        result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed, target_cycles)
     except ConfigError as e:
         _fail(str(e))
     except ValueError as e:  # a plan the formulas refuse (e.g. a zero uplink rate)
@@ -183,7 +186,7 @@ def plan(
         typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict()}, indent=2))
     else:
         _print_plan(sc, result)
-    if not result.feasible and DOFED in scenario_algorithms(sc):  # only DoFed-SPP picks (B, K)
+    if not result.feasible and _schedulers(sc):  # only a scheduler needs a feasible (B, K)
         _fail(f"{sc.path}: {result.infeasibility_message()}", code=1)
 
 

@@ -220,7 +220,7 @@ def divergence_message(sc: Scenario, name: str, error: str) -> str:
     its table (or its defaults, FedDure's) sets one, else ``train.lr``."""
     cfg = sc.learning["algorithms"].get(name)
     if cfg is None:
-        from edgesim.learning.algorithm_configs import ALGORITHMS
+        from edgesim.learning.algorithms import ALGORITHMS
 
         cfg = ALGORITHMS[name].config_cls()
     own = getattr(cfg, "lr", None)

@@ -272,7 +272,7 @@ def load_plugins(modules, where: str, algorithms=()) -> None:
     registered before the sections that name them are validated (:mod:`edgesim.learning.plugins`). The installed
     algorithm plugins are loaded only when the scenario names an algorithm that is not declared yet (such a
     plugin's module may import torch; a scenario of the built-in algorithms never does)."""
-    from edgesim.learning.algorithm_configs import ALGORITHMS
+    from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.plugins import import_plugins, load_entry_points
 
     load_entry_points("models", "datasets", "partitions")
@@ -312,11 +312,11 @@ def data_dir_from_env(raw: dict) -> dict:
 def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: str) -> None:
     """Each algorithm of ``[run] algorithms`` is registered and its options fit the scenario.
 
-    Its spec's ``check(cfg, facts)`` (:mod:`edgesim.learning.algorithm_configs`) sees
+    Its spec's ``check(cfg, facts)`` (:mod:`edgesim.learning.algorithms`) sees
     the devices, the partition and the model; torch-free, so ``edgesim plan``
     and ``edgesim run`` refuse the same things, before any data is loaded.
     """
-    from edgesim.learning.algorithm_configs import ALGORITHMS, ScenarioFacts
+    from edgesim.learning.algorithms import ALGORITHMS, ScenarioFacts
     from edgesim.learning.model_registry import MODELS
 
     run, data, train = learned["run"], learned["data"], learned["train"]

@@ -1,4 +1,4 @@
-"""DoFed-SPP (learning/algorithms/dofed_spp.py): the B/K decision handed to the engine, Eqs. (23)–(24)
+"""DoFed-SPP (learning/algorithms/dofed_spp/algorithm.py): the B/K decision handed to the engine, Eqs. (23)–(24)
 on the clock, the infeasible budget, "auto" cycles, determinism, and a tiny end-to-end run."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from edgesim.plan import slowest_device_constants
 from edgesim.radio import shannon_rate_bps
 from edgesim.selection import assignment, best_selection
 from edgesim.learning.algorithms import REGISTRY
-from edgesim.learning.algorithms.dofed_spp import DofedSppConfig, auto_cycles, phase_cycles
+from edgesim.learning.algorithms.dofed_spp.algorithm import DofedSppConfig, auto_cycles, phase_cycles
 from edgesim.learning.context import build_context
-from edgesim.learning.pca import compressed_bits
+from edgesim.learning.algorithms.dofed_spp.pca import compressed_bits
 from edgesim.learning.sizing import resolve_workload
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
@@ -251,7 +251,7 @@ def test_pseudo_labels_per_device_equal_one_stacked_call(tiny):
     import torch
 
     from edgesim.learning.inference import predict_proba
-    from edgesim.learning.pseudo_labels import batched_pseudo_labels, weight_matrix
+    from edgesim.learning.algorithms.dofed_spp.pseudo_labels import batched_pseudo_labels, weight_matrix
 
     sc, ctx, alg = _setup(tiny)
     Simulation(sc.system, sc.budget, alg, seed=sc.seed).run_round()

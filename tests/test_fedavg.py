@@ -9,7 +9,7 @@ from edgesim.backend import RoundOutcome
 from edgesim.engine import Simulation
 from edgesim.learning.aggregation import merge, split_keys, weighted_average
 from edgesim.learning.algorithms import REGISTRY
-from edgesim.learning.algorithms.fedavg import FedAvg, FedAvgConfig, FedProxConfig, batchnorm_keys
+from edgesim.learning.algorithms.fedavg.algorithm import FedAvg, FedAvgConfig, FedProxConfig, batchnorm_keys
 from edgesim.learning.context import build_context
 from edgesim.learning.models import build_model
 from edgesim.scenarios.schema import load_scenario
@@ -111,7 +111,7 @@ FAMILY = ("fedavg_sl", "fedprox_sl", "fedbn_sl", "fedavg_labeled", "fixavg", "fi
 
 
 def test_the_issue_names_are_registered_as_config_values_of_one_family():
-    from edgesim.learning.algorithms.fedavg import FedAvgConfig as Base
+    from edgesim.learning.algorithms.fedavg.algorithm import FedAvgConfig as Base
 
     assert set(FAMILY) <= set(REGISTRY)
     for name in FAMILY[:-1]:
@@ -194,7 +194,7 @@ def test_variants_run_and_repeat_exactly(tiny_scenario, name):
 
 def test_pfedme_lr_overrides_the_train_lr(tiny_scenario):
     """``[algorithms.pfedme] lr`` trains exactly as ``[train] lr`` set to it would, and differs from the default."""
-    from edgesim.learning.algorithm_configs.pfedme import PFedMeConfig
+    from edgesim.learning.algorithms.pfedme.config import PFedMeConfig
 
     def metrics(cfg, *overrides):
         sc, ctx = _ctx(tiny_scenario, *overrides)

@@ -14,7 +14,7 @@ from torch.func import functional_call, grad
 
 from edgesim.engine import Simulation
 from edgesim.learning.algorithms import REGISTRY
-from edgesim.learning.algorithms.feddure import (
+from edgesim.learning.algorithms.feddure.algorithm import (
     C_REG,
     F_REG,
     FedDureConfig,

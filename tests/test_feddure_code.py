@@ -13,10 +13,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from edgesim.learning.algorithm_configs.feddure import FedDureConfig
-from edgesim.learning.algorithm_configs.feddure_code import FedDureCodeConfig
+from edgesim.learning.algorithms.feddure.config import FedDureConfig
+from edgesim.learning.algorithms.feddure_code.config import FedDureCodeConfig
 from edgesim.learning.algorithms import REGISTRY
-from edgesim.learning.algorithms.feddure_code import (
+from edgesim.learning.algorithms.feddure_code.algorithm import (
     STUDENT,
     make_task,
     phase_passes,

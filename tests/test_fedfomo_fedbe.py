@@ -1,4 +1,4 @@
-"""The baselines FedFomo and FedBE (learning/algorithms/fedfomo.py, fedbe.py): weights by hand, downloads
+"""The baselines FedFomo and FedBE (learning/algorithms/fedfomo/algorithm.py, fedbe.py): weights by hand, downloads
 on the clock, and short runs on tiny data."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from edgesim.backend import RoundOutcome
 from edgesim.engine import Simulation
 from edgesim.learning.algorithms import REGISTRY
-from edgesim.learning.algorithms.fedbe import FedBEConfig, dirichlet_sample, sharpen, swag_sample
-from edgesim.learning.algorithms.fedfomo import affinity_update, epsilon_greedy, fomo_update, fomo_weights
+from edgesim.learning.algorithms.fedbe.algorithm import FedBEConfig, dirichlet_sample, sharpen, swag_sample
+from edgesim.learning.algorithms.fedfomo.algorithm import affinity_update, epsilon_greedy, fomo_update, fomo_weights
 from edgesim.learning.context import build_context
 from edgesim.scenarios.schema import load_scenario
 

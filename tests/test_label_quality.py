@@ -57,7 +57,7 @@ NEW = ("pseudo_label_accuracy", "pseudo_label_accuracy_all")
 
 def test_the_measurement_changes_no_other_metric(tiny_scenario, tmp_path, monkeypatch):
     """The same run with the hidden labels carried and without: every other column is identical, byte for byte."""
-    import edgesim.learning.algorithms.fedavg as fedavg
+    import edgesim.learning.algorithms.fedavg.algorithm as fedavg
 
     sets = ['run.algorithms=["fixavg", "fedper"]', "budget.rounds=2", "algorithms.fixavg.threshold=0.5",
             "algorithms.fedper.objective=\"fixmatch\"", "algorithms.fedper.threshold=0.5"]

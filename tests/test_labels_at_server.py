@@ -1,4 +1,4 @@
-"""Labels at the server (learning/algorithms/fedmix.py, fedmatch.py): FedFreq weights and the three-way mix
+"""Labels at the server (learning/algorithms/fedmix/algorithm.py, fedmatch.py): FedFreq weights and the three-way mix
 by hand, the server phase on the clock, σ/ψ never leaking, FedMatch's helpers on a tiny case, resume."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 
 from edgesim.engine import Simulation
 from edgesim.learning.algorithms import REGISTRY
-from edgesim.learning.algorithms.fedmix import (
+from edgesim.learning.algorithms.fedmix.algorithm import (
     ANCHOR, FedMixConfig, argmax_pseudo_labels, client_loss, fedfreq_weights, mean_squared_distance, mix,
 )
 from edgesim.learning.context import build_context
@@ -204,7 +204,7 @@ def test_fedmix_send_sigma_and_views_are_charged(tiny):
 @pytest.mark.parametrize("start,send", [("theta", False), ("persist", True)])
 def test_fedmix_sigma_start_and_anchor(tiny, monkeypatch, start, send):
     """σ^t starts from θ^t or from σ^{t-1}; the clients' anchor is σ^t when it is sent, else θ^t."""
-    import edgesim.learning.algorithms.fedmix as fedmix_module
+    import edgesim.learning.algorithms.fedmix.algorithm as fedmix_module
 
     server_starts, client_starts = [], []
     real_server, real_devices = fedmix_module.train_at_server, fedmix_module.train_devices
@@ -257,7 +257,7 @@ def test_fedmix_resume_is_identical(tiny):
 
 # --------------------------------------------------------------------------- FedMatch
 
-from edgesim.learning.algorithms.fedmatch import (  # noqa: E402
+from edgesim.learning.algorithms.fedmatch.algorithm import (  # noqa: E402
     PSI, FedMatchConfig, agreement_vote, choose_helpers, compose, hard_threshold,
 )
 

@@ -15,7 +15,7 @@ from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import weighted_average
 from edgesim.learning.algorithms import REGISTRY
 from edgesim.learning.algorithms.common import arrived_updates, round_metrics, sample_clients, train_devices, training_plan
-from edgesim.learning.algorithms.registry import AlgorithmSpec
+from edgesim.learning.algorithms import AlgorithmSpec
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, Stream
 from edgesim.learning.objectives import cross_entropy_loss
@@ -86,7 +86,7 @@ def test_fixbn_is_fixavg_on_a_model_without_batchnorm(tiny_scenario, tmp_path):
     """FixBN keeps BatchNorm local; on a model without BatchNorm it is FixAvg, augmentations and all."""
     sc = load_scenario(tiny_scenario, ['run.algorithms=["fixavg", "fixbn"]', "budget.rounds=2",
                                        "algorithms.fixavg.threshold=0.5", "algorithms.fixbn.threshold=0.5"])
-    from edgesim.learning.algorithms.fedavg import batchnorm_keys
+    from edgesim.learning.algorithms.fedavg.algorithm import batchnorm_keys
     from edgesim.learning.models import build_model
 
     assert not batchnorm_keys(build_model(sc.learning["train"].model, (1, 8, 8), 10))

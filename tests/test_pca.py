@@ -1,4 +1,4 @@
-"""The BS's per-layer PCA downsizing (learning/pca.py, docs/dofed_spp.md): round trip, error, bits."""
+"""The BS's per-layer PCA downsizing (learning/algorithms/dofed_spp/pca.py, docs/dofed_spp.md): round trip, error, bits."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from edgesim.learning.models import build_model, model_bits
-from edgesim.learning.pca import (
+from edgesim.learning.algorithms.dofed_spp.pca import (
     compressed_bits,
     compressed_numbers,
     compression_plan,

@@ -222,7 +222,7 @@ def test_any_malformed_sweep_folder_reads_or_is_a_config_error(tmp_path, rows, s
 
 # --- [algorithms.*] tables of every registered algorithm, and the parametric backend ------------------------------
 
-from edgesim.learning.algorithm_configs import ALGORITHMS  # noqa: E402  (torch-free)
+from edgesim.learning.algorithms import ALGORITHMS  # noqa: E402  (torch-free)
 
 ALGORITHM_KEYS = {name: [f.name for f in __import__("dataclasses").fields(spec.config_cls)] + ["nope"]
                   for name, spec in ALGORITHMS.items()}

@@ -1,4 +1,4 @@
-"""Ensemble pseudo-labels, Eq. (20) (learning/pseudo_labels.py): by hand, batched = per device."""
+"""Ensemble pseudo-labels, Eq. (20) (learning/algorithms/dofed_spp/pseudo_labels.py): by hand, batched = per device."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgesim.learning.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, ensemble_scores, weight_matrix
+from edgesim.learning.algorithms.dofed_spp.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, ensemble_scores, weight_matrix
 
 # Two models, three samples, three classes.
 P = torch.tensor(

@@ -122,16 +122,16 @@ def test_every_algorithm_has_its_display_name():
 
 
 def test_register_keeps_its_signature_and_defaults_display_to_the_name(monkeypatch):
-    monkeypatch.setattr("edgesim.learning.algorithms.registry.REGISTRY", dict(REGISTRY))
-    from edgesim.learning.algorithms import registry
+    monkeypatch.setattr("edgesim.learning.algorithms.ALGORITHMS", dict(REGISTRY))
+    from edgesim.learning import algorithms as registry
 
     @register("plain", object)
     def build_plain(ctx, cfg):
         """Plain: a test algorithm."""
 
     register("pretty", object, "a summary", "Pretty-Name")(build_plain)
-    assert registry.REGISTRY["plain"].display == "plain" and registry.REGISTRY["plain"].summary == "Plain: a test algorithm."
-    assert registry.REGISTRY["pretty"].display == "Pretty-Name"
+    assert registry.ALGORITHMS["plain"].display == "plain" and registry.ALGORITHMS["plain"].summary == "Plain: a test algorithm."
+    assert registry.ALGORITHMS["pretty"].display == "Pretty-Name"
 
 
 def test_docs_list_every_dataset_and_partition_name():
@@ -208,7 +208,7 @@ def test_each_medmnist_flag_validates_in_a_scenario_and_loads(flag, tmp_path):
 
 def test_model_weight_layers_match_the_built_models():
     """``ModelSpec.weight_layers`` (read torch-free by LG-FedAvg's check) is what the built model has."""
-    from edgesim.learning.algorithms.fedavg import _weight_layers
+    from edgesim.learning.algorithms.fedavg.algorithm import _weight_layers
     from edgesim.learning.model_registry import MODELS
 
     for name, spec in MODELS.items():
@@ -218,8 +218,32 @@ def test_model_weight_layers_match_the_built_models():
 
 
 def test_every_algorithm_is_declared_torch_free_and_built_by_its_module():
-    from edgesim.learning.algorithm_configs import ALGORITHMS
+    from edgesim.learning.algorithms import ALGORITHMS
 
     assert ALGORITHMS is REGISTRY
     for name, spec in REGISTRY.items():
         assert spec.build is not None and spec.module == spec.build.__module__, name
+        folder = spec.module.rsplit(".", 1)[0]  # edgesim's own: learning/algorithms/NAME/algorithm.py
+        if folder.startswith("edgesim.learning.algorithms."):
+            assert spec.module.endswith(".algorithm") and spec.config_cls.__module__ == f"{folder}.config", name
+
+
+def test_an_algorithm_is_one_folder_that_no_shared_module_imports():
+    """learning/algorithms/NAME/ holds config.py and algorithm.py; outside the folders (tests and benchmarks
+    aside) no module imports a folder, and the command line names no algorithm."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    root = repo / "learning" / "algorithms"
+    folders = sorted(p.name for p in root.iterdir() if (p / "__init__.py").exists())
+    assert len(folders) >= 12
+    for name in folders:
+        assert (root / name / "config.py").exists() and (root / name / "algorithm.py").exists(), name
+    pattern = re.compile(r"edgesim\.learning\.algorithms\.(" + "|".join(folders) + r")\b")
+    for path in sorted(repo.glob("*/**/*.py")):
+        part = path.relative_to(repo).parts
+        if part[0] in ("tests", "benchmarks", ".venv") or (part[:2] == ("learning", "algorithms") and len(part) > 3):
+            continue
+        assert not pattern.search(path.read_text()), path
+    assert "dofed_spp" not in (repo / "scenarios" / "cli.py").read_text()  # its planning is its hook

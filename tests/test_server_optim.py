@@ -8,7 +8,7 @@ import torch
 from edgesim.config import ConfigError
 from edgesim.engine import Simulation
 from edgesim.learning.algorithms import REGISTRY
-from edgesim.learning.algorithms.fedavg import FedAvg, FedAvgConfig
+from edgesim.learning.algorithms.fedavg.algorithm import FedAvg, FedAvgConfig
 from edgesim.learning.context import build_context
 from edgesim.learning.server_optim import ServerOptimizer
 from edgesim.scenarios.schema import load_scenario

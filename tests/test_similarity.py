@@ -1,4 +1,4 @@
-"""Similarity ratios, Eq. (19) (learning/similarity.py): by hand, limits, batched = naive loops."""
+"""Similarity ratios, Eq. (19) (learning/algorithms/dofed_spp/similarity.py): by hand, limits, batched = naive loops."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from edgesim.learning.similarity import (
+from edgesim.learning.algorithms.dofed_spp.similarity import (
     check_bound,
     cross_entropy_losses,
     device_similarity,
@@ -167,7 +167,7 @@ def test_device_similarity_equals_a_naive_loop(bounds, vectorize):
 
 
 def test_held_losses_vectorised_equals_per_model_calls():
-    from edgesim.learning.similarity import held_losses
+    from edgesim.learning.algorithms.dofed_spp.similarity import held_losses
 
     model = _model()
     models = _states(5)

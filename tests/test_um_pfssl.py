@@ -13,7 +13,7 @@ import torch
 
 from edgesim.engine import Simulation
 from edgesim.learning.algorithms import REGISTRY
-from edgesim.learning.algorithms.um_pfssl import (
+from edgesim.learning.algorithms.um_pfssl.algorithm import (
     UMPFSSL,
     UMPFSSLConfig,
     corr,

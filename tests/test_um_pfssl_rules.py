@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgesim.learning.algorithms.um_pfssl import UMPFSSLConfig, confident, corr_weights, pseudo_labels
+from edgesim.learning.algorithms.um_pfssl.algorithm import UMPFSSLConfig, confident, corr_weights, pseudo_labels
 from edgesim.learning.data.partitions import dirichlet_partition
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import ScenarioError, load_scenario

@@ -1,0 +1,4 @@
+"""dofed_spp: DoFed-SPP's options (``config``, torch-free) and the algorithm (``algorithm``).
+
+This file stays empty: importing the config must not import torch.
+"""

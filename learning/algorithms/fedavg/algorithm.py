@@ -1,0 +1,246 @@
+"""The FedAvg family: one round loop, its variants as config values (docs/fedavg_family.md).
+
+One round (FedAvg, McMahan et al., AISTATS 2017, Alg. 1): K devices are
+sampled; each downloads the global part of the model, trains ``I`` local
+epochs and uploads the global part; the server averages the uploads that
+*arrived* (the engine's deadline may drop some), weighted by the samples each
+device trained on. What varies, each a config value:
+
+- ``objective`` — ``"supervised"`` (cross-entropy on labelled data);
+  ``"fixmatch"`` (Sohn et al. 2020) or ``"uda"`` (Xie et al. 2020) on the
+  labelled stream plus an unlabelled stream of μB weak/strong views
+  (``edgesim.learning.objectives``);
+- ``data`` — ``"labeled"`` (the labelled data only; FedDure's FedAvg*) or
+  ``"all_labels"`` (the unlabelled data too, with its true labels: the
+  fully-supervised ``-SL`` upper bounds);
+- ``mu`` — FedProx's proximal weight (Li et al., MLSys 2020, Eq. 2; μ = 0 is
+  FedAvg exactly);
+- ``local`` — the keys that never leave the device: ``"batchnorm"`` (FedBN,
+  Li et al., ICLR 2021: every BatchNorm weight, bias and statistic),
+  ``"head"`` (FedPer, Arivazhagan et al. 2019: the last linear layer),
+  ``"lg"`` (LG-FedAvg, Liang et al. 2020: everything but the last
+  ``lg_global_layers`` weight layers, which are averaged and copied to *all*
+  devices), or ``"none"``;
+- ``server_optimizer`` — the server step after averaging
+  (:mod:`edgesim.learning.server_optim`): ``"sgd"`` with ``server_lr = 1`` is FedAvg;
+  ``"momentum"`` (FedAvgM), ``"adam"`` (FedAdam), ``"yogi"`` (FedYogi).
+
+The server step is the family's aggregation hook: :meth:`FedAvg.server_step`
+takes the arrived ``(state, weight)`` uploads and sets the global model; a
+variant overrides that one method (docs/writing_an_algorithm.md).
+
+Bits are what is sent: the global keys' share of the model's numbers ×
+``model_bits`` up and down (FedBN sends no BatchNorm tensor, FedPer no head,
+LG-FedAvg only its global layers — to every device, selected or not). Cycles
+are the task's real passes (``edgesim.learning.costs.task_cycles``): FixMatch trains
+B labelled and 2μB unlabelled rows per step.
+
+Compression (``[compression]``, docs/compression.md): the download is the
+global keys' model, encoded once per round; the upload is each device's
+update (its trained global keys minus the model it downloaded), encoded with
+its error-feedback residual; the server adds the decoded updates' average to
+its own model. Compression off, nothing of this runs.
+
+Evaluation: the model each device would use — the global model with its own
+local keys — on its test set (mean and spread over devices), and as the
+labeller of its unlabelled data.
+"""
+
+from __future__ import annotations
+
+
+import torch
+import torch.nn as nn
+
+from edgesim.backend import RoundOutcome, RoundPlan, SystemView
+from edgesim.learning.aggregation import merge, split_keys, weighted_average
+from edgesim.learning.algorithms.common import (
+    arrived_updates,
+    clone_state,
+    round_metrics,
+    sample_clients,
+    to_cpu,
+    to_device,
+    train_devices,
+    training_plan,
+)
+from edgesim.learning.algorithms import register_variants
+from edgesim.learning.compression import transfers_for
+from edgesim.learning.context import Context
+from edgesim.learning.costs import task_cycles
+from edgesim.learning.executors import LocalTask, Stream, View
+from edgesim.learning.label_quality import TRUTH
+from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
+from edgesim.learning.optim import make_schedule
+from edgesim.learning.algorithms.fedavg.config import (  # noqa: F401 (re-exported)
+    DATA, LOCAL, OBJECTIVES, VARIANTS, FedAdamConfig, FedAvgConfig, FedAvgMConfig, FedBNConfig, FedProxConfig, FedYogiConfig,
+)
+from edgesim.learning.server_optim import ServerOptimizer
+
+
+# --------------------------------------------------------------------------- which keys stay on the device
+
+
+def batchnorm_keys(model: nn.Module) -> frozenset[str]:
+    """State-dict keys that belong to BatchNorm layers (weights, biases, running statistics)."""
+    keys = set()
+    for name, m in model.named_modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            keys.update(f"{name}.{k}" for k in m.state_dict())
+    return frozenset(keys)
+
+
+def _weight_layers(model: nn.Module) -> list[str]:
+    return [n for n, m in model.named_modules() if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear, nn.EmbeddingBag))]
+
+
+def head_keys(model: nn.Module) -> frozenset[str]:
+    """FedPer's personal layer: the keys of the model's last linear layer."""
+    linear = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    if not linear:
+        raise ValueError(f"{type(model).__name__} has no linear layer to keep as FedPer's head")
+    return frozenset(k for k in model.state_dict() if k.startswith(linear[-1] + "."))
+
+
+def lg_local_keys(model: nn.Module, n_global: int) -> frozenset[str]:
+    """LG-FedAvg's local keys: all but the last ``n_global`` weight layers (and the BatchNorms after the first)."""
+    layers = _weight_layers(model)
+    if n_global > len(layers):
+        raise ValueError(f"lg_global_layers(={n_global}) exceeds the {len(layers)} weight layers of "
+                         f"{type(model).__name__}")
+    order = [n for n, _ in model.named_modules()]
+    first = order.index(layers[-n_global])
+    global_modules = [n for n in order[first:] if n]
+    keys = model.state_dict().keys()
+    return frozenset(k for k in keys if not any(k.startswith(g + ".") for g in global_modules))
+
+
+def local_keys(model: nn.Module, cfg: FedAvgConfig) -> frozenset[str]:
+    if cfg.local == "batchnorm":
+        return batchnorm_keys(model)
+    if cfg.local == "head":
+        return head_keys(model)
+    if cfg.local == "lg":
+        return lg_local_keys(model, cfg.lg_global_layers)
+    return frozenset()
+
+
+# --------------------------------------------------------------------------- the client task
+
+
+def make_task(ctx: Context, cfg: FedAvgConfig) -> LocalTask:
+    """The local training of one round for ``cfg``'s objective, optimizer and proximal term."""
+    t = ctx.train_cfg
+    opt = ctx.optimizer(optimizer=cfg.optimizer, lr=cfg.lr, nesterov=cfg.nesterov)
+    schedule = make_schedule(cfg.schedule or t.schedule)
+    epochs = ctx.local_cfg.epochs
+    if cfg.objective == "supervised":
+        return LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=epochs, schedule=schedule,
+                         streams=(Stream("main", t.batch_size),), prox_mu=cfg.mu)
+    from edgesim.learning.augment import make_augmentation
+
+    weak = make_augmentation("weak", ctx.input_shape, ctx.data_mean, ctx.data_std)
+    strong = make_augmentation("strong", ctx.input_shape, ctx.data_mean, ctx.data_std)
+    if cfg.objective == "fixmatch":
+        loss = fixmatch_loss(cfg.threshold, cfg.lambda_u)
+    else:
+        loss = uda_loss(cfg.uda_threshold, cfg.uda_temperature, cfg.uda_lambda, cfg.uda_ramp_steps)
+    return LocalTask(
+        loss=loss, optimizer=opt, epochs=epochs, schedule=schedule, prox_mu=cfg.mu,
+        streams=(Stream("lab", t.batch_size), Stream("unl", cfg.unlabeled_ratio * t.batch_size)),
+        views=(View("x_aug", "x", weak), View("u_weak", "u", weak), View("u_strong", "u", strong)),
+        passes={"lab": 1.0, "unl": 2.0},
+    )
+
+
+def client_streams(ctx: Context, cfg: FedAvgConfig, d: int) -> dict:
+    """Device ``d``'s data as the task's streams (the unlabelled stream carries the hidden true labels under
+    ``TRUTH``, read only to score the pseudo-labels, ``edgesim.learning.label_quality``)."""
+    c = ctx.clients[d]
+    if cfg.objective != "supervised":
+        return {"lab": {"x": c.x_sup, "y": c.y_sup}, "unl": {"u": c.x_unl, TRUTH: c.y_unl_hidden}}
+    if cfg.data == "all_labels":
+        return {"main": {"x": torch.cat([c.x_sup, c.x_unl]), "y": torch.cat([c.y_sup, c.y_unl_hidden])}}
+    return {"main": {"x": c.x_sup, "y": c.y_sup}}
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+class FedAvg:
+    """The FedAvg family as a :class:`edgesim.backend.LearningBackend` (module docstring)."""
+
+    def __init__(self, ctx: Context, name: str, cfg: FedAvgConfig):
+        self.ctx, self.name, self.cfg = ctx, name, cfg
+        self.task = make_task(ctx, cfg)
+        keep = local_keys(ctx.model, cfg)
+        self.is_local = keep.__contains__
+        self.global_state, first_local = split_keys(ctx.init_state(), self.is_local)
+        self.personal = [clone_state(first_local) for _ in range(ctx.n_devices)]
+        self.data = [client_streams(ctx, cfg, d) for d in range(ctx.n_devices)]  # built once (the -SL joins copy)
+        self.sizes = [{s: next(iter(t.values())).shape[0] for s, t in streams.items()} for streams in self.data]
+        self.bits = ctx.bits_of(list(self.global_state))
+        self.transfers = transfers_for(ctx, list(self.global_state))
+        self.selected: tuple[int, ...] = ()
+        self.server_opt = ServerOptimizer(cfg.server_optimizer, cfg.server_lr, cfg.server_momentum, cfg.server_beta2,
+                                          cfg.server_tau, trainable=(n for n, _ in ctx.model.named_parameters()))
+
+    def plan_round(self, view: SystemView) -> RoundPlan:
+        ctx = self.ctx
+        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
+        cycles = {d: task_cycles(self.task, self.sizes[d], ctx.cycles_per_sample) for d in self.selected}
+        listeners = range(ctx.n_devices) if self.cfg.local == "lg" else ()
+        t = self.transfers
+        up, down = (self.bits, self.bits) if t is None else (t.up_bits, t.down_bits)
+        return training_plan(self.selected, cycles, up, down, listeners=listeners)
+
+    def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
+        ctx, sel, t, r = self.ctx, self.selected, self.transfers, outcome.round_index
+        sent, down_error = (self.global_state, None) if t is None else t.download(r, self.global_state)
+        starts = [merge(sent, self.personal[d]) for d in sel]
+        data = [self.data[d] for d in sel]
+        result = train_devices(ctx, self.name, r, sel, starts, data, self.task)
+        shared = []
+        for d, state in zip(sel, result.params):
+            g, local = split_keys(state, self.is_local)
+            self.personal[d] = local  # local keys never leave the device, whatever the uplink did
+            shared.append(g)
+        extra = {}
+        if t is not None:  # what the server rebuilds from the encoded updates
+            shared, up_errors = t.upload(r, sel, [sent] * len(sel), shared, self.global_state)
+            extra = t.metrics(up_errors, down_error)
+        weights = [1.0 if self.cfg.weighting == "uniform" else float(sum(self.sizes[d].values())) for d in sel]
+        self.server_step(arrived_updates(outcome, sel, shared, weights))
+        if any(self.personal):
+            return {**round_metrics(ctx, [merge(self.global_state, p) for p in self.personal], result), **extra}
+        return {**round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state), **extra}
+
+    def server_step(self, updates: list[tuple[dict, float]]) -> None:
+        """The aggregation hook: the round's arrived uploads, ``(global keys' state, weight)`` each (none when
+        every upload was dropped), become ``self.global_state``.
+
+        FedAvg: their weighted average, then the server optimizer's step. A variant overrides this method
+        alone (a robust aggregate, another server rule); the round loop stays this class's."""
+        if updates and sum(w for _, w in updates) > 0:
+            self.global_state = self.server_opt.step(self.global_state, weighted_average(updates))
+
+    def state_dict(self) -> dict:
+        out = {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal],
+               "server": self.server_opt.state_dict()}
+        if self.transfers is not None:
+            out["transfers"] = self.transfers.state_dict()
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        self.global_state = to_device(self.ctx, state["global"])
+        self.personal = [to_device(self.ctx, p) for p in state["personal"]]
+        if "server" in state:
+            self.server_opt.load_state_dict(state["server"], self.ctx.device)
+        if self.transfers is not None and "transfers" in state:
+            self.transfers.load_state_dict(state["transfers"])
+
+
+# --------------------------------------------------------------------------- the registered variants
+
+
+register_variants(VARIANTS, FedAvg)

@@ -1,0 +1,4 @@
+"""fedmix: FedMix/FedFreq's options (``config``, torch-free) and the algorithm (``algorithm``).
+
+This file stays empty: importing the config must not import torch.
+"""
