@@ -99,7 +99,9 @@ def target_cycles_per_round(scenario, workload) -> Optional[float]:
     data = scenario.learning["data"]
     if data.partition not in ("subset", "normal"):
         return None
-    n_classes = DATASETS.lookup(data.dataset).n_classes or load_dataset(data.dataset, data.data_dir, **data.loader_options()).n_classes
+    n_classes = DATASETS.lookup(data.dataset).n_classes
+    if not n_classes:
+        n_classes = load_dataset(data.dataset, data.data_dir, **data.loader_options()).n_classes
     sizes = dofed_sizes(n_classes, data.n_clusters, data.size_scale)
     cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
     return cfg.target_cycles(workload.cycles_per_sample, sizes.labeled + sizes.unlabeled)
