@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from edgesim.learning.augment import OP_NAMES, RandAugmentParams, make_augmentation  # noqa: E402
+from edgesim.plots.style import figure_size, fs  # noqa: E402
 
 ROWS = ("none", "weak", "strong", "shift", "flip")
 ROW_LABELS = {"none": "original", "weak": "weak", "strong": "strong", "shift": "shift ±2 px", "flip": "flip"}
@@ -69,7 +70,7 @@ def draw_grid(rows: dict[str, np.ndarray], titles: list[str], out: Path, strong_
     label the strong row's cells."""
     n_rows, n_cols = len(rows), len(titles)
     cell = PAGE_WIDTH_IN / (n_cols + 1.2)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(PAGE_WIDTH_IN, cell * n_rows + 0.4), squeeze=False)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=figure_size(PAGE_WIDTH_IN, cell * n_rows + 0.4), squeeze=False)
     for r, (name, images) in enumerate(rows.items()):
         for c in range(n_cols):
             ax = axes[r, c]
@@ -79,11 +80,11 @@ def draw_grid(rows: dict[str, np.ndarray], titles: list[str], out: Path, strong_
             ax.set_xticks([])
             ax.set_yticks([])
             if r == 0:
-                ax.set_title(titles[c], fontsize=7)
+                ax.set_title(titles[c], fontsize=fs(7))
             if c == 0:
-                ax.set_ylabel(ROW_LABELS.get(name, name), fontsize=8)
+                ax.set_ylabel(ROW_LABELS.get(name, name), fontsize=fs(8))
             if name == "strong" and strong_ops:
-                ax.set_xlabel(strong_ops[c].replace(", ", "\n"), fontsize=5.5, labelpad=1.5)
+                ax.set_xlabel(strong_ops[c].replace(", ", "\n"), fontsize=fs(5.5), labelpad=1.5)
     fig.tight_layout(pad=0.3)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=200)

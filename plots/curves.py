@@ -23,10 +23,18 @@ import numpy as np  # noqa: E402
 
 from edgesim.config import ConfigError  # noqa: E402
 
-from edgesim.plots.save import save_figure  # noqa: E402
-
-COLUMN_WIDTH_IN = 3.4
-PAGE_WIDTH_IN = 7.0
+from edgesim.plots.figure_data import figure_csv  # noqa: E402
+from edgesim.plots.save import save_figure, save_text  # noqa: E402
+from edgesim.plots.style import (  # noqa: E402,F401 - COLUMN_WIDTH_IN, PAGE_WIDTH_IN, ALGORITHM_ORDER: kept for callers
+    ALGORITHM_ORDER,
+    COLUMN_WIDTH_IN,
+    FONT_RC,
+    PAGE_WIDTH_IN,
+    algorithm_styles,
+    figure_size,
+    fs,
+)
+from edgesim.plots.style import lw as line_width  # noqa: E402
 X_AXES = {
     "time_s": ("Simulated time (s)", 1.0),
     "round": ("Round", 1.0),
@@ -39,7 +47,6 @@ Y_AXES = {
     "accuracy_var": ("Variance of device accuracy (%²)", 1e4, None),
 }
 PARAMETRIC = "parametric"  # the one "algorithm" of a physics-only run: a synthetic curve, not a test accuracy
-ALGORITHM_ORDER = ("dofed_spp", "dofedspp", "dofed-spp", "fedavg", "fedprox", "fedbn", "fedfomo", "fedbe", "local")
 
 
 def display_names(run_dirs: Iterable[Path]) -> dict[str, str]:
@@ -68,23 +75,17 @@ def display_name(algorithm: str, names: Optional[Mapping[str, str]] = None) -> s
 
 
 def algorithm_colors(algorithms: Iterable[str]) -> dict[str, str]:
-    """One colour per algorithm, the same in every figure of a set (papers' order first, then by name)."""
-    known = {a: i for i, a in enumerate(ALGORITHM_ORDER)}
-    ordered = sorted(set(algorithms), key=lambda a: (known.get(a, len(known)), a))
-    if len(ordered) <= 10:
-        return {a: f"C{i}" for i, a in enumerate(ordered)}
-    from matplotlib import colormaps
-    from matplotlib.colors import to_hex
-
-    tab20 = colormaps["tab20"]  # more than ten algorithms: twenty distinct colours (dark/light pairs)
-    return {a: to_hex(tab20((2 * i) % 20 + (2 * i) // 20 % 2)) for i, a in enumerate(ordered)}
+    """One colour per algorithm, the same in every figure of a study (papers' order first, then by name; the
+    colour-blind-safe palette of :mod:`edgesim.plots.style`, whose :func:`algorithm_styles` adds a line style and a
+    marker to each)."""
+    return {a: s["color"] for a, s in algorithm_styles(algorithms).items()}
 
 
 def style_axes(ax, xlabel: str, ylabel: str) -> None:
-    ax.set_xlabel(xlabel, fontsize=8)
-    ax.set_ylabel(ylabel, fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.3, lw=0.5)
+    ax.set_xlabel(xlabel, fontsize=fs(8))
+    ax.set_ylabel(ylabel, fontsize=fs(8))
+    ax.tick_params(labelsize=fs(7))
+    ax.grid(alpha=0.3, lw=line_width(0.5))
 
 
 class PlotDataError(ConfigError):
@@ -216,6 +217,7 @@ def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = T
     """Mean line and min–max band per algorithm on ``ax``, labelled with ``names``; returns the algorithms left out
     (flat x, e.g. no uplink). ``scale`` (default: 100 with ``percent``, else 1) multiplies the y values."""
     k = scale if scale is not None else (100.0 if percent else 1.0)
+    styles = algorithm_styles(colors)  # the study's order: each algorithm's line style and marker
     skipped = []
     for alg in sorted(series, key=lambda a: list(colors).index(a) if a in colors else len(colors)):
         runs = [(xs, ys) for xs, ys in series[alg] if len(xs)]
@@ -225,12 +227,14 @@ def draw_accuracy(ax, series: dict, colors: dict[str, str], *, percent: bool = T
             skipped.append(alg)
             continue
         label = display_name(alg, names) + (f" ({len(runs)} runs)" if len(runs) > 1 else "")
+        line = {"linestyle": styles.get(alg, {}).get("linestyle", "-"), "marker": styles.get(alg, {}).get("marker", "o"),
+                "ms": fs(3), "lw": line_width(lw)}
         if len(runs) == 1:  # a marker on every point of a short run (one round is one point, no line)
-            ax.plot(runs[0][0], runs[0][1] * k, color=colors[alg], lw=lw, label=label,
-                    marker="o" if len(runs[0][0]) <= 3 else None, ms=3)
+            ax.plot(runs[0][0], runs[0][1] * k, color=colors[alg], label=label,
+                    markevery=1 if len(runs[0][0]) <= 3 else 0.1, **line)
             continue
         grid, mean, lo, hi = mean_band(runs)
-        ax.plot(grid, mean * k, color=colors[alg], lw=lw, label=label)
+        ax.plot(grid, mean * k, color=colors[alg], label=label, markevery=0.1, **line)
         ax.fill_between(grid, lo * k, hi * k, color=colors[alg], alpha=0.2, lw=0)
     return skipped
 
@@ -262,14 +266,17 @@ def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
 def save_figures(fig, path: Path, formats: Iterable[str] = ("png",), **kwargs) -> list[Path]:
     """Save ``fig`` as ``path`` with each of ``formats``' suffixes (``path``'s own suffix is replaced); close it.
 
-    Each file is written all or nothing (:func:`edgesim.plots.save.save_figure`). PDF and SVG are vector (for papers);
+    Each file is written all or nothing (:func:`edgesim.plots.save.save_figure`). PDF and SVG are vector (for papers),
+    with TrueType (Type 42) fonts in PDF and text kept as text in SVG (:data:`edgesim.plots.style.FONT_RC`);
     PNG at the figure's dpi. No date goes into PDF and SVG metadata and SVG ids come from a fixed salt, so the
-    same run gives the same bytes. ``kwargs`` go to ``savefig``."""
+    same run gives the same bytes. The figure's data goes beside it as ``<stem>.csv``
+    (:mod:`edgesim.plots.figure_data`). ``kwargs`` go to ``savefig``."""
     out = []
     try:
+        save_text(Path(path).with_suffix(".csv"), figure_csv(fig))
         for f in formats:
             p = Path(path).with_suffix("." + f)
-            with matplotlib.rc_context({"svg.hashsalt": "edgesim"}):
+            with matplotlib.rc_context({"svg.hashsalt": "edgesim", **FONT_RC}):
                 save_figure(fig, p, metadata={"Date": None} if f == "svg" else ({"CreationDate": None} if f == "pdf" else None),
                             **kwargs)
             out.append(p)
@@ -293,7 +300,7 @@ def plot_accuracy(
     names = display_names(run_dirs)
     colors = algorithm_colors(series)
     many = len(series) > 6  # the legend goes beside the axes, which keep the column's width
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN * (1.45 if many else 1.0), 2.5), dpi=200)
+    fig, ax = plt.subplots(figsize=figure_size(COLUMN_WIDTH_IN * (1.45 if many else 1.0), 2.5), dpi=200)
     label, scale, ylim = Y_AXES.get(metric, (accuracy_label(metric, synthetic=set(series) == {PARAMETRIC}), None, (0, 100) if "accuracy" in metric else None))
     skipped = draw_accuracy(ax, series, colors, percent="accuracy" in metric, names=names, scale=scale)
     style_axes(ax, X_AXES[x][0], label)
@@ -303,15 +310,15 @@ def plot_accuracy(
         ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
     if title:
-        ax.set_title(title, fontsize=8)
+        ax.set_title(title, fontsize=fs(8))
     if skipped:
         ax.text(0.98, 0.03, "not shown (no uplink): " + ", ".join(display_name(a, names) for a in skipped),
-                transform=ax.transAxes, ha="right", va="bottom", fontsize=6, color="0.35")
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=fs(6), color="0.35")
     if ax.get_legend_handles_labels()[0]:
         if many:
-            ax.legend(fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+            ax.legend(fontsize=fs(6), frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         else:
-            ax.legend(fontsize=6.5, frameon=False, loc="lower right" if not skipped else "center right")
+            ax.legend(fontsize=fs(6.5), frameon=False, loc="lower right" if not skipped else "center right")
     fig.tight_layout()
     return save_figures(fig, out_png, formats)[0]
 

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import networkx as nx  # noqa: E402
 
 from edgesim.plots.save import save_figure  # noqa: E402
+from edgesim.plots.style import figure_size, fs  # noqa: E402
 
 
 def read_graph(path: Path) -> nx.DiGraph:
@@ -45,7 +46,7 @@ def same_class_share(g: nx.DiGraph) -> tuple[float, float]:
 def draw_graph(path: Path, out_png: Path, title: str = "") -> Path:
     """Draw one round's graph (spring layout, seeded) to ``out_png``."""
     g = read_graph(path)
-    fig, ax = plt.subplots(figsize=(3.4, 3.2), dpi=200)
+    fig, ax = plt.subplots(figsize=figure_size(3.4, 3.2), dpi=200)
     pos = nx.spring_layout(g, seed=0, weight="weight")
     cls = nx.get_node_attributes(g, "dominant_class")
     colors = [plt.cm.tab10(cls[n] % 10) if n in cls else "0.6" for n in g.nodes]
@@ -56,8 +57,8 @@ def draw_graph(path: Path, out_png: Path, title: str = "") -> Path:
     if cls:
         for c in sorted(set(cls.values())):
             ax.scatter([], [], color=plt.cm.tab10(c % 10), s=12, label=f"class {c}")
-        ax.legend(fontsize=5, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="dominant", title_fontsize=5)
-    ax.set_title(title or f"round {g.graph.get('round', '?')}", fontsize=7)
+        ax.legend(fontsize=fs(5), frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0), title="dominant", title_fontsize=fs(5))
+    ax.set_title(title or f"round {g.graph.get('round', '?')}", fontsize=fs(7))
     ax.axis("off")
     fig.tight_layout()
     out_png = Path(out_png)

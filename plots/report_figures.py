@@ -26,6 +26,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from edgesim.plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes  # noqa: E402
 from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME  # noqa: E402
 from edgesim.plots.runs import mean_interval  # noqa: E402
+from edgesim.plots.style import algorithm_styles, figure_size, fs, lw  # noqa: E402
 
 LINESTYLES = ("-", "--", ":", "-.")
 
@@ -51,6 +52,12 @@ def _float(v) -> Optional[float]:
         return None
 
 
+def study_algorithms(report: dict) -> list[str]:
+    """Every algorithm of the report (the study): each figure styles an algorithm by its place among them all."""
+    return sorted({a for stats in report["stats"] for a in stats}
+                  | {a for g in report["groups"] for r in g.runs for a in r.rounds})
+
+
 def plot_tta_vs_bandwidth(report: dict, out_png: Path) -> Optional[Path]:
     """Time to the primary threshold vs bandwidth (module docstring); ``None`` when bandwidth does not vary."""
     groups, t = report["groups"], report["primary"]
@@ -58,9 +65,10 @@ def plot_tta_vs_bandwidth(report: dict, out_png: Path) -> Optional[Path]:
         return None
     names = report["display"]
     algs = sorted({a for stats in report["stats"] for a in stats})
-    colors = algorithm_colors(algs)
+    colors, styles = algorithm_colors(study_algorithms(report)), algorithm_styles(study_algorithms(report))
+    drawn = set()
     powers = sorted({g.point.get(POWER_KEY) for g in groups}, key=lambda p: (_float(p) is None, _float(p) or 0))
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN * 1.45, 2.6), dpi=200)
+    fig, ax = plt.subplots(figsize=figure_size(COLUMN_WIDTH_IN * 1.45, 2.6), dpi=200)
     for pi, power in enumerate(powers):
         for alg in algs:
             pts = []
@@ -79,24 +87,27 @@ def plot_tta_vs_bandwidth(report: dict, out_png: Path) -> Optional[Path]:
             # a time is never negative: the bar stops at 0 s where a few seeds' t-interval reaches below it
             err = np.array([[p[1].mean - max(p[1].low, 0.0), p[1].high - p[1].mean] if p[1].n >= 2 else [0, 0]
                             for p in pts]).T
-            ax.errorbar(x, y, yerr=err, color=colors[alg], ls=LINESTYLES[pi % len(LINESTYLES)], lw=1.0, capsize=2)
+            ax.errorbar(x, y, yerr=err, color=colors[alg], ls=LINESTYLES[pi % len(LINESTYLES)], lw=lw(1.0), capsize=2)
+            drawn.add(alg)
             for complete, style in ((True, {"mfc": colors[alg]}), (False, {"mfc": "white"})):
                 xy = [(p[0], p[1].mean) for p in pts if (p[1].n == p[1].n_total) == complete]
                 if xy:
-                    ax.plot(*zip(*xy), ls="none", marker="o", ms=3.5, mec=colors[alg], **style)
+                    ax.plot(*zip(*xy), ls="none", marker=styles[alg]["marker"], ms=fs(3.5), mec=colors[alg],
+                            label="_nolegend_", **style)
     ax.set_xscale("log")
     ticks = sorted({_float(g.point.get(BANDWIDTH_KEY)) / 1e6 for g in groups if _float(g.point.get(BANDWIDTH_KEY))})
     ax.set_xticks(ticks, [f"{x:g}" for x in ticks])
     ax.minorticks_off()
     style_axes(ax, "Uplink bandwidth (MHz)", f"Time to {t * 100:g} % accuracy (s)")
-    handles = [Line2D([], [], color=colors[a], lw=1.2, label=names.get(a, a)) for a in algs]
+    handles = [Line2D([], [], color=colors[a], lw=lw(1.2), marker=styles[a]["marker"], ms=fs(3.5), label=names.get(a, a))
+               for a in algs if a in drawn]  # a method without a curve has no legend entry
     if len(powers) > 1:
         handles += [Line2D([], [], color="0.3", ls=LINESTYLES[i % len(LINESTYLES)], label=f"{p} dBm")
                     for i, p in enumerate(powers)]
-    ax.legend(handles=handles, fontsize=6, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(handles=handles, fontsize=fs(6), frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     # above the axes, where no curve or tick label can run into it
     ax.set_title("bars: 95 % interval over seeds (cut at 0 s); hollow: not every seed reached it",
-                 loc="left", fontsize=5.5, color="0.35")
+                 loc="left", fontsize=fs(5.5), color="0.35")
     fig.tight_layout()
     return save_figures(fig, out_png)[0]
 
@@ -132,8 +143,8 @@ def plot_accuracy_extremes(report: dict, out_png: Path) -> Optional[Path]:
             panels.append([gs[0]])
     n_cols = max(len(p) for p in panels)
     algs = sorted({a for g in groups for r in g.runs for a in r.rounds})
-    colors = algorithm_colors(algs)
-    fig, axes = plt.subplots(len(panels), n_cols, figsize=(PAGE_WIDTH_IN if n_cols > 1 else COLUMN_WIDTH_IN * 1.45,
+    colors, styles = algorithm_colors(study_algorithms(report)), algorithm_styles(study_algorithms(report))
+    fig, axes = plt.subplots(len(panels), n_cols, figsize=figure_size(PAGE_WIDTH_IN if n_cols > 1 else COLUMN_WIDTH_IN * 1.45,
                                                            2.3 * len(panels)), dpi=200, squeeze=False)
     for row, gs in enumerate(panels):
         for col in range(n_cols):
@@ -149,23 +160,25 @@ def plot_accuracy_extremes(report: dict, out_png: Path) -> Optional[Path]:
                 if not curves:
                     continue
                 label = names.get(alg, alg)
+                line = dict(color=colors[alg], lw=lw(1.0), ls=styles[alg]["linestyle"], marker=styles[alg]["marker"],
+                            ms=fs(3), markevery=0.1, label=label)
                 if len(curves) == 1:
-                    ax.plot(curves[0][0], curves[0][1] * 100, color=colors[alg], lw=1.0, label=label)
+                    ax.plot(curves[0][0], curves[0][1] * 100, **line)
                     continue
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)
                     grid, mean, low, high = _mean_band(curves)
-                ax.plot(grid, mean * 100, color=colors[alg], lw=1.0, label=label)
+                ax.plot(grid, mean * 100, **line)
                 ax.fill_between(grid, low * 100, high * 100, color=colors[alg], alpha=0.2, lw=0)
             style_axes(ax, "Simulated time (s)", "Test accuracy (%)")
             ax.set_ylim(0, 100)
             ax.set_xlim(left=0)
             which = "scarcest" if col == 0 and len(gs) > 1 else ("richest" if len(gs) > 1 else "")
             title = (short_label(g.point) or g.label) + (f" ({which} bandwidth)" if which else "")
-            ax.set_title(title, fontsize=6.5)
+            ax.set_title(title, fontsize=fs(6.5))
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, fontsize=6, frameon=False, loc="lower center", ncol=min(5, len(labels)),
+        fig.legend(handles, labels, fontsize=fs(6), frameon=False, loc="lower center", ncol=min(5, len(labels)),
                    bbox_to_anchor=(0.5, 0.0))
         fig.tight_layout(rect=(0, 0.04 * math.ceil(len(labels) / 5) / len(panels), 1, 1))
     else:

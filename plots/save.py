@@ -25,3 +25,16 @@ def save_figure(fig, path, **kwargs) -> Path:
         tmp.unlink(missing_ok=True)
         raise OSError(e.errno, e.strerror or str(e), str(path)) from None
     return path
+
+
+def save_text(path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` all or nothing, as :func:`save_figure`; returns ``path``."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+    return path

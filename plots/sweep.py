@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -44,11 +45,12 @@ from edgesim.plots.curves import (  # noqa: E402
     draw_accuracy,
     style_axes,
 )
+from edgesim.plots.style import algorithm_styles, figure_size, fs, lw  # noqa: E402
 
 BANDWIDTH_KEY = "system.bandwidth_hz"
 POWER_KEY = "system.tx_power_dbm"
 LINESTYLES = ("-", "--", ":", "-.")
-MARKERS = ("o", "s", "^", "D", "v")
+HEATMAP_COLUMNS = 4
 
 
 def value_label(key: str, value) -> str:
@@ -176,7 +178,7 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s", formats: I
     nrows, ncols = len(layout), len(layout[0])
     colors = algorithm_colors(sweep.algorithms)
     width = COLUMN_WIDTH_IN if ncols == 1 else PAGE_WIDTH_IN
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width, 0.4 + 1.75 * nrows), dpi=200, sharex=False, sharey=True,
+    fig, axes = plt.subplots(nrows, ncols, figsize=figure_size(width, 0.4 + 1.75 * nrows), dpi=200, sharex=False, sharey=True,
                              squeeze=False)
     skipped_all: set[str] = set()
     drawn: set[str] = set()
@@ -193,27 +195,29 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s", formats: I
             skipped = set(draw_accuracy(ax, series, colors, lw=1.0, names=sweep.names))
             skipped_all |= skipped
             drawn |= {a for a, runs in series.items() if any(len(xs) for xs, _ in runs)} - skipped
-            ax.set_title(_point_title(sweep, point), fontsize=7.5, pad=3)
-            ax.tick_params(labelsize=7)
+            ax.set_title(_point_title(sweep, point), fontsize=fs(7.5), pad=3)
+            ax.tick_params(labelsize=fs(7))
             ax.grid(alpha=0.3, lw=0.5)
             ax.set_ylim(0, 100)
             if r == nrows - 1:
-                ax.set_xlabel(X_AXES[x][0], fontsize=8)
+                ax.set_xlabel(X_AXES[x][0], fontsize=fs(8))
             if c == 0:
-                ax.set_ylabel(accuracy_label(synthetic=set(sweep.algorithms) == {PARAMETRIC}), fontsize=8)
+                ax.set_ylabel(accuracy_label(synthetic=set(sweep.algorithms) == {PARAMETRIC}), fontsize=fs(8))
             ax.set_xlim(left=0)
     skipped_all -= drawn  # drawn in some panel: in the legend
-    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a, sweep.names))
+    styles = algorithm_styles(sweep.algorithms)
+    handles = [Line2D([], [], color=colors[a], lw=lw(1.5), ls=styles[a]["linestyle"], marker=styles[a]["marker"],
+                      ms=fs(3), label=display_name(a, sweep.names))
                for a in colors if a in drawn]
     note = f"mean and min–max over {n_seeds} seeds" if n_seeds > 1 else ""
     if skipped_all:
         note += ("; " if note else "") + "not shown (no uplink): " + ", ".join(
             display_name(a, sweep.names) for a in sorted(skipped_all))
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False,
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=fs(7), frameon=False,
                bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout(rect=(0, 0.04 if note else 0, 1, 1 - 0.22 / (0.4 + 1.75 * nrows)))
     if note:
-        fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=6.5, color="0.35")
+        fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=fs(6.5), color="0.35")
     return save_figures(fig, out_png, formats)[0]
 
 
@@ -251,10 +255,10 @@ def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] 
     if threshold is None:
         return None
     col = f"_time_to_{threshold}_s"
-    colors = algorithm_colors(algorithms)
+    colors, styles = algorithm_colors(sweep.algorithms), algorithm_styles(sweep.algorithms)
     powers = sorted(sweep.values.get(POWER_KEY, [None]))
     bws = sorted(sweep.values[BANDWIDTH_KEY])
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, 2.6), dpi=200)
+    fig, ax = plt.subplots(figsize=figure_size(COLUMN_WIDTH_IN, 2.6), dpi=200)
     gaps: set[str] = set()  # algorithms with a point where some seed did not reach the threshold
     reached: set[str] = set()
     for a in algorithms:
@@ -277,26 +281,29 @@ def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] 
             if np.isfinite(means).any():
                 reached.add(a)
             xs = np.asarray(bws) / 1e6
-            ax.errorbar(xs, means, yerr=[means - lo, hi - means], color=colors[a], ls=LINESTYLES[j % 4],
-                        marker=MARKERS[j % 5], ms=3, lw=1.0, capsize=2, elinewidth=0.7)
+            # colour and marker: the algorithm; line style: the power (the algorithm's own with one power)
+            ax.errorbar(xs, means, yerr=[means - lo, hi - means], color=colors[a],
+                        ls=styles[a]["linestyle"] if powers == [None] else LINESTYLES[j % 4],
+                        marker=styles[a]["marker"], ms=fs(3), lw=lw(1.0), capsize=2, elinewidth=lw(0.7))
     ax.set_xscale("log")
     ax.set_xticks(np.asarray(bws) / 1e6)
     ax.set_xticklabels([f"{b / 1e6:g}" for b in bws])
     ax.minorticks_off()
     style_axes(ax, "Uplink bandwidth (MHz)", f"Time to {float(threshold) * 100:g} % accuracy (s)")
     ax.set_ylim(bottom=0)
-    handles = [Line2D([], [], color=colors[a], lw=1.5, label=display_name(a, sweep.names))
+    handles = [Line2D([], [], color=colors[a], lw=lw(1.5), marker=styles[a]["marker"], ms=fs(3),
+                      ls=styles[a]["linestyle"] if powers == [None] else "-", label=display_name(a, sweep.names))
                for a in algorithms if a in reached]
     if powers != [None]:
-        handles += [Line2D([], [], color="0.3", ls=LINESTYLES[j % 4], marker=MARKERS[j % 5], ms=3, lw=1.0,
+        handles += [Line2D([], [], color="0.3", ls=LINESTYLES[j % 4], lw=lw(1.0),
                            label=value_label(POWER_KEY, pw)) for j, pw in enumerate(powers)]
-    ax.legend(handles=handles, fontsize=6.5, frameon=False, ncol=2)
+    ax.legend(handles=handles, fontsize=fs(6.5), frameon=False, ncol=2)
     notes = (["gaps: threshold not reached by every seed"] if gaps & reached else []) + (
         ["never reached: " + ", ".join(display_name(a, sweep.names) for a in algorithms if a not in reached)]
         if set(algorithms) - reached else [])
     fig.tight_layout(rect=(0, 0.06 if notes else 0, 1, 1))
     if notes:
-        fig.text(0.5, 0.005, "; ".join(notes), ha="center", va="bottom", fontsize=6, color="0.35")
+        fig.text(0.5, 0.005, "; ".join(notes), ha="center", va="bottom", fontsize=fs(6), color="0.35")
     return save_figures(fig, out_png, formats)[0]
 
 
@@ -320,28 +327,35 @@ def plot_final_accuracy_heatmap(sweep: Sweep, out_png: Path, formats: Iterable[s
         grids[a] = g
     vmin, vmax = 0, 100
     n = len(algorithms)
-    width = COLUMN_WIDTH_IN if n <= 3 else PAGE_WIDTH_IN
-    fig, axes = plt.subplots(1, n, figsize=(width, 1.05 + 0.3 * len(powers)), dpi=200, squeeze=False, sharey=True,
-                             layout="constrained")
+    ncols = min(n, HEATMAP_COLUMNS)  # more algorithms wrap to further rows: a panel stays wide enough for its title
+    nrows = -(-n // ncols)
+    width = COLUMN_WIDTH_IN if ncols <= 3 else PAGE_WIDTH_IN
+    fig, axes = plt.subplots(nrows, ncols, figsize=figure_size(width, 0.3 + (0.75 + 0.3 * len(powers)) * nrows),
+                             dpi=200, squeeze=False, sharey=True, layout="constrained")
+    for ax in axes.flat[n:]:
+        ax.axis("off")
     im = None
-    for ax, a in zip(axes[0], algorithms):
+    # characters of a title that fit 3/4 of a panel's width (a character is about 0.55 em wide)
+    chars = max(8, int(0.75 * fig.get_figwidth() / ncols * 72 / (0.55 * fs(7.5))))
+    for k, (ax, a) in enumerate(zip(axes.flat, algorithms)):
         g = grids[a]
         im = ax.imshow(g, origin="lower", cmap="viridis", vmin=vmin, vmax=vmax, aspect="auto")
         for i in range(len(powers)):
             for j in range(len(bws)):
                 if np.isfinite(g[i, j]):
                     dark = (g[i, j] - vmin) / max(vmax - vmin, 1e-9) < 0.6
-                    ax.text(j, i, f"{g[i, j]:.0f}", ha="center", va="center", fontsize=6.5,
+                    ax.text(j, i, f"{g[i, j]:.0f}", ha="center", va="center", fontsize=fs(6.5),
                             color="white" if dark else "black")
         ax.set_xticks(range(len(bws)), [f"{b / 1e6:g}" for b in bws])
         ax.set_yticks(range(len(powers)), [f"{p:g}" for p in powers])
-        ax.set_title(display_name(a, sweep.names), fontsize=7.5, pad=3)
-        ax.tick_params(labelsize=6.5, length=2)
-    axes[0][0].set_ylabel("Transmit power (dBm)", fontsize=7.5)
-    fig.supxlabel("Uplink bandwidth (MHz)", fontsize=7.5)
-    cbar = fig.colorbar(im, ax=list(axes[0]), fraction=0.05, pad=0.02)
-    cbar.set_label("Final accuracy (%)", fontsize=7)
-    cbar.ax.tick_params(labelsize=6.5)
+        ax.set_title(textwrap.fill(display_name(a, sweep.names), chars), fontsize=fs(7.5), pad=3)
+        ax.tick_params(labelsize=fs(6.5), length=2)
+        if k % ncols == 0:
+            ax.set_ylabel("Transmit power (dBm)", fontsize=fs(7.5))
+    fig.supxlabel("Uplink bandwidth (MHz)", fontsize=fs(7.5))
+    cbar = fig.colorbar(im, ax=list(axes.flat), fraction=0.05, pad=0.02)
+    cbar.set_label("Final accuracy (%)", fontsize=fs(7))
+    cbar.ax.tick_params(labelsize=fs(6.5))
     return save_figures(fig, out_png, formats, bbox_inches="tight")[0]
 
 

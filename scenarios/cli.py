@@ -37,6 +37,10 @@ SCENARIO_ARG = typer.Argument(None, help="Scenario TOML file (default: the bundl
 SET_OPT = typer.Option(None, "--set", help="Override any scenario key: --set system.bandwidth_hz=2e6 (repeatable; "
                        "lists unquoted: --set run.algorithms=fedavg,fedprox).")
 FORMAT_OPT = typer.Option("png", "--format", help="Figure formats, comma-separated: png, pdf, svg (e.g. png,pdf).")
+STYLE_OPT = typer.Option("paper", "--style", help="Figure style: paper (a 3.4 in column, 6-8 pt fonts) or slides "
+                         "(5.5 in, fonts 1.8 times as large).")
+WIDTH_OPT = typer.Option(None, "--width", help="Figure width in inches (the column width figures are sized from; "
+                         "default: the style's, 3.4 for paper). Fonts keep the style's sizes.")
 DATA_DIR_HELP = "Directory of the data set files (data.data_dir; default: $EDGESIM_DATA)."
 THREADS_OPT = typer.Option(
     None, "--threads", help='Torch threads per run: an integer or "auto" (the cores); same as --set run.threads=N. '
@@ -59,6 +63,16 @@ def _formats(text: str) -> tuple[str, ...]:
 
     try:
         return parse_formats(text)
+    except ConfigError as e:
+        _fail(str(e))
+
+
+def _style(style: str, width: Optional[float]) -> None:
+    """``--style``/``--width`` for every figure this command draws (one line for a bad value)."""
+    from edgesim.plots.style import set_style
+
+    try:
+        set_style(style, width)
     except ConfigError as e:
         _fail(str(e))
 
@@ -200,6 +214,8 @@ def run(
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
     formats: str = FORMAT_OPT,
+    style: str = STYLE_OPT,
+    width: Optional[float] = WIDTH_OPT,
     resume: bool = typer.Option(
         False, "--resume", help="Go on from the last checkpoint of a killed run in <out>.incomplete/ (run.checkpoint_every)."
     ),
@@ -213,6 +229,7 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, figures)."""
+    _style(style, width)
     from edgesim.scenarios.progress import RunProgress
     from edgesim.scenarios.run import run_scenario
     from edgesim.scenarios.runfolder import RunFolder, check_out
@@ -363,6 +380,8 @@ def sweep(
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default: sweeps/<scenario name>)."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
     formats: str = FORMAT_OPT,
+    style: str = STYLE_OPT,
+    width: Optional[float] = WIDTH_OPT,
     no_plots: bool = typer.Option(False, "--no-plots", help="Do not draw the sweep's figures."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
@@ -371,6 +390,7 @@ def sweep(
     Started again with the same arguments, a killed sweep skips its finished runs
     and resumes the others from their checkpoints.
     """
+    _style(style, width)
     from edgesim.scenarios.sweep import default_out, make_spec, run_sweep
 
     figure_formats = _formats(formats)
@@ -406,11 +426,14 @@ def plot(
     separate: bool = typer.Option(False, "--separate", help="Run folders of different scenarios: draw each scenario's "
                                   "runs (its seeds) into its own sub-folder of --out instead of refusing."),
     formats: str = FORMAT_OPT,
+    style: str = STYLE_OPT,
+    width: Optional[float] = WIDTH_OPT,
 ) -> None:
     """Draw the figures of run folders or sweep folders (PNG, PDF or SVG, sized for a paper column).
 
     Several run folders are drawn together only when they are seeds of one scenario (their config.toml equal but
     for the seed); otherwise plot refuses, naming the keys that differ (or, with --separate, draws each apart)."""
+    _style(style, width)
     from edgesim.plots.curves import RUN_FIGURES, PlotDataError, plot_runs
     from edgesim.plots.runs import RunDataError
     from edgesim.plots.sweep import SWEEP_FIGURES, plot_sweep
@@ -474,9 +497,12 @@ def report(
     baseline: Optional[List[str]] = typer.Option(
         None, "--baseline", help="An algorithm (registry name) every other is also paired against, beside the "
         "leader (repeatable), e.g. a method's floor."),
+    style: str = STYLE_OPT,
+    width: Optional[float] = WIDTH_OPT,
 ) -> None:
     """Leaderboards per scenario and grid point: algorithms ranked by simulated time to accuracy, with 95 % intervals
     over seeds and paired differences (leaderboard.csv, paired.csv, leaderboard.md, figures)."""
+    _style(style, width)
     from edgesim.plots.runs import RunDataError
     from edgesim.scenarios.report import write_report
 
@@ -517,7 +543,7 @@ def _claim_figures(folder: Path, stems, formats) -> None:
     from edgesim.scenarios.runfolder import claim_files
 
     folder.mkdir(parents=True, exist_ok=True)
-    claim_files(folder, [f"{stem}.{fmt}" for stem in stems for fmt in formats])
+    claim_files(folder, [f"{stem}.{fmt}" for stem in stems for fmt in (*formats, "csv")])  # each figure's data too
 
 
 def main() -> None:  # pragma: no cover - console entry point (the tests that start `python -m edgesim.scenarios.cli` run it)

@@ -14,7 +14,8 @@ from typing import Iterable, Optional, Sequence
 from edgesim.plots.runs import RunDataError
 from edgesim.scenarios.runfolder import atomic_write_bytes, csv_text
 
-OUTPUTS = ("leaderboard.csv", "paired.csv", "leaderboard.md", "tta_vs_bandwidth.png", "accuracy_vs_time_extremes.png")
+OUTPUTS = ("leaderboard.csv", "paired.csv", "leaderboard.md", "tta_vs_bandwidth.png", "accuracy_vs_time_extremes.png",
+           "tta_vs_bandwidth.csv", "accuracy_vs_time_extremes.csv")  # each figure's data beside it
 MARK = "# Leaderboard"
 
 
@@ -57,5 +58,5 @@ def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence
                        (plot_accuracy_extremes, "accuracy_vs_time_extremes.png")):
         figure = draw(report, out / name)  # all or nothing (edgesim.plots.save)
         if figure is not None:
-            written.append(figure)
+            written += [figure, figure.with_suffix(".csv")]
     return written

@@ -344,8 +344,8 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
             folder.write_json(graph_path(name, round_index), node_link(graph, round_index, time_s))
     if not any(sim.records for sim in sims.values()):  # every algorithm diverged in its first round: no curve
         return
-    for stem in RUN_FIGURES:  # listed in the manifest before they are drawn
-        for fmt in formats:
+    for stem in RUN_FIGURES:  # listed in the manifest before they are drawn (each with its data, <stem>.csv)
+        for fmt in (*formats, "csv"):
             folder.path(f"{stem}.{fmt}")
     plot_run(folder.work, title=f"{sc.name} (seed {sc.seed})", formats=formats)
 

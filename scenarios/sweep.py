@@ -256,12 +256,17 @@ def run_one(task: dict) -> dict:
     return {"name": task["name"], "status": status, "seconds": time.monotonic() - t0}
 
 
-def _worker_init(threads: int) -> None:
-    """A spawned sweep worker: its threads, and glibc keeping freed memory as the ``edgesim`` process does."""
+def _worker_init(threads: int, style=None) -> None:
+    """A spawned sweep worker: its threads, glibc keeping freed memory as the ``edgesim`` process does, and the
+    figure style of the sweep (``--style``/``--width``) for its runs' figures."""
     from edgesim.learning.malloc import keep_freed_memory
 
     keep_freed_memory()
     set_threads(threads)
+    if style is not None:
+        from edgesim.plots.style import set_style
+
+        set_style(style.name, style.width_in)
 
 
 def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dict], None]) -> None:
@@ -274,8 +279,11 @@ def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dic
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    from edgesim.plots.style import current_style
+
     ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init, initargs=(threads,)) as pool:
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
+                             initargs=(threads, current_style())) as pool:
         futures = {pool.submit(run_one, t): t for t in tasks}
         for fut in as_completed(futures):
             try:
