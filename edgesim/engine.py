@@ -29,6 +29,12 @@ compute after the uploads (``RoundPlan.server_cycles_after``); the round
 ends when it ends. Server phases are ``server_compute_start``/``_end``
 events (device -1) and the record's ``server_before_s``/``server_after_s``.
 
+Devices that come and go (``availability``, :mod:`edgesim.availability`;
+none: always online): a device offline at the round's start is taken out of
+the plan (never scheduled); one whose online period ends before it is done is
+dropped then, in any round mode, its bits on air wasted and its energy
+counted as at a deadline (``drop_reason = "offline"``, else ``"deadline"``).
+
 Every step is recorded as an :class:`Event`; every round as a
 :class:`RoundRecord` with per-device :class:`DeviceRound` rows. Same inputs
 give identical records and events; :meth:`Simulation.state_dict` and
@@ -38,6 +44,7 @@ give identical records and events; :meth:`Simulation.state_dict` and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import math
 from itertools import chain
@@ -49,6 +56,7 @@ import numpy as np
 import simpy
 
 from ._checks import count, finite, non_negative, positive
+from .availability import Availability
 from .backend import DeviceWork, LearningBackend, RoundOutcome, RoundPlan, SystemView
 from .channel import ChannelModel
 from .compute import compute_time_s
@@ -132,7 +140,8 @@ class DeviceRound(NamedTuple):
     ``upload_airtime_s`` is the time it was on air (queueing excluded);
     ``idle_s = duration − download_s − compute_s − upload_airtime_s``.
     ``bits_up`` counts an upload that arrived; ``wasted_bits`` what a dropped
-    upload had sent.
+    upload had sent. ``drop_reason``: ``""`` (not dropped), ``"deadline"`` or
+    ``"offline"`` (its online period ended mid-round, :mod:`edgesim.availability`).
     """
 
     round_index: int
@@ -150,6 +159,7 @@ class DeviceRound(NamedTuple):
     compute_energy_j: float
     arrived: bool
     dropped: bool
+    drop_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +228,7 @@ class _Device:
     upload_end_s: Optional[float] = None
     arrived = False
     dropped = False
+    drop_reason = ""
     finished = False
 
     def __init__(self, work: DeviceWork, gain: float, rate_bps: float, cpu_freq_hz: float, tx_power_w: float,
@@ -270,6 +281,7 @@ class Simulation:
         record_events: bool = True,
         *,
         keep_records: bool = True,
+        availability: Optional[Availability] = None,
     ):
         if budget.round_mode not in ("sync", "deadline"):
             raise ValueError(f"budget.round_mode(={budget.round_mode!r}) has no rounds: run it with "
@@ -280,6 +292,8 @@ class Simulation:
         self.seed = count("seed", seed)
         self.record_events = bool(record_events)
         self.keep_records = bool(keep_records)
+        # Devices that come and go (None: always online, today's engine exactly).
+        self.availability = None if availability is None or availability.always else availability
         self.channel = ChannelModel(system, self.seed)
         self._noise_psd_w_per_hz = system.noise_psd_w_per_hz
         self._tx_power_w = tuple(positive("tx_power_w", p) for p in system.tx_power_w)
@@ -374,6 +388,8 @@ class Simulation:
         env = self._env
         view = self.system_view()
         plan = self.backend.plan_round(view)
+        if self.availability is not None:
+            plan = self._online_only(plan, env.now)
         with _cyclic_gc_paused():
             rnd = _Round(self._round_index, env.now, self._devices_of(plan, view), env.event(),
                          self._server_seconds(plan))
@@ -385,6 +401,24 @@ class Simulation:
         record = self._finish_round(rnd, plan, *rows)
         self.channel.advance(record.duration_s)
         return record
+
+    def _online_only(self, plan: RoundPlan, now_s: float) -> RoundPlan:
+        """The plan without the devices offline at the round's start: an offline device is never scheduled."""
+        if not isinstance(plan, RoundPlan):
+            return plan  # _devices_of names the problem
+        online = self.availability.online
+        return dataclasses.replace(plan, work=tuple(w for w in plan.work if online(w.device, now_s)))
+
+    def _watch_offline(self, env: simpy.Environment, rnd: _Round, processes: list) -> None:
+        """Interrupt each device whose online period ends before it is done (its work so far is lost)."""
+        for process, dev in zip(processes, rnd.devices):
+            off_s = self.availability.online_until_s(dev.device, env.now)
+            if off_s < math.inf:
+                def go(_event, dev=dev, process=process):
+                    if not dev.finished and not dev.dropped and dev.drop_reason == "":
+                        dev.drop_reason = "offline"
+                        process.interrupt("offline")
+                env.timeout(off_s - env.now).callbacks.append(go)
 
     def _devices_of(self, plan: RoundPlan, view: SystemView) -> list[_Device]:
         """The plan's devices, every input checked for the whole round at once (one clear error otherwise)."""
@@ -462,6 +496,8 @@ class Simulation:
             yield from self._server_phase(env, rnd, before_s)
             rnd.server_before_s = before_s
         processes = [env.process(self._device_process(env, rnd, dev)) for dev in rnd.devices]
+        if self.availability is not None:
+            self._watch_offline(env, rnd, processes)
         if not processes:
             rnd.all_done.succeed()
         if self.budget.round_mode == "deadline":
@@ -476,6 +512,7 @@ class Simulation:
             if rnd.remaining > 0:
                 for process, dev in zip(processes, rnd.devices):
                     if not dev.finished:
+                        dev.drop_reason = "deadline"
                         process.interrupt("deadline")
         yield rnd.all_done
         if after_s is not None and rnd.arrived:
@@ -495,6 +532,7 @@ class Simulation:
         rnd.server_before_s = self.budget.round_deadline_s
         for dev in rnd.devices:
             dev.dropped = dev.finished = True
+            dev.drop_reason = "deadline"
             self._emit(env.now, rnd.index, dev.device, "upload_dropped", 0.0)
         rnd.remaining = 0
         self._emit(env.now, rnd.index, -1, "round_end")
@@ -638,7 +676,7 @@ class Simulation:
             rows.append(new_row(DeviceRound, (
                 index, dev.device, dev.gain, dev.rate_bps, download_s, compute_s, airtime_s,
                 max(0.0, duration_s - download_s - compute_s - airtime_s),
-                bits_up, bits_down, wasted, radio_j, compute_j, arrived, dropped,
+                bits_up, bits_down, wasted, radio_j, compute_j, arrived, dropped, dev.drop_reason,
             )))
             if dev.compute_end_s is not None:
                 compute_end_s[dev.device] = dev.compute_end_s

@@ -196,13 +196,16 @@ def run_algorithm(
 
 
 def make_simulation(sc: Scenario, backend, name: str):
-    """The clock of one algorithm: rounds (:class:`Simulation`) or, for ``round_mode = "fedasync"``/``"fedbuff"``,
-    :class:`edgesim.asynchrony.AsyncSimulation` with the scenario's ``[async]`` and ``[availability]`` tables (the
-    backend wrapped by :func:`edgesim.learning.asynchronous.as_async` unless it is the torch-free curve)."""
-    if not sc.asynchronous:
-        return Simulation(sc.system, sc.budget, backend, seed=sc.seed)
-    from edgesim.asynchrony import AsyncBackend, AsyncSimulation
+    """The clock of one algorithm, with the scenario's ``[availability]``: rounds (:class:`Simulation`) or, for
+    ``round_mode = "fedasync"``/``"fedbuff"``, :class:`edgesim.asynchrony.AsyncSimulation` with its ``[async]``
+    table (the backend wrapped by :func:`edgesim.learning.asynchronous.as_async` unless it is the torch-free
+    curve)."""
     from edgesim.availability import make_availability
+
+    availability = make_availability(sc.availability, sc.system.n_devices, sc.seed)
+    if not sc.asynchronous:
+        return Simulation(sc.system, sc.budget, backend, seed=sc.seed, availability=availability)
+    from edgesim.asynchrony import AsyncBackend, AsyncSimulation
 
     if not isinstance(backend, AsyncBackend):
         from edgesim.learning.asynchronous import as_async
@@ -211,7 +214,6 @@ def make_simulation(sc: Scenario, backend, name: str):
             backend = as_async(backend, name)
         except ValueError as e:
             raise ConfigError(f"{sc.path}: [budget] round_mode = {sc.budget.round_mode!r}: {e}") from None
-    availability = make_availability(sc.availability, sc.system.n_devices, sc.seed)
     return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability)
 
 
@@ -320,7 +322,9 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
         ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys),
         (row for name, sim in sims.items() for row in _round_rows(name, sim, metric_keys, info_keys)),
     )
-    fields = DEVICE_FIELDS + (UPDATE_FIELDS if sc.asynchronous else ())  # an async run: a row per update
+    # An async run: a row per update; devices that come and go: why each was dropped ("deadline"/"offline").
+    fields = DEVICE_FIELDS + (UPDATE_FIELDS if sc.asynchronous else ("drop_reason",) if sc.availability.model != "always"
+                              else ())
     folder.write_csv(
         "devices.csv",
         ("algorithm", *fields),

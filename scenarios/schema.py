@@ -235,10 +235,6 @@ def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: Asy
     if budget.round_mode in ASYNC_MODES and (asynchrony.concurrency or 0) > system.n_devices:
         raise ScenarioError(f"{where}: [async] concurrency = {asynchrony.concurrency}: expected at most [system] "
                             f"n_devices (= {system.n_devices}); a device trains one update at a time")
-    if availability.model != "always" and budget.round_mode not in ASYNC_MODES:
-        raise ScenarioError(f"{where}: [availability] model = {availability.model!r}: devices that come and go are "
-                            f"simulated in asynchronous runs only so far; expected model = 'always' with [budget] "
-                            f"round_mode = {budget.round_mode!r}")
     if availability.model == "trace":
         read_trace(Path(availability.trace), system.n_devices)
 

@@ -76,6 +76,14 @@ def test_physics_only_fedbuff_run_folder(tmp_path):
     assert summary["algorithms"]["parametric"]["rounds"] == 30
 
 
+def test_sync_run_with_churn_records_why_devices_dropped(tmp_path):
+    out = run_scenario(load_scenario(write(tmp_path, PHYSICS), ["budget.round_mode=sync"]), tmp_path / "out")
+    d = rows(out / "devices.csv")
+    assert "drop_reason" in d[0] and "version" not in d[0]
+    assert {x["drop_reason"] for x in d if x["dropped"] == "True"} == {"offline"}
+    assert {x["drop_reason"] for x in d if x["dropped"] == "False"} == {""}
+
+
 def test_sync_runs_write_no_async_columns(tmp_path):
     text = PHYSICS.replace('round_mode = "fedbuff"', 'round_mode = "sync"').split("[availability]")[0]
     out = run_scenario(load_scenario(write(tmp_path, text)), tmp_path / "out")
@@ -87,7 +95,6 @@ def test_sync_runs_write_no_async_columns(tmp_path):
     (["async.concurrency=13"], r"\[async\] concurrency = 13: expected at most \[system\] n_devices \(= 12\)"),
     (["async.staleness=exp"], r"\[async\]: staleness = 'exp'"),
     (["availability.model=trace", "availability.trace=nowhere.csv"], r"nowhere.csv: cannot read the availability trace"),
-    (["budget.round_mode=sync"], r"\[availability\] model = 'markov': .* asynchronous runs only"),
 ])
 def test_bad_async_tables_are_one_line(tmp_path, override, expected):
     with pytest.raises(ConfigError, match=expected) as info:

@@ -106,3 +106,51 @@ def test_config_checks():
         AvailabilityConfig(model="trace")
     with pytest.raises(ValueError, match="mean_on_s"):
         AvailabilityConfig(model="markov", mean_on_s=0)
+
+
+# --------------------------------------------------------------------------- in the round engine (sync, deadline)
+
+
+def _round_sim(avail, mode="sync", deadline_s=None):
+    from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
+    from edgesim.curve import ParametricBackend
+    from edgesim.engine import Simulation
+    from edgesim.radio import shannon_rate_bps
+
+    system = SystemConfig(n_devices=3, bandwidth_hz=1e6, tx_power_dbm=23.0, channel_gain_db=-110.0,
+                          cpu_freq_hz=[1e9, 0.4e9, 0.25e9], access="tdma")
+    rate = float(shannon_rate_bps(1e6, system.fixed_gain, system.tx_power_w[0], system.noise_psd_w_per_hz))
+    workload = WorkloadConfig(cycles_per_sample=1e6, samples_per_device=1000, model_bits=0.4 * rate)
+    budget = BudgetConfig(rounds=2, round_mode=mode, deadline_s=deadline_s)
+    return Simulation(system, budget, ParametricBackend(3, 3, workload), availability=avail), system, workload
+
+
+@pytest.mark.parametrize("mode, deadline_s", [("sync", None), ("deadline", 100.0)])
+def test_round_engine_drops_a_device_that_leaves_mid_upload(mode, deadline_s):
+    # Compute 1, 2.5, 4 s; TDMA uploads of 0.4 s. Device 1 leaves at 2.7 s, 0.2 s into its upload (on air 2.5-2.9).
+    avail = Availability(3, [[0.0], [0.0, 2.7], [0.0]])
+    sim, system, workload = _round_sim(avail, mode, deadline_s)
+    rec = sim.run_round()
+    row = rec.devices[1]
+    assert (row.dropped, row.drop_reason, row.arrived) == (True, "offline", False)
+    assert row.wasted_bits == pytest.approx(workload.model_bits / 2)
+    assert row.radio_energy_j == pytest.approx(system.tx_power_w[1] * 0.2)
+    assert row.compute_energy_j == pytest.approx(system.kappa * 0.4e9 ** 2 * 1e9)
+    assert rec.arrived == (0, 2) and rec.dropped == (1,) and rec.cum_wasted_bits == pytest.approx(workload.model_bits / 2)
+    assert rec.end_time_s == pytest.approx(4.4)  # device 2 computes to 4.0, uploads 4.0-4.4
+    assert [r.drop_reason for r in rec.devices] == ["", "offline", ""]
+    # offline from 2.7 on: never scheduled again
+    rec2 = sim.run_round()
+    assert [r.device for r in rec2.devices] == [0, 2]
+
+
+def test_round_engine_with_always_available_is_unchanged():
+    a, _, _ = _round_sim(Availability(3))
+    b, _, _ = _round_sim(None)
+    assert a.run() == b.run() and a.events == b.events
+
+
+def test_deadline_drops_say_deadline():
+    sim, _, _ = _round_sim(None, "deadline", 3.0)
+    rec = sim.run_round()
+    assert [r.drop_reason for r in rec.devices] == ["", "", "deadline"]
