@@ -1,6 +1,6 @@
 """The FedAvg family under asynchronous aggregation: FedAsync and FedBuff (docs/asynchrony.md).
 
-:class:`AsyncFedAvg` wraps a :class:`~edgesim.learning.algorithms.fedavg.FedAvg`
+:class:`AsyncFedAvg` wraps a :class:`~edgesim.learning.algorithms.fedavg.algorithm.FedAvg`
 backend (any variant: FedProx, FedBN, the FixMatch/UDA objectives, the
 server optimizers) as an :class:`edgesim.asynchrony.AsyncBackend`:
 
@@ -38,7 +38,7 @@ from edgesim.asynchrony import Aggregation
 from edgesim.backend import DeviceWork
 from edgesim.learning.aggregation import merge, split_keys
 from edgesim.learning.algorithms.common import round_metrics, to_cpu, to_device, train_devices
-from edgesim.learning.algorithms.fedavg import FedAvg
+from edgesim.learning.algorithms.fedavg.algorithm import FedAvg
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTrainResult
 

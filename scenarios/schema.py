@@ -243,7 +243,7 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
     """An asynchronous run's algorithms are of the FedAvg family (the others are refused in one line)."""
     if budget.round_mode not in ASYNC_MODES:
         return
-    from edgesim.learning.algorithm_configs.fedavg import VARIANTS
+    from edgesim.learning.algorithms.fedavg.config import VARIANTS
 
     if learned["run"].warm_start is not None:
         raise ScenarioError(f"{where}: [run] warm_start = {learned['run'].warm_start!r}: a warm start's rounds are "
