@@ -18,9 +18,12 @@ KINDS = ("algorithms", "models", "datasets", "partitions")
 
 @dataclass(frozen=True)
 class Option:
+    """One key: its type, default and one-line meaning (:mod:`edgesim.scenarios.reference`; ``""``: none written)."""
+
     name: str
     type: str
     default: Any
+    meaning: str = ""
 
 
 @dataclass(frozen=True)
@@ -40,14 +43,19 @@ def _type_name(t) -> str:
     return t if isinstance(t, str) else getattr(t, "__name__", str(t))
 
 
-def dataclass_options(cls, names=None) -> tuple[Option, ...]:
-    """The fields of a config dataclass (those in ``names``, in that order, if given) as options."""
+def dataclass_options(cls, names=None, table: str | None = None) -> tuple[Option, ...]:
+    """The fields of a config dataclass (those in ``names``, in that order, if given) as options; each one's meaning
+    is the scenario reference's line for ``table.name`` (a ``[data]`` key), else the sentence of ``cls``'s docstring
+    that names it."""
+    from edgesim.scenarios.reference import field_meaning, key_meaning
+
     fields = {f.name: f for f in dataclasses.fields(cls)}
     out = []
     for name in (names if names is not None else fields):
         f = fields[name]
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        out.append(Option(name, _type_name(f.type), None if default is dataclasses.MISSING else default))
+        meaning = (key_meaning(f"{table}.{name}") if table else "") or field_meaning(cls, name)
+        out.append(Option(name, _type_name(f.type), None if default is dataclasses.MISSING else default, meaning))
     return tuple(out)
 
 
@@ -66,7 +74,10 @@ def _loader_options(spec) -> tuple[Option, ...]:
         p = params.get(name)
         default = None if p is None or p.default is p.empty else p.default
         annotation = "" if p is None or p.annotation is p.empty else _type_name(p.annotation)
-        out.append(Option(name, annotation or (type(default).__name__ if default is not None else ""), default))
+        from edgesim.scenarios.reference import field_meaning, key_meaning
+
+        meaning = key_meaning(f"data.{name}") or field_meaning(load, name)
+        out.append(Option(name, annotation or (type(default).__name__ if default is not None else ""), default, meaning))
     return tuple(out)
 
 
@@ -93,7 +104,7 @@ def catalog(kind: str) -> list[Entry]:
         from edgesim.learning.config import DataConfig
         from edgesim.learning.data.partitions import PARTITIONS
 
-        return [Entry(s.name, s.summary, "its [data] keys:", dataclass_options(DataConfig, s.reads))
+        return [Entry(s.name, s.summary, "its [data] keys:", dataclass_options(DataConfig, s.reads, "data"))
                 for s in PARTITIONS.values()]
     raise ValueError(f"kind(={kind!r}) must be one of {KINDS}")
 
@@ -117,6 +128,6 @@ def format_catalog(entries: dict[str, list[Entry]]) -> str:
         for e in items:
             lines.append(f"{e.name:<22} {e.summary}" + (f"  [{e.detail}]" if e.detail else ""))
             for o in e.options:
-                lines.append(f"    {o.name:<22} {o.type:<16} {toml_value(o.default)}")
+                lines.append(f"    {o.name:<22} {o.type:<16} {toml_value(o.default):<10} {o.meaning}".rstrip())
         lines.append("")
     return "\n".join(lines).rstrip()

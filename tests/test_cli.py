@@ -164,16 +164,16 @@ def test_list_every_kind_with_options_types_and_defaults():
     out = result.stdout
     assert re.search(r"^fedadam\s+FedAdam: FedAvg with Adam as the server optimizer", out, re.M)
     block = out.split("\nfedadam ", 1)[1].split("\nfedyogi ", 1)[0]
-    assert re.search(r"^    server_optimizer\s+str\s+\"adam\"$", block, re.M)
-    assert re.search(r"^    server_lr\s+float\s+0.01$", block, re.M)
-    assert re.search(r"^    lr\s+Optional\[float\]\s+\(unset\)$", block, re.M)
-    for kind, line in (("models", r"^resnet9\s+UM-pFSSL's ResNet-9"), ("datasets", r"^    vocab_size\s+int\s+199000$"),
-                       ("partitions", r"^dirichlet\s+.*\n    alpha\s+Number\s+0.5$")):
+    assert re.search(r"^    server_optimizer\s+str\s+\"adam\"\s+server_optimizer, ", block, re.M)
+    assert re.search(r"^    server_lr\s+float\s+0.01\s+server_optimizer, server_lr \(η\)", block, re.M)
+    assert re.search(r"^    lr\s+Optional\[float\]\s+\(unset\)\s+optimizer, lr, nesterov", block, re.M)
+    for kind, line in (("models", r"^resnet9\s+UM-pFSSL's ResNet-9"), ("datasets", r"^    vocab_size\s+int\s+199000\b"),
+                       ("partitions", r"^dirichlet\s+.*\n    alpha\s+Number\s+0.5\s+Dirichlet concentration")):
         result = runner.invoke(app, ["list", kind])
         assert result.exit_code == 0 and re.search(line, result.stdout, re.M), (kind, result.stdout[:500])
     as_json = json.loads(runner.invoke(app, ["list", "--json"]).stdout)
     assert set(as_json) == {"algorithms", "models", "datasets", "partitions"}
-    assert {"name": "mu", "type": "float", "default": 0.01} in next(
+    assert {"name": "mu", "type": "float", "default": 0.01, "meaning": "FedProx: mu = 0.01 (docs/fedavg_family.md)."} in next(
         e for e in as_json["algorithms"] if e["name"] == "fedprox")["options"]
     bad = runner.invoke(app, ["list", "algorithm"])
     assert bad.exit_code == 2 and bad.stderr.strip() == (

@@ -1,0 +1,279 @@
+"""The scenario keys' meanings: one line, unit and allowed range per key; ``docs/scenario_reference.md`` is made from it.
+
+Type and default come from the config dataclasses themselves (:func:`scenario_tables`), the meaning, unit and
+range from :data:`KEY_DOCS`. ``tests/test_reference.py`` fails when a key has no entry (or an entry no key), and
+when ``docs/scenario_reference.md`` differs from :func:`reference_markdown` — regenerate it with
+``python -m edgesim.scenarios.reference > docs/scenario_reference.md``. ``edgesim list`` shows the same lines
+(:func:`key_meaning`); an algorithm's options are described from its config's docstring (:func:`field_meaning`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import typing
+from typing import Any
+
+# key -> (meaning, unit, allowed values). "" unit: none (a count, a name, a flag).
+KEY_DOCS: dict[str, tuple[str, str, str]] = {
+    # top level
+    "name": ("the scenario's name: the default run folder is runs/<name>", "", "a non-empty folder name"),
+    "description": ("one line saying what the scenario studies (shown by `edgesim list scenarios`)", "", "text"),
+    "seed": ("the seed every random stream of the run derives from (placement, data split, training)", "",
+             "integer in [0, 2^63 - 1]"),
+    # [system]
+    "system.n_devices": ("devices in the cell (N)", "devices", ">= 1"),
+    "system.bandwidth_hz": ("uplink bandwidth B shared by the devices (Eq. 8)", "Hz", "> 0"),
+    "system.noise_psd_dbm_per_hz": ("noise power spectral density N0", "dBm/Hz", "finite"),
+    "system.tx_power_dbm": ("each device's transmit power p (one value, or a list with one per device)", "dBm",
+                            "finite; a list of n_devices values"),
+    "system.channel_gain_db": ("a fixed channel gain for every device; unset: path loss, shadowing and fading", "dB",
+                               "finite, or unset"),
+    "system.cpu_freq_hz": ("each device's CPU frequency f (one value, or a list with one per device)", "cycles/s",
+                           "> 0; a list of n_devices values"),
+    "system.kappa": ("effective switched capacitance κ of the devices' CPUs (energy κ·C·f², Eq. 10)", "J·s²/cycle³",
+                     ">= 0"),
+    "system.access": ("how devices share the uplink: time division or frequency division", "", '"tdma" or "fdma"'),
+    "system.downlink_rate_bps": ("rate of the base station's broadcast; 0: the download takes no time", "bit/s",
+                                 ">= 0"),
+    "system.cell_radius_m": ("radius of the cell devices are placed in", "m", "> min_distance_m"),
+    "system.min_distance_m": ("smallest distance of a device from the base station", "m", "> 0"),
+    "system.path_loss_intercept_db": ("path loss at 1 km: PL = intercept + slope·log10(d/km)", "dB", "finite"),
+    "system.path_loss_slope_db": ("path-loss slope per decade of distance", "dB/decade", ">= 0"),
+    "system.shadowing_std_db": ("standard deviation of log-normal shadowing; 0: none", "dB", ">= 0"),
+    "system.rayleigh_fading": ("draw Rayleigh fading per round on top of path loss", "", "true or false"),
+    "system.mobility": ("how devices move between rounds", "", '"static" or "random_waypoint"'),
+    "system.speed_m_per_s": ("device speed under a moving mobility model", "m/s", ">= 0"),
+    "system.server_freq_hz": ("the base station's CPU for a round's server phases", "cycles/s", "> 0"),
+    # [budget]
+    "budget.total_time_s": ("training-service time budget T (Eq. 12)", "s", "> 0"),
+    "budget.rounds": ("rounds G the budget is split over; the per-round budget is T/G (Eq. 13), and the run's "
+                      "length unless run.rounds is set", "rounds", ">= 1"),
+    "budget.round_mode": ("when a round ends: at the last upload, at a deadline, or asynchronous aggregation", "",
+                          '"sync", "deadline", "fedasync" or "fedbuff"'),
+    "budget.deadline_s": ('a round\'s deadline under round_mode = "deadline"; unset: T/G', "s", "> 0, or unset"),
+    # [workload]
+    "workload.local_iterations": ("local epochs I a device trains per round (Eq. 7)", "epochs", ">= 1"),
+    "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample", "> 0"),
+    "workload.samples_per_device": ("samples D per device that `edgesim plan` assumes (a run charges each device "
+                                    "for the data it holds)", "samples", ">= 1"),
+    "workload.sr_cycles": ("cycles C_SR of DoFed-SPP's similarity step per round; \"auto\": from the model", "cycles",
+                           '>= 0 or "auto"'),
+    "workload.pseudo_label_cycles_per_model": ("cycles C_pse to pseudo-label with one model; \"auto\": from the "
+                                               "model", "cycles", '>= 0 or "auto"'),
+    "workload.model_bits": ("size m of one model upload; \"auto\": 32 bits per parameter of the model", "bit",
+                            '> 0 or "auto"'),
+    "workload.cycles_source": ("where cycles_per_sample comes from: this file, or the model's FLOPs", "",
+                               '"given" or "flops"'),
+    "workload.flops_per_cycle": ('FLOPs a device does per cycle (cycles_source = "flops")', "FLOP/cycle", "> 0"),
+    # [data]
+    "data.dataset": ("the data set, by registered name (`edgesim list datasets`)", "", "a registered name"),
+    "data.data_dir": ("folder holding the data set's files; default $EDGESIM_DATA; relative to the scenario file",
+                      "", "a folder path"),
+    "data.partition": ("how the data is split over the devices (`edgesim list partitions`)", "", "a registered name"),
+    "data.alpha": ("Dirichlet concentration α of the per-class split (smaller: more skewed)", "", "> 0"),
+    "data.labeled_ratio_alpha": ("Dir₂ concentration of each device's labelled fraction (UM-pFSSL)", "", "> 0"),
+    "data.min_labeled": ("fewest labelled samples a device gets under the Dirichlet split", "samples", ">= 0"),
+    "data.n_clusters": ("class clusters 𝒦 of DoFed-SPP's SUBSET/NORMAL splits", "clusters", ">= 2"),
+    "data.size_scale": ("scale of DoFed-SPP's set sizes (500 / 10 / 190·C/𝒦 per device)", "", "> 0"),
+    "data.labeled_fraction": ("labelled share of each device's data under the iid split", "", "[0, 1]"),
+    "data.labels_per_class": ("labelled samples per class of FedDure's splits", "samples/class", ">= 1"),
+    "data.server_labeled": ("labelled samples held by the server (labels-at-server splits)", "samples", ">= 1"),
+    "data.server_validation": ("of those, samples held out as the server's validation set", "samples",
+                               ">= 0, < server_labeled"),
+    "data.train_pool_size": ("draw this many train samples before partitioning; unset: the whole split", "samples",
+                             ">= 1, or unset"),
+    "data.test_size": ("cap of each device's test set; unset: all eligible", "samples", ">= 1, or unset"),
+    "data.validation_size": ("evaluate on this many held-out train samples instead of the test split", "samples",
+                             ">= 0 (needs train_pool_size)"),
+    "data.file": ('the .npz archive of dataset = "npz", relative to data_dir; unset: the one .npz there', "",
+                  "a file path, or unset"),
+    "data.image_size": ('[H, W] every image of dataset = "image_folder" is resized to; unset: one size required',
+                        "pixels", "two integers >= 1, or unset"),
+    "data.test_fraction": ('share of each class dataset = "image_folder" holds out as the test split (no test/ '
+                           "folder); unset: 0.2", "", "(0, 1), or unset"),
+    # [train]
+    "train.model": ("the model, by registered name (`edgesim list models`)", "", "a registered name"),
+    "train.lr": ("local learning rate", "", "> 0"),
+    "train.momentum": ("SGD momentum", "", "[0, 1)"),
+    "train.weight_decay": ("L2 weight decay", "", ">= 0"),
+    "train.optimizer": ("local optimizer", "", '"sgd" or "adam"'),
+    "train.nesterov": ("Nesterov momentum (SGD)", "", "true or false"),
+    "train.schedule": ("learning-rate schedule over a round's local steps", "", '"constant" or "cosine"'),
+    "train.batch_size": ("local mini-batch size", "samples", ">= 1"),
+    "train.executor": ("how clients train: one after another, vectorised (vmap), or chosen by the device", "",
+                       '"auto", "sequential" or "vmap"'),
+    "train.device": ("where torch trains; \"auto\": a GPU when one is visible", "", '"auto", "cpu" or "cuda"'),
+    "train.eval_batch_size": ("batch size of evaluation", "samples", ">= 1"),
+    # [run]
+    "run.algorithms": ("the algorithms the run compares (`edgesim list algorithms`)", "", "registered names"),
+    "run.clients_per_round": ("devices selected each round (K)", "devices", "1..n_devices"),
+    "run.rounds": ("rounds the run lasts; unset: budget.rounds (which also sets the per-round budget T/G)",
+                   "rounds", ">= 1, or unset"),
+    "run.max_time_s": ("stop an algorithm once its simulated clock passes this", "s", "> 0, or unset"),
+    "run.accuracy_thresholds": ("accuracies whose time to reach summary.json and the report give", "",
+                                "each in (0, 1]"),
+    "run.plateau_tol": ("final-accuracy rule: mean accuracy changes by less than this between rounds", "",
+                        ">= 0"),
+    "run.plateau_patience": ("rounds the plateau must hold", "rounds", ">= 1"),
+    "run.stop_on_plateau": ("end an algorithm when it plateaus", "", "true or false"),
+    "run.checkpoint_every": ("checkpoint every this many rounds, for --resume; 0: never", "rounds", ">= 0"),
+    "run.backend": ("real training, or the clock alone with a parametric accuracy curve", "",
+                    '"torch" or "parametric"'),
+    "run.threads": ("torch threads the run trains with; \"auto\": the cores", "threads", '>= 1 or "auto"'),
+    "run.plugins": ("modules imported first, which register algorithms, models, data sets or partitions", "",
+                    "module names"),
+    "run.tracking": ("send metrics to a tracker", "", '"none" or "mlflow"'),
+    "run.warm_start": ("{algorithm = NAME, rounds = R}: every algorithm starts from NAME's first R rounds", "",
+                       "a table, or unset"),
+    # [parametric]
+    "parametric.a0": ("accuracy before any upload of the physics-only curve", "", "[0, a_max]"),
+    "parametric.a_max": ("accuracy the curve tends to", "", "(0, 1]"),
+    "parametric.rate": ("rate of a_max − (a_max − a0)·exp(−rate·U/N), U the arrived uploads", "", "> 0"),
+    "parametric.download_bits": ("bits each device downloads at the start of a round", "bit", ">= 0"),
+    # [async]
+    "async.concurrency": ("devices training at once; unset: run.clients_per_round", "devices",
+                          "1..n_devices, or unset"),
+    "async.alpha": ("FedAsync's mixing weight α", "", "(0, 1]"),
+    "async.staleness": ("how an update's weight falls with its staleness", "",
+                        '"constant", "polynomial" or "hinge"'),
+    "async.staleness_a": ("the staleness function's a", "", ">= 0"),
+    "async.staleness_b": ("the hinge function's b", "model versions", ">= 0"),
+    "async.buffer_size": ("FedBuff's K: updates per server step; unset: concurrency", "updates", ">= 1, or unset"),
+    "async.server_lr": ("FedBuff's server learning rate η_g", "", "> 0"),
+    "async.eval_every": ("evaluate the model every this many aggregations", "aggregations", ">= 1"),
+    # [availability]
+    "availability.model": ("when devices are online", "", '"always", "markov" or "trace"'),
+    "availability.mean_on_s": ("mean online duration of the Markov model", "s", "> 0"),
+    "availability.mean_off_s": ("mean offline duration of the Markov model", "s", "> 0"),
+    "availability.trace": ("CSV of online/offline times (the trace model); relative to the scenario file", "",
+                           "a file path, or unset"),
+}
+for _direction in ("uplink", "downlink"):
+    KEY_DOCS.update({
+        f"compression.{_direction}.method": (f"how the {_direction} transfer is encoded", "",
+                                             '"none", "fp16", "bf16", "qsgd", "topk" or "sign"'),
+        f"compression.{_direction}.bits": ("QSGD's bits per number (levels 2^bits − 1)", "bit", "1..16, or unset"),
+        f"compression.{_direction}.bucket": ("QSGD's numbers per norm", "numbers", ">= 1, or unset (512)"),
+        f"compression.{_direction}.fraction": ("top-k's share of numbers kept", "", "(0, 1], or unset"),
+        f"compression.{_direction}.error_feedback": ("carry the compression residual to the next round", "",
+                                                     "true or false"),
+    })
+
+
+def scenario_tables() -> dict[str, type]:
+    """Every table of a scenario (``compression.uplink`` is ``[compression.uplink]``) and its config dataclass."""
+    from edgesim.asynchrony import AsyncConfig
+    from edgesim.availability import AvailabilityConfig
+    from edgesim.compression import Codec
+    from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
+    from edgesim.curve import ParametricConfig
+    from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
+
+    return {"system": SystemConfig, "budget": BudgetConfig, "workload": WorkloadConfig, "data": DataConfig,
+            "train": TrainConfig, "run": RunConfig, "parametric": ParametricConfig, "async": AsyncConfig,
+            "availability": AvailabilityConfig, "compression.uplink": Codec, "compression.downlink": Codec}
+
+
+def _type_name(t: Any) -> str:
+    """``int``, ``number`` (int or float), ``str or list``, ...: a type as the reference writes it."""
+    args = typing.get_args(t)
+    if typing.get_origin(t) in (typing.Union, getattr(__import__("types"), "UnionType", typing.Union)) and args:
+        parts = [_type_name(a) for a in args if a is not type(None)]
+    else:
+        parts = [t.__name__ if isinstance(t, type) else str(t).replace("typing.", "")]
+    if "int" in parts and "float" in parts:
+        parts = ["number" if p == "int" else p for p in parts if p != "float"]
+    return " or ".join(dict.fromkeys(parts)) or "any"
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def scenario_keys() -> dict[str, tuple[str, Any]]:
+    """Every scenario key (``table.key``; top-level ones bare) with its type name and default."""
+    from edgesim.scenarios.schema import TOP_LEVEL_KEYS
+
+    top = {"name": "(the file's name)", "description": "", "seed": 0}
+    keys: dict[str, tuple[str, Any]] = {k: (t.__name__, top.get(k)) for k, t in TOP_LEVEL_KEYS.items()}
+    for table, cls in scenario_tables().items():
+        hints = typing.get_type_hints(cls) if not isinstance(cls, str) else {}
+        for f in dataclasses.fields(cls):
+            if f.name.startswith("_"):
+                continue
+            keys[f"{table}.{f.name}"] = (_type_name(hints.get(f.name, f.type)), _default(f))
+    return keys
+
+
+def key_meaning(key: str) -> str:
+    """The one-line meaning of a scenario key (``""`` when it has none)."""
+    return KEY_DOCS.get(key, ("", "", ""))[0]
+
+
+def field_meaning(cls: type, name: str) -> str:
+    """The sentence of ``cls``'s docstrings (its own, then its bases') that names ````name````: an algorithm
+    option's one-line meaning for ``edgesim list`` (``""`` when no docstring names it)."""
+    for klass in getattr(cls, "__mro__", (cls,)):
+        doc = " ".join((inspect.getdoc(klass) or "").split())
+        for sentence in re.split(r"(?<!Eq\.)(?<!e\.g\.)(?<!i\.e\.)(?<!cf\.)(?<=[.;])\s+", doc):
+            if f"``{name}``" in sentence:
+                sentence = sentence.replace("``", "").rstrip(";")
+                return sentence if len(sentence) <= 110 else sentence[:107].rstrip() + "..."
+    return ""
+
+
+def _toml(value: Any) -> str:
+    import json
+
+    if value is None:
+        return "(unset)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        value = list(value)
+    if dataclasses.is_dataclass(value):
+        return "(table)"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def reference_markdown() -> str:
+    """``docs/scenario_reference.md``: per table, every key's meaning, unit, type, default and allowed values."""
+    keys = scenario_keys()
+    lines = [
+        "# Scenario reference",
+        "",
+        "Every key a scenario file may hold: its meaning, unit, type, default and allowed values. Generated from",
+        "the configuration classes and `edgesim/scenarios/reference.py` by",
+        "`python -m edgesim.scenarios.reference > docs/scenario_reference.md`; a test fails when a key has no",
+        "description or this page is stale. The options of each algorithm (`[algorithms.NAME]`) are listed by",
+        "`edgesim list algorithms` (type, default and meaning), and its page in `docs/` gives the sources.",
+        "",
+        "`budget.rounds` vs `run.rounds`: `budget.rounds` is G of the budget — the per-round budget is",
+        "`total_time_s / rounds` (Eq. 13), which a deadline and DoFed-SPP's plan use — and the run's length when",
+        "`run.rounds` is unset; `run.rounds` changes only how many rounds the run lasts, never the per-round budget.",
+        "",
+    ]
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        table = key.rpartition(".")[0]
+        groups.setdefault(table, []).append(key)
+    for table, names in groups.items():
+        lines += [f"## {'Top level' if not table else f'[{table}]'}", "",
+                  "| key | meaning | unit | type | default | allowed |", "|---|---|---|---|---|---|"]
+        for key in names:
+            meaning, unit, allowed = KEY_DOCS.get(key, ("", "", ""))
+            type_name, default = keys[key]
+            cell = [f"`{key.rpartition('.')[2]}`", meaning, unit, type_name, f"`{_toml(default)}`", allowed]
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cell) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover - regenerates docs/scenario_reference.md
+    print(reference_markdown(), end="")
