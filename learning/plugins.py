@@ -32,6 +32,7 @@ GROUPS = {
     "partitions": "edgesim.partitions",
 }
 _loaded: set[tuple[str, str, str]] = set()
+_entry_records: list[dict] = []  # the entry points loaded in this process, for run.json (plugin_record)
 
 
 class PluginError(ConfigError):
@@ -62,6 +63,10 @@ def load_entry_points(*kinds: str) -> list[str]:
                                   f"cannot be loaded ({type(e).__name__}: {e}); expected a module that registers "
                                   f"{kind}, or uninstall {dist}") from None
             done.append(f"{group}:{ep.name}")
+            module = ep.value.split(":", 1)[0]
+            _entry_records.append({"entry_point": f"{group}:{ep.name}", "module": module, "distribution": dist,
+                                   "version": getattr(getattr(ep, "dist", None), "version", None),
+                                   "path": getattr(sys.modules.get(module), "__file__", None)})
     return done
 
 
@@ -82,3 +87,27 @@ def import_plugins(modules, where: str) -> None:
             raise PluginError(f"{where}: [run] plugins: cannot import {name!r} ({type(e).__name__}: {e}); expected "
                               f"a module on the Python path (the current folder or PYTHONPATH) that registers "
                               f"algorithms, models, data sets or partitions") from None
+
+
+def _module_version(name: str) -> str | None:
+    """A module's ``__version__``, else the version of the installed distribution that provides it, else ``None``."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, version
+
+    module = sys.modules.get(name)
+    if isinstance(getattr(module, "__version__", None), str):
+        return module.__version__
+    for dist in packages_distributions().get(name.split(".", 1)[0], []):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def plugin_record(modules=()) -> list[dict]:
+    """What ``run.json`` records of the plugins a run used: each ``[run] plugins`` module (``module``, ``version``,
+    ``path``) and each entry point loaded in this process (``entry_point``, ``module``, ``distribution``,
+    ``version``, ``path``), so that a run names the code that produced it beside edgesim's own commit."""
+    out = [{"module": name, "version": _module_version(name), "path": getattr(sys.modules.get(name), "__file__", None)}
+           for name in modules]
+    return out + [dict(r) for r in _entry_records]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("algorithms", "models", "datasets", "partitions")
+KINDS = ("algorithms", "models", "datasets", "partitions", "scenarios")
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,34 @@ def catalog(kind: str) -> list[Entry]:
 
         return [Entry(s.name, s.summary, "its [data] keys:", dataclass_options(DataConfig, s.reads, "data"))
                 for s in PARTITIONS.values()]
+    if kind == "scenarios":
+        return shipped_scenarios()
     raise ValueError(f"kind(={kind!r}) must be one of {KINDS}")
+
+
+HOST_TIME = re.compile(r"^#\s*host time:\s*(.+?)\s*$", re.I | re.M)
+
+
+def shipped_scenarios() -> list[Entry]:
+    """The scenarios shipped with edgesim (``edgesim run NAME.toml`` from ``edgesim/scenarios/``): each one's
+    description, scale and the host time its ``# host time:`` comment records (measured; "not measured" without)."""
+    import tomllib
+
+    from edgesim.scenarios.schema import SCENARIO_DIR
+
+    entries = []
+    for path in sorted(SCENARIO_DIR.glob("*.toml")):
+        text = path.read_text(encoding="utf-8")
+        raw = tomllib.loads(text)
+        system, budget, run, data = (raw.get(k, {}) for k in ("system", "budget", "run", "data"))
+        rounds = run.get("rounds", budget.get("rounds", "?"))
+        algorithms = run.get("algorithms", ["fedavg", "fedprox", "local"])
+        host = HOST_TIME.search(text)
+        detail = (f"{data.get('dataset', 'digits') if run.get('backend') != 'parametric' else 'physics only'}, "
+                  f"{system.get('n_devices', '?')} devices, {rounds} rounds, {len(algorithms)} algorithm(s); "
+                  f"host time: {host.group(1) if host else 'not measured'}")
+        entries.append(Entry(path.name, raw.get("description", ""), detail))
+    return entries
 
 
 def toml_value(value) -> str:

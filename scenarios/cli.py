@@ -519,15 +519,29 @@ def report(
 
 @app.command("list")
 def list_(
-    kind: Optional[str] = typer.Argument(None, help="algorithms, models, datasets or partitions (default: all)."),
+    kind: Optional[str] = typer.Argument(None, help="algorithms, models, datasets, partitions or scenarios "
+                                         "(default: all)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+    scenario: Optional[Path] = typer.Option(None, "--scenario", help="Also list what this scenario's [run] plugins "
+                                            "register (imported as a run would import them)."),
 ) -> None:
     """List the registered algorithms, models, data sets and partitions (plugins included), with each option's
-    type and default."""
+    type, default and meaning; `list scenarios`: the shipped scenarios, their scale and host time."""
     from edgesim.scenarios.catalog import KINDS, catalog, format_catalog
 
     if kind is not None and kind not in KINDS:
         _fail(f"list {kind!r}: expected one of {', '.join(KINDS)}")
+    if scenario is not None:
+        from edgesim.scenarios.schema import load_plugins, read_toml
+
+        try:
+            run = read_toml(scenario).get("run", {})
+            plugins = run.get("plugins", []) if isinstance(run, dict) else []
+            if not isinstance(plugins, list) or not all(isinstance(m, str) for m in plugins):
+                _fail(f"{scenario}: [run] plugins = {plugins!r}: expected a list of module names")
+            load_plugins(plugins, str(scenario), ["(any)"])
+        except ConfigError as e:
+            _fail(str(e))
     try:
         entries = {k: catalog(k) for k in ([kind] if kind else KINDS)}
     except ConfigError as e:

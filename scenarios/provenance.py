@@ -78,8 +78,14 @@ def gpu_name(with_torch: bool) -> str | None:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 
 
-def provenance(source: str, *, with_torch: bool, started: str, argv: list[str] | None = None) -> dict:
-    """``run.json`` of a run started at ``started`` from the scenario file ``source`` (``finished``: ``None``)."""
+def provenance(source: str, *, with_torch: bool, started: str, argv: list[str] | None = None,
+               plugins: list[str] | tuple = ()) -> dict:
+    """``run.json`` of a run started at ``started`` from the scenario file ``source`` (``finished``: ``None``);
+    ``plugins``: the scenario's ``[run] plugins`` modules — they and any plugin entry point loaded are recorded
+    (module, version, path) under ``plugins`` when there is any."""
+    from edgesim.learning.plugins import plugin_record
+
+    used = plugin_record(plugins)
     return {
         "source": source,
         "command": list(sys.argv if argv is None else argv),
@@ -90,6 +96,7 @@ def provenance(source: str, *, with_torch: bool, started: str, argv: list[str] |
         "cpu": {"name": cpu_name(), "cores": os.cpu_count()},
         "gpu": gpu_name(with_torch),
         "versions": versions(with_torch),
+        **({"plugins": used} if used else {}),
         "started": started,
         "finished": None,
         "resumed": [],

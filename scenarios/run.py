@@ -521,7 +521,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     folder.start(resume=resuming)
     if resuming:
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
-    run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now(), argv=argv)
+    run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now(), argv=argv,
+                          plugins=sc.learning["run"].plugins)
     if resuming and folder.path(RUN_JSON).is_file():  # the first start's provenance, and when it was resumed
         try:
             old = json.loads(folder.path(RUN_JSON).read_text())

@@ -81,6 +81,12 @@ def test_run_plugins_imports_a_module_from_the_current_folder(example):
     done = edgesim("run", str(scenario), "--out", str(example / "run"), "-q", "--set", "run.rounds=1", cwd=example)
     assert done.returncode == 0, done.stderr
     assert 'plugins = [\n    "edgesim_trimmed_mean",\n]' in (example / "run" / "config.toml").read_text()
+    record = json.loads((example / "run" / "run.json").read_text())["plugins"]
+    assert record == [{"module": "edgesim_trimmed_mean", "version": None,
+                       "path": str(example / "edgesim_trimmed_mean.py")}]
+    listed = edgesim("list", "algorithms", "--scenario", str(scenario), cwd=example)
+    assert listed.returncode == 0 and re.search(r"^trimmed_mean\b", listed.stdout, re.M), listed.stderr
+    assert not re.search(r"^trimmed_mean\b", edgesim("list", "algorithms", cwd=example).stdout, re.M)
 
 
 def test_a_missing_plugin_is_one_clear_line(tiny_scenario, tmp_path):

@@ -51,3 +51,12 @@ def test_edgesim_list_gives_each_data_key_its_meaning():
     assert npz.options[0].meaning.startswith("the .npz archive")
     fedprox = next(e for e in catalog("algorithms") if e.name == "fedprox")
     assert next(o for o in fedprox.options if o.name == "weighting").meaning.startswith("weighting: \"samples\"")
+
+
+def test_list_scenarios_gives_each_shipped_one_its_description_scale_and_host_time():
+    entries = {e.name: e for e in catalog("scenarios")}
+    assert len(entries) == len(list((REPO / "scenarios").glob("*.toml")))
+    default = entries["default.toml"]
+    assert default.summary.startswith("Digits (8x8), 20 devices")
+    assert default.detail == "digits, 20 devices, 50 rounds, 3 algorithm(s); host time: under 2 minutes on a 2-core CPU"
+    assert all("host time: " in e.detail for e in entries.values())
