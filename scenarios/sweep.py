@@ -256,17 +256,15 @@ def run_one(task: dict) -> dict:
     return {"name": task["name"], "status": status, "seconds": time.monotonic() - t0}
 
 
-def _worker_init(threads: int, style=None) -> None:
-    """A spawned sweep worker: its threads, glibc keeping freed memory as the ``edgesim`` process does, and the
-    figure style of the sweep (``--style``/``--width``) for its runs' figures."""
+def _worker_init(threads: int, setup=None) -> None:
+    """A spawned sweep worker: its threads, glibc keeping freed memory as the ``edgesim`` process does, and what it
+    inherits (:class:`edgesim.scenarios.worker_setup.WorkerSetup`: the figure style, a GPU of its own)."""
     from edgesim.learning.malloc import keep_freed_memory
 
     keep_freed_memory()
     set_threads(threads)
-    if style is not None:
-        from edgesim.plots.style import set_style
-
-        set_style(style.name, style.width_in)
+    if setup is not None:
+        setup.apply()
 
 
 def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dict], None]) -> None:
@@ -279,11 +277,11 @@ def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dic
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    from edgesim.plots.style import current_style
+    from edgesim.scenarios.worker_setup import worker_setup
 
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
-                             initargs=(threads, current_style())) as pool:
+                             initargs=(threads, worker_setup(ctx))) as pool:
         futures = {pool.submit(run_one, t): t for t in tasks}
         for fut in as_completed(futures):
             try:
