@@ -590,7 +590,8 @@ class AsyncSimulation:
         for u in finished:
             transfer = u.transfer
             airtime_s = transfer.airtime_s if transfer is not None else 0.0
-            queued_s = (transfer.start_s - transfer.queued_s) if (transfer is not None and transfer.start_s is not None) else 0.0
+            on_air = transfer is not None and transfer.start_s is not None
+            queued_s = (transfer.start_s - transfer.queued_s) if on_air else 0.0
             compute_s = u.compute_s if u.cycles_done == u.cycles else u.cycles_done / self._cpu_freqs_hz[u.device]
             bits_up = float(u.work.upload_bits) if u.arrived else 0.0
             wasted = transfer.sent_bits if (not u.arrived and transfer is not None) else 0.0

@@ -226,9 +226,11 @@ def read_trace(path: Path, n_devices: int) -> list[list[float]]:
         try:
             d = int(raw)
         except ValueError:
-            raise ConfigError(f"{path}: row {row_no}: device = {raw!r}: expected a device id in 0..{n_devices - 1}") from None
+            raise ConfigError(f"{path}: row {row_no}: device = {raw!r}: expected a device id in "
+                              f"0..{n_devices - 1}") from None
         if not 0 <= d < n_devices:
-            raise ConfigError(f"{path}: row {row_no}: device = {d}: unknown device; expected an id in 0..{n_devices - 1}")
+            raise ConfigError(f"{path}: row {row_no}: device = {d}: unknown device; expected an id in "
+                              f"0..{n_devices - 1}")
         times = []
         for c in ("start_s", "end_s"):
             raw = row[col[c]].strip()

@@ -94,7 +94,8 @@ def test_sync_runs_write_no_async_columns(tmp_path):
 @pytest.mark.parametrize("override, expected", [
     (["async.concurrency=13"], r"\[async\] concurrency = 13: expected at most \[system\] n_devices \(= 12\)"),
     (["async.staleness=exp"], r"\[async\]: staleness = 'exp'"),
-    (["availability.model=trace", "availability.trace=nowhere.csv"], r"nowhere.csv: cannot read the availability trace"),
+    (["availability.model=trace", "availability.trace=nowhere.csv"],
+     r"nowhere.csv: cannot read the availability trace"),
 ])
 def test_bad_async_tables_are_one_line(tmp_path, override, expected):
     with pytest.raises(ConfigError, match=expected) as info:
@@ -136,7 +137,8 @@ def test_fedbuff_with_equal_devices_learns_exactly_sync_fedavg(tiny_scenario):
 
 def test_fedasync_and_fedbuff_learn_with_stale_updates(tiny_scenario):
     for mode in ("fedasync", "fedbuff"):
-        sc = load_scenario(tiny_scenario, ["budget.rounds=8", "run.algorithms=fedavg,fixavg", f"budget.round_mode={mode}",
+        sc = load_scenario(tiny_scenario, ["budget.rounds=8", "run.algorithms=fedavg,fixavg",
+                                           f"budget.round_mode={mode}",
                                            "async.concurrency=3", "async.buffer_size=2",
                                            "system.cpu_freq_hz=[5e8,1e9,2e9,5e8,1e9,2e9]"])
         build, _, _ = _make_backends(sc)
@@ -154,28 +156,34 @@ ASYNC_CKPT = ["run.checkpoint_every=1", "budget.rounds=6", "budget.round_mode=fe
               "availability.mean_on_s=2", "availability.mean_off_s=1"]
 
 
+def _start_async_run(scenario: Path, out: Path, *extra: str):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "edgesim.scenarios.cli", "run", str(scenario), "--out", str(out), "-q", *extra]
+    for s in ASYNC_CKPT:
+        cmd += ["--set", s]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
 def test_killed_async_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path):
+    """SIGKILL during the first algorithm, again during the second after --resume; the last --resume finishes."""
     from test_resume import OUTPUTS, _kill_when, runner
-    import test_resume
 
     from edgesim.scenarios.cli import app
 
     reference = run_scenario(load_scenario(tiny_scenario, ASYNC_CKPT), tmp_path / "reference")
     out = tmp_path / "killed"
     ckpts = tmp_path / "killed.incomplete" / "checkpoints"
-    saved = test_resume.CKPT
-    test_resume.CKPT = ASYNC_CKPT
-    try:
-        _kill_when(test_resume._start_run(tiny_scenario, out), ckpts / "fedavg.pt")
-        _kill_when(test_resume._start_run(tiny_scenario, out, "--resume"), ckpts / "fedprox.pt")
-    finally:
-        test_resume.CKPT = saved
+    _kill_when(_start_async_run(tiny_scenario, out), ckpts / "fedavg.pt")
+    _kill_when(_start_async_run(tiny_scenario, out, "--resume"), ckpts / "fedprox.pt")
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--resume", "-q",
                                  *[a for s in ASYNC_CKPT for a in ("--set", s)]])
     assert result.exit_code == 0, result.output
     for name in OUTPUTS:
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
-
 
 def test_compression_is_refused_in_asynchronous_runs(tiny_scenario):
     with pytest.raises(ConfigError, match=r"compressed transfers are not simulated in asynchronous runs"):

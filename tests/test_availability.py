@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgesim.availability import Availability, AvailabilityConfig, make_availability, read_trace, stationary_online_fraction
+from edgesim.availability import (
+    Availability,
+    AvailabilityConfig,
+    make_availability,
+    read_trace,
+    stationary_online_fraction,
+)
 from edgesim.config import ConfigError
 
 
@@ -79,7 +85,8 @@ def test_read_trace_sorts_and_merges(tmp_path):
 
 @pytest.mark.parametrize("text, expected", [
     ("device,start_s\n0,1\n", r"trace.csv: row 1: missing column 'end_s'"),
-    ("device,start_s,end_s\n0,0,5\n0,4,6\n", r"trace.csv: row 3: start_s = 4.0: device 0's interval overlaps \[0.0, 5.0\) of row 2"),
+    ("device,start_s,end_s\n0,0,5\n0,4,6\n",
+     r"trace.csv: row 3: start_s = 4.0: device 0's interval overlaps \[0.0, 5.0\) of row 2"),
     ("device,start_s,end_s\n0,-1,5\n", r"trace.csv: row 2: start_s = '-1': expected a finite number of seconds >= 0"),
     ("device,start_s,end_s\n0,3,2\n", r"trace.csv: row 2: end_s = '2': expected more than start_s = '3'"),
     ("device,start_s,end_s\n7,0,1\n", r"trace.csv: row 2: device = 7: unknown device; expected an id in 0..2"),
@@ -136,7 +143,8 @@ def test_round_engine_drops_a_device_that_leaves_mid_upload(mode, deadline_s):
     assert row.wasted_bits == pytest.approx(workload.model_bits / 2)
     assert row.radio_energy_j == pytest.approx(system.tx_power_w[1] * 0.2)
     assert row.compute_energy_j == pytest.approx(system.kappa * 0.4e9 ** 2 * 1e9)
-    assert rec.arrived == (0, 2) and rec.dropped == (1,) and rec.cum_wasted_bits == pytest.approx(workload.model_bits / 2)
+    assert rec.arrived == (0, 2) and rec.dropped == (1,)
+    assert rec.cum_wasted_bits == pytest.approx(workload.model_bits / 2)
     assert rec.end_time_s == pytest.approx(4.4)  # device 2 computes to 4.0, uploads 4.0-4.4
     assert [r.drop_reason for r in rec.devices] == ["", "offline", ""]
     # offline from 2.7 on: never scheduled again
