@@ -218,8 +218,9 @@ class RunConfig:
     :mod:`edgesim.scenarios.threads`. Results depend on it, so it is recorded.
     ``plugins``: modules imported before the scenario is validated, which
     register algorithms, models, data sets or partitions (:mod:`edgesim.learning.plugins`).
-    ``tracking``: ``"none"`` or ``"mlflow"`` (the finished run's metrics and
-    folder sent to MLflow, :mod:`edgesim.scenarios.tracking`; an extra).
+    ``tracking``: ``"none"``, ``"mlflow"`` or ``"tensorboard"`` (each round's
+    metrics as it ends, and the finished folder to MLflow,
+    :mod:`edgesim.scenarios.tracking`; extras).
 
     ``warm_start``: ``{algorithm = NAME, rounds = R}`` — the run's first R
     rounds are NAME's (a supervised FedAvg on the labelled data:
@@ -273,7 +274,7 @@ class RunConfig:
         check_int("checkpoint_every", self.checkpoint_every, 0)
         if not isinstance(self.plugins, list) or not all(isinstance(m, str) and m for m in self.plugins):
             fail("plugins", self.plugins, 'a list of module names, such as ["my_algorithm"]')
-        check_choice("tracking", self.tracking, ("none", "mlflow"))
+        check_choice("tracking", self.tracking, ("none", "mlflow", "tensorboard"))
         check_warm_start(self.warm_start, self.rounds, self.backend)
 
 

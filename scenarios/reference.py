@@ -124,7 +124,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "run.threads": ("torch threads the run trains with; \"auto\": the cores", "threads", '>= 1 or "auto"'),
     "run.plugins": ("modules imported first, which register algorithms, models, data sets or partitions", "",
                     "module names"),
-    "run.tracking": ("send metrics to a tracker", "", '"none" or "mlflow"'),
+    "run.tracking": ("send each round's metrics to a tracker as the run goes", "",
+                     '"none", "mlflow" or "tensorboard" (extras)'),
     "run.warm_start": ("{algorithm = NAME, rounds = R}: every algorithm starts from NAME's first R rounds", "",
                        "a table, or unset"),
     # [parametric]

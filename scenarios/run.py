@@ -38,7 +38,7 @@ from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.checkpoint import AlgorithmRun
 from edgesim.scenarios.provenance import RUN_JSON, now, provenance
 from edgesim.scenarios.tracking import check_available as check_tracking
-from edgesim.scenarios.tracking import log_mlflow
+from edgesim.scenarios.tracking import make_tracker
 from edgesim.scenarios.runfolder import CHECKPOINT_DIR, RunFolder, RunLock, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
 from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
@@ -479,7 +479,7 @@ def run_scenario(
     from edgesim.scenarios.parallel import workers_for
 
     with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
-            workers_for(sc, jobs, on_round is not None) as workers:
+            workers_for(sc, jobs, on_round is not None or sc.learning["run"].tracking != "none") as workers:
         return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, workers=workers,
                              formats=formats, argv=argv)
 
@@ -529,10 +529,14 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             run_json = {**old, "finished": None, "resumed": [*old.get("resumed", []), _now()]}
         except (OSError, ValueError):
             pass
+    tracker = None
     try:
         if not resuming:
             folder.write_text("config.toml", tomli_w.dumps(config))
         folder.write_json(RUN_JSON, run_json)
+        tracker = make_tracker(tracking, config, folder.work, out.name, folder.path, say)
+        if tracker is not None:  # fed each round as it ends, before the caller's on_round
+            on_round = tracker.feeding(on_round)
         names = list(sc.learning["run"].algorithms)
         warm = warm_start.obtain(sc, build_backend, folder.work, fp, resuming)
         if warm is not None:
@@ -550,13 +554,19 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         write_results(folder, sc, sims, model_bits, extra, formats)
         folder.write_json(RUN_JSON, {**run_json, "finished": _now()})
         folder.remove(CHECKPOINT_DIR)  # only an unfinished run needs them
+        if tracker is not None:
+            tracker.close()
     except ConfigError:
+        if tracker is not None:
+            tracker.fail()
         if not resuming:  # a folder this call created, holding no result: a configuration error leaves nothing
             shutil.rmtree(set_aside(folder.work))
         else:
             folder.mark(f"failed: {_now()}: configuration error")
         raise
     except BaseException as e:
+        if tracker is not None:
+            tracker.fail()
         try:
             folder.mark(f"interrupted: {type(e).__name__}: {e}" if isinstance(e, KeyboardInterrupt)
                         else f"failed: {type(e).__name__}: {e}")
@@ -564,11 +574,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             pass
         raise
     final = folder.finish()
-    if tracking == "mlflow":
-        try:
-            log_mlflow(final)
-        except Exception as e:  # noqa: BLE001 - the run is complete; a tracker that fails is only a note
-            say(f"warning: {final} was not logged to MLflow ({type(e).__name__}: {e}); the run folder is complete")
+    if tracker is not None:
+        tracker.finish(final)
     return final
 
 

@@ -1,13 +1,27 @@
-"""Optional experiment tracking: a finished run's per-round metrics and its folder, sent to MLflow.
+"""Optional experiment tracking: per-round metrics to TensorBoard or MLflow while a run goes, its folder at the end.
 
-``[run] tracking = "mlflow"`` (default ``"none"``) logs, after the run
-folder is complete, one MLflow run per edgesim run: the resolved scenario as
-parameters (dotted keys), the git commit, seed and fingerprint as tags, every
-numeric column of ``rounds.csv`` as ``<algorithm>/<column>`` metrics at
-step = round, and the run folder as artifacts. The experiment is the
-scenario's name; the tracking server is MLflow's own setting
-(``MLFLOW_TRACKING_URI``, e.g. ``file:///path/mlruns`` for a local store).
-MLflow is an extra (``pip install "edgesim[tracking]"``) and is imported only here.
+``[run] tracking = "tensorboard"`` writes a TensorBoard event file into the
+run folder's ``tensorboard/`` while the run goes: per algorithm and round the
+scalars ``<algorithm>/<name>`` of :func:`round_scalars` (accuracy and the
+backend's other metrics, simulated ``time_s``, bits, energy) at step = round,
+with the event's wall time set to the round's simulated end (TensorBoard's
+"Relative" axis is then the simulated clock). ``tensorboard --logdir runs``
+shows every run. TensorBoard is an extra (``pip install "edgesim[tensorboard]"``);
+torch's ``SummaryWriter`` writes the file.
+
+``[run] tracking = "mlflow"`` logs one MLflow run per edgesim run: the
+resolved scenario as parameters (dotted keys), the git commit, seed and
+fingerprint as tags, the same per-round scalars as ``<algorithm>/<name>``
+metrics at step = round *as each round ends*, and, once the run folder is
+complete, the numeric columns of ``rounds.csv`` that no round logged and the
+folder as artifacts. The experiment is the scenario's name; the tracking
+server is MLflow's own setting (``MLFLOW_TRACKING_URI``, e.g.
+``file:///path/mlruns`` for a local store). MLflow is an extra
+(``pip install "edgesim[tracking]"``) and is imported only here.
+
+A tracker that fails never stops the run: the run says so in one warning line
+and goes on without it. A resumed run logs the rounds it restores again (the
+same values at the same steps).
 """
 
 from __future__ import annotations
@@ -17,10 +31,12 @@ import json
 import math
 import tomllib
 from pathlib import Path
+from typing import Callable, Iterable, Optional
 
 from edgesim.config import ConfigError
 
-TRACKERS = ("none", "mlflow")
+TRACKERS = ("none", "mlflow", "tensorboard")
+TENSORBOARD_DIR = "tensorboard"
 
 
 def check_available(tracking: str, where: str) -> None:
@@ -31,6 +47,152 @@ def check_available(tracking: str, where: str) -> None:
         except ImportError:
             raise ConfigError(f"{where}: [run] tracking = 'mlflow': MLflow is not installed; expected "
                               f"pip install \"edgesim[tracking]\" (or tracking = \"none\")") from None
+    if tracking == "tensorboard":
+        try:
+            import tensorboard  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"{where}: [run] tracking = 'tensorboard': TensorBoard is not installed; expected "
+                              f"pip install \"edgesim[tensorboard]\" (or tracking = \"none\")") from None
+
+
+def round_scalars(rec) -> dict[str, float]:
+    """What a tracker logs of one round (an :class:`edgesim.engine.RoundRecord`), named as ``rounds.csv``'s columns:
+    ``time_s`` (simulated end), ``duration_s``, ``n_arrived``, ``bits_up``, ``cum_bits_up``, ``cum_bits_down``,
+    ``energy_j``, ``cum_energy_j``, and every finite metric of the backend (``accuracy``, ``loss``, ...)."""
+    out = {"time_s": rec.end_time_s, "duration_s": rec.duration_s, "n_arrived": float(len(rec.arrived)),
+           "bits_up": rec.bits_up, "cum_bits_up": rec.cum_bits_up, "cum_bits_down": rec.cum_bits_down,
+           "energy_j": rec.radio_energy_j + rec.compute_energy_j, "cum_energy_j": rec.cum_energy_j}
+    for key, value in rec.metrics.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            out[key] = float(value)
+    return {k: float(v) for k, v in out.items()}
+
+
+class RoundTracker:
+    """A tracker fed while the run goes: :meth:`on_round` per round, :meth:`finish` with the finished run folder,
+    :meth:`fail` when the run does not finish. A failure inside turns the tracker off with one warning."""
+
+    def __init__(self, say: Callable[[str], None]):
+        self.say, self.off = say, False
+
+    def _guard(self, what: str, call: Callable, *args, then: str = "the run goes on without it") -> None:
+        if self.off:
+            return
+        try:
+            call(*args)
+        except Exception as e:  # noqa: BLE001 - someone else's service: the run goes on without it
+            self.off = True
+            self.say(f"warning: {self.name}: {what} failed ({type(e).__name__}: {e}); {then}")
+
+    def on_round(self, algorithm: str, rec) -> None:
+        self._guard("logging a round", self._round, algorithm, rec)
+
+    def feeding(self, on_round: Optional[Callable]) -> Callable:
+        """A round callback that feeds this tracker, then calls ``on_round`` (the caller's, if any)."""
+        def both(algorithm: str, rec) -> None:
+            self.on_round(algorithm, rec)
+            if on_round is not None:
+                on_round(algorithm, rec)
+        return both
+
+    def close(self) -> None:
+        """Before the run folder is renamed into place: close what is written inside it."""
+        self._guard("closing", self._close)
+
+    def finish(self, folder: Path) -> None:
+        self._guard(f"logging the finished run {folder}", self._finish, Path(folder), then="the run folder is complete")
+
+    def fail(self) -> None:
+        self._guard("closing", self._fail)
+
+    def _close(self) -> None:
+        pass
+
+    def _finish(self, folder: Path) -> None:
+        pass
+
+    def _fail(self) -> None:
+        pass
+
+
+class TensorBoardTracker(RoundTracker):
+    """Per-round scalars into ``<run folder>/tensorboard/`` (module docstring); ``register(name)`` lists each file
+    in the run folder's manifest before anything is written to it."""
+
+    name = "TensorBoard"
+
+    def __init__(self, work: Path, register: Callable[[str], object], say: Callable[[str], None]):
+        super().__init__(say)
+        from torch.utils.tensorboard import SummaryWriter
+
+        log_dir = Path(work) / TENSORBOARD_DIR
+        log_dir.mkdir(parents=True, exist_ok=True)
+        before = set(log_dir.iterdir())
+        self.writer = SummaryWriter(str(log_dir))
+        for path in sorted(set(log_dir.iterdir()) - before):  # the event file the writer just opened
+            register(f"{TENSORBOARD_DIR}/{path.name}")
+
+    def _round(self, algorithm: str, rec) -> None:
+        for key, value in round_scalars(rec).items():
+            self.writer.add_scalar(f"{algorithm}/{key}", value, rec.round_index, walltime=rec.end_time_s)
+        self.writer.flush()
+
+    def _close(self) -> None:
+        self.writer.close()
+
+    def _fail(self) -> None:
+        self.writer.close()
+
+
+class MlflowTracker(RoundTracker):
+    """One MLflow run, opened when the edgesim run starts, fed each round, closed with the run folder."""
+
+    name = "MLflow"
+
+    def __init__(self, config: dict, run_name: str, say: Callable[[str], None]):
+        super().__init__(say)
+        self.client = self.run_id = None
+        self.logged: set[str] = set()
+        self._guard("starting", self._start, config, run_name)
+
+    def _start(self, config: dict, run_name: str) -> None:
+        import mlflow
+        from mlflow.entities import Param
+
+        from edgesim.scenarios.api import scenario_fingerprint
+
+        self.client = client = mlflow.MlflowClient()
+        experiment = client.get_experiment_by_name(config["name"])
+        experiment_id = experiment.experiment_id if experiment else client.create_experiment(config["name"])
+        tags = {"edgesim.seed": str(config["seed"]), "edgesim.fingerprint": scenario_fingerprint(config)}
+        self.run_id = client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
+        params = [Param(k, str(v)[:6000]) for k, v in _flatten(config).items()]
+        for i in range(0, len(params), 100):
+            client.log_batch(self.run_id, params=params[i:i + 100])
+
+    def _round(self, algorithm: str, rec) -> None:
+        from mlflow.entities import Metric
+
+        scalars = round_scalars(rec)
+        self.logged |= {f"{algorithm}/{k}" for k in scalars}
+        self.client.log_batch(self.run_id, metrics=[Metric(f"{algorithm}/{k}", v, 0, rec.round_index)
+                                                    for k, v in scalars.items()])
+
+    def _finish(self, folder: Path) -> None:
+        log_mlflow(folder, client=self.client, run_id=self.run_id, skip=self.logged)
+
+    def _fail(self) -> None:
+        self.client.set_terminated(self.run_id, status="FAILED")
+
+
+def make_tracker(tracking: str, config: dict, work: Path, run_name: str, register: Callable[[str], object],
+                 say: Callable[[str], None]) -> Optional[RoundTracker]:
+    """The tracker ``[run] tracking`` names, started (``None`` for ``"none"``)."""
+    if tracking == "tensorboard":
+        return TensorBoardTracker(work, register, say)
+    if tracking == "mlflow":
+        return MlflowTracker(config, run_name, say)
+    return None
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -44,8 +206,10 @@ def _flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def log_mlflow(folder: Path) -> str:
-    """Log the finished run folder ``folder`` to MLflow; returns the MLflow run id."""
+def log_mlflow(folder: Path, client=None, run_id: Optional[str] = None, skip: Iterable[str] = ()) -> str:
+    """Log the finished run folder ``folder`` to MLflow; returns the MLflow run id. With ``client`` and ``run_id``
+    (the run a :class:`MlflowTracker` fed round by round) it adds the tags, the metrics not in ``skip`` and the
+    folder to that run; else it makes a new run holding everything."""
     import mlflow
     from mlflow.entities import Metric, Param, RunTag
 
@@ -54,17 +218,21 @@ def log_mlflow(folder: Path) -> str:
     folder = Path(folder)
     config = tomllib.loads((folder / "config.toml").read_text())
     provenance = json.loads((folder / "run.json").read_text()) if (folder / "run.json").is_file() else {}
-    client = mlflow.MlflowClient()
-    experiment = client.get_experiment_by_name(config["name"])
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(config["name"])
     tags = {"edgesim.run_folder": str(folder.resolve()), "edgesim.seed": str(config["seed"]),
             "edgesim.fingerprint": scenario_fingerprint(config)}
     if provenance.get("git"):
         tags.update({"mlflow.source.git.commit": provenance["git"]["commit"],
                      "edgesim.git_dirty": str(provenance["git"]["dirty"])})
-    run = client.create_run(experiment_id, run_name=folder.name, tags=tags)
-    run_id = run.info.run_id
-    params = [Param(k, str(v)[:6000]) for k, v in _flatten(config).items()]
+    if run_id is None:
+        client = mlflow.MlflowClient()
+        experiment = client.get_experiment_by_name(config["name"])
+        experiment_id = experiment.experiment_id if experiment else client.create_experiment(config["name"])
+        run_id = client.create_run(experiment_id, run_name=folder.name, tags=tags).info.run_id
+        params = [Param(k, str(v)[:6000]) for k, v in _flatten(config).items()]
+    else:
+        client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        params = []
+    skip = set(skip)
     metrics = []
     with open(folder / "rounds.csv", newline="") as f:
         for row in csv.DictReader(f):
@@ -76,7 +244,7 @@ def log_mlflow(folder: Path) -> str:
                     value = float(text)
                 except ValueError:
                     continue
-                if math.isfinite(value):
+                if math.isfinite(value) and f"{row['algorithm']}/{column}" not in skip:
                     metrics.append(Metric(f"{row['algorithm']}/{column}", value, 0, step))
     for i in range(0, len(params), 100):
         client.log_batch(run_id, params=params[i:i + 100])

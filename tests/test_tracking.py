@@ -36,7 +36,7 @@ def test_tracking_is_validated_and_off_by_default(tiny_scenario):
 
     assert load_scenario(tiny_scenario).learning["run"].tracking == "none"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--set", "run.tracking=wandb", "--out", "/tmp/never"])
-    assert result.exit_code == 2 and "tracking = 'wandb': expected one of 'none', 'mlflow'" in result.stderr
+    assert result.exit_code == 2 and "tracking = 'wandb': expected one of 'none', 'mlflow', 'tensorboard'" in result.stderr
 
 
 def test_a_tracker_that_fails_leaves_a_complete_run_and_one_warning(tiny_scenario, tmp_path, monkeypatch):
@@ -45,10 +45,76 @@ def test_a_tracker_that_fails_leaves_a_complete_run_and_one_warning(tiny_scenari
     def unreachable(folder):
         raise ConnectionError("tracking server unreachable")
 
-    monkeypatch.setattr("edgesim.scenarios.run.log_mlflow", unreachable)
+    monkeypatch.setattr("edgesim.scenarios.tracking.log_mlflow", lambda folder, **kw: unreachable(folder))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", (tmp_path / "mlruns").as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--set", "run.tracking=mlflow",
                                  "--set", "run.rounds=1", "--set", "run.algorithms=local", "-q"])
     assert result.exit_code == 0 and (out / "summary.json").is_file()
-    assert (f"warning: {out} was not logged to MLflow (ConnectionError: tracking server unreachable); "
+    assert (f"warning: MLflow: logging the finished run {out} failed (ConnectionError: tracking server unreachable); "
             f"the run folder is complete") in result.stderr
+
+
+def test_tensorboard_gets_each_rounds_scalars_on_the_simulated_clock(tiny_scenario, tmp_path):
+    pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (pip install \"edgesim[tensorboard]\")")
+    import csv
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from edgesim.scenarios.runfolder import read_manifest
+
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--set", "run.tracking=tensorboard",
+                                 "--set", "run.rounds=2", "--set", "run.algorithms=fedavg,local", "-q"])
+    assert result.exit_code == 0, result.output
+    (event_file,) = (out / "tensorboard").iterdir()
+    assert f"tensorboard/{event_file.name}" in read_manifest(out)  # the folder stays an edgesim run folder
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    rows = [r for r in csv.DictReader(open(out / "rounds.csv", newline="")) if r["algorithm"] == "fedavg"]
+    accuracy = events.Scalars("fedavg/accuracy")
+    assert [e.step for e in accuracy] == [0, 1]
+    assert [e.value for e in accuracy] == pytest.approx([float(r["accuracy"]) for r in rows])
+    assert [e.wall_time for e in accuracy] == pytest.approx([float(r["time_s"]) for r in rows])  # simulated seconds
+    for tag in ("fedavg/cum_bits_up", "fedavg/cum_energy_j", "fedavg/time_s", "local/accuracy"):
+        assert len(events.Scalars(tag)) == 2, tag
+    again = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--set", "run.tracking=tensorboard",
+                                "--set", "run.rounds=2", "--set", "run.algorithms=fedavg,local", "-q", "--overwrite"])
+    assert again.exit_code == 0, again.output
+
+
+def test_tracking_tensorboard_without_the_extra_is_one_line(tiny_scenario, tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_tensorboard(name, *args, **kwargs):
+        if name == "tensorboard" or name.startswith("tensorboard."):
+            raise ImportError("No module named 'tensorboard'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "r"), "--set",
+                                 "run.tracking=tensorboard", "-q"])
+    assert result.exit_code == 2 and "TensorBoard is not installed; expected pip install" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_mlflow_has_each_round_as_soon_as_it_ends(tiny_scenario, tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow", reason="the tracking extra (mlflow-skinny) is not installed")
+    import edgesim
+
+    store = tmp_path / "mlruns"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", store.as_uri())
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    seen = []
+
+    def on_round(algorithm, record):  # called after the tracker has logged the round
+        client = mlflow.MlflowClient(store.as_uri())
+        (run,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
+        seen.append((run.info.status, len(client.get_metric_history(run.info.run_id, f"{algorithm}/accuracy"))))
+
+    edgesim.run(tiny_scenario, tmp_path / "run", on_round=on_round,
+                run={"tracking": "mlflow", "rounds": 2, "algorithms": ["fedavg"]})
+    assert seen == [("RUNNING", 1), ("RUNNING", 2)]
