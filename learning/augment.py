@@ -22,7 +22,9 @@ choice the sources leave open):
   reflect-padded image. A reflect-pad-``p`` crop is the same as shifting the
   content by a uniform integer in ``[-p, p]`` per axis with reflected borders,
   which is how it is computed. ``p = int(0.125 · min(H, W))``: 4 px at 32×32,
-  3 px at 28×28.
+  3 px at 28×28. On a data set whose labels a mirror changes (digits, MNIST,
+  OrganMNIST's left/right organs: ``DatasetSpec.hflip_preserves_labels``) the
+  flip is left out and the crop alone remains — FixMatch's choice for SVHN.
 * ``strong`` — weak, then RandAugment as in FixMatch's PyTorch reference
   ("RandAugmentMC"): pick ``n = 2`` ops uniformly with replacement from the
   14-op pool, apply each with probability 1/2 at an integer level ``v``
@@ -37,7 +39,8 @@ choice the sources leave open):
   "Improving Semi-supervised Federated Learning by Reducing the Gradient
   Diversity of Models", arXiv 2110.13388, Eq. 7–8): an integer shift of up to
   ±2 px per axis, and a horizontal flip (always, so the flipped copy is never
-  the original).
+  the original). Where a mirror changes labels, FedMix's views are the shift
+  alone (π' dropped from the flip∘shift view) and ``flip`` stands in as π.
 * ``none`` — the identity.
 """
 
@@ -606,16 +609,21 @@ def randaugment_pool(channels: int) -> tuple[int, ...]:
     return tuple(i for i in range(len(OP_NAMES)) if channels == 3 or i != COLOR_OP_ID)
 
 
-def weak(input_shape, pad_px: int | None = None) -> Sequential:
-    """Flip (p = 1/2), then a reflect-pad crop (a reflect shift of up to ``pad_px``)."""
+def weak(input_shape, pad_px: int | None = None, hflip: bool = True) -> Sequential:
+    """Flip (p = 1/2), then a reflect-pad crop (a reflect shift of up to ``pad_px``).
+
+    ``hflip=False`` (a data set whose labels a mirror changes: digits, MNIST) leaves the flip out and keeps
+    the crop alone, as FixMatch (§2.3) does for SVHN."""
     _, h, w = input_shape
     pad = default_pad_px(h, w) if pad_px is None else pad_px
-    return Sequential((Flip(0.5), Shift(pad, "reflect")))
+    return Sequential(((Flip(0.5),) if hflip else ()) + (Shift(pad, "reflect"),))
 
 
 def strong(input_shape, mean, std, pad_px: int | None = None, n_ops: int = 2, magnitude: int = 10,
-           cutout_px: int | None = None, cutout_fill_pixel: float = CUTOUT_FILL_PIXEL) -> Sequential:
-    """Weak, then RandAugmentMC(n, m) on pixels, then Cutout filled with grey ``cutout_fill_pixel``."""
+           cutout_px: int | None = None, cutout_fill_pixel: float = CUTOUT_FILL_PIXEL,
+           hflip: bool = True) -> Sequential:
+    """Weak (without its flip when ``hflip=False``), then RandAugmentMC(n, m) on pixels, then Cutout filled
+    with grey ``cutout_fill_pixel``. RandAugment's pool holds no mirror, so nothing else flips."""
     c, h, w = input_shape
     mean_t, std_t = _stats(mean, c, "mean"), _stats(std, c, "std")
     if (std_t < 0).any():
@@ -625,26 +633,31 @@ def strong(input_shape, mean, std, pad_px: int | None = None, n_ops: int = 2, ma
     fill = tuple(float(v) for v in (cutout_fill_pixel - mean_t) / std_t)
     randaug = RandAugmentMC(mean=tuple(mean_t.tolist()), std=tuple(std_t.tolist()), pool=randaugment_pool(c),
                             n_ops=n_ops, magnitude=magnitude)
-    return Sequential(weak(input_shape, pad_px).stages + (randaug, Cutout(h, w, size, fill)))
+    return Sequential(weak(input_shape, pad_px, hflip).stages + (randaug, Cutout(h, w, size, fill)))
 
 
 AUGMENTATIONS: dict[str, Callable] = {
-    "none": lambda shape, mean, std: Identity(),
-    "weak": lambda shape, mean, std: weak(shape),
-    "strong": lambda shape, mean, std: strong(shape, mean, std),
-    "shift": lambda shape, mean, std: Shift(2, "reflect"),
-    "flip": lambda shape, mean, std: Flip(1.0),
+    "none": lambda shape, mean, std, hflip: Identity(),
+    "weak": lambda shape, mean, std, hflip: weak(shape, hflip=hflip),
+    "strong": lambda shape, mean, std, hflip: strong(shape, mean, std, hflip=hflip),
+    "shift": lambda shape, mean, std, hflip: Shift(2, "reflect"),
+    # FedMix's π' on a data set a mirror relabels: its label-preserving substitute is π, the ±2 px shift
+    "flip": lambda shape, mean, std, hflip: Flip(1.0) if hflip else Shift(2, "reflect"),
 }
 NEEDS_STATS = frozenset({"strong"})
 
 
 def make_augmentation(name: str, input_shape: Sequence[int], mean: Sequence[float] | None = None,
-                      std: Sequence[float] | None = None) -> Augmentation:
+                      std: Sequence[float] | None = None, hflip: bool = True) -> Augmentation:
     """Build a registered augmentation for images of ``input_shape = (C, H, W)``.
 
     ``mean`` / ``std`` are the per-channel normalisation of the inputs (on the [0, 1] pixel scale,
-    ``Dataset.mean`` / ``Dataset.std``); ``strong`` needs them to work on pixels.
+    ``Dataset.mean`` / ``Dataset.std``); ``strong`` needs them to work on pixels. ``hflip``: whether a
+    left–right mirror keeps the data set's labels (``DatasetSpec.hflip_preserves_labels``); when it does not,
+    ``weak`` and ``strong`` drop their flip and ``flip`` becomes ``shift`` (docs/augmentations.md).
     """
+    if not isinstance(hflip, bool):
+        raise ValueError(f"augmentation {name!r}: hflip(={hflip!r}) must be True or False")
     if name not in AUGMENTATIONS:
         raise ValueError(f"unknown augmentation {name!r}; expected one of: {', '.join(AUGMENTATIONS)}")
     shape = tuple(input_shape)
@@ -655,4 +668,4 @@ def make_augmentation(name: str, input_shape: Sequence[int], mean: Sequence[floa
     if name in NEEDS_STATS and (mean is None or std is None):
         raise ValueError(f"augmentation {name!r} works on [0, 1] pixels and needs the data set's per-channel "
                          f"mean and std; got mean={mean!r}, std={std!r}")
-    return AUGMENTATIONS[name](shape, mean, std)
+    return AUGMENTATIONS[name](shape, mean, std, hflip)

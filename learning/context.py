@@ -21,7 +21,7 @@ from edgesim.compute import training_cycles
 from edgesim.config import WorkloadConfig
 from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 from edgesim.learning.data import partitions as P
-from edgesim.learning.data.datasets import Dataset, dataset_record, load_dataset
+from edgesim.learning.data.datasets import DATASETS, Dataset, dataset_record, load_dataset
 from edgesim.learning.device import compute_device
 from edgesim.learning.executors import LocalTrainConfig, make_executor
 from edgesim.learning.models import build_model, flops_per_sample, model_bits
@@ -64,6 +64,8 @@ class Context:
     holds — where a server-side unlabelled set comes from (FedBE); their
     labels are for scoring only. ``data_mean``/``data_std``: the per-channel
     normalisation of image inputs (what pixel-space augmentations undo).
+    ``hflip_preserves_labels``: whether the data set's labels survive a left–right mirror
+    (``DatasetSpec.hflip_preserves_labels``); :meth:`augmentation` builds views that flip only then.
     ``start_state``: the model every algorithm starts from instead of a fresh
     initialisation (a warm start's result, :mod:`edgesim.scenarios.warm_start`).
     ``compression``: the algorithm's :class:`edgesim.compression.CompressionConfig`
@@ -97,10 +99,18 @@ class Context:
     data_record: Optional[dict] = None
     start_state: Optional[Params] = None
     compression: Optional[object] = None
+    hflip_preserves_labels: bool = True
 
     @property
     def n_devices(self) -> int:
         return len(self.clients)
+
+    def augmentation(self, name: str):
+        """The registered augmentation ``name`` for this data set's images: its shape, normalisation and
+        whether a mirror keeps its labels (:func:`edgesim.learning.augment.make_augmentation`)."""
+        from edgesim.learning.augment import make_augmentation
+
+        return make_augmentation(name, self.input_shape, self.data_mean, self.data_std, self.hflip_preserves_labels)
 
     def seed_for(self, *keys) -> int:
         """An integer seed derived from (run seed, *keys); strings are hashed stably (crc32)."""
@@ -294,4 +304,5 @@ def build_context(
         data_mean=ds.mean,
         data_std=ds.std,
         data_record=record,
+        hflip_preserves_labels=DATASETS.lookup(data_cfg.dataset).hflip_preserves_labels,
     )

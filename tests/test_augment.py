@@ -398,3 +398,84 @@ def test_contrast_uses_pils_rounded_mean_grey_level():
 def test_bad_parameters_are_refused(build_bad, message):
     with pytest.raises(ValueError, match=message):
         build_bad()
+
+
+# --------------------------------------------------------------------------
+# Label-preserving views: a data set says whether a mirror keeps its labels
+
+
+def test_the_data_sets_say_whether_a_mirror_keeps_their_labels():
+    from edgesim.learning.data.datasets import DATASETS
+
+    flips = {name: DATASETS.lookup(name).hflip_preserves_labels for name in DATASETS.names}
+    assert not flips["mnist"] and not flips["digits"] and not flips["synthetic"] and not flips["organamnist"]
+    assert flips["fashion_mnist"] and flips["cifar10"] and flips["cifar100"] and flips["pathmnist"]
+
+
+def _left_heavy(n, shape):
+    """Images bright on their left 10 columns, dark elsewhere: a mirror puts the bright block on the right."""
+    x = torch.full((n, *shape), -1.0)
+    x[..., :10] = 1.0
+    return x
+
+
+def _mirrored(out):
+    half = out.shape[-1] // 2
+    return out[..., half:].mean((1, 2, 3)) > out[..., :half].mean((1, 2, 3))
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "digits"])
+def test_weak_never_mirrors_a_digit_batch(dataset):
+    from edgesim.learning.data.datasets import DATASETS
+
+    shape = (1, 28, 28) if dataset == "mnist" else (1, 8, 8)
+    aug = make_augmentation("weak", shape, hflip=DATASETS.lookup(dataset).hflip_preserves_labels)
+    params = aug.draw(2000, gen(3))
+    assert not any(isinstance(p, FlipParams) for p in params.stages)
+    x = torch.where(torch.arange(shape[-1]) < shape[-1] // 3, 1.0, -1.0).expand(2000, *shape)  # bright left third
+    assert not _mirrored(aug.apply(x, params)).any()
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "digits"])
+def test_strong_never_mirrors_a_digit_batch(dataset):
+    """``strong`` on a digit data set is exactly ``strong`` with every flip drawn False: nothing else mirrors."""
+    from edgesim.learning.data.datasets import DATASETS
+
+    shape = (1, 28, 28) if dataset == "mnist" else (1, 8, 8)
+    flips = DATASETS.lookup(dataset).hflip_preserves_labels
+    no_flip = make_augmentation("strong", shape, (0.3,), (0.35,), hflip=flips)
+    with_flip = make_augmentation("strong", shape, (0.3,), (0.35,), hflip=True)
+    n, x = 400, images(400, shape)
+    drawn = with_flip.draw(n, gen(5))
+    assert isinstance(drawn.stages[0], FlipParams) and drawn.stages[0].flip.any()
+    never = SequentialParams((FlipParams(torch.zeros(n, dtype=torch.bool)),) + drawn.stages[1:])
+    mine = SequentialParams(drawn.stages[1:])
+    assert not any(isinstance(p, FlipParams) for p in no_flip.draw(n, gen(5)).stages)
+    assert torch.equal(no_flip.apply(x, mine), with_flip.apply(x, never))
+
+
+def test_fashion_mnist_is_still_mirrored_half_the_time():
+    from edgesim.learning.data.datasets import DATASETS
+
+    hflip_ok = DATASETS.lookup("fashion_mnist").hflip_preserves_labels
+    for name in ("weak", "strong"):
+        aug = make_augmentation(name, GREY[0], GREY[1], GREY[2], hflip=hflip_ok)
+        params = aug.draw(4000, gen(0))
+        assert isinstance(params.stages[0], FlipParams)
+        rate = params.stages[0].flip.float().mean().item()
+        assert abs(rate - 0.5) < 4 * (0.25 / 4000) ** 0.5  # four binomial standard deviations
+    weak_view = make_augmentation("weak", GREY[0], hflip=hflip_ok)
+    params = weak_view.draw(4000, gen(1))
+    seen = _mirrored(weak_view.apply(_left_heavy(4000, GREY[0]), params))
+    assert torch.equal(seen, params.stages[0].flip)  # every drawn flip mirrors its image, no other does
+
+
+def test_fedmix_flip_on_digits_is_the_shift():
+    assert build("flip", GREY) == Flip(1.0)
+    sub = make_augmentation("flip", GREY[0], hflip=False)
+    assert sub == make_augmentation("shift", GREY[0])
+
+
+def test_hflip_must_be_a_bool():
+    with pytest.raises(ValueError, match=r"augmentation 'weak': hflip\(='no'\) must be True or False"):
+        make_augmentation("weak", GREY[0], hflip="no")

@@ -202,3 +202,23 @@ def test_pfedme_lr_overrides_the_train_lr(tiny_scenario):
 
     own = metrics(PFedMeConfig(lr=0.01))
     assert own == metrics(PFedMeConfig(), "train.lr=0.01") and own != metrics(PFedMeConfig())
+
+
+def test_fixmatch_views_on_digits_never_flip_and_on_a_flippable_set_do(tiny_scenario):
+    """The run's data set decides: digits' weak/strong views hold no flip stage; the same task built for a data
+    set whose labels survive a mirror (Fashion-MNIST's flag) flips."""
+    import dataclasses
+
+    from edgesim.learning.algorithms.fedavg.algorithm import make_task
+    from edgesim.learning.augment import Flip
+
+    _, ctx = _ctx(tiny_scenario)
+    cfg = REGISTRY["fixavg"].config_cls()
+    assert ctx.hflip_preserves_labels is False
+
+    def flips(task):
+        return {v.out: any(isinstance(s, Flip) for s in v.augmentation.stages) for v in task.views}
+
+    assert flips(make_task(ctx, cfg)) == {"x_aug": False, "u_weak": False, "u_strong": False}
+    mirror_ok = dataclasses.replace(ctx, hflip_preserves_labels=True)
+    assert flips(make_task(mirror_ok, cfg)) == {"x_aug": True, "u_weak": True, "u_strong": True}

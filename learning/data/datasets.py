@@ -828,6 +828,13 @@ class DatasetSpec:
     keyword options :func:`load_dataset` passes on to the loader;
     ``n_classes``: the class count, known without the files (``None`` where an
     option sets it), so that ``edgesim plan`` needs no data.
+    ``hflip_preserves_labels``: whether a left–right mirror of an image keeps its
+    label. A mirrored digit is not the same digit (FixMatch, Sohn et al. 2020,
+    §2.3, drops the flip for SVHN), OrganMNIST names left and right organs and
+    random Gaussian blobs have no symmetry: ``False`` for those; natural images
+    (CIFAR, CINIC-10, Fashion-MNIST's garments) ``True``. ``weak``/``strong``
+    views and FedMix's perturbations flip only where it is ``True``
+    (:func:`edgesim.learning.augment.make_augmentation`).
     """
 
     name: str
@@ -837,24 +844,27 @@ class DatasetSpec:
     needs_files: bool = True
     options: tuple[str, ...] = ()
     n_classes: int | None = None
+    hflip_preserves_labels: bool = True
 
 
 DATASETS = Registry("dataset", error=DatasetError)
 """Every data set by name; the single source of the names (``edgesim.learning.config`` validates against it)."""
 
 for _spec in (
-    DatasetSpec("digits", "scikit-learn digits", "image", lambda d: load_digits(), needs_files=False, n_classes=10),
-    DatasetSpec("mnist", "MNIST", "image", lambda d: load_mnist(d, "mnist"), n_classes=10),
+    DatasetSpec("digits", "scikit-learn digits", "image", lambda d: load_digits(), needs_files=False, n_classes=10,
+                hflip_preserves_labels=False),
+    DatasetSpec("mnist", "MNIST", "image", lambda d: load_mnist(d, "mnist"), n_classes=10,
+                hflip_preserves_labels=False),
     DatasetSpec("fashion_mnist", "Fashion-MNIST", "image", lambda d: load_mnist(d, "fashion_mnist"), n_classes=10),
     DatasetSpec("cifar10", "CIFAR-10", "image", lambda d: load_cifar(d, 10), n_classes=10),
     DatasetSpec("cifar100", "CIFAR-100", "image", lambda d: load_cifar(d, 100), n_classes=100),
     DatasetSpec("cinic10", "CINIC-10", "image", load_cinic10, n_classes=10),
     *(DatasetSpec(flag, _MEDMNIST_TITLES[flag], "image", partial(_load_medmnist_flag, flag=flag), options=("merge_val",),
-                  n_classes=_MEDMNIST[flag][0])
+                  n_classes=_MEDMNIST[flag][0], hflip_preserves_labels=not flag.startswith("organ"))
       for flag in _MEDMNIST),
     DatasetSpec("dbpedia", "DBPedia", "text", load_dbpedia, options=("vocab_size", "max_len"), n_classes=14),
     DatasetSpec("synthetic", "synthetic Gaussian blobs", "image", lambda d, **o: make_synthetic(**o), needs_files=False,
-                options=("n_train", "n_test", "shape", "n_classes", "seed", "noise_std")),
+                options=("n_train", "n_test", "shape", "n_classes", "seed", "noise_std"), hflip_preserves_labels=False),
 ):
     DATASETS.add(_spec)
 DATASET_NAMES = DATASETS.names  # kept for callers

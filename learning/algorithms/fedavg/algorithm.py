@@ -137,10 +137,7 @@ def make_task(ctx: Context, cfg: FedAvgConfig) -> LocalTask:
     if cfg.objective == "supervised":
         return LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=epochs, schedule=schedule,
                          streams=(Stream("main", t.batch_size),), prox_mu=cfg.mu)
-    from edgesim.learning.augment import make_augmentation
-
-    weak = make_augmentation("weak", ctx.input_shape, ctx.data_mean, ctx.data_std)
-    strong = make_augmentation("strong", ctx.input_shape, ctx.data_mean, ctx.data_std)
+    weak, strong = ctx.augmentation("weak"), ctx.augmentation("strong")
     if cfg.objective == "fixmatch":
         loss = fixmatch_loss(cfg.threshold, cfg.lambda_u)
     else:

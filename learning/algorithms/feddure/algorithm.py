@@ -248,13 +248,13 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
 
 
 def make_task(cfg: FedDureConfig, param_keys: list[str], epochs: int, input_shape: tuple, mean=None,
-              std=None) -> LocalTask:
+              std=None, hflip: bool = True) -> LocalTask:
     """One round of FedDure's local training: streams ``lab`` (B rows of x, y) and ``unl`` (μB rows of u), the
     weak view of x and the weak and strong views of u, θ (+ φ, + w) trainable, every pass costed."""
     from edgesim.learning.augment import make_augmentation
 
-    weak = make_augmentation("weak", input_shape, mean, std)
-    strong = make_augmentation("strong", input_shape, mean, std)
+    weak = make_augmentation("weak", input_shape, mean, std, hflip)
+    strong = make_augmentation("strong", input_shape, mean, std, hflip)
     trainable = list(param_keys)
     if cfg.creg:
         trainable += [C_REG + k for k in param_keys]
@@ -277,7 +277,8 @@ class FedDure:
     def __init__(self, ctx: Context, name: str, cfg: FedDureConfig):
         self.ctx, self.name, self.cfg = ctx, name, cfg
         self.param_keys = [n for n, _ in ctx.model.named_parameters()]
-        self.task = make_task(cfg, self.param_keys, ctx.local_cfg.epochs, ctx.input_shape, ctx.data_mean, ctx.data_std)
+        self.task = make_task(cfg, self.param_keys, ctx.local_cfg.epochs, ctx.input_shape, ctx.data_mean, ctx.data_std,
+                              ctx.hflip_preserves_labels)
         self.global_state = ctx.init_state()
         self.freg = [freg_init(ctx.n_classes, cfg.freg_hidden, ctx.generator("freg-init", d), cfg.freg_form) if cfg.freg else {}
                      for d in range(ctx.n_devices)]

@@ -228,13 +228,13 @@ def steps_per_epoch(cfg: FedDureCodeConfig, sizes: dict) -> int:
 
 
 def make_task(cfg: FedDureCodeConfig, param_keys: list[str], epochs: int, per_epoch: int, input_shape: tuple,
-              mean=None, std=None) -> LocalTask:
+              mean=None, std=None, hflip: bool = True) -> LocalTask:
     """One round of the release's local training on a device with ``per_epoch`` steps per epoch:
     ``finetune_epochs + epochs`` epochs, the first ``finetune_epochs`` of them fine-tuning."""
     from edgesim.learning.augment import make_augmentation
 
-    weak = make_augmentation("weak", input_shape, mean, std)
-    strong = make_augmentation("strong", input_shape, mean, std)
+    weak = make_augmentation("weak", input_shape, mean, std, hflip)
+    strong = make_augmentation("strong", input_shape, mean, std, hflip)
     return LocalTask(
         loss=None, step=code_step(cfg, param_keys, cfg.finetune_epochs * per_epoch, epochs * per_epoch),
         optimizer=make_optimizer(cfg.optimizer, cfg.lr), epochs=cfg.finetune_epochs + epochs,
@@ -266,7 +266,7 @@ class FedDureCode:
         if per_epoch not in self.tasks:
             ctx = self.ctx
             self.tasks[per_epoch] = make_task(self.cfg, self.param_keys, ctx.local_cfg.epochs, per_epoch,
-                                              ctx.input_shape, ctx.data_mean, ctx.data_std)
+                                              ctx.input_shape, ctx.data_mean, ctx.data_std, ctx.hflip_preserves_labels)
         return self.tasks[per_epoch]
 
     def plan_round(self, view: SystemView) -> RoundPlan:

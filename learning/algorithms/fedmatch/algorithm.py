@@ -55,7 +55,6 @@ from edgesim.learning.algorithms.common import (
     train_devices,
 )
 from edgesim.learning.algorithms import register
-from edgesim.learning.augment import make_augmentation
 from edgesim.learning.context import Context
 from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.costs import forward_cycles, task_cycles
@@ -225,7 +224,7 @@ class FedMatch:
         """The client task with ``n_helpers`` helpers (cached): trainable ψ (and σ at the clients)."""
         if n_helpers not in self.tasks:
             ctx, cfg = self.ctx, self.cfg
-            strong = make_augmentation("strong", ctx.input_shape, ctx.data_mean, ctx.data_std)
+            strong = ctx.augmentation("strong")
             trainable = {PSI + k for k in self.keys}
             streams = (Stream("unl", cfg.batch_size),)
             passes = {"unl": 2.0 + n_helpers / 3.0}  # f(u) and f(RandAug(u)) trained, H helper forwards

@@ -55,7 +55,6 @@ from edgesim.learning.algorithms.common import (
     training_plan,
 )
 from edgesim.learning.algorithms import register_variants
-from edgesim.learning.augment import make_augmentation
 from edgesim.learning.context import Context
 from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.objectives import kl_to_soft, scaled_cross_entropy_loss
@@ -139,7 +138,7 @@ def client_loss(cfg: FedMixConfig):
 
 def client_task(ctx: Context, cfg: FedMixConfig) -> LocalTask:
     """One client round: ``epochs`` over its unlabelled data; A label forwards + 1 training pass per row."""
-    weak = make_augmentation("weak", ctx.input_shape)
+    weak = ctx.augmentation("weak")  # flip∘shift; the shift alone where a mirror changes labels
     return LocalTask(
         loss=client_loss(cfg), optimizer=ctx.optimizer(lr=cfg.lr), epochs=ctx.local_cfg.epochs,
         streams=(Stream("unl", cfg.batch_size),),
