@@ -84,6 +84,9 @@ class RoundOutcome:
     ``dropped``: devices not done by the deadline (``"deadline"`` rounds) —
     still downloading, computing or uploading; whatever they sent is wasted.
     ``compute_end_s``/``upload_end_s``: absolute simulated times per device.
+    ``server_cut``: the deadline fell inside the server's phase before the broadcast
+    (``RoundPlan.server_cycles``): the phase did not finish and nothing was broadcast, so the
+    round yields nothing — the backend keeps every model as it was (docs/system_model.md).
     """
 
     round_index: int
@@ -93,6 +96,7 @@ class RoundOutcome:
     dropped: tuple[int, ...]
     compute_end_s: Mapping[int, float]
     upload_end_s: Mapping[int, float]
+    server_cut: bool = False
 
     @property
     def duration_s(self) -> float:

@@ -616,6 +616,7 @@ class Simulation:
             dropped=dropped,
             compute_end_s=compute_end_s,
             upload_end_s=upload_end_s,
+            server_cut=rnd.server_s[0] is not None and self._cuts_the_server(rnd.server_s[0]),
         )
         metrics = {str(k): float(v) for k, v in self.backend.complete_round(outcome).items()}
         cum = self._cum

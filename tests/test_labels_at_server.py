@@ -497,3 +497,51 @@ def test_server_validation_is_held_out_and_reported(tiny):
         setup(tiny, "fedmix", "data.server_validation=200")
     with pytest.raises(ValueError, match="server_validation"):
         setup(tiny, "fedmix", 'data.partition="iid"', "data.server_validation=10")
+
+
+# --------------------------------------------------------------------------- a server phase the deadline cuts
+
+
+def _model(alg):
+    """The model the algorithm evaluates: FedMatch's σ + ψ, the others' θ."""
+    return {k: v.clone() for k, v in (alg.global_state() if hasattr(alg, "psi") else alg.theta).items()}
+
+
+@pytest.mark.parametrize("name", ["server_only", "fedmatch", "fedmix"])
+def test_a_cut_server_phase_yields_nothing(tiny, name):
+    """The server's 0.3 s phase (200 labels · 3e6 cycles at 2 GHz) under a 0.2 s deadline: the clock cuts it and
+    broadcasts nothing, so the model stays the previous round's (here the initial one) while the uncut run's
+    (deadline 5 s) learns."""
+    over = ("algorithms.server_only.server_batch_size=50",) if name == "server_only" else ()
+    sc, ctx, cut = setup(tiny, name, *over, 'budget.round_mode="deadline"', "budget.deadline_s=0.2")
+    start = _model(cut)
+    records = Simulation(sc.system, sc.budget, cut, seed=sc.seed).run(2)
+    assert [r.server_before_s for r in records] == [0.2, 0.2] and not any(r.arrived for r in records)
+    assert all(torch.equal(v, start[k]) for k, v in _model(cut).items())
+    assert records[0].metrics["accuracy"] == records[1].metrics["accuracy"]
+    assert np.isnan(records[0].metrics["train_loss"])
+    if name == "fedmix":
+        assert all(torch.equal(v, cut.sigma[k]) for k, v in start.items() if k in cut.sigma) and cut.counts.sum() == 0
+
+    sc, ctx, uncut = setup(tiny, name, *over, 'budget.round_mode="deadline"', "budget.deadline_s=5.0")
+    kept = Simulation(sc.system, sc.budget, uncut, seed=sc.seed).run(2)
+    assert kept[0].server_before_s == pytest.approx(0.3) and kept[0].arrived or name == "server_only"
+    assert any(not torch.equal(v, start[k]) for k, v in _model(uncut).items())
+    assert [r.metrics["accuracy"] for r in kept] != [r.metrics["accuracy"] for r in records]
+
+
+@pytest.mark.parametrize("name", ["server_only", "fedmatch", "fedmix"])
+def test_a_cut_round_after_a_normal_one_keeps_that_rounds_model(tiny, name):
+    """Round 0 runs; round 1's outcome says the server phase was cut: the model after round 1 is round 0's."""
+    from edgesim.backend import RoundOutcome
+
+    over = ("algorithms.server_only.server_batch_size=50",) if name == "server_only" else ()
+    sc, ctx, alg = setup(tiny, name, *over)
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    sim.run_round()
+    after0 = _model(alg)
+    plan = alg.plan_round(sim.system_view())
+    devices = tuple(w.device for w in plan.work)
+    alg.complete_round(RoundOutcome(1, 1.0, 1.2, arrived=(), dropped=devices, compute_end_s={}, upload_end_s={},
+                                    server_cut=True))
+    assert all(torch.equal(v, after0[k]) for k, v in _model(alg).items())

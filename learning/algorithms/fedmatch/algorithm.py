@@ -314,6 +314,9 @@ class FedMatch:
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, cfg, r, sel = self.ctx, self.cfg, outcome.round_index, list(self.selected)
         metrics: dict[str, float] = {}
+        if outcome.server_cut:  # σ's phase did not finish, nothing was broadcast: σ, ψ and the clients unchanged
+            nan = float("nan")
+            return {"server_loss": nan, **shared_model_metrics(ctx, self.global_state()), "train_loss": nan}
         if cfg.labels == "server":
             res = train_at_server(ctx, self.name, r, {**self.sigma, **self.psi}, self.server_data, self.server_task)
             self.sigma = {k: res.params[0][k] for k in self.sigma}

@@ -190,6 +190,9 @@ class FedMix:
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, cfg, r, sel = self.ctx, self.cfg, outcome.round_index, list(self.selected)
+        if outcome.server_cut:  # σ's phase did not finish, nothing was broadcast: θ, σ and the counts unchanged
+            nan = float("nan")
+            return {**shared_model_metrics(ctx, self.theta), "train_loss": nan, "server_loss": nan}
         start = self.theta if cfg.sigma_start == "theta" else self.sigma
         server = train_at_server(ctx, self.name, r, start, self.server_data, self.server_task)
         sigma = self.sigma = server.params[0]

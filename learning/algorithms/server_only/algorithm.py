@@ -4,7 +4,8 @@ The floor of the labels-at-server methods (docs/labels_at_server.md): what FedMi
 (α, β, γ) = (0, 1, 0), θ^{t+1} = σ^t, and what FedMatch gives with ψ = 0. Each round the server trains
 θ ``server_epochs`` on its labelled set with ``λ_s·CE`` (the step both methods' servers take), on the
 clock at ``system.server_freq_hz`` (the round plan's server phase). No device downloads, computes or
-uploads anything, so a round lasts the server's compute time.
+uploads anything, so a round lasts the server's compute time. A phase the round's deadline cuts yields
+nothing (``RoundOutcome.server_cut``): θ stays as it was (docs/labels_at_server.md).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class ServerOnly:
         return RoundPlan((), info={"K": 0}, server_cycles={"train": cycles})
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
+        if outcome.server_cut:  # the deadline cut the phase: θ stays the previous round's
+            return {**shared_model_metrics(self.ctx, self.theta), "train_loss": float("nan")}
         result = train_at_server(self.ctx, "server_only", outcome.round_index, self.theta, self.data, self.task)
         self.theta = result.params[0]
         return {**shared_model_metrics(self.ctx, self.theta), "train_loss": result.mean_loss[0]}
