@@ -20,7 +20,7 @@ every seed's value):
 - the paired difference of every row's at-budget, final and ``--at``
   accuracies from the
   DoFed-SPP row with the default options (the reference), with a 95 % Student-t interval over
-  seeds (``edgesim.plots.runs.paired_difference``).
+  seeds (``edgesim.results.stats.paired_difference``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from edgesim.learning.algorithms.dofed_spp.config import DofedSppConfig
-from edgesim.plots.runs import paired_difference
+from edgesim.results.stats import paired_difference
 
 ORDER = ["dofed_spp", "fedfomo", "fedbe", "fedavg", "local"]
 

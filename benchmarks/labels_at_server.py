@@ -14,7 +14,7 @@ FedMatch, supervised only), ``{iid,dir05}_persist`` (FedMix with ``sigma_start =
 ``{iid,dir05}_off`` (both methods with their unlabelled terms off) — each over the same seeds (the
 commands are in the docs page). Prints the final accuracy (mean of the last 3 rounds), the best round,
 time to accuracy, and each method's paired difference from supervised only over the seeds, with 95 %
-Student-t intervals (``edgesim.plots.runs``).
+Student-t intervals (``edgesim.results.stats``).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from edgesim.plots.curves import COLUMN_WIDTH_IN, algorithm_colors, collect, draw_accuracy, plt, style_axes
-from edgesim.plots.curves import read_rounds as _read_rounds
-from edgesim.plots.runs import Interval, mean_interval, paired_difference
+from edgesim.results.reading import read_rounds as _read_rounds
+from edgesim.results.stats import Interval, mean_interval, paired_difference
 
 SETTINGS = {"iid": "IID", "dir05": "Dir(0.5)"}
 ROWS = (  # label, sweep kind, algorithm

@@ -8,8 +8,6 @@ are drawn as their mean with a min–max band, on a common grid of the x axis.
 
 from __future__ import annotations
 
-import csv
-import json
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -35,6 +33,7 @@ from edgesim.plots.style import (  # noqa: E402,F401 - COLUMN_WIDTH_IN, PAGE_WID
     fs,
 )
 from edgesim.plots.style import lw as line_width  # noqa: E402
+from edgesim.results.reading import display_names, read_rounds  # noqa: E402
 X_AXES = {
     "time_s": ("Simulated time (s)", 1.0),
     "round": ("Round", 1.0),
@@ -47,26 +46,6 @@ Y_AXES = {
     "accuracy_var": ("Variance of device accuracy (%²)", 1e4, None),
 }
 PARAMETRIC = "parametric"  # the one "algorithm" of a physics-only run: a synthetic curve, not a test accuracy
-
-
-def display_names(run_dirs: Iterable[Path]) -> dict[str, str]:
-    """{algorithm: display name} as the runs wrote them in ``summary.json`` (``algorithms.NAME.display``).
-
-    The run takes them from the algorithm registry, so figures need no torch.
-    A folder without ``summary.json`` or without ``display`` entries (older
-    runs) adds nothing: its algorithms are shown by their registered names.
-    """
-    names: dict[str, str] = {}
-    for run_dir in run_dirs:
-        try:
-            summary = json.loads((Path(run_dir) / "summary.json").read_text())
-        except (OSError, ValueError):
-            continue
-        algorithms = summary.get("algorithms") if isinstance(summary, dict) else None
-        for alg, info in (algorithms if isinstance(algorithms, dict) else {}).items():
-            if isinstance(info, dict) and isinstance(info.get("display"), str) and info["display"]:
-                names.setdefault(alg, info["display"])
-    return names
 
 
 def display_name(algorithm: str, names: Optional[Mapping[str, str]] = None) -> str:
@@ -86,106 +65,6 @@ def style_axes(ax, xlabel: str, ylabel: str) -> None:
     ax.set_ylabel(ylabel, fontsize=fs(8))
     ax.tick_params(labelsize=fs(7))
     ax.grid(alpha=0.3, lw=line_width(0.5))
-
-
-class PlotDataError(ConfigError):
-    """A ``rounds.csv``/``sweep.csv``/``sweep.json`` that cannot be drawn; the message names the file, row and value."""
-
-
-# Columns every rounds.csv has (written by scenarios/run.py), numeric in every row; accuracy may be empty.
-REQUIRED_ROUND_COLUMNS = ("algorithm", "round", "time_s", "accuracy")
-NUMERIC_ROUND_COLUMNS = ("round", "time_s", "cum_bits_up", "cum_energy_j")
-
-
-def read_csv_rows(path: Path) -> tuple[list[str], list[dict]]:
-    """(header, rows) of a CSV file; :class:`PlotDataError` when it is not UTF-8, not CSV or ragged."""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            body = list(reader)
-    except UnicodeDecodeError as e:
-        raise PlotDataError(f"{path}: not a UTF-8 text file (byte {e.start}); expected the CSV edgesim wrote") from None
-    except csv.Error as e:
-        raise PlotDataError(f"{path}: not a valid CSV file ({e}); expected the CSV edgesim wrote") from None
-    if not header:
-        raise PlotDataError(f"{path}: empty; expected a header and one row per round")
-    rows = []
-    for i, fields in enumerate(body, start=2):
-        if not fields:
-            continue
-        if len(fields) != len(header):
-            raise PlotDataError(f"{path}: line {i} has {len(fields)} fields, the header {len(header)}; "
-                                f"expected the CSV edgesim wrote")
-        rows.append(dict(zip(header, fields)))
-    return header, rows
-
-
-def number_field(path: Path, line: int, column: str, text: str, *, empty_ok: bool) -> float:
-    if text == "" and empty_ok:
-        return np.nan
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None or (value != value and not empty_ok) or abs(value) == float("inf"):
-        raise PlotDataError(f"{path}: line {line}, column {column} = {text!r}; expected a finite number")
-    return value
-
-
-def check_round_value(path: Path, line: int, column: str, text: str, value: float) -> None:
-    """What edgesim writes: ``round`` a whole number >= 0; times, bits and energy >= 0; ``accuracy`` in
-    [0, 1] or empty (a literal ``nan`` is not what edgesim writes either)."""
-    if column == "accuracy":
-        ok = text == "" or 0 <= value <= 1
-        expected = "an accuracy in [0, 1] (or empty)"
-    elif column == "round":
-        ok = value >= 0 and value == int(value)
-        expected = "a round number (an integer >= 0)"
-    else:
-        ok = value >= 0
-        expected = "a number >= 0"
-    if not ok:
-        raise PlotDataError(f"{path}: line {line}, column {column} = {text!r}; expected {expected}")
-
-
-def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
-    """``rounds.csv`` of a run → {algorithm: {column: array}} (text columns as NaN).
-
-    :class:`PlotDataError` (one line: file, line, column, value) for a file
-    that is missing, header-only, lacks a column edgesim writes, or holds a
-    non-numeric value where a number belongs.
-    """
-    path = Path(run_dir) / "rounds.csv"
-    if not path.is_file():
-        raise PlotDataError(f"{path}: no rounds.csv — is {run_dir} a finished run folder?")
-    header, rows = read_csv_rows(path)
-    missing = [c for c in REQUIRED_ROUND_COLUMNS if c not in header]
-    if missing:
-        raise PlotDataError(f"{path}: no column {missing[0]!r}; expected the rounds.csv edgesim wrote "
-                            f"(columns {', '.join(REQUIRED_ROUND_COLUMNS)}, ...)")
-    if not rows:
-        raise PlotDataError(f"{path}: a header and no rounds; expected one row per algorithm and round")
-    cols: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for line, row in enumerate(rows, start=2):
-        alg = row["algorithm"]
-        if not alg:
-            raise PlotDataError(f"{path}: line {line}, column algorithm is empty; expected an algorithm name")
-        for k, v in row.items():
-            if k == "algorithm":
-                continue
-            if k in NUMERIC_ROUND_COLUMNS or k == "accuracy":
-                value = number_field(path, line, k, v, empty_ok=k == "accuracy")
-                check_round_value(path, line, k, v, value)
-                cols[alg][k].append(value)
-                continue
-            try:
-                cols[alg][k].append(float(v) if v != "" else np.nan)
-            except ValueError:  # a text column
-                cols[alg][k].append(np.nan)
-    if all(np.isnan(v).all() for c in cols.values() for v in [np.asarray(c["accuracy"], dtype=float)]):
-        raise PlotDataError(f"{path}: the accuracy column has no value; expected an accuracy in some round")
-    return {alg: {k: np.asarray(v, dtype=float) for k, v in c.items()} for alg, c in cols.items()}
 
 
 def collect(run_dirs: Iterable[Path], x: str, metric: str = "accuracy") -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:

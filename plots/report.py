@@ -1,7 +1,7 @@
 """``edgesim report``: leaderboards with intervals over seeds, paired differences, and the arena's figures.
 
-From any run and sweep folders (:func:`edgesim.plots.runs.expand`), runs are grouped
-by scenario (:func:`edgesim.plots.runs.group_runs`: one group per grid point, its
+From any run and sweep folders (:func:`edgesim.results.reading.expand`), runs are grouped
+by scenario (:func:`edgesim.results.stats.group_runs`: one group per grid point, its
 seeds together) and every group gets a leaderboard: its algorithms ranked by
 simulated time to each accuracy threshold (thresholds chosen now, computed
 from ``rounds.csv`` by the rules of ``summary.json``), with final accuracy,
@@ -35,18 +35,9 @@ import io
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from edgesim.plots.runs import (
-    THRESHOLD_METRICS,
-    Group,
-    Interval,
-    RunDataError,
-    algorithm_metrics,
-    expand,
-    group_runs,
-    load_run,
-    mean_interval,
-    paired_difference,
-)
+from edgesim.results.metrics import THRESHOLD_METRICS, algorithm_metrics
+from edgesim.results.reading import RunFolderError, expand, load_run
+from edgesim.results.stats import Group, Interval, group_runs, mean_interval, paired_difference
 
 BANDWIDTH_KEY = "system.bandwidth_hz"
 POWER_KEY = "system.tx_power_dbm"
@@ -68,7 +59,7 @@ def group_metrics(group: Group, thresholds: Sequence[float]) -> dict:
     """``{algorithm: {(metric, threshold): {seed: value}}}`` of a group's runs."""
     out: dict = {}
     for run in group.runs:
-        for alg, cols in run.rounds.items():
+        for alg, cols in run.series.items():
             for key, value in algorithm_metrics(cols, run.config, thresholds).items():
                 out.setdefault(alg, {}).setdefault(key, {})[run.seed] = value
     return out
@@ -101,13 +92,13 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
     floor), as ``{(metric key, algorithm, reference, role): Interval}`` with
     role ``"leader"`` or ``"baseline"`` (a baseline that leads appears in both).
     """
-    runs = [load_run(p) for p in expand(paths)]
+    runs = [load_run(f.folder) for f in expand(paths)]
     if not runs:
-        raise RunDataError("no run folder given")
-    held = sorted({a for r in runs for a in r.rounds})
+        raise RunFolderError("no run folder given")
+    held = sorted({a for r in runs for a in r.series})
     for b in baselines:
         if b not in held:
-            raise RunDataError(f"--baseline {b!r}: no run given holds this algorithm; they hold: {', '.join(held)}")
+            raise RunFolderError(f"--baseline {b!r}: no run given holds this algorithm; they hold: {', '.join(held)}")
     if not thresholds:
         thresholds = sorted({float(t) for r in runs for t in r.config.get("run", {}).get("accuracy_thresholds", [])})
     thresholds = sorted(set(float(t) for t in thresholds))

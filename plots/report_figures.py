@@ -25,8 +25,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 
 from edgesim.plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes  # noqa: E402
 from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME  # noqa: E402
-from edgesim.plots.runs import mean_interval  # noqa: E402
 from edgesim.plots.style import algorithm_styles, figure_size, fs, lw  # noqa: E402
+from edgesim.results.stats import mean_interval  # noqa: E402
 
 LINESTYLES = ("-", "--", ":", "-.")
 
@@ -55,7 +55,7 @@ def _float(v) -> Optional[float]:
 def study_algorithms(report: dict) -> list[str]:
     """Every algorithm of the report (the study): each figure styles an algorithm by its place among them all."""
     return sorted({a for stats in report["stats"] for a in stats}
-                  | {a for g in report["groups"] for r in g.runs for a in r.rounds})
+                  | {a for g in report["groups"] for r in g.runs for a in r.series})
 
 
 def plot_tta_vs_bandwidth(report: dict, out_png: Path) -> Optional[Path]:
@@ -142,7 +142,7 @@ def plot_accuracy_extremes(report: dict, out_png: Path) -> Optional[Path]:
         else:
             panels.append([gs[0]])
     n_cols = max(len(p) for p in panels)
-    algs = sorted({a for g in groups for r in g.runs for a in r.rounds})
+    algs = sorted({a for g in groups for r in g.runs for a in r.series})
     colors, styles = algorithm_colors(study_algorithms(report)), algorithm_styles(study_algorithms(report))
     fig, axes = plt.subplots(len(panels), n_cols, figsize=figure_size(PAGE_WIDTH_IN if n_cols > 1 else COLUMN_WIDTH_IN * 1.45,
                                                            2.3 * len(panels)), dpi=200, squeeze=False)
@@ -154,7 +154,7 @@ def plot_accuracy_extremes(report: dict, out_png: Path) -> Optional[Path]:
                 continue
             g = gs[col]
             for alg in algs:
-                curves = [(r.rounds[alg]["time_s"], r.rounds[alg]["accuracy"]) for r in g.runs if alg in r.rounds]
+                curves = [(r.series[alg]["time_s"], r.series[alg]["accuracy"]) for r in g.runs if alg in r.series]
                 curves = [(x[~np.isnan(y)], y[~np.isnan(y)]) for x, y in curves]
                 curves = [(x, y) for x, y in curves if len(x)]
                 if not curves:

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 from typing import Iterable, Optional
@@ -27,13 +26,12 @@ import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 
+from edgesim.results.files import SWEEP_SPEC, SWEEP_TABLE  # noqa: E402
+from edgesim.results.reading import RunFolderError, Sweep  # noqa: E402
 from edgesim.plots.curves import (  # noqa: E402
     COLUMN_WIDTH_IN,
     PARAMETRIC,
     save_figures,
-    PlotDataError,
-    number_field,
-    read_csv_rows,
     PAGE_WIDTH_IN,
     RUN_FIGURES,
     X_AXES,
@@ -41,7 +39,6 @@ from edgesim.plots.curves import (  # noqa: E402
     algorithm_colors,
     collect,
     display_name,
-    display_names,
     draw_accuracy,
     style_axes,
 )
@@ -64,92 +61,6 @@ def value_label(key: str, value) -> str:
     if key.endswith("_s"):
         return f"{value:g} s"
     return f"{key.split('.')[-1]}={value}"
-
-
-class Sweep:
-    """A finished (or partly finished) sweep folder, read back."""
-
-    def __init__(self, folder: Path):
-        self.folder = Path(folder)
-        spec_path, csv_path = self.folder / "sweep.json", self.folder / "sweep.csv"
-        if not spec_path.is_file() or not csv_path.is_file():
-            raise PlotDataError(f"{self.folder}: no sweep.json/sweep.csv — is it a sweep folder?")
-        self.spec = _read_spec(spec_path)
-        self.keys = [a["key"] for a in self.spec["grid"] if a["key"] != "seed"]
-        self.values = {a["key"]: a["values"] for a in self.spec["grid"]}
-        header, self.rows = read_csv_rows(csv_path)
-        missing = [c for c in ("run", "status", *self.keys) if c not in header]
-        if missing:
-            raise PlotDataError(f"{csv_path}: no column {missing[0]!r}; expected the sweep.csv edgesim wrote")
-        for line, r in enumerate(self.rows, start=2):
-            for c in header:
-                if c not in self.keys and c.endswith(("_accuracy", "_s", "_bits_up", "_bits_down", "_energy_j", "_rounds")) and r[c] != "":
-                    number_field(csv_path, line, c, r[c], empty_ok=False)
-            if r["status"] == "ok" and not r["run"]:
-                raise PlotDataError(f"{csv_path}: line {line}, column run is empty; expected a run folder name")
-        self.ok = [r for r in self.rows if r["status"] == "ok"]
-        self._rounds: dict = {}  # run folder -> read_rounds, for thresholds computed after the fact
-        self.names = display_names(self.folder / r["run"] for r in self.ok)  # {algorithm: display name}
-        self.algorithms = sorted({c.split("_final_accuracy")[0] for c in (self.rows[0] if self.rows else {})
-                                  if c.endswith("_final_accuracy")})
-        # as summary.json wrote them ("0.8"), lowest first
-        self.thresholds = sorted({c.split("_time_to_")[1][:-2] for c in (self.rows[0] if self.rows else {})
-                                  if "_time_to_" in c}, key=float)
-
-    def point(self, row: dict) -> tuple:
-        """The grid point (values of the non-seed keys) of a row."""
-        return tuple(_parse(row[k]) for k in self.keys)
-
-    def points(self) -> list[tuple]:
-        """Grid points in the grid's own order."""
-        import itertools
-
-        return list(itertools.product(*[self.values[k] for k in self.keys]))
-
-    def run_dirs(self, point: tuple) -> list[Path]:
-        return [self.folder / r["run"] for r in self.ok if self.point(r) == tuple(point)]
-
-    def time_to(self, point: tuple, algorithm: str, threshold: float) -> list[Optional[float]]:
-        """Simulated seconds to ``threshold`` accuracy of every finished seed of a grid point, computed now from
-        each run's ``rounds.csv`` by the rule of ``summary.json`` (``None`` where never reached)."""
-        from edgesim.plots.curves import read_rounds
-        from edgesim.plots.runs import crossing
-
-        out = []
-        for run_dir in self.run_dirs(point):
-            if run_dir not in self._rounds:  # each rounds.csv read once, whatever the algorithms and powers
-                self._rounds[run_dir] = read_rounds(run_dir)
-            cols = self._rounds[run_dir].get(algorithm)
-            c = crossing(cols, float(threshold)) if cols is not None else None
-            out.append(None if c is None else c["time_s"])
-        return out
-
-    def metric(self, point: tuple, column: str) -> list[Optional[float]]:
-        """The column's value for every finished seed of a grid point (``None`` where empty)."""
-        return [float(r[column]) if r.get(column) not in ("", None) else None
-                for r in self.ok if self.point(r) == tuple(point)]
-
-
-def _read_spec(path: Path) -> dict:
-    """``sweep.json`` read and checked: a ``grid`` list of ``{"key", "values"}`` (:class:`PlotDataError` if not)."""
-    try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PlotDataError(f"{path}: not valid JSON ({e}); expected the sweep.json edgesim wrote") from None
-    grid = spec.get("grid") if isinstance(spec, dict) else None
-    if not isinstance(grid, list) or not all(
-        isinstance(a, dict) and isinstance(a.get("key"), str) and isinstance(a.get("values"), list) for a in grid
-    ):
-        raise PlotDataError(f"{path}: no valid \"grid\" (a list of {{\"key\", \"values\"}}); "
-                            f"expected the sweep.json edgesim wrote")
-    return spec
-
-
-def _parse(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
 
 
 def _panel_grid(sweep: Sweep) -> tuple[list[list[Optional[tuple]]], str, str]:
@@ -370,8 +281,8 @@ def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional
     sweep = Sweep(folder)
     out_dir = Path(out_dir) if out_dir is not None else sweep.folder
     if not sweep.ok:
-        raise PlotDataError(f"{sweep.folder / 'sweep.csv'}: no finished run (no row with status ok); expected "
-                            f"the sweep.csv of a sweep with at least one finished run")
+        raise RunFolderError(f"{sweep.folder / SWEEP_TABLE}: no finished run (no row with status ok); expected "
+                             f"the {SWEEP_TABLE} of a sweep with at least one finished run")
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         formats = tuple(formats)
@@ -381,6 +292,6 @@ def plot_sweep(folder: Path, out_dir: Optional[Path] = None, threshold: Optional
                    plot_final_accuracy_heatmap(sweep, out_dir / f"final_accuracy_heatmap.{formats[0]}", formats)]
         paths = [p.with_suffix("." + f) for p in firsts if p is not None for f in formats]
     except (KeyError, TypeError, IndexError, StopIteration) as e:  # grid values in sweep.csv that sweep.json lacks
-        raise PlotDataError(f"{sweep.folder}: sweep.csv and sweep.json disagree ({type(e).__name__}: {e}); "
-                            f"expected the files edgesim wrote") from None
+        raise RunFolderError(f"{sweep.folder}: {SWEEP_TABLE} and {SWEEP_SPEC} disagree ({type(e).__name__}: {e}); "
+                             f"expected the files edgesim wrote") from None
     return paths

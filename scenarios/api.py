@@ -11,22 +11,16 @@ and pandas are imported inside the functions that need them, so
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import re
-import tomllib
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from edgesim.config import ConfigError
+from edgesim.results.fingerprint import scenario_fingerprint  # noqa: F401 (public: edgesim.scenario_fingerprint)
+from edgesim.results.reading import Run, RunFolderError, load_runs
 
 ScenarioSource = Any  # a path (str or Path), a scenario as a dict, a loaded Scenario, or None (the bundled default)
-
-
-class RunFolderError(ConfigError):
-    """An ``out`` folder a run may not use (a finished or unfinished run without ``overwrite``/``resume``,
-    a folder edgesim did not write, a file), or a folder that is not a run or sweep folder."""
 
 
 class SweepError(RuntimeError):
@@ -118,75 +112,6 @@ def load_scenario(source: ScenarioSource = None, /, **overrides):
 # --------------------------------------------------------------------------- runs
 
 
-def scenario_fingerprint(config: Mapping) -> str:
-    """SHA-256 (hex) of a resolved scenario (a run's ``config.toml``) without its seed: the runs of one scenario
-    that differ only in their seed share it (group them to average over seeds). The same fingerprint as
-    ``edgesim plot`` and ``edgesim report`` group by (:func:`edgesim.plots.runs.scenario_fingerprint`)."""
-    from edgesim.plots.runs import scenario_fingerprint as fingerprint
-
-    return fingerprint(config)
-
-
-def _read_toml(path: Path) -> dict:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise RunFolderError(f"{path}: unreadable ({e}); expected the config.toml edgesim wrote") from None
-
-
-class Run:
-    """A finished run folder: its scenario, summary and provenance as dicts, its tables as pandas DataFrames."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        if not (self.path / "rounds.csv").is_file() or not (self.path / "config.toml").is_file():
-            raise RunFolderError(f"{self.path}: not a finished run folder (no rounds.csv or config.toml)")
-
-    def __repr__(self) -> str:
-        return f"Run({str(self.path)!r})"
-
-    @property
-    def config(self) -> dict:
-        """The resolved scenario (``config.toml``): ``edgesim.run(edgesim.load_scenario(run.path / "config.toml"))``
-        reproduces the run."""
-        return _read_toml(self.path / "config.toml")
-
-    @property
-    def summary(self) -> dict:
-        """``summary.json``: per algorithm the final accuracy, times to accuracy, totals."""
-        return json.loads((self.path / "summary.json").read_text())
-
-    @property
-    def provenance(self) -> dict:
-        """``run.json``: command, host, CPU/GPU, versions, git commit, start and end ({} for older runs)."""
-        p = self.path / "run.json"
-        return json.loads(p.read_text()) if p.is_file() else {}
-
-    @property
-    def fingerprint(self) -> str:
-        return scenario_fingerprint(self.config)
-
-    @property
-    def rounds(self):
-        """``rounds.csv`` in long form with the run's columns (see :func:`load_runs`)."""
-        return load_runs([self.path])
-
-    @property
-    def devices(self):
-        """``devices.csv`` (one row per algorithm × round × device) with the run's columns."""
-        return load_runs([self.path], table="devices")
-
-    def final(self):
-        """One row per algorithm from ``summary.json``: final/last/best accuracy, rounds, simulated time, totals."""
-        import pandas as pd
-
-        rows = []
-        for name, a in self.summary["algorithms"].items():
-            rows.append({"algorithm": name, **{k: v for k, v in a.items() if not isinstance(v, dict)},
-                         **{f"time_to_{t}_s": s for t, s in a.get("time_to_accuracy_s", {}).items()}})
-        return pd.DataFrame(rows)
-
-
 def run(
     scenario: ScenarioSource = None,
     out: Optional[str | Path] = None,
@@ -213,7 +138,7 @@ def run(
     ``summary.json`` marks it.
     """
     from edgesim.scenarios.run import run_scenario
-    from edgesim.scenarios.runfolder import check_out
+    from edgesim.results.writing import check_out
     from edgesim.scenarios.schema import Scenario
 
     from edgesim.plots.curves import parse_formats
@@ -291,85 +216,10 @@ def sweep(
                            formats=parse_formats(list(formats)))
     except ConfigError as e:
         _reraise(e)
-    frame = load_runs([result.out])
+    frame = load_runs([result.out] if len(result.failed) < len(result.runs) else [])  # [] : none finished
     frame.attrs["path"] = str(result.out)
     if result.failed:
         lines = "; ".join(f"{name}: {status}" for name, status in list(result.failed.items())[:3])
         raise SweepError(f"{len(result.failed)} of {len(result.runs)} runs of the sweep in {result.out} failed "
                          f"({lines}); the finished ones are in this error's .frame", dict(result.failed), frame)
     return frame
-
-
-# --------------------------------------------------------------------------- reading results
-
-
-def _run_folders(paths: Iterable[str | Path]) -> list[tuple[Path, Optional[Path], list[str]]]:
-    """(run folder, its sweep folder or None, the sweep's grid keys) for each path, sweeps expanded."""
-    from edgesim.scenarios.runfolder import is_finished
-
-    found = []
-    for p in [paths] if isinstance(paths, (str, Path)) else paths:
-        p = Path(p)
-        if (p / "sweep.json").is_file():
-            spec = json.loads((p / "sweep.json").read_text())
-            keys = [a["key"] for a in spec.get("grid", []) if a["key"] != "seed"]
-            found += [(p / name, p, keys) for name in spec.get("runs", []) if is_finished(p / name)]
-        elif (p / "rounds.csv").is_file():
-            found.append((p, None, []))
-        elif p.is_dir() and any((c / "rounds.csv").is_file() or (c / "sweep.json").is_file() for c in p.iterdir()):
-            found += _run_folders(sorted(c for c in p.iterdir() if (c / "rounds.csv").is_file()
-                                         or (c / "sweep.json").is_file()))
-        else:
-            raise RunFolderError(f"{p}: neither a run folder (rounds.csv) nor a sweep folder (sweep.json), nor a "
-                                 f"folder holding them")
-    return found
-
-
-def _dig(config: Mapping, key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return None
-        node = node[part]
-    return json.dumps(node) if isinstance(node, (list, dict)) else node
-
-
-def load_runs(paths, table: str = "rounds"):
-    """Run folders and sweep folders as one tidy pandas DataFrame, one row per run × algorithm × round.
-
-    ``paths``: run folders, sweep folders (their finished runs), or folders
-    holding either (``runs/``). Columns: ``run`` (the folder), ``sweep`` (its
-    sweep folder, or empty), ``scenario`` (name), ``fingerprint``
-    (:func:`scenario_fingerprint`: equal for runs that differ only in the
-    seed), one column per grid key of the sweeps (``system.bandwidth_hz``,
-    its value in each run's ``config.toml``), ``seed``, ``algorithm``,
-    ``display`` (the figures' name), then every column of the run's
-    ``rounds.csv`` (``round``, ``time_s``, ``accuracy``, bits, energy, …).
-    ``table="devices"`` or ``"events"`` reads those files instead.
-    """
-    import pandas as pd
-
-    if table not in ("rounds", "devices", "events"):
-        raise ValueError(f"table(={table!r}) must be 'rounds', 'devices' or 'events'")
-    folders = _run_folders(paths)
-    grid_keys = list(dict.fromkeys(k for _, _, keys in folders for k in keys))
-    frames = []
-    for folder, sweep_dir, _ in folders:
-        config = _read_toml(folder / "config.toml")
-        try:
-            summary = json.loads((folder / "summary.json").read_text())
-        except (OSError, ValueError):
-            summary = {}
-        display = {a: s.get("display", a) for a, s in summary.get("algorithms", {}).items()}
-        df = pd.read_csv(folder / f"{table}.csv")
-        meta = {"run": str(folder), "sweep": str(sweep_dir) if sweep_dir else "", "scenario": config.get("name"),
-                "fingerprint": scenario_fingerprint(config), **{k: _dig(config, k) for k in grid_keys},
-                "seed": config.get("seed")}
-        head = pd.DataFrame({k: [v] * len(df) for k, v in meta.items()}, index=df.index)
-        head["algorithm"] = df["algorithm"]
-        head["display"] = df["algorithm"].map(lambda a: display.get(a, a))
-        frames.append(pd.concat([head, df.drop(columns=["algorithm"])], axis=1))
-    if not frames:
-        return pd.DataFrame(columns=["run", "sweep", "scenario", "fingerprint", *grid_keys, "seed", "algorithm",
-                                     "display"])
-    return pd.concat(frames, ignore_index=True)

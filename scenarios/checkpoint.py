@@ -33,7 +33,8 @@ import tomli_w
 from edgesim.config import ConfigError
 from edgesim.asynchrony import UpdateRow
 from edgesim.engine import DeviceRound, Event, RoundRecord
-from edgesim.scenarios.runfolder import CHECKPOINT_DIR, add_to_manifest, atomic_write_bytes
+from edgesim.results.files import CHECKPOINT_DIR, CONFIG
+from edgesim.results.writing import add_to_manifest, atomic_write_bytes
 
 FORMAT_VERSION = 1
 _ZIP_MAGIC = b"PK"  # torch.save writes a zip archive; a physics-only run's pickle starts otherwise
@@ -78,7 +79,7 @@ def read_config(config_toml: Path) -> dict:
         raise ConfigError(f"{config_toml}: unreadable ({e}), so this folder's scenario is unknown; it is left as "
                           f"it is. Choose another --out, or --overwrite to replace it") from None
     if not isinstance(config.get("name"), str) or not isinstance(config.get("seed"), int):
-        raise ConfigError(f"{config_toml}: not a config.toml written by edgesim (no name and seed), so this "
+        raise ConfigError(f"{config_toml}: not a {CONFIG} written by edgesim (no name and seed), so this "
                           f"folder's scenario is unknown; it is left as it is. Choose another --out, or --overwrite")
     return config
 

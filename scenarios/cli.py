@@ -10,6 +10,8 @@ from typing import List, Optional
 import typer
 
 from edgesim.config import ConfigError
+from edgesim.results.files import ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE
+from edgesim.results.reading import folder_kind, read_summary
 
 app = typer.Typer(
     add_completion=False,
@@ -232,7 +234,7 @@ def run(
     _style(style, width)
     from edgesim.scenarios.progress import RunProgress
     from edgesim.scenarios.run import run_scenario
-    from edgesim.scenarios.runfolder import RunFolder, check_out
+    from edgesim.results.writing import RunFolder, check_out
     from edgesim.scenarios.schema import load_scenario
 
     figure_formats = _formats(formats)
@@ -279,7 +281,7 @@ def run(
     except KeyboardInterrupt as e:
         _interrupted(work, run_cfg.checkpoint_every, code=143 if isinstance(e, Terminated) else 130)
     typer.echo(f"run folder: {folder}")
-    summary = json.loads((folder / "summary.json").read_text())
+    summary = read_summary(folder)
     for name, a in summary["algorithms"].items():
         if not a["rounds"]:
             typer.echo(f"  {name:<10} diverged in its first round: no result")
@@ -302,7 +304,7 @@ def run(
     diverged = {name: a["diverged"] for name, a in summary["algorithms"].items() if a.get("diverged")}
     if diverged:  # the others' results are kept in the folder; the run still failed
         _fail(f"{'; '.join(diverged.values())} (its rounds until then, and the other algorithms' results, are in "
-              f"{folder}; summary.json marks it diverged)", code=1)
+              f"{folder}; {SUMMARY} marks it diverged)", code=1)
 
 
 def host_time_note(on_round, rounds: int, n_algorithms: int, *, over_s: float = 600.0):
@@ -410,7 +412,7 @@ def sweep(
     n_ok = len(result.runs) - len(result.failed)
     typer.echo(f"sweep folder: {result.out} ({n_ok} of {len(result.runs)} runs finished; {result.jobs} at a time "
                f"on {executor}, {result.threads} torch thread(s) each)")
-    typer.echo(f"  {result.out / 'sweep.csv'}")
+    typer.echo(f"  {result.out / SWEEP_TABLE}")
     for name, status in result.failed.items():
         typer.echo(f"  {name}: {status}", err=True)
     if result.failed:
@@ -422,7 +424,7 @@ def plot(
     folders: List[Path] = typer.Argument(..., help="Run folders (their seeds are drawn as mean and band) or sweep folders."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where to write the PNGs (default: the folder itself)."),
     threshold: Optional[str] = typer.Option(None, "--threshold", help="Accuracy threshold of the sweep's time-to-accuracy "
-                                            "figure (e.g. 0.8): any accuracy, computed from rounds.csv if the runs did not."),
+                                            f"figure (e.g. 0.8): any accuracy, computed from {ROUNDS} if the runs did not."),
     separate: bool = typer.Option(False, "--separate", help="Run folders of different scenarios: draw each scenario's "
                                   "runs (its seeds) into its own sub-folder of --out instead of refusing."),
     formats: str = FORMAT_OPT,
@@ -434,8 +436,8 @@ def plot(
     Several run folders are drawn together only when they are seeds of one scenario (their config.toml equal but
     for the seed); otherwise plot refuses, naming the keys that differ (or, with --separate, draws each apart)."""
     _style(style, width)
-    from edgesim.plots.curves import RUN_FIGURES, PlotDataError, plot_runs
-    from edgesim.plots.runs import RunDataError
+    from edgesim.plots.curves import RUN_FIGURES, plot_runs
+    from edgesim.results.reading import RunFolderError
     from edgesim.plots.sweep import SWEEP_FIGURES, plot_sweep
 
     figure_formats = _formats(formats)
@@ -445,14 +447,12 @@ def plot(
         _fail(f"--out {out}: exists and is not a folder; expected a folder for the PNGs")
     sweeps, runs, written = [], [], []
     for f in folders:
-        if not f.exists():
-            _fail(f"{f}: no such folder; expected a run folder (rounds.csv) or a sweep folder (sweep.json, sweep.csv)")
-        if (f / "sweep.json").exists() and (f / "sweep.csv").exists():
-            sweeps.append(f)
-        elif (f / "rounds.csv").exists():
-            runs.append(f)
-        else:
-            _fail(f"{f}: neither a run folder (rounds.csv) nor a sweep folder (sweep.json, sweep.csv)")
+        kind = folder_kind(f)
+        if kind is None:
+            _fail(f"{f}: no such folder; expected a run folder ({ROUNDS}) or a sweep folder ({SWEEP_SPEC}, "
+                  f"{SWEEP_TABLE})" if not f.exists() else
+                  f"{f}: neither a run folder ({ROUNDS}) nor a sweep folder ({SWEEP_SPEC}, {SWEEP_TABLE})")
+        (sweeps if kind == "sweep" else runs).append(f)
     try:
         for f in sweeps:
             # several sources into one --out: each sweep in its own sub-folder
@@ -460,26 +460,27 @@ def plot(
             try:
                 _claim_figures(where or f, SWEEP_FIGURES, figure_formats)
                 written += plot_sweep(f, where, threshold, formats=figure_formats)
-            except PlotDataError:
+            except RunFolderError:
                 raise
             except ValueError as e:
                 _fail(f"{f}: {e}")
         if runs:
             if out is None and len(runs) > 1:
                 _fail("several run folders: give --out DIR for their common figures")
-            from edgesim.plots.runs import check_one_scenario, group_runs, load_run
+            from edgesim.results.reading import load_run
+            from edgesim.results.stats import check_one_scenario, group_runs
 
             loaded = [load_run(r) for r in runs] if len(runs) > 1 else []
             if separate and loaded:
                 for g in group_runs(loaded):
                     where = out / f"scenario_{g.fingerprint[:12]}"
                     _claim_figures(where, RUN_FIGURES, figure_formats)
-                    written += plot_runs([r.folder for r in g.runs], where, title=g.label, formats=figure_formats)
+                    written += plot_runs([r.path for r in g.runs], where, title=g.label, formats=figure_formats)
             else:
                 check_one_scenario(loaded, f"the run folders {', '.join(map(str, runs))}") if loaded else None
                 _claim_figures(out or runs[0], RUN_FIGURES, figure_formats)
                 written += plot_runs(runs, out or runs[0], title=None, formats=figure_formats)
-    except (PlotDataError, RunDataError, ConfigError) as e:
+    except (RunFolderError, RunFolderError, ConfigError) as e:
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot write the figures: {e.filename or out}: {e.strerror or e}")
@@ -492,7 +493,7 @@ def report(
     folders: List[Path] = typer.Argument(..., help="Run folders and sweep folders (a sweep stands for its runs)."),
     threshold: Optional[List[str]] = typer.Option(
         None, "--threshold", help="Accuracy threshold in (0, 1] (repeatable; default: the runs' accuracy_thresholds). "
-        "Computed now from rounds.csv, by the rules of summary.json."),
+        f"Computed now from {ROUNDS}, by the rules of {SUMMARY}."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<first folder's name>)."),
     baseline: Optional[List[str]] = typer.Option(
         None, "--baseline", help="An algorithm (registry name) every other is also paired against, beside the "
@@ -503,14 +504,14 @@ def report(
     """Leaderboards per scenario and grid point: algorithms ranked by simulated time to accuracy, with 95 % intervals
     over seeds and paired differences (leaderboard.csv, paired.csv, leaderboard.md, figures)."""
     _style(style, width)
-    from edgesim.plots.runs import RunDataError
+    from edgesim.results.reading import RunFolderError
     from edgesim.scenarios.report import write_report
 
     thresholds = [_accuracy_threshold(text) for text in threshold or []]
     out = out if out is not None else Path("reports") / folders[0].resolve().name
     try:
         written = write_report(folders, out, thresholds or None, tuple(baseline or ()))
-    except RunDataError as e:
+    except RunFolderError as e:
         _fail(str(e))
     typer.echo(f"report folder: {out}")
     for path in written:
@@ -554,7 +555,7 @@ def list_(
 
 def _claim_figures(folder: Path, stems, formats) -> None:
     """Refuse to draw over a figure edgesim did not draw (one line naming it); list the rest in the manifest."""
-    from edgesim.scenarios.runfolder import claim_files
+    from edgesim.results.writing import claim_files
 
     folder.mkdir(parents=True, exist_ok=True)
     claim_files(folder, [f"{stem}.{fmt}" for stem in stems for fmt in (*formats, "csv")])  # each figure's data too

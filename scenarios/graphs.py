@@ -18,7 +18,7 @@ from typing import Mapping
 
 import networkx as nx
 
-from edgesim.scenarios.runfolder import GRAPH_DIR
+from edgesim.results.files import GRAPH_DIR
 
 
 def to_networkx(graph: Mapping) -> nx.DiGraph:

@@ -168,7 +168,7 @@ class Workers:
             # listed here, once, before any worker writes one: the workers' own listing is then a no-op, so no two
             # processes ever rewrite the folder's manifest at the same time
             from edgesim.scenarios.checkpoint import path_for
-            from edgesim.scenarios.runfolder import add_to_manifest
+            from edgesim.results.writing import add_to_manifest
 
             add_to_manifest(work, *[path_for(work, n).relative_to(work).as_posix() for n in names])
         stop = threading.Event()

@@ -17,8 +17,6 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-RUN_JSON = "run.json"
-
 
 def now() -> str:
     """The current UTC time, ISO 8601 to the second."""

@@ -112,7 +112,7 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "run.rounds": ("rounds the run lasts; unset: budget.rounds (which also sets the per-round budget T/G)",
                    "rounds", ">= 1, or unset"),
     "run.max_time_s": ("stop an algorithm once its simulated clock passes this", "s", "> 0, or unset"),
-    "run.accuracy_thresholds": ("accuracies whose time to reach summary.json and the report give", "",
+    "run.accuracy_thresholds": ("accuracies whose time to reach the run summary and the report give", "",
                                 "each in (0, 1]"),
     "run.plateau_tol": ("final-accuracy rule: mean accuracy changes by less than this between rounds", "",
                         ">= 0"),

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from edgesim.plots.runs import RunDataError
-from edgesim.scenarios.runfolder import atomic_write_bytes, csv_text
+from edgesim.results.reading import RunFolderError
+from edgesim.results.writing import atomic_write_bytes, csv_text
 
 OUTPUTS = ("leaderboard.csv", "paired.csv", "leaderboard.md", "tta_vs_bandwidth.png", "accuracy_vs_time_extremes.png",
            "tta_vs_bandwidth.csv", "accuracy_vs_time_extremes.csv")  # each figure's data beside it
@@ -23,16 +23,16 @@ def check_report_out(out: Path) -> None:
     """Refuse an ``--out`` that is a file, or a folder holding a report file (by name) that is not ours."""
     out = Path(out)
     if str(out).strip() == "":
-        raise RunDataError("--out '': expected the path of a folder for the report, such as reports/arena")
+        raise RunFolderError("--out '': expected the path of a folder for the report, such as reports/arena")
     if out.exists() and not out.is_dir():
-        raise RunDataError(f"--out {out}: exists and is not a folder; expected a folder for the report")
+        raise RunFolderError(f"--out {out}: exists and is not a folder; expected a folder for the report")
     if not out.is_dir():
         return
     clash = [n for n in OUTPUTS if (out / n).exists()]
     md = out / "leaderboard.md"
     ours = md.is_file() and md.read_text(encoding="utf-8", errors="replace").startswith(MARK)
     if clash and not ours:
-        raise RunDataError(f"--out {out}: holds {clash[0]}, which edgesim report did not write; choose another --out")
+        raise RunFolderError(f"--out {out}: holds {clash[0]}, which edgesim report did not write; choose another --out")
 
 
 def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None,

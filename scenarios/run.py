@@ -11,7 +11,7 @@ state every N rounds (:mod:`edgesim.scenarios.checkpoint`); ``resume=True`` goes
 from the last checkpoint of a killed run and writes the same bytes as a run
 that was never stopped.
 
-``--out`` is checked before any work (:func:`edgesim.scenarios.runfolder.check_out`):
+``--out`` is checked before any work (:func:`edgesim.results.writing.check_out`):
 nothing a user made is ever deleted or renamed; an older run is replaced only
 with ``overwrite``. A scenario with ``[run] backend = "parametric"`` is a
 physics-only run: the clock with :class:`edgesim.curve.ParametricBackend`,
@@ -33,13 +33,14 @@ from edgesim.backend import Diverged
 from edgesim.asynchrony import UPDATE_FIELDS
 from edgesim.engine import Simulation
 from edgesim.learning.config import PARAMETRIC
-from edgesim.learning.metrics import final_accuracy, time_to_accuracy
+from edgesim.results.metrics import final_accuracy, time_to_accuracy
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.checkpoint import AlgorithmRun
-from edgesim.scenarios.provenance import RUN_JSON, now, provenance
+from edgesim.scenarios.provenance import now, provenance
 from edgesim.scenarios.tracking import check_available as check_tracking
 from edgesim.scenarios.tracking import make_tracker
-from edgesim.scenarios.runfolder import CHECKPOINT_DIR, RunFolder, RunLock, check_out, is_finished, set_aside  # noqa: F401 (is_finished re-exported)
+from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, PROVENANCE as RUN_JSON, ROUNDS, SUMMARY
+from edgesim.results.writing import RunFolder, RunLock, check_out, is_finished, set_aside
 from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
 from edgesim.scenarios.warm_start import flagged
@@ -318,7 +319,7 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
     metric_keys.sort(key=lambda k: (k != "accuracy", k))
     info_keys = sorted({k for s in sims.values() for r in s.records for k in r.info})
     folder.write_csv(
-        "rounds.csv",
+        ROUNDS,
         ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys),
         (row for name, sim in sims.items() for row in _round_rows(name, sim, metric_keys, info_keys)),
     )
@@ -326,7 +327,7 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
     fields = DEVICE_FIELDS + (UPDATE_FIELDS if sc.asynchronous else ("drop_reason",) if sc.availability.model != "always"
                               else ())
     folder.write_csv(
-        "devices.csv",
+        DEVICES,
         ("algorithm", *fields),
         (
             [name, *[getattr(d, f if f != "round" else "round_index") for f in fields]]
@@ -336,11 +337,11 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
         ),
     )
     folder.write_csv(
-        "events.csv",
+        EVENTS,
         ("algorithm", "time_s", "round", "device", "kind", "bits"),
         ([name, e.time_s, e.round_index, e.device, e.kind, e.bits] for name, sim in sims.items() for e in sim.events),
     )
-    folder.write_json("summary.json", summarize(sc, sims, model_bits, extra))
+    folder.write_json(SUMMARY, summarize(sc, sims, model_bits, extra))
     from edgesim.scenarios.graphs import graph_path, node_link
 
     for name, sim in sims.items():
@@ -449,8 +450,8 @@ def run_scenario(
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
-    ``out`` is checked first (:func:`edgesim.scenarios.runfolder.check_out`), then
-    locked (:class:`edgesim.scenarios.runfolder.RunLock`: a second run, resume or
+    ``out`` is checked first (:func:`edgesim.results.writing.check_out`), then
+    locked (:class:`edgesim.results.writing.RunLock`: a second run, resume or
     overwrite of the same ``out`` is refused naming this process), then checked
     again under the lock, so two runs never mix their files; bad data or
     configuration raise :class:`ConfigError` before anything is written.
@@ -502,11 +503,11 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     saved: dict = {}
     if resume:
         if folder.final.is_dir() and is_finished(folder.final):
-            checkpoint.check_same_scenario(folder.final / "config.toml", config)
+            checkpoint.check_same_scenario(folder.final / CONFIG, config)
             say(f"{folder.final} has already finished; nothing to resume")
             return folder.final
         if folder.work.is_dir() and any(folder.work.iterdir()):
-            checkpoint.check_same_scenario(folder.work / "config.toml", config)
+            checkpoint.check_same_scenario(folder.work / CONFIG, config)
             resuming = True
             # read (and so check) every checkpoint before anything is written
             saved = {name: checkpoint.load(folder.work, name, fp) for name in sc.learning["run"].algorithms}
@@ -532,7 +533,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     tracker = None
     try:
         if not resuming:
-            folder.write_text("config.toml", tomli_w.dumps(config))
+            folder.write_text(CONFIG, tomli_w.dumps(config))
         folder.write_json(RUN_JSON, run_json)
         tracker = make_tracker(tracking, config, folder.work, out.name, folder.path, say)
         if tracker is not None:  # fed each round as it ends, before the caller's on_round

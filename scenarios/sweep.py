@@ -38,13 +38,12 @@ from typing import Any, Callable, Optional, Sequence
 
 from edgesim.config import ConfigError
 from edgesim.scenarios.progress import SweepProgress
-from edgesim.scenarios.runfolder import RunFolder, atomic_write_bytes, csv_text
+from edgesim.results.files import CONFIG, SUMMARY, SWEEP_SPEC as SWEEP_JSON, SWEEP_TABLE as SWEEP_CSV
+from edgesim.results.writing import RunFolder, atomic_write_bytes, csv_text
 from edgesim.scenarios.schema import DEFAULT_SCENARIO, load_scenario, parse_override
 from edgesim.scenarios.threads import resolve_threads, set_threads, threads as threads_for, usable_cores
 
 EXECUTORS = ("local", "ray")
-SWEEP_JSON = "sweep.json"
-SWEEP_CSV = "sweep.csv"
 MAX_NAME_CHARS = 200
 
 
@@ -195,9 +194,10 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
 
     Returns the runs and the most torch threads any of them trains with (its scenario's ``run.threads``)."""
     from edgesim.scenarios import checkpoint
-    from edgesim.scenarios.run import is_finished, resolved_config
+    from edgesim.results.writing import is_finished
+    from edgesim.scenarios.run import resolved_config
 
-    from edgesim.scenarios.runfolder import check_out
+    from edgesim.results.writing import check_out
 
     runs = spec.runs()
     most_threads = 1
@@ -223,7 +223,7 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
         for where in ([folder] if is_finished(folder) else []) + [RunFolder(folder).work]:
             if where.is_dir() and any(where.iterdir()):
                 try:
-                    checkpoint.check_same_scenario(where / "config.toml", resolved_config(sc),
+                    checkpoint.check_same_scenario(where / CONFIG, resolved_config(sc),
                                                    "Use another --out for this sweep")
                 except ConfigError as e:
                     raise ConfigError(f"sweep run {run.name}: {e}") from None
@@ -364,7 +364,7 @@ def sweep_rows(spec: SweepSpec, runs: list[SweepRun], out: Path, status: dict[st
     """(header, rows) of ``sweep.csv`` from the runs' ``summary.json``."""
     summaries = {}
     for run in runs:
-        p = Path(out) / run.name / "summary.json"
+        p = Path(out) / run.name / SUMMARY
         summaries[run.name] = json.loads(p.read_text()) if p.exists() and status.get(run.name) == "ok" else None
     algorithms, thresholds = [], []
     for s in summaries.values():
@@ -430,7 +430,7 @@ def check_same_grid(spec: SweepSpec, out: Path) -> None:
         old = json.loads(path.read_text(encoding="utf-8"))
         old_grid = {"grid": old["grid"], "seeds": old["seeds"]}
     except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
-        raise ConfigError(f"--out {out}: {path} is unreadable; expected the sweep.json edgesim wrote "
+        raise ConfigError(f"--out {out}: {path} is unreadable; expected the {SWEEP_JSON} edgesim wrote "
                           f"(choose another --out)") from None
     new = spec.to_json()
     if old_grid != {"grid": new["grid"], "seeds": new["seeds"]}:
@@ -473,7 +473,7 @@ def run_sweep(
     out = Path(out).resolve()
     runs, most_threads = validate_runs(spec, out)
     threads = threads or most_threads
-    from edgesim.scenarios.run import is_finished
+    from edgesim.results.writing import is_finished
 
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out / SWEEP_JSON, (json.dumps({**spec.to_json(), "runs": [r.name for r in runs]}, indent=2) + "\n").encode())

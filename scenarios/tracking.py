@@ -26,14 +26,15 @@ same values at the same steps).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import tomllib
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from edgesim.config import ConfigError
+from edgesim.results.files import ROUNDS
+from edgesim.results.fingerprint import flatten, scenario_fingerprint
+from edgesim.results.reading import Run, read_csv_rows
 
 TRACKERS = ("none", "mlflow", "tensorboard")
 TENSORBOARD_DIR = "tensorboard"
@@ -159,14 +160,12 @@ class MlflowTracker(RoundTracker):
         import mlflow
         from mlflow.entities import Param
 
-        from edgesim.scenarios.api import scenario_fingerprint
-
         self.client = client = mlflow.MlflowClient()
         experiment = client.get_experiment_by_name(config["name"])
         experiment_id = experiment.experiment_id if experiment else client.create_experiment(config["name"])
         tags = {"edgesim.seed": str(config["seed"]), "edgesim.fingerprint": scenario_fingerprint(config)}
         self.run_id = client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
-        params = [Param(k, str(v)[:6000]) for k, v in _flatten(config).items()]
+        params = [Param(k, str(json.dumps(v) if isinstance(v, list) else v)[:6000]) for k, v in flatten(config).items()]
         for i in range(0, len(params), 100):
             client.log_batch(self.run_id, params=params[i:i + 100])
 
@@ -195,17 +194,6 @@ def make_tracker(tracking: str, config: dict, work: Path, run_name: str, registe
     return None
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else str(k)
-        if isinstance(v, dict):
-            out.update(_flatten(v, key))
-        else:
-            out[key] = json.dumps(v) if isinstance(v, list) else v
-    return out
-
-
 def log_mlflow(folder: Path, client=None, run_id: Optional[str] = None, skip: Iterable[str] = ()) -> str:
     """Log the finished run folder ``folder`` to MLflow; returns the MLflow run id. With ``client`` and ``run_id``
     (the run a :class:`MlflowTracker` fed round by round) it adds the tags, the metrics not in ``skip`` and the
@@ -213,11 +201,9 @@ def log_mlflow(folder: Path, client=None, run_id: Optional[str] = None, skip: It
     import mlflow
     from mlflow.entities import Metric, Param, RunTag
 
-    from edgesim.scenarios.api import scenario_fingerprint
-
     folder = Path(folder)
-    config = tomllib.loads((folder / "config.toml").read_text())
-    provenance = json.loads((folder / "run.json").read_text()) if (folder / "run.json").is_file() else {}
+    run_folder = Run(folder)
+    config, provenance = run_folder.config, run_folder.provenance
     tags = {"edgesim.run_folder": str(folder.resolve()), "edgesim.seed": str(config["seed"]),
             "edgesim.fingerprint": scenario_fingerprint(config)}
     if provenance.get("git"):
@@ -228,24 +214,24 @@ def log_mlflow(folder: Path, client=None, run_id: Optional[str] = None, skip: It
         experiment = client.get_experiment_by_name(config["name"])
         experiment_id = experiment.experiment_id if experiment else client.create_experiment(config["name"])
         run_id = client.create_run(experiment_id, run_name=folder.name, tags=tags).info.run_id
-        params = [Param(k, str(v)[:6000]) for k, v in _flatten(config).items()]
+        params = [Param(k, str(json.dumps(v) if isinstance(v, list) else v)[:6000]) for k, v in flatten(config).items()]
     else:
         client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
         params = []
     skip = set(skip)
     metrics = []
-    with open(folder / "rounds.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            step = int(row["round"])
-            for column, text in row.items():
-                if column in ("algorithm", "round") or text == "":
-                    continue
-                try:
-                    value = float(text)
-                except ValueError:
-                    continue
-                if math.isfinite(value) and f"{row['algorithm']}/{column}" not in skip:
-                    metrics.append(Metric(f"{row['algorithm']}/{column}", value, 0, step))
+    _, rows = read_csv_rows(folder / ROUNDS)
+    for row in rows:
+        step = int(row["round"])
+        for column, text in row.items():
+            if column in ("algorithm", "round") or text == "":
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                continue
+            if math.isfinite(value) and f"{row['algorithm']}/{column}" not in skip:
+                metrics.append(Metric(f"{row['algorithm']}/{column}", value, 0, step))
     for i in range(0, len(params), 100):
         client.log_batch(run_id, params=params[i:i + 100])
     for i in range(0, len(metrics), 1000):

@@ -93,7 +93,8 @@ def save(folder: Path, warm: WarmStart, fingerprint: str) -> Path:
     import torch
 
     from edgesim.scenarios.checkpoint import FORMAT_VERSION, _record_to_dict
-    from edgesim.scenarios.runfolder import CHECKPOINT_DIR, add_to_manifest, atomic_write_bytes
+    from edgesim.results.files import CHECKPOINT_DIR
+    from edgesim.results.writing import add_to_manifest, atomic_write_bytes
 
     payload = {"format": FORMAT_VERSION, "fingerprint": fingerprint, "algorithm": warm.algorithm,
                "records": [_record_to_dict(r) for r in warm.records], "events": [tuple(e) for e in warm.events],
@@ -114,7 +115,7 @@ def load(folder: Path, fingerprint: str) -> Optional[WarmStart]:
 
     from edgesim.engine import Event
     from edgesim.scenarios.checkpoint import FORMAT_VERSION, _record_from_dict
-    from edgesim.scenarios.runfolder import CHECKPOINT_DIR
+    from edgesim.results.files import CHECKPOINT_DIR
 
     path = Path(folder) / CHECKPOINT_DIR / FILE
     if not path.exists():

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from edgesim.plots.curves import (algorithm_colors, collect, display_name, display_names, draw_accuracy, mean_band, plot_accuracy,
-                          plot_runs)
-from edgesim.plots.sweep import Sweep, choose_threshold, plot_sweep, value_label
+from edgesim.plots.curves import algorithm_colors, collect, display_name, draw_accuracy, mean_band, plot_accuracy, plot_runs
+from edgesim.results.reading import Sweep, display_names
+from edgesim.plots.sweep import choose_threshold, plot_sweep, value_label
 from edgesim.scenarios.cli import app
-from edgesim.scenarios.runfolder import csv_text
+from edgesim.results.writing import csv_text
 from edgesim.scenarios.sweep import make_spec, sweep_rows
 
 runner = CliRunner()

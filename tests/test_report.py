@@ -12,18 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import TINY_SCENARIO
-from edgesim.plots.runs import (
-    RunDataError,
-    check_one_scenario,
-    crossing,
-    expand,
-    group_runs,
-    load_run,
-    mean_interval,
-    paired_difference,
-    scenario_differences,
-    scenario_fingerprint,
-)
+from edgesim.results.fingerprint import scenario_differences, scenario_fingerprint
+from edgesim.results.metrics import crossing
+from edgesim.results.reading import RunFolderError, expand, load_run
+from edgesim.results.stats import check_one_scenario, group_runs, mean_interval, paired_difference
 from edgesim.scenarios.cli import app
 from edgesim.scenarios.sweep import make_spec, run_sweep
 
@@ -85,10 +77,10 @@ def test_paired_difference_removes_the_shared_seed_noise():
 
 
 def test_crossing_is_the_rule_of_summary_json(sweep):
-    for run_dir in expand([sweep]):
+    for run_dir in [f.folder for f in expand([sweep])]:
         summary = json.loads((run_dir / "summary.json").read_text())
         run = load_run(run_dir)
-        for alg, cols in run.rounds.items():
+        for alg, cols in run.series.items():
             for t, expected in summary["algorithms"][alg]["time_to_accuracy_s"].items():
                 c = crossing(cols, float(t))
                 assert (c["time_s"] if c else None) == expected
@@ -98,19 +90,19 @@ def test_crossing_is_the_rule_of_summary_json(sweep):
 
 
 def test_runs_group_by_scenario_and_refuse_to_mix(sweep):
-    runs = [load_run(p) for p in expand([sweep])]
+    runs = [load_run(f.folder) for f in expand([sweep])]
     groups = group_runs(runs)
     assert [sorted(g.seeds) for g in groups] == [[3, 4], [3, 4]]
     assert [g.point for g in groups] == [{"system.bandwidth_hz": 250000.0}, {"system.bandwidth_hz": 1000000.0}]
     check_one_scenario(groups[0].runs)
-    with pytest.raises(RunDataError, match=r"not seeds of one scenario: system\.bandwidth_hz = 250000\.0"):
+    with pytest.raises(RunFolderError, match=r"not seeds of one scenario: system\.bandwidth_hz = 250000\.0"):
         check_one_scenario(runs)
-    with pytest.raises(RunDataError, match="same scenario and seed"):
+    with pytest.raises(RunFolderError, match="same scenario and seed"):
         group_runs([runs[0], runs[0]])
 
 
 def test_plot_refuses_runs_of_different_scenarios_and_separates_on_request(sweep, tmp_path):
-    runs = expand([sweep])
+    runs = [f.folder for f in expand([sweep])]
     mixed = [str(runs[0]), str(runs[-1])]
     result = runner.invoke(app, ["plot", *mixed, "--out", str(tmp_path / "p")])
     assert result.exit_code == 2 and "not seeds of one scenario" in result.stderr and "system.bandwidth_hz" in result.stderr
@@ -149,7 +141,7 @@ def test_report_writes_a_tidy_leaderboard_with_intervals_and_ranks(sweep, tmp_pa
         ranked = sorted((r for r in final if r["fingerprint"] == group), key=lambda r: int(r["rank"]))
         assert [float(r["mean"]) for r in ranked] == sorted((float(r["mean"]) for r in ranked), reverse=True)
     # the mean over seeds is the mean of the runs' own numbers
-    summaries = [json.loads((p / "summary.json").read_text()) for p in expand([sweep]) if "2.5e5" in p.name]
+    summaries = [json.loads((p / "summary.json").read_text()) for p in [f.folder for f in expand([sweep])] if "2.5e5" in p.name]
     fedavg = [r for r in final if r["algorithm"] == "fedavg" and r["system.bandwidth_hz"] == "250000.0"][0]
     assert float(fedavg["mean"]) == pytest.approx(sum(s["algorithms"]["fedavg"]["final_accuracy"] for s in summaries) / 2)
     paired = list(csv.DictReader(open(out / "paired.csv")))
@@ -171,7 +163,7 @@ def test_report_pairs_every_algorithm_against_a_named_baseline_too(sweep, tmp_pa
     against = [r for r in paired if r["reference_is"] == "baseline"]
     assert against and {r["reference"] for r in against} == {"local"} and "local" not in {r["algorithm"] for r in against}
     # the difference is the mean over seeds of the runs' own paired differences
-    runs = [json.loads((p / "summary.json").read_text())["algorithms"] for p in expand([sweep]) if "2.5e5" in p.name]
+    runs = [json.loads((p / "summary.json").read_text())["algorithms"] for p in [f.folder for f in expand([sweep])] if "2.5e5" in p.name]
     row = [r for r in against if r["algorithm"] == "fedavg" and r["metric"] == "final_accuracy"
            and r["system.bandwidth_hz"] == "250000.0"][0]
     diffs = [s["fedavg"]["final_accuracy"] - s["local"]["final_accuracy"] for s in runs]
@@ -200,6 +192,6 @@ def test_the_report_never_imports_torch():
     import subprocess
     import sys
 
-    probe = ("import sys, edgesim.plots.runs, edgesim.plots.report, edgesim.plots.report_figures, edgesim.scenarios.report\n"
+    probe = ("import sys, edgesim.results.stats, edgesim.plots.report, edgesim.plots.report_figures, edgesim.scenarios.report\n"
              "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[1]).returncode == 0

@@ -20,7 +20,7 @@ from edgesim.config import ConfigError
 from edgesim.learning.algorithms import REGISTRY
 from edgesim.scenarios.cli import app
 from edgesim.scenarios.run import run_scenario
-from edgesim.scenarios.runfolder import MARKER
+from edgesim.results.files import MARKER
 from edgesim.scenarios.schema import load_scenario
 
 runner = CliRunner()

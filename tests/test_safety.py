@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from edgesim.config import ConfigError
 from edgesim.scenarios.cli import app
 from edgesim.scenarios.run import run_scenario
-from edgesim.scenarios.runfolder import MARKER
+from edgesim.results.files import MARKER
 from edgesim.scenarios.schema import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]

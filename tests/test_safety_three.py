@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from edgesim.scenarios.run import run_scenario
-from edgesim.scenarios.runfolder import MANIFEST, lock_path
+from edgesim.results.files import MANIFEST
+from edgesim.results.writing import lock_path
 from edgesim.scenarios.schema import load_scenario
 from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
 

@@ -31,7 +31,7 @@ from edgesim.learning.costs import forward_cycles
 from edgesim.learning.inference import entropy
 from edgesim.scenarios.schema import ScenarioError
 from edgesim.scenarios.run import run_scenario
-from edgesim.scenarios.runfolder import is_run_folder
+from edgesim.results.writing import is_run_folder
 from edgesim.scenarios.schema import load_scenario
 
 LN10 = math.log(10)

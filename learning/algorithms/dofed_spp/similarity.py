@@ -36,7 +36,7 @@ each device's models — no N² Python loop of (model, device) pairs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence, Union
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -44,7 +44,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from edgesim.learning.inference import as_stacked, cross_entropy_losses, eval_mode, logits
+from edgesim.learning.inference import cross_entropy_losses, eval_mode
 from edgesim.learning.state import flatten_states, stack_params
 from edgesim.learning.algorithms.dofed_spp.config import BOUND_MODES, Bound, check_bound  # noqa: F401 (torch-free)
 

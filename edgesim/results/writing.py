@@ -1,4 +1,4 @@
-"""The run folder: checked before any work, written atomically, never touching what the user made.
+"""Writing a run folder: checked before any work, written atomically, never touching what the user made.
 
 A run is built in ``<out>.incomplete/`` with an ``INCOMPLETE`` marker that says
 what happened; only a finished run is renamed to ``<out>/``. A crashed or
@@ -47,11 +47,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from edgesim.config import ConfigError
-
-MARKER = "INCOMPLETE"
-CHECKPOINT_DIR = "checkpoints"
-GRAPH_DIR = "graphs"  # per-round node-link graphs (edgesim.scenarios.graphs)
-MANIFEST = "manifest.json"  # what edgesim wrote into a folder (relative paths)
+from edgesim.results.files import CONFIG, MANIFEST, MARKER, SUMMARY
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -172,13 +168,13 @@ def _prefixes(rel: str) -> list[str]:
 def is_run_folder(folder: Path) -> bool:
     """A folder that a run wrote: a ``config.toml`` and nothing that a run does not write."""
     folder = Path(folder)
-    return folder.is_dir() and (folder / "config.toml").is_file() and foreign_entry(folder) is None
+    return folder.is_dir() and (folder / CONFIG).is_file() and foreign_entry(folder) is None
 
 
 def is_finished(folder: Path) -> bool:
     """A finished run folder: ``summary.json`` present, no ``INCOMPLETE`` marker."""
     folder = Path(folder)
-    return (folder / "summary.json").is_file() and not (folder / MARKER).exists()
+    return (folder / SUMMARY).is_file() and not (folder / MARKER).exists()
 
 
 def _writable_parent(path: Path, out: str) -> Path:
@@ -207,8 +203,8 @@ def _refuse_folder(path: Path, what: str, hint: str, out: Optional[Path] = None)
         holding = f" (its {MANIFEST} was not written by edgesim)"
     elif entry is not None:
         holding = f" (it holds {entry}, which edgesim did not write)"
-    elif not (path / "config.toml").is_file():
-        holding = " (it has no config.toml, so the run's scenario is unknown; it is left as it is)"
+    elif not (path / CONFIG).is_file():
+        holding = f" (it has no {CONFIG}, so the run's scenario is unknown; it is left as it is)"
     else:
         holding = ""
     where = f"--out {path}:" if out is None else f"--out {out}: {path}"
@@ -286,7 +282,7 @@ class RunFolder:
 
     def mark(self, line: str) -> None:
         marker = self.work / MARKER
-        previous = marker.read_text() if marker.exists() else "This run folder is INCOMPLETE: do not use its results.\n"
+        previous = marker.read_text() if marker.exists() else f"This run folder is {MARKER}: do not use its results.\n"
         add_to_manifest(self.work, MARKER)
         atomic_write_bytes(marker, (previous + line.rstrip() + "\n").encode())
 

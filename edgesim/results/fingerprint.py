@@ -1,0 +1,64 @@
+"""What a run was: its resolved scenario flattened to dotted keys, and the fingerprint that groups seeds.
+
+Runs are only ever combined within one **scenario group**: the runs whose
+resolved scenarios (``config.toml``) are the same once the seed is set aside
+(:func:`scenario_fingerprint`). :func:`flatten` is the one flattener of a
+config (figures, reports, tracking and the API's frames all use it).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Mapping
+
+# Keys of a resolved scenario that do not make it another scenario: the seed (what varies over replications),
+# where it was read from, package versions, and the torch thread count (it changes float rounding only).
+NOT_SCENARIO = ("seed", "source", "versions", "run.threads")
+
+
+def flatten(config: Mapping, prefix: str = "") -> dict:
+    """``{"system": {"bandwidth_hz": 1e6}}`` → ``{"system.bandwidth_hz": 1e6}`` (lists kept whole)."""
+    out = {}
+    for k, v in config.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def scenario_keys(config: Mapping) -> dict:
+    """The flattened resolved scenario without :data:`NOT_SCENARIO` (what makes two runs one scenario)."""
+    return {k: v for k, v in flatten(config).items() if not any(k == n or k.startswith(n + ".") for n in NOT_SCENARIO)}
+
+
+def scenario_fingerprint(config: Mapping) -> str:
+    """SHA-256 (64 hex digits) of the resolved scenario minus the seed (:data:`NOT_SCENARIO`); reports show
+    its first 12."""
+    text = json.dumps(scenario_keys(config), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def scenario_differences(a: Mapping, b: Mapping) -> list[tuple[str, object, object]]:
+    """``(key, value in a, value in b)`` for every scenario key on which two resolved configs differ (sorted)."""
+    fa, fb = scenario_keys(a), scenario_keys(b)
+    missing = object()
+    out = []
+    for k in sorted(set(fa) | set(fb)):
+        va, vb = fa.get(k, missing), fb.get(k, missing)
+        if va != vb:
+            out.append((k, None if va is missing else va, None if vb is missing else vb))
+    return out
+
+
+def dig(config: Mapping, key: str) -> Any:
+    """The value at the dotted ``key`` of a nested config (``None`` when absent); lists and tables as JSON text."""
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return json.dumps(node) if isinstance(node, (list, dict)) else node

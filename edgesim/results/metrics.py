@@ -1,0 +1,113 @@
+"""Run-level metrics over a sequence of rounds: time-to-accuracy and the papers' final-accuracy rule.
+
+Pure functions of plain lists (and of ``rounds.csv``'s columns as arrays,
+:func:`algorithm_metrics`). Times are simulated seconds (never host time).
+
+Per-run metrics (:func:`algorithm_metrics`) are computed from ``rounds.csv``
+by the rules ``summary.json`` uses — the final accuracy by the run's plateau
+rule, the crossing of an accuracy threshold by :func:`first_crossing` — so a
+threshold chosen after the run gives the same time as one chosen before it,
+and also the uplink bits, downlink bits and device energy spent by then.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+
+def first_crossing(accuracies: Sequence[float], threshold: float) -> Optional[int]:
+    """Index of the first round whose accuracy is ``>= threshold`` (missing/NaN accuracies skipped); ``None`` if none.
+
+    The one crossing rule: ``summary.json``'s times to accuracy and ``edgesim
+    report``'s times, bits and energy to any threshold all use it.
+    """
+    for i, a in enumerate(accuracies):
+        if a is not None and not math.isnan(a) and a >= threshold:
+            return i
+    return None
+
+
+def time_to_accuracy(times_s: Sequence[float], accuracies: Sequence[float], threshold: float) -> Optional[float]:
+    """The first simulated time at which ``accuracy >= threshold``; ``None`` if never reached."""
+    if len(times_s) != len(accuracies):
+        raise ValueError(f"times_s and accuracies differ in length ({len(times_s)} vs {len(accuracies)})")
+    i = first_crossing(accuracies, threshold)
+    return None if i is None else float(times_s[i])
+
+
+def plateau_index(accuracies: Sequence[float], tol: float, patience: int = 1) -> Optional[int]:
+    """DoFed-SPP's stopping rule: mean accuracy changes by less than ``tol`` between rounds.
+
+    Returns the first index i such that ``|acc[j] − acc[j−1]| < tol`` for the
+    ``patience`` consecutive rounds j = i−patience+1 … i; ``None`` if the
+    accuracy never settles within the rounds given. ``patience = 1`` is the
+    paper's literal rule (one calm round); a larger patience keeps a single
+    chance small step of a noisy early curve from counting as convergence.
+    """
+    if tol < 0:
+        raise ValueError(f"tol(={tol}) must be >= 0")
+    if patience < 1:
+        raise ValueError(f"patience(={patience}) must be >= 1")
+    calm = 0
+    for i in range(1, len(accuracies)):
+        calm = calm + 1 if abs(accuracies[i] - accuracies[i - 1]) < tol else 0
+        if calm >= patience:
+            return i
+    return None
+
+
+def final_accuracy(accuracies: Sequence[float], tol: float, patience: int = 1) -> tuple[float, int, bool]:
+    """(accuracy, index, settled): the accuracy where the plateau rule first holds, else the last one."""
+    if not accuracies:
+        raise ValueError("final_accuracy needs at least one accuracy")
+    i = plateau_index(accuracies, tol, patience)
+    if i is None:
+        return float(accuracies[-1]), len(accuracies) - 1, False
+    return float(accuracies[i]), i, True
+
+
+def crossing(cols: Mapping[str, np.ndarray], threshold: float) -> Optional[dict]:
+    """What it took to first reach ``threshold`` accuracy: ``{"time_s", "bits_up", "bits_down", "energy_j", "round"}``
+    at the end of that round (cumulative), or ``None`` if never (the rule of ``summary.json``)."""
+    i = first_crossing(list(cols["accuracy"]), threshold)
+    if i is None:
+        return None
+    get = lambda k: float(cols[k][i]) if k in cols else math.nan  # noqa: E731
+    return {"time_s": get("time_s"), "bits_up": get("cum_bits_up"), "bits_down": get("cum_bits_down"),
+            "energy_j": get("cum_energy_j"), "round": int(cols["round"][i])}
+
+
+THRESHOLD_METRICS = {"time_s": "time_to_accuracy_s", "bits_up": "bits_up_to_accuracy", "energy_j": "energy_to_accuracy_j"}
+
+
+def algorithm_metrics(cols: Mapping[str, np.ndarray], config: Mapping, thresholds: Sequence[float]) -> dict:
+    """One algorithm's metrics in one run: ``{(metric, threshold or None): value}`` (NaN where undefined).
+
+    ``final_accuracy`` and ``final_accuracy_var`` by the run's plateau rule
+    (``run.plateau_tol``, ``run.plateau_patience``); totals at the last round;
+    per threshold: simulated seconds, uplink bits and device energy to reach it (NaN if never).
+    """
+    run = config.get("run", {})
+    accs = [float(a) for a in cols["accuracy"]]
+    ok = [a for a in accs if not math.isnan(a)]
+    last = -1
+    out: dict = {}
+    if ok:
+        final, i, settled = final_accuracy(accs, float(run.get("plateau_tol", 0.01)), int(run.get("plateau_patience", 5)))
+        out[("final_accuracy", None)] = final
+        out[("final_accuracy_var", None)] = float(cols["accuracy_var"][i]) if "accuracy_var" in cols else math.nan
+        out[("best_accuracy", None)] = max(ok)
+    else:
+        out[("final_accuracy", None)] = out[("final_accuracy_var", None)] = out[("best_accuracy", None)] = math.nan
+    out[("rounds", None)] = float(len(accs))
+    for key, col in (("simulated_time_s", "time_s"), ("total_bits_up", "cum_bits_up"),
+                     ("total_bits_down", "cum_bits_down"), ("total_energy_j", "cum_energy_j")):
+        out[(key, None)] = float(cols[col][last]) if col in cols and len(cols[col]) else math.nan
+    for t in thresholds:
+        c = crossing(cols, t)
+        for k, metric in THRESHOLD_METRICS.items():
+            out[(metric, float(t))] = c[k] if c is not None else math.nan
+    return out
