@@ -65,7 +65,7 @@ from .availability import Availability
 from .backend import DeviceWork
 from .channel import ChannelModel
 from .config import BudgetConfig, SystemConfig, check_choice, check_int, check_number
-from .engine import Event, RoundRecord, _cyclic_gc_paused
+from .engine import Event, RoundRecord, cyclic_gc_paused
 from .links import Downlink, Transfer, make_uplink
 from .radio import unchecked_shannon_rate_bps
 
@@ -376,7 +376,7 @@ class AsyncSimulation:
         """Run the clock to the next aggregation; its record (``None``: no device can ever update again)."""
         env = self._env
         self._agg_done = env.event()
-        with _cyclic_gc_paused():
+        with cyclic_gc_paused():
             try:
                 env.run(until=self._agg_done)
             except RuntimeError as e:  # no events left: every device offline for good

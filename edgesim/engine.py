@@ -86,7 +86,7 @@ EVENT_KINDS = (
 
 
 @contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector off for the block (then as the caller had it).
 
     A round of N devices keeps ~N generators, events and device objects alive
@@ -390,7 +390,7 @@ class Simulation:
         plan = self.backend.plan_round(view)
         if self.availability is not None:
             plan = self._online_only(plan, env.now)
-        with _cyclic_gc_paused():
+        with cyclic_gc_paused():
             rnd = _Round(self._round_index, env.now, self._devices_of(plan, view), env.event(),
                          self._server_seconds(plan))
             env.run(until=env.process(self._round_process(env, rnd)))

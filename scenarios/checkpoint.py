@@ -127,14 +127,14 @@ def check_resumable(backend, name: str) -> None:
         )
 
 
-def _record_to_dict(r: RoundRecord) -> dict:
+def record_to_dict(r: RoundRecord) -> dict:
     d = {f.name: getattr(r, f.name) for f in dataclasses.fields(r) if f.name != "devices"}
     d["metrics"], d["info"] = dict(r.metrics), dict(r.info)
     d["devices"] = [tuple(row) for row in r.devices]
     return d
 
 
-def _record_from_dict(d: dict) -> RoundRecord:
+def record_from_dict(d: dict) -> RoundRecord:
     row_type = lambda row: UpdateRow if len(row) == len(UpdateRow._fields) else DeviceRound  # noqa: E731 (async: a row per update)
     return RoundRecord(**{**d, "devices": tuple(row_type(row)(*row) for row in d["devices"])})
 
@@ -157,7 +157,7 @@ def save(folder: Path, name: str, *, fingerprint: str, sim, backend, records: li
         "now_s": sim.now_s,
         "engine": sim.state_dict(),
         "backend": backend.state_dict(),
-        "records": [_record_to_dict(r) for r in records],
+        "records": [record_to_dict(r) for r in records],
         "events": [tuple(e) for e in events],
         "graphs": list(graphs or []),
     }
@@ -202,7 +202,7 @@ def load(folder: Path, name: str, fingerprint: str) -> Optional[dict[str, Any]]:
     if payload.get("fingerprint") != fingerprint:
         raise ConfigError(f"{path}: this checkpoint belongs to a different scenario or overrides; "
                           f"run with --overwrite to start afresh")
-    payload["records"] = [_record_from_dict(d) for d in payload["records"]]
+    payload["records"] = [record_from_dict(d) for d in payload["records"]]
     payload["events"] = [Event(*e) for e in payload["events"]]
     payload.setdefault("graphs", [])
     return payload

@@ -61,14 +61,14 @@ def _init_worker(threads: int, progress) -> None:
 def _context(raw: dict, path: str):
     """In a worker: ``(scenario, build_backend)`` of the run ``raw`` (the context is built once per worker)."""
     from edgesim.scenarios import checkpoint
-    from edgesim.scenarios.run import _make_backends, resolved_config
+    from edgesim.scenarios.algorithm_run import make_backends, resolved_config
     from edgesim.scenarios.schema import validate
 
     sc = validate(raw, path)
     key = (path, checkpoint.fingerprint(resolved_config(sc)))
     if key not in _CONTEXTS:
         _CONTEXTS.clear()
-        _CONTEXTS[key] = _make_backends(sc)[0]
+        _CONTEXTS[key] = make_backends(sc)[0]
     return sc, _CONTEXTS[key]
 
 
@@ -77,7 +77,7 @@ def _train_one(raw: dict, path: str, name: str, work: Optional[str], fingerprint
     """In a worker: the run's context (:func:`_context`), one algorithm (from the run's warm start ``warm``,
     computed by the parent, when there is one)."""
     from edgesim.scenarios import checkpoint
-    from edgesim.scenarios.run import run_algorithm
+    from edgesim.scenarios.algorithm_run import run_algorithm
 
     sc, build_backend = _context(raw, path)
     saved = checkpoint.load(Path(work), name, fingerprint) if resume and work else None

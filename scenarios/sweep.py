@@ -195,7 +195,7 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
     Returns the runs and the most torch threads any of them trains with (its scenario's ``run.threads``)."""
     from edgesim.scenarios import checkpoint
     from edgesim.results.writing import is_finished
-    from edgesim.scenarios.run import resolved_config
+    from edgesim.scenarios.algorithm_run import resolved_config
 
     from edgesim.results.writing import check_out
 

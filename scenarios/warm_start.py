@@ -92,12 +92,12 @@ def save(folder: Path, warm: WarmStart, fingerprint: str) -> Path:
     """Write ``warm`` into ``folder``'s checkpoint folder (atomically; listed in the manifest)."""
     import torch
 
-    from edgesim.scenarios.checkpoint import FORMAT_VERSION, _record_to_dict
+    from edgesim.scenarios.checkpoint import FORMAT_VERSION, record_to_dict
     from edgesim.results.files import CHECKPOINT_DIR
     from edgesim.results.writing import add_to_manifest, atomic_write_bytes
 
     payload = {"format": FORMAT_VERSION, "fingerprint": fingerprint, "algorithm": warm.algorithm,
-               "records": [_record_to_dict(r) for r in warm.records], "events": [tuple(e) for e in warm.events],
+               "records": [record_to_dict(r) for r in warm.records], "events": [tuple(e) for e in warm.events],
                "engine": warm.engine, "model": warm.model}
     buf = io.BytesIO()
     torch.save(payload, buf)
@@ -114,7 +114,7 @@ def load(folder: Path, fingerprint: str) -> Optional[WarmStart]:
     import torch
 
     from edgesim.engine import Event
-    from edgesim.scenarios.checkpoint import FORMAT_VERSION, _record_from_dict
+    from edgesim.scenarios.checkpoint import FORMAT_VERSION, record_from_dict
     from edgesim.results.files import CHECKPOINT_DIR
 
     path = Path(folder) / CHECKPOINT_DIR / FILE
@@ -129,7 +129,7 @@ def load(folder: Path, fingerprint: str) -> Optional[WarmStart]:
             or payload.get("fingerprint") != fingerprint:
         raise ConfigError(f"{path}: this warm start belongs to a different scenario or format; "
                           f"run with --overwrite to start afresh")
-    return WarmStart(payload["algorithm"], [_record_from_dict(d) for d in payload["records"]],
+    return WarmStart(payload["algorithm"], [record_from_dict(d) for d in payload["records"]],
                      [Event(*e) for e in payload["events"]], payload["engine"], payload["model"])
 
 

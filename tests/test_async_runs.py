@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from edgesim.config import ConfigError
-from edgesim.scenarios.run import _make_backends, make_simulation, run_scenario
+from edgesim.scenarios.algorithm_run import make_backends, make_simulation
+from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
 
 PHYSICS = """
@@ -125,7 +126,7 @@ def test_fedbuff_with_equal_devices_learns_exactly_sync_fedavg(tiny_scenario):
     clients_per_round): the same models and times."""
     sync = load_scenario(tiny_scenario, EQUAL)
     buff = load_scenario(tiny_scenario, [*EQUAL, "budget.round_mode=fedbuff"])
-    build, _, _ = _make_backends(sync)
+    build, _, _ = make_backends(sync)
     a = make_simulation(sync, build("fedavg"), "fedavg")
     b = make_simulation(buff, build("fedavg"), "fedavg")
     ra, rb = a.run(), b.run()
@@ -141,7 +142,7 @@ def test_fedasync_and_fedbuff_learn_with_stale_updates(tiny_scenario):
                                            f"budget.round_mode={mode}",
                                            "async.concurrency=3", "async.buffer_size=2",
                                            "system.cpu_freq_hz=[5e8,1e9,2e9,5e8,1e9,2e9]"])
-        build, _, _ = _make_backends(sc)
+        build, _, _ = make_backends(sc)
         for name in ("fedavg", "fixavg"):
             sim = make_simulation(sc, build(name), name)
             recs = sim.run()

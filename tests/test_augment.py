@@ -351,7 +351,7 @@ def test_cuda_matches_cpu_and_groups_exactly(name, spec):
 
 
 def test_augment_grid_draws_every_row(tmp_path):
-    from edgesim.plots.augment_grid import ROWS, augmented_rows, draw_grid, pick_samples
+    from edgesim.scenarios.augment_grid import ROWS, augmented_rows, draw_grid, pick_samples
 
     assert pick_samples(torch.tensor([3, 3, 1, 3, 2]).numpy(), 4).tolist() == [0, 1, 2, 4]
     x = images(3, GREY[0])
@@ -363,7 +363,7 @@ def test_augment_grid_draws_every_row(tmp_path):
 
 
 def test_augment_grid_bad_data_dir_is_one_line(tmp_path, capsys):
-    from edgesim.plots.augment_grid import main
+    from edgesim.scenarios.augment_grid import main
 
     assert main(["--data-dir", str(tmp_path / "missing"), "--out", str(tmp_path / "g.png")]) == 2
     err = capsys.readouterr().err.strip()

@@ -445,12 +445,12 @@ def test_digits_are_scikit_learns_split_without_importing_it():
     from sklearn.datasets import load_digits as sk_digits
     from sklearn.model_selection import train_test_split
 
-    from edgesim.learning.data.datasets import _image_dataset
+    from edgesim.learning.data.datasets import image_dataset
 
     bunch = sk_digits()
     x, y = bunch.images[:, None], bunch.target.astype(np.int64)
     train, test = (np.sort(i) for i in train_test_split(np.arange(len(y)), test_size=0.2, stratify=y, random_state=0))
-    want, got = _image_dataset("digits", x[train], y[train], x[test], y[test], 10, None, 16.0), load_digits()
+    want, got = image_dataset("digits", x[train], y[train], x[test], y[test], 10, None, 16.0), load_digits()
     for key in ("x_train", "y_train", "x_test", "y_test"):
         np.testing.assert_array_equal(getattr(got, key), getattr(want, key))
     assert (got.mean, got.std) == (want.mean, want.std)

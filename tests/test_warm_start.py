@@ -12,7 +12,8 @@ import torch
 from edgesim.config import ConfigError
 from edgesim.learning.config import RunConfig, warm_start_algorithms
 from edgesim.scenarios import warm_start
-from edgesim.scenarios.run import _make_backends, run_scenario
+from edgesim.scenarios.algorithm_run import make_backends
+from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
 from test_resume import _crashing
 
@@ -36,7 +37,7 @@ def files(folder: Path) -> dict[str, bytes]:
 def test_every_algorithm_starts_from_the_warm_model(tiny_scenario):
     sc = load_scenario(tiny_scenario, [*SEMI, WARM, "budget.rounds=4",
                                        'run.algorithms=["fedavg", "fixavg", "local", "feddure", "feddure_code"]'])
-    build = _make_backends(sc)[0]
+    build = make_backends(sc)[0]
     warm = warm_start.compute(sc, build)
     assert [r.round_index for r in warm.records] == [0, 1] and all(r.info["warm_start"] == 1.0 for r in warm.records)
     cold = build("fedavg").global_state

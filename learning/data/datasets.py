@@ -172,7 +172,7 @@ def _normalise(x: np.ndarray, scale: float, mean: np.ndarray, std: np.ndarray) -
     return out
 
 
-def _image_dataset(name, x_train, y_train, x_test, y_test, n_classes, class_names, scale) -> Dataset:
+def image_dataset(name, x_train, y_train, x_test, y_test, n_classes, class_names, scale) -> Dataset:
     """Normalise raw ``(n, c, h, w)`` images with the train split's per-channel statistics."""
     mean, std = _channel_stats(x_train, scale)
     return Dataset(
@@ -194,7 +194,7 @@ def _md5(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
 
-def _existing_dir(data_dir, what: str) -> Path:
+def existing_dir(data_dir, what: str) -> Path:
     if data_dir is None:
         raise DatasetError(f"{what} needs files on disk: pass data_dir (`--data-dir` on the command line, the "
                            "EDGESIM_DATA environment variable, or the scenario key `data.data_dir`)")
@@ -332,13 +332,13 @@ def load_mnist(data_dir: str | Path, variant: str = "mnist") -> Dataset:
     if variant not in _MNIST_FILES:
         raise ValueError(f"variant(={variant!r}) must be 'mnist' or 'fashion_mnist'")
     pretty = _MNIST_PRETTY[variant]
-    files = _find_mnist_files(_existing_dir(data_dir, pretty), variant)
+    files = _find_mnist_files(existing_dir(data_dir, pretty), variant)
     arrays = {}
     for stem, (shape, gz_md5, raw_md5) in _MNIST_FILES[variant].items():
         arrays[stem] = _load_verified_idx(files[stem], gz_md5, raw_md5, shape, pretty)
     for stem in ("train-labels-idx1-ubyte", "t10k-labels-idx1-ubyte"):
         _check_label_range(arrays[stem], 10, files[stem], "the label file")
-    return _image_dataset(
+    return image_dataset(
         variant,
         arrays["train-images-idx3-ubyte"][:, None], arrays["train-labels-idx1-ubyte"],
         arrays["t10k-images-idx3-ubyte"][:, None], arrays["t10k-labels-idx1-ubyte"],
@@ -443,7 +443,7 @@ def load_cifar(data_dir: str | Path, variant: int = 10) -> Dataset:
     if variant not in _CIFAR:
         raise ValueError(f"variant(={variant!r}) must be 10 or 100")
     spec = _CIFAR[variant]
-    root = _existing_dir(data_dir, spec["pretty"])
+    root = existing_dir(data_dir, spec["pretty"])
     folder = root if (root / spec["test"][0]).is_file() or root.name == spec["folder"] else root / spec["folder"]
     for name in spec["train"] + spec["test"]:
         if not (folder / name).is_file():
@@ -457,7 +457,7 @@ def load_cifar(data_dir: str | Path, variant: int = 10) -> Dataset:
     x_test = np.concatenate([x for x, _ in parts["test"]])
     y_test = np.concatenate([y for _, y in parts["test"]])
     names = _CIFAR10_CLASSES if variant == 10 else _CIFAR100_CLASSES
-    return _image_dataset(f"cifar{variant}", x_train, y_train, x_test, y_test, variant, names, 255.0)
+    return image_dataset(f"cifar{variant}", x_train, y_train, x_test, y_test, variant, names, 255.0)
 
 
 # --------------------------------------------------------------------------
@@ -475,7 +475,7 @@ def load_cinic10(data_dir: str | Path) -> Dataset:
     """
     from PIL import Image
 
-    root = _existing_dir(data_dir, "CINIC-10")
+    root = existing_dir(data_dir, "CINIC-10")
     folder = next((root / f for f in _CINIC_FOLDERS if (root / f / "train").is_dir()), root)
     splits = {}
     for split in ("train", "test"):
@@ -496,7 +496,7 @@ def load_cinic10(data_dir: str | Path) -> Dataset:
         if not xs:
             raise DatasetError(f"no PNG images under {folder / split}")
         splits[split] = (np.stack(xs), np.asarray(ys, dtype=np.int64))
-    return _image_dataset("cinic10", *splits["train"], *splits["test"], 10, _CIFAR10_CLASSES, 255.0)
+    return image_dataset("cinic10", *splits["train"], *splits["test"], 10, _CIFAR10_CLASSES, 255.0)
 
 
 # --------------------------------------------------------------------------
@@ -555,7 +555,7 @@ def load_medmnist(path_or_dir: str | Path, flag: str = "pathmnist", merge_val: b
         raise ValueError(f"flag(={flag!r}) must be one of {', '.join(_MEDMNIST)} (multi-label chestmnist is not supported)")
     n_classes, channels, names = _MEDMNIST[flag]
     if path_or_dir is None:
-        _existing_dir(None, f"MedMNIST {flag}")
+        existing_dir(None, f"MedMNIST {flag}")
     path = Path(path_or_dir).expanduser()
     if path.is_dir():
         candidates = [path / f"{flag}.npz", path / "medmnist" / f"{flag}.npz"]
@@ -589,7 +589,7 @@ def load_medmnist(path_or_dir: str | Path, flag: str = "pathmnist", merge_val: b
         y_train = np.concatenate([y_train, splits["val"][1]])
     if x_train.shape[1:] != splits["test"][0].shape[1:]:
         raise DatasetError(f"{path}: train images {x_train.shape[1:]} and test images {splits['test'][0].shape[1:]} differ")
-    return _image_dataset(flag, x_train, y_train, *splits["test"], n_classes, names, 255.0)
+    return image_dataset(flag, x_train, y_train, *splits["test"], n_classes, names, 255.0)
 
 
 def _load_medmnist_flag(data_dir, merge_val: bool = False, *, flag: str) -> Dataset:
@@ -722,7 +722,7 @@ def load_dbpedia(data_dir: str | Path, vocab_size: int = 199_000, max_len: int =
     keeps its first ``max_len`` tokens. ``vocab_size`` counts the two reserved
     ids; the default 199k rows x 64 dims gives DoFed-SPP's ≈51 MB text model.
     """
-    root = _existing_dir(data_dir, "DBPedia")
+    root = existing_dir(data_dir, "DBPedia")
     folder = root if (root / "train.csv").is_file() else root / "dbpedia_csv"
     for name in ("train.csv", "test.csv"):
         if not (folder / name).is_file():
@@ -784,7 +784,7 @@ def load_digits() -> Dataset:
     data = np.loadtxt(_digits_csv(), delimiter=",")
     x, y = data[:, :-1].reshape(-1, 1, 8, 8), data[:, -1].astype(np.int64)
     test = np.unpackbits(np.frombuffer(bytes.fromhex(_DIGITS_TEST_MASK), np.uint8))[:len(y)].astype(bool)
-    return _image_dataset("digits", x[~test], y[~test], x[test], y[test], 10,
+    return image_dataset("digits", x[~test], y[~test], x[test], y[test], 10,
                           tuple(str(d) for d in range(10)), 16.0)
 
 
@@ -813,7 +813,7 @@ def make_synthetic(n_train: int = 1000, n_test: int = 200, shape: tuple[int, ...
 
     x_train, y_train = draw(n_train)
     x_test, y_test = draw(n_test)
-    return _image_dataset("synthetic", x_train, y_train, x_test, y_test, n_classes, None, 1.0)
+    return image_dataset("synthetic", x_train, y_train, x_test, y_test, n_classes, None, 1.0)
 
 
 # --------------------------------------------------------------------------

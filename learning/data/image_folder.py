@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgesim.learning.data.datasets import DATASETS, Dataset, DatasetError, DatasetSpec, _existing_dir, _image_dataset
+from edgesim.learning.data.datasets import DATASETS, Dataset, DatasetError, DatasetSpec, existing_dir, image_dataset
 
 EXTENSIONS = (".png", ".jpg", ".jpeg")
 GRAY_MODES = ("1", "L", "LA", "I", "I;16", "F")
@@ -122,7 +122,7 @@ def _pixels(files: list[Path], channels: int, size_hw: tuple[int, int] | None) -
 
 def load_image_folder(data_dir, image_size=None, test_fraction=None) -> Dataset:
     """The images under ``data_dir`` (module docstring), resized to ``image_size = (H, W)`` when given."""
-    root = _existing_dir(data_dir, "the image_folder data set")
+    root = existing_dir(data_dir, "the image_folder data set")
     split = _split_folders(root)
     fraction = DEFAULT_TEST_FRACTION if test_fraction is None else float(test_fraction)
     if split is not None:
@@ -149,7 +149,7 @@ def load_image_folder(data_dir, image_size=None, test_fraction=None) -> Dataset:
     x_train, x_test = x[:len(train_files)], x[len(train_files):]
     y_train = np.array([k for _, k in train_files], dtype=np.int64)
     y_test = np.array([k for _, k in test_files], dtype=np.int64)
-    ds = _image_dataset("image_folder", x_train, y_train, x_test, y_test, len(names), names, 255.0)
+    ds = image_dataset("image_folder", x_train, y_train, x_test, y_test, len(names), names, 255.0)
     source = {"format": "image_folder", "folder": str(root.resolve()), "layout": layout,
               "image_size": list(shape), "resized": size is not None, "resample": "bilinear" if size else None,
               "channels": channels, "color": "grayscale" if gray else "RGB"}

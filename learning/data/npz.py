@@ -8,7 +8,7 @@ per feature, so the per-channel normalisation standardises each feature; use
 ``[train] model = "mlp"`` with them). ``uint8`` pixels are scaled by 1/255 first,
 any other numeric type is taken as it is; then each channel is normalised with the
 train split's mean and std, as every image data set of edgesim
-(:func:`edgesim.learning.data.datasets._image_dataset`). Labels are integers
+(:func:`edgesim.learning.data.datasets.image_dataset`). Labels are integers
 ``0..K-1`` (an integer-valued float array or an ``(N, 1)`` column is accepted);
 ``K`` is the largest label plus one. Nothing is unpickled (``allow_pickle=False``).
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgesim.learning.data.datasets import DATASETS, Dataset, DatasetError, DatasetSpec, _existing_dir, _image_dataset
+from edgesim.learning.data.datasets import DATASETS, Dataset, DatasetError, DatasetSpec, existing_dir, image_dataset
 
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 EXPECTED = "an .npz archive with arrays x_train, y_train, x_test, y_test (np.savez)"
@@ -38,11 +38,11 @@ def find_npz(data_dir, file: str | None = None) -> Path:
     if file is not None:
         path = Path(file).expanduser()
         if not path.is_absolute():
-            path = _existing_dir(data_dir, "the npz data set") / path
+            path = existing_dir(data_dir, "the npz data set") / path
         if not path.is_file():
             raise DatasetError(f"missing file {path} (data.file = {file!r}); expected {EXPECTED}")
         return path
-    folder = _existing_dir(data_dir, "the npz data set")
+    folder = existing_dir(data_dir, "the npz data set")
     found = sorted(p for p in folder.iterdir() if p.suffix.lower() == ".npz" and p.is_file())
     if len(found) != 1:
         what = "no .npz file" if not found else f"{len(found)} .npz files ({', '.join(p.name for p in found)})"
@@ -116,7 +116,7 @@ def load_npz(data_dir, file: str | None = None) -> Dataset:
     n_classes = int(max(y_train.max(), y_test.max())) + 1
     if n_classes < 2:
         raise DatasetError(f"{path}: every label is 0; expected at least two classes")
-    ds = _image_dataset("npz", x_train, y_train, x_test, y_test, n_classes, None, scale)
+    ds = image_dataset("npz", x_train, y_train, x_test, y_test, n_classes, None, scale)
     source = {"format": "npz", "file": str(path.resolve()), "sha256": hashlib.sha256(raw).hexdigest(),
               "stored_shape": list(arrays["x_train"].shape[1:]), "dtype": str(arrays["x_train"].dtype),
               "pixel_scale": scale}

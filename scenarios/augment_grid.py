@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m edgesim.plots.augment_grid --data-dir DIR --out docs/figures/augmentations.png
+    python -m edgesim.scenarios.augment_grid --data-dir DIR --out docs/figures/augmentations.png
 
 The images are the first ``--n`` test images of distinct classes (then any), read with the
 project's own loader; augmentations are drawn from one seeded generator; pixels are shown
@@ -93,7 +93,7 @@ def draw_grid(rows: dict[str, np.ndarray], titles: list[str], out: Path, strong_
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m edgesim.plots.augment_grid", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edgesim.scenarios.augment_grid", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True, help="folder with the Fashion-MNIST IDX files")
     parser.add_argument("--dataset", default="fashion_mnist", help="data set name (default fashion_mnist)")
     parser.add_argument("--out", default="docs/figures/augmentations.png", help="PNG to write")

@@ -1,0 +1,265 @@
+"""One algorithm of a run: its clock, its backend and its rounds (what a ``--jobs`` worker runs too).
+
+:func:`make_backends` loads the scenario's data once and gives the builder of every algorithm's
+learning backend (or the torch-free curve of a physics-only run); :func:`run_algorithm` runs one
+algorithm on its own clock (:func:`make_simulation`), with checkpoints and a warm start; :func:`resolved_config`
+is the scenario as ``config.toml`` records it. :mod:`edgesim.scenarios.run` (every algorithm, the run folder)
+and :mod:`edgesim.scenarios.parallel` (algorithms in worker processes) both call it, so neither imports the other
+back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable, Optional
+
+from edgesim.backend import Diverged
+from edgesim.config import ConfigError
+from edgesim.engine import Simulation
+from edgesim.results.metrics import final_accuracy
+from edgesim.scenarios import checkpoint
+from edgesim.scenarios.checkpoint import AlgorithmRun
+from edgesim.scenarios.schema import Scenario
+from edgesim.scenarios.warm_start import flagged
+
+
+def _drop_none(obj):
+    if isinstance(obj, dict):
+        return {k: _drop_none(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, list):
+        return [_drop_none(v) for v in obj]
+    return obj
+
+
+def resolved_config(sc: Scenario) -> dict:
+    """Every section with every default filled in, and the seed (``None`` values omitted): a scenario that
+    ``edgesim run`` accepts and that reproduces the run. Provenance (versions, host, times): ``run.json``."""
+    out = {"name": sc.name, "description": sc.description, "seed": sc.seed}
+    for name in ("system", "budget", "workload"):
+        out[name] = dataclasses.asdict(getattr(sc, name))
+    if sc.asynchronous:
+        out["async"] = dataclasses.asdict(sc.asynchrony)
+    if sc.availability.model != "always":
+        out["availability"] = dataclasses.asdict(sc.availability)
+    if sc.physics_only:  # only what the run uses: no data, no training, no algorithms
+        out["run"] = dataclasses.asdict(sc.learning["run"])
+        out["parametric"] = dataclasses.asdict(sc.parametric)
+    else:
+        from edgesim.learning.algorithms import REGISTRY
+
+        for name in ("data", "train", "run"):
+            out[name] = dataclasses.asdict(sc.learning[name])
+        algs = sc.learning["algorithms"]
+        out["algorithms"] = {
+            a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
+        }
+        for a, table in resolved_compression(sc).items():  # "" is [compression]; a name its own table
+            (out["algorithms"][a] if a else out)["compression"] = table
+    return _drop_none(out)
+
+
+def resolved_compression(sc: Scenario) -> dict:
+    """``{"": [compression], NAME: [algorithms.NAME.compression] where it differs}`` as tables, only when the
+    run compresses anything: without it, ``config.toml`` is what it was before compression existed."""
+    from edgesim.compression import compression_for
+
+    settings = sc.learning.get("compression", {})
+    names = sc.learning["run"].algorithms
+    if all(compression_for(settings, a).is_none for a in names):
+        return {}
+    default = compression_for(settings, "")
+    return {"": default.to_dict(), **{a: compression_for(settings, a).to_dict() for a in names
+                                       if compression_for(settings, a) != default}}
+
+
+def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
+    """Whether the algorithm stops before another round (rounds, simulated time, plateau)."""
+    run_cfg = sc.learning["run"]
+    if sim.round_index >= (run_cfg.rounds or sc.budget.rounds):
+        return True
+    if run_cfg.max_time_s is not None and sim.now_s >= run_cfg.max_time_s:
+        return True
+    return bool(accs) and run_cfg.stop_on_plateau and final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience)[2]
+
+
+def run_algorithm(
+    sc: Scenario,
+    build_backend: Callable,
+    name: str,
+    on_round: Optional[Callable] = None,
+    *,
+    checkpoint_dir: Optional[Path] = None,
+    fingerprint: str = "",
+    saved: Optional[dict] = None,
+    warm=None,
+) -> AlgorithmRun:
+    """Run one algorithm on its own clock; returns its records, events and final clock.
+
+    ``build_backend(name)`` gives the algorithm's learning backend. With
+    ``checkpoint_dir`` and ``run.checkpoint_every > 0`` the state is saved
+    every that many rounds and when the algorithm finishes; ``saved`` (a
+    :func:`edgesim.scenarios.checkpoint.load` result) is where it starts from (a
+    finished algorithm is not run again). ``warm`` (a
+    :class:`edgesim.scenarios.warm_start.WarmStart`) is the run's warm start: its
+    rounds are this algorithm's first, its model the backend's initial model
+    and its engine state the clock's start.
+    """
+    every = sc.learning["run"].checkpoint_every if checkpoint_dir is not None else 0
+    out = AlgorithmRun(name)
+    if saved is not None:
+        out.records, out.events, out.now_s = saved["records"], saved["events"], float(saved["now_s"])
+        out.graphs = list(saved["graphs"])
+        if on_round is not None:
+            for rec in out.records:
+                on_round(name, rec)
+        if saved["done"]:
+            return out
+    elif warm is not None:
+        out.records, out.events = list(warm.records), list(warm.events)
+        if on_round is not None:
+            for rec in out.records:
+                on_round(name, rec)
+    backend = build_backend(name) if warm is None else build_backend(name, warm.model)
+    sim = make_simulation(sc, backend, name)
+    backend = sim.backend
+    if every:
+        checkpoint.check_resumable(backend, name)
+    if saved is not None:
+        sim.load_state_dict(saved["engine"])
+        backend.load_state_dict(saved["backend"])
+    elif warm is not None:
+        sim.load_state_dict(warm.engine)
+    accs = [r.metrics.get("accuracy", float("nan")) for r in out.records]
+    n_events = len(out.events)
+    while not _finished(sc, sim, accs):
+        try:
+            rec = sim.run_round()
+        except Diverged as e:  # keep its rounds so far; the other algorithms go on
+            out.diverged = divergence_message(sc, name, str(e))
+            break
+        if rec is None:  # asynchronous: no device can ever update again (all offline for good)
+            break
+        if warm is not None:
+            rec = flagged(rec, False)
+        out.records.append(rec)
+        accs.append(rec.metrics.get("accuracy", float("nan")))
+        if callable(getattr(backend, "graph", None)):
+            out.graphs.append((rec.round_index, rec.end_time_s, backend.graph()))
+        if on_round is not None:
+            on_round(name, rec)
+        if every:
+            done = _finished(sc, sim, accs)
+            if done or sim.round_index % every == 0:
+                events = out.events[:n_events] + sim.events
+                checkpoint.save(checkpoint_dir, name, fingerprint=fingerprint, sim=sim, backend=backend,
+                                records=out.records, events=events, done=done, use_torch=not sc.physics_only,
+                                graphs=out.graphs)
+    out.events = out.events[:n_events] + sim.events
+    out.now_s = sim.now_s
+    if out.diverged is not None:  # nothing of the round that diverged: it has no record
+        last = out.records[-1] if out.records else None
+        out.events = [e for e in out.events if last is not None and e.round_index <= last.round_index]
+        out.now_s = last.end_time_s if last is not None else 0.0
+    return out
+
+
+def make_simulation(sc: Scenario, backend, name: str):
+    """The clock of one algorithm, with the scenario's ``[availability]``: rounds (:class:`Simulation`) or, for
+    ``round_mode = "fedasync"``/``"fedbuff"``, :class:`edgesim.asynchrony.AsyncSimulation` with its ``[async]``
+    table (the backend wrapped by :func:`edgesim.learning.asynchronous.as_async` unless it is the torch-free
+    curve)."""
+    from edgesim.availability import make_availability
+
+    availability = make_availability(sc.availability, sc.system.n_devices, sc.seed)
+    if not sc.asynchronous:
+        return Simulation(sc.system, sc.budget, backend, seed=sc.seed, availability=availability)
+    from edgesim.asynchrony import AsyncBackend, AsyncSimulation
+
+    if not isinstance(backend, AsyncBackend):
+        from edgesim.learning.asynchronous import as_async
+
+        try:
+            backend = as_async(backend, name)
+        except ValueError as e:
+            raise ConfigError(f"{sc.path}: [budget] round_mode = {sc.budget.round_mode!r}: {e}") from None
+    return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability)
+
+
+def divergence_message(sc: Scenario, name: str, error: str) -> str:
+    """The backend's divergence note with the learning rate that was in effect: the algorithm's own ``lr`` when
+    its table (or its defaults, FedDure's) sets one, else ``train.lr``."""
+    cfg = sc.learning["algorithms"].get(name)
+    if cfg is None:
+        from edgesim.learning.algorithms import ALGORITHMS
+
+        cfg = ALGORITHMS[name].config_cls()
+    own = getattr(cfg, "lr", None)
+    hint = (f"lower [algorithms.{name}] lr (= {own:g})" if own is not None
+            else f"lower train.lr (= {sc.learning['train'].lr:g})")
+    return f"{error.split('; lower ')[0]}; {hint} or check the data"
+
+
+def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
+    """``(build_backend, model_bits, extra summary)`` of a scenario; data errors are :class:`ConfigError`."""
+    if sc.physics_only:
+        from edgesim.curve import ParametricBackend
+
+        p, run_cfg = sc.parametric, sc.learning["run"]
+
+        def build(name: str):
+            return ParametricBackend(sc.system.n_devices, run_cfg.clients_per_round, sc.workload, sc.seed,
+                                     a0=p.a0, a_max=p.a_max, rate=p.rate, download_bits=p.download_bits)
+
+        return build, float(sc.workload.model_bits), {}
+    from edgesim.compression import compression_for
+    from edgesim.learning.algorithms import REGISTRY
+    from edgesim.learning.context import build_context
+    from edgesim.learning.data.datasets import DatasetError
+
+    data_cfg = sc.learning["data"]
+    try:
+        ctx = build_context(
+            sc.seed, data_cfg, sc.learning["train"], sc.learning["run"], sc.workload, sc.system.n_devices
+        )
+    except DatasetError as e:
+        raise ConfigError(f"{sc.path}: [data] {e}") from None
+    except ValueError as e:
+        raise ConfigError(f"{sc.path}: [data] partition {data_cfg.partition!r}: {e}") from None
+
+    def build(name: str, start: Optional[dict] = None):
+        """``name``'s backend on the run's context; ``start``: the model it starts from (a warm start's)."""
+        cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
+        own = ctx if sc.learning.get("compression") is None else dataclasses.replace(
+            ctx, compression=compression_for(sc.learning["compression"], name))
+        if start is None:
+            return REGISTRY[name].build(own, cfg)
+        from edgesim.learning.algorithms.common import to_device
+
+        return REGISTRY[name].build(dataclasses.replace(own, start_state=to_device(ctx, start)), cfg)
+
+    check_data(sc, ctx)
+
+    held = [len(c.x_sup) + len(c.x_unl) for c in ctx.clients]
+    extra = {"samples_per_device": {
+        "plan": sc.workload.samples_per_device,
+        "note": "workload.samples_per_device is the D of `edgesim plan`; this run charges each device I*C*D_n "
+                "for its own data (min/mean/max below: samples each device holds)",
+        "min": min(held), "mean": sum(held) / len(held), "max": max(held),
+    }}
+    if ctx.data_record is not None:  # a user's own npz / image folder: the file, class counts, normalisation
+        extra["dataset"] = ctx.data_record
+    return build, ctx.model_bits, extra
+
+
+def check_data(sc: Scenario, ctx) -> None:
+    """Each algorithm's ``check_data(ctx, cfg)`` on the loaded data, before any algorithm runs (one line)."""
+    from edgesim.learning.algorithms import REGISTRY
+
+    for name in sc.learning["run"].algorithms:
+        spec = REGISTRY[name]
+        if spec.check_data is not None:
+            try:
+                spec.check_data(ctx, sc.learning["algorithms"].get(name) or spec.config_cls())
+            except ValueError as e:
+                raise ConfigError(f"{sc.path}: [algorithms.{name}] {e}") from None

@@ -1,0 +1,153 @@
+"""The floors of docs/architecture.md, checked on every module's imports (those inside functions too):
+no import from a lower floor to a higher one, no import circle, no private name used across modules."""
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FOLDERS = {"edgesim": "edgesim", "learning": "edgesim.learning", "scenarios": "edgesim.scenarios", "plots": "edgesim.plots"}
+
+# docs/architecture.md, "The floors": each floor and the floors it may import (itself included).
+FLOORS = {
+    "edgesim.results": {"edgesim.results", "edgesim.config"},
+    "edgesim": {"edgesim", "edgesim.results"},
+    "edgesim.learning": {"edgesim", "edgesim.results", "edgesim.learning"},
+    "edgesim.plots": {"edgesim", "edgesim.results", "edgesim.plots"},
+    "edgesim.scenarios": {"edgesim", "edgesim.results", "edgesim.learning", "edgesim.plots", "edgesim.scenarios"},
+}
+FACE = "edgesim"  # edgesim/__init__.py: hands the API's names on lazily (PEP 562); it is the top, not the ground
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = list(path.relative_to(REPO / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _project_module(name: str):
+    """The project module ``name`` is, or is inside of (``pkg.mod.attr`` → ``pkg.mod``); ``None`` if none."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str, path: Path) -> list[tuple[int, str, ast.AST]]:
+    """(line, imported project module, node) of every import statement of ``module``, at any depth."""
+    base = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, m, node) for a in node.names if (m := _project_module(a.name))]
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                b = base
+                for _ in range(node.level - 1):
+                    b = b.rpartition(".")[0]
+                source = f"{b}.{source}" if source else b
+            for a in node.names:
+                m = f"{source}.{a.name}" if f"{source}.{a.name}" in MODULES else _project_module(source)
+                if m:
+                    out.append((node.lineno, m, node))
+    return [(line, m, node) for line, m, node in out if m != module]
+
+
+GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
+
+
+def floor(module: str) -> str:
+    for f in sorted(FLOORS, key=len, reverse=True):
+        if module == f or module.startswith(f + "."):
+            return f
+    raise AssertionError(f"{module} is on no floor of docs/architecture.md")
+
+
+def test_no_import_goes_up_a_floor():
+    wrong = []
+    for module, imports in GRAPH.items():
+        if module == FACE:
+            continue
+        for line, target, _ in imports:
+            allowed = FLOORS[floor(module)]
+            if floor(target) not in allowed and not (target == "edgesim.config" and "edgesim.config" in allowed):
+                wrong.append(f"{MODULES[module].relative_to(REPO)}:{line}: {module} ({floor(module)}) imports "
+                             f"{target} ({floor(target)})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_floors_are_the_documented_ones():
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for f in FLOORS:
+        assert f"`{f}`" in text, f
+
+
+def test_no_import_circle():
+    index, low, stack, on_stack, circles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for _, w, _ in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    assert not circles, circles
+
+
+def test_no_private_name_crosses_modules():
+    wrong = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        aliases, seen = set(), set()
+        for line, target, node in GRAPH[module]:
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        wrong.append(f"{path.relative_to(REPO)}:{line}: imports {a.name} from {target}")
+                    if f"{node.module}.{a.name}" in MODULES or target.endswith("." + a.name):
+                        aliases.add(a.asname or a.name)
+            else:
+                aliases.update(a.asname for a in node.names if a.asname)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases \
+                    and re.fullmatch(r"_[a-z]\w*", node.attr):
+                wrong.append(f"{path.relative_to(REPO)}:{node.lineno}: uses {node.value.id}.{node.attr}")
+    assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def test_the_walk_sees_the_imports_it_checks():
+    """The checks above can fail: the walk finds imports inside functions and across floors."""
+    run = {t for _, t, _ in GRAPH["edgesim.scenarios.run"]}
+    assert "edgesim.scenarios.algorithm_run" in run and "edgesim.results.writing" in run
+    assert floor("edgesim.results.reading") == "edgesim.results" and floor("edgesim.engine") == "edgesim"
+    assert "edgesim.scenarios.api" in {t for _, t, _ in GRAPH[FACE]}
