@@ -62,7 +62,7 @@ def test_tensorboard_gets_each_rounds_scalars_on_the_simulated_clock(tiny_scenar
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from edgesim.scenarios.runfolder import read_manifest
+    from edgesim.results.writing import read_manifest
 
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--set", "run.tracking=tensorboard",
