@@ -322,3 +322,50 @@ def test_resume_with_error_feedback_state_is_byte_identical(tiny_scenario, tmp_p
     out = run_scenario(load_scenario(tiny_scenario, over), tmp_path / "r", resume=True)
     for name in ("rounds.csv", "devices.csv", "events.csv", "summary.json"):
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("name", ["fedper", "lg_fedavg", "fixavg"])
+def test_the_family_compresses_what_it_sends(tiny_scenario, name):
+    """FedPer and LG-FedAvg send their shared part only: the encoded bits are of those keys (LG-FedAvg's to every
+    device); FixAvg's uploads are compressed like FedAvg's."""
+    from edgesim.engine import Simulation
+    from edgesim.learning.algorithms import REGISTRY
+    from edgesim.learning.context import build_context
+
+    sc = load_scenario(tiny_scenario, [f"run.algorithms=['{name}']", "data.labeled_fraction=0.5",
+                                       "data.partition=iid"] if name == "fixavg" else [f"run.algorithms=['{name}']"])
+    ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                        sc.system.n_devices)
+    cfg = CompressionConfig(Codec("qsgd", bits=4, bucket=64), Codec("bf16"))
+    alg = REGISTRY[name].build(dataclasses.replace(ctx, compression=cfg), REGISTRY[name].config_cls())
+    sizes = [ctx.template_state[k].numel() for k in alg.global_state if ctx.template_state[k].is_floating_point()]
+    assert sum(sizes) < sum(v.numel() for v in ctx.template_state.values()) or name == "fixavg"
+    sim = Simulation(sc.system, sc.budget, alg, seed=sc.seed)
+    plan = alg.plan_round(sim.system_view())
+    up = [w.upload_bits for w in plan.work if w.upload_bits]
+    down = [w.download_bits for w in plan.work]
+    assert up == [encoded_bits(cfg.uplink, sizes)] * 3
+    assert down == [16 * sum(sizes)] * (ctx.n_devices if name == "lg_fedavg" else 3)
+    rec = Simulation(sc.system, sc.budget, alg, seed=sc.seed).run(1)[0]
+    assert 0 < rec.metrics["compression_error"] < 1 and rec.metrics["downlink_compression_error"] < 1e-2
+
+
+def test_feddure_compresses_theta_and_resumes_with_its_residuals(tiny_scenario, tmp_path, monkeypatch):
+    from edgesim.learning.algorithms import REGISTRY
+    from tests.test_feddure import FEDDURE_TINY
+    from tests.test_resume import _crashing
+
+    over = [*FEDDURE_TINY, "run.checkpoint_every=1", "budget.rounds=3", "compression.uplink.method=topk",
+            "compression.uplink.fraction=0.1", "compression.uplink.error_feedback=true", "compression.downlink=fp16"]
+    reference = run_scenario(load_scenario(tiny_scenario, over), tmp_path / "reference")
+    import csv
+
+    rows = list(csv.DictReader(open(reference / "rounds.csv")))
+    assert all(float(r["compression_error"]) > 0 for r in rows)
+    with monkeypatch.context() as m:
+        m.setitem(REGISTRY, "feddure", _crashing("feddure", 2))
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            run_scenario(load_scenario(tiny_scenario, over), tmp_path / "r")
+    out = run_scenario(load_scenario(tiny_scenario, over), tmp_path / "r", resume=True)
+    for name in ("rounds.csv", "devices.csv", "events.csv"):
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name

@@ -63,6 +63,7 @@ from edgesim.learning.algorithms.common import (
     training_plan,
 )
 from edgesim.learning.algorithms import register_variants
+from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
 from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.costs import task_cycles, training_passes
@@ -287,16 +288,19 @@ class FedDure:
                      for c in ctx.clients]
         self.sizes = [{"lab": c.x_lab.shape[0], "unl": c.x_unl.shape[0]} for c in ctx.clients]
         self.selected: tuple[int, ...] = ()
+        self.transfers = transfers_for(ctx, list(self.global_state))  # θ's update up, θ down (docs/compression.md)
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
         self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
         cycles = {d: task_cycles(self.task, self.sizes[d], ctx.cycles_per_sample) for d in self.selected}
-        return training_plan(self.selected, cycles, ctx.model_bits, ctx.model_bits)  # θ only: φ and w stay
+        t = self.transfers
+        up, down = (ctx.model_bits, ctx.model_bits) if t is None else (t.up_bits, t.down_bits)
+        return training_plan(self.selected, cycles, up, down)  # θ only: φ and w stay
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
-        ctx, sel = self.ctx, self.selected
-        g = self.global_state
+        ctx, sel, t = self.ctx, self.selected, self.transfers
+        g, down_error = (self.global_state, None) if t is None else t.download(outcome.round_index, self.global_state)
         regs = {C_REG + k: g[k] for k in self.param_keys} if self.cfg.creg else {}  # φ ← θ_g (Alg. 1, line 12)
         starts = [{**g, **regs, **self.freg[d]} for d in sel]
         result = train_devices(ctx, self.name, outcome.round_index, sel, starts, [self.data[d] for d in sel],
@@ -305,18 +309,27 @@ class FedDure:
         for d, state in zip(sel, result.params):
             self.freg[d] = {k: state[k] for k in F_REG if k in state}  # kept on the device, whatever the uplink did
             models.append({k: state[k] for k in g})
+        extra = {}
+        if t is not None:  # the server rebuilds θ from the decoded updates
+            models, up_errors = t.upload(outcome.round_index, sel, [g] * len(sel), models, self.global_state)
+            extra = t.metrics(up_errors, down_error)
         weights = [float(self.sizes[d]["lab"] + self.sizes[d]["unl"]) for d in sel]
         updates = arrived_updates(outcome, sel, models, weights)
         if updates and sum(w for _, w in updates) > 0:
             self.global_state = weighted_average(updates)
-        return round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state)
+        return {**round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state), **extra}
 
     def state_dict(self) -> dict:
-        return {"global": to_cpu(self.global_state), "freg": [to_cpu(w) for w in self.freg]}
+        out = {"global": to_cpu(self.global_state), "freg": [to_cpu(w) for w in self.freg]}
+        if self.transfers is not None:
+            out["transfers"] = self.transfers.state_dict()
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         self.global_state = to_device(self.ctx, state["global"])
         self.freg = [to_device(self.ctx, clone_state(w)) for w in state["freg"]]
+        if self.transfers is not None and "transfers" in state:
+            self.transfers.load_state_dict(state["transfers"])
 
 
 # --------------------------------------------------------------------------- the registered variants

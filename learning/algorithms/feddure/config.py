@@ -66,6 +66,8 @@ class FedDureConfig:
 
 
 FedDureConfig.DEFINING = ("creg", "freg")
+# [compression] (docs/compression.md): θ's update up, θ down; C-reg's φ and F-reg's w never leave the device.
+FedDureConfig.COMPRESSION = "the model θ's update (uplink) and θ (downlink)"
 
 VARIANTS = {
     "feddure": (FedDureConfig, "FedDure", "FedDure: dual regulators (C-reg feedback, F-reg instance weights)"),
