@@ -42,6 +42,7 @@ DEFAULT_BUCKET = 512  # QSGD's bucket size in Alistarh et al.'s experiments (§5
 FLOAT_BITS = 32  # an uncompressed number, a norm, a scale, a top-k value
 HALF_BITS = 16
 MAX_QSGD_BITS = 16
+SENDS_NOTHING = "nothing"  # an algorithm config's COMPRESSION when its devices send nothing (Local)
 
 
 @dataclass(frozen=True)
@@ -249,3 +250,21 @@ def build_compression(values: Any, algorithm_tables: Any, where: str) -> dict[st
 def compression_for(settings: Mapping[str, CompressionConfig], algorithm: str) -> CompressionConfig:
     """The compression ``algorithm`` runs with: its own table's, else ``[compression]``'s, else none."""
     return settings.get(algorithm) or settings.get("") or NO_COMPRESSION
+
+
+def plan_table(settings: Mapping[str, CompressionConfig], algorithms: Sequence[str], sizes: Sequence[int],
+               model_bits: float) -> dict[str, dict[str, dict]]:
+    """What ``edgesim plan`` shows: per algorithm that compresses, per direction, the codec's label, the bits
+    of one transfer of the whole model (tensors of ``sizes`` numbers; an algorithm that sends fewer keys —
+    FedPer, LG-FedAvg, FedBN — sends fewer) and their share of the uncompressed ``model_bits``."""
+    out = {}
+    for name in algorithms:
+        cfg = compression_for(settings, name)
+        if cfg.is_none:
+            continue
+        out[name] = {}
+        for d in DIRECTIONS:
+            codec = getattr(cfg, d)
+            bits = scaled_encoded_bits(codec, sizes, model_bits, sum(sizes))
+            out[name][d] = {"method": codec.label(), "bits": bits, "ratio": bits / float(model_bits)}
+    return out

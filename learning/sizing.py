@@ -43,3 +43,14 @@ def resolve_workload(scenario) -> WorkloadConfig:
                 cycles = changes.get("cycles_per_sample", w.cycles_per_sample)
                 changes[name] = resolve(hook.auto_cycles)(name, scenario, model, ds, cycles)
     return dataclasses.replace(w, **changes)
+
+
+def model_tensor_sizes(scenario) -> list[int]:
+    """The numbers of each floating-point tensor of the scenario's model (what a compressed transfer encodes,
+    :func:`edgesim.compression.encoded_bits`)."""
+    from edgesim.learning.models import build_model  # torch: only when a compressed transfer is shown
+
+    data, train = scenario.learning["data"], scenario.learning["train"]
+    ds = load_dataset(data.dataset, data.data_dir, **data.loader_options())
+    model = build_model(train.model, ds.input_shape, ds.n_classes, ds.vocab_size, seed=0)
+    return [int(v.numel()) for v in model.state_dict().values() if v.is_floating_point()]

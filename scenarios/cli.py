@@ -166,6 +166,39 @@ def _print_plan(scenario, plan) -> None:
     echo(f"Feasible pairs (1 <= B <= K <= N, B*C2 + K*C3 <= C1): {plan.feasible_count} of {n * (n + 1) // 2}")
 
 
+def _compression_plan(sc, workload) -> dict:
+    """Per compressing algorithm and direction: the encoded bits of one transfer (docs/compression.md)."""
+    from edgesim.compression import SENDS_NOTHING, compression_for, plan_table
+    from edgesim.learning.algorithms import ALGORITHMS
+
+    settings = sc.learning.get("compression", {})
+    names = [a for a in scenario_algorithms(sc)
+             if getattr(getattr(ALGORITHMS.get(a), "config_cls", None), "COMPRESSION", None) != SENDS_NOTHING]
+    if all(compression_for(settings, a).is_none for a in names):
+        return {}
+    from edgesim.learning.data.datasets import DatasetError
+    from edgesim.learning.sizing import model_tensor_sizes
+
+    try:
+        sizes = model_tensor_sizes(sc)
+    except DatasetError as e:
+        raise ConfigError(f"{sc.path}: [data] {e}") from None
+    return plan_table(settings, names, sizes, workload.model_bits)
+
+
+def _print_compression(compressed: dict, plan) -> None:
+    if not compressed:
+        return
+    rate = min(d.uplink_rate_bps for d in plan.devices)
+    typer.echo("")
+    typer.echo(f"Compression (one transfer of the whole model, m = {plan.model_bits:.0f} bits; docs/compression.md):")
+    for name, dirs in compressed.items():
+        up, down = dirs["uplink"], dirs["downlink"]
+        typer.echo(f"  {name}: uplink {up['method']} {up['bits']} bits ({up['ratio']:.3g} m, "
+                   f"{_fmt(up['bits'] / rate)} s at the slowest uplink), downlink {down['method']} {down['bits']} bits "
+                   f"({down['ratio']:.3g} m)")
+
+
 @app.command()
 def plan(
     scenario: Optional[Path] = SCENARIO_ARG,
@@ -194,14 +227,17 @@ def plan(
         for hook in _schedulers(sc).values():
             target_cycles += hook.target_cycles(sc, workload) or 0.0
         result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed, target_cycles)
+        compressed = _compression_plan(sc, workload)
     except ConfigError as e:
         _fail(str(e))
     except ValueError as e:  # a plan the formulas refuse (e.g. a zero uplink rate)
         _fail(f"{sc.path}: {e}")
     if as_json:
-        typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict()}, indent=2))
+        extra = {"compression": compressed} if compressed else {}
+        typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict(), **extra}, indent=2))
     else:
         _print_plan(sc, result)
+        _print_compression(compressed, result)
     if not result.feasible and _schedulers(sc):  # only a scheduler needs a feasible (B, K)
         _fail(f"{sc.path}: {result.infeasibility_message()}", code=1)
 

@@ -369,3 +369,19 @@ def test_feddure_compresses_theta_and_resumes_with_its_residuals(tiny_scenario, 
     out = run_scenario(load_scenario(tiny_scenario, over), tmp_path / "r", resume=True)
     for name in ("rounds.csv", "devices.csv", "events.csv"):
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+def test_plan_shows_the_encoded_bits(tiny_scenario):
+    import json
+
+    from edgesim.learning.models import build_model
+
+    sizes = [v.numel() for v in build_model("cnn", (1, 8, 8), 10, seed=0).state_dict().values() if v.is_floating_point()]
+    args = ["plan", str(tiny_scenario), "--set", "compression.uplink.method=qsgd", "--set", "compression.uplink.bits=4"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    bits = encoded_bits(Codec("qsgd", bits=4), sizes)
+    assert f"fedavg: uplink qsgd4 {bits} bits" in result.output and "local:" not in result.output.split("Compression")[1]
+    table = json.loads(CliRunner().invoke(app, [*args, "--json"]).output)["compression"]
+    assert table["fedprox"]["uplink"] == {"method": "qsgd4", "bits": bits, "ratio": bits / (32 * sum(sizes))}
+    assert "Compression" not in CliRunner().invoke(app, ["plan", str(tiny_scenario)]).output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edgesim.compression import SENDS_NOTHING
 from edgesim.learning.algorithms import declare
 
 
@@ -11,7 +12,7 @@ from edgesim.learning.algorithms import declare
 class LocalConfig:
     """Local training only (no options)."""
 
-    COMPRESSION = "nothing: a device sends nothing, so a run-wide [compression] leaves it as it is"
+    COMPRESSION = SENDS_NOTHING  # a run-wide [compression] leaves it as it is (docs/compression.md)
 
 
 declare("local", LocalConfig, module="edgesim.learning.algorithms.local.algorithm", display="Local",
