@@ -227,6 +227,7 @@ def test_an_algorithm_that_cannot_take_it_is_refused_in_one_line(tiny_scenario):
         load_scenario(tiny_scenario, ["run.algorithms=['fedavg', 'pfedme']", "compression.uplink=fp16"])
     assert "[compression] uplink = 'fp16': algorithm 'pfedme' cannot take it (" in str(e.value)
     assert "[algorithms.NAME.compression]" in str(e.value) and "\n" not in str(e.value)
+    assert "(its bi-level personal models are not wired to the encoders; not implemented)" in str(e.value)
     # per algorithm it is fine, and local (which sends nothing) takes a run-wide table
     load_scenario(tiny_scenario, ["run.algorithms=['fedavg', 'pfedme', 'local']",
                                   "algorithms.fedavg.compression.uplink=fp16"])

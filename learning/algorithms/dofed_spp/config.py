@@ -111,5 +111,8 @@ PLANNING = PlanningHook(  # the (B, K) of Ineq. (26): C1/C2/C3, similarity ratio
     target_cycles=target_cycles_per_round, auto_fields=("sr_cycles", "pseudo_label_cycles_per_model"),
     auto_cycles="edgesim.learning.algorithms.dofed_spp.algorithm:auto_cycles")
 
+DofedSppConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+    "its devices download B other devices' models as pseudo-labellers under a (B, K) planned on uncompressed bits (Ineq. 26); not implemented")
+
 declare("dofed_spp", DofedSppConfig, planning=PLANNING, module="edgesim.learning.algorithms.dofed_spp.algorithm", display="DoFed-SPP",
         summary="DoFed-SPP: reciprocal + target models, similarity ratios, B/K on the budget")

@@ -53,5 +53,8 @@ class FedBEConfig:
             raise ValueError(f"server_on_clock = {self.server_on_clock!r}: expected true or false")
 
 
+FedBEConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+    "its server fits a distribution to the uploaded models and distils a sampled ensemble; not implemented")
+
 declare("fedbe", FedBEConfig, module="edgesim.learning.algorithms.fedbe.algorithm", display="FedBE",
         summary="FedBE: FedAvg + SWAG-sampled Bayesian ensemble distilled on server unlabelled data")

@@ -64,4 +64,7 @@ VARIANTS = {
                      "argmax, UDA term, supervised fine-tuning, learning-rate warm-up"),
 }
 
+FedDureCodeConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+    "the official release's algorithm is not wired to the encoders (feddure is); not implemented")
+
 declare_variants(VARIANTS, module="edgesim.learning.algorithms.feddure_code.algorithm")

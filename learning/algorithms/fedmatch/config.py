@@ -76,6 +76,9 @@ def check_fedmatch(cfg: FedMatchConfig, facts: ScenarioFacts) -> None:
 
 
 FedMatchConfig.DEFINING = ("labels",)
+FedMatchConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+    "it sends its decomposed sigma/psi parameters and helper models with its own sparsity; not implemented")
+
 declare("fedmatch", FedMatchConfig, module="edgesim.learning.algorithms.fedmatch.algorithm", display="FedMatch", check=check_fedmatch,
         summary="FedMatch, labels at the server: sigma trained at the server, sparse psi at the clients, helpers by "
                 "nearest outputs")

@@ -102,4 +102,7 @@ def check_fedmix(cfg: FedMixConfig, facts: ScenarioFacts) -> None:
     needs_server_labels("fedmix", facts)
 
 
+FedMixConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+    "it broadcasts theta (and sigma) and uploads psi of a split model; not implemented")
+
 declare_variants(VARIANTS, module="edgesim.learning.algorithms.fedmix.algorithm", check=check_fedmix)

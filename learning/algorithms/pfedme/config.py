@@ -28,5 +28,8 @@ class PFedMeConfig:
         check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
 
 
+PFedMeConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+    "its bi-level personal models are not wired to the encoders; not implemented")
+
 declare("pfedme", PFedMeConfig, module="edgesim.learning.algorithms.pfedme.algorithm", display="pFedMe",
         summary="pFedMe: personalised models by Moreau envelopes, every device trains")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from edgesim.compression import SENDS_NOTHING
+
 from dataclasses import dataclass
 from typing import Optional
 
@@ -34,6 +36,8 @@ def check_server_only(cfg: ServerOnlyConfig, facts: ScenarioFacts) -> None:
 
     needs_server_labels("server_only", facts)
 
+
+ServerOnlyConfig.COMPRESSION = SENDS_NOTHING  # the devices send nothing (docs/compression.md)
 
 declare("server_only", ServerOnlyConfig, module="edgesim.learning.algorithms.server_only.algorithm", display="Supervised only (server)",
         check=check_server_only,
