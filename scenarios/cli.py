@@ -143,6 +143,10 @@ def _print_plan(scenario, plan) -> None:
         )
     if len(rows) < len(plan.devices):
         echo(f"   ... {len(plan.devices) - len(rows)} more devices (--json lists all)")
+    steps = plan_local_steps(scenario)
+    echo(f"Local steps per device-round: I·⌈D/B⌉ = {steps['local_iterations']}·⌈{steps['samples_per_device']}/"
+         f"{steps['batch_size']}⌉ = {steps['local_steps_per_device']} (one supervised stream of D samples; a "
+         "semi-supervised method's lead stream sets its count: rounds.csv's local_steps_per_device)")
     echo("")
     fits = sum(d.train_s + d.upload_s <= plan.round_budget_s for d in plan.devices)
     echo(f"Train + upload within T/G: {fits} of {plan.n_devices} devices (alone on the uplink)")
@@ -199,6 +203,14 @@ def _print_compression(compressed: dict, plan) -> None:
                    f"({down['ratio']:.3g} m)")
 
 
+def plan_local_steps(scenario) -> dict:
+    """The local optimiser steps a device takes in a round with one supervised stream: ``I·⌈D/B⌉``
+    (``workload.local_iterations``, ``workload.samples_per_device``, ``train.batch_size``; docs/metrics.md)."""
+    w, batch = scenario.workload, scenario.learning["train"].batch_size
+    return {"local_iterations": w.local_iterations, "samples_per_device": w.samples_per_device, "batch_size": batch,
+            "local_steps_per_device": w.local_iterations * -(-w.samples_per_device // batch)}
+
+
 @app.command()
 def plan(
     scenario: Optional[Path] = SCENARIO_ARG,
@@ -234,7 +246,8 @@ def plan(
         _fail(f"{sc.path}: {e}")
     if as_json:
         extra = {"compression": compressed} if compressed else {}
-        typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict(), **extra}, indent=2))
+        typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict(), **extra,
+                               "local_steps": plan_local_steps(sc)}, indent=2))
     else:
         _print_plan(sc, result)
         _print_compression(compressed, result)

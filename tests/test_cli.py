@@ -249,3 +249,14 @@ def test_a_physics_only_config_toml_reproduces_its_run(tmp_path):
     for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     assert json.loads((tmp_path / "a" / "run.json").read_text())["versions"].get("torch") is None
+
+
+def test_plan_shows_the_local_steps_per_device(tmp_path):
+    """The bundled default: I = 1, D = 72, B = 16 ⇒ ⌈72/16⌉ = 5 steps; with I = 3 and B = 24: 3·3 = 9."""
+    result = runner.invoke(app, ["plan"])
+    assert result.exit_code == 0, result.output
+    assert "Local steps per device-round: I·⌈D/B⌉ = 1·⌈72/16⌉ = 5" in result.stdout
+    result = runner.invoke(app, ["plan", "--json", "--set", "workload.local_iterations=3", "--set", "train.batch_size=24"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["local_steps"] == {"local_iterations": 3, "samples_per_device": 72,
+                                                       "batch_size": 24, "local_steps_per_device": 9}

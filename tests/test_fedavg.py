@@ -222,3 +222,39 @@ def test_fixmatch_views_on_digits_never_flip_and_on_a_flippable_set_do(tiny_scen
     assert flips(make_task(ctx, cfg)) == {"x_aug": False, "u_weak": False, "u_strong": False}
     mirror_ok = dataclasses.replace(ctx, hflip_preserves_labels=True)
     assert flips(make_task(mirror_ok, cfg)) == {"x_aug": True, "u_weak": True, "u_strong": True}
+
+
+def test_step_metrics_by_hand():
+    """Two training runs of the same two devices (DoFed-SPP's target and recognition models): S = (3+2, 5+0)."""
+    from edgesim.learning.algorithms.common import step_metrics
+    from edgesim.learning.executors import LocalTrainResult
+
+    first, second = LocalTrainResult([{}, {}], [0.1, 0.2], [3, 5]), LocalTrainResult([{}, {}], [0.1, 0.2], [2, 0])
+    assert step_metrics(first, second) == {"local_steps": 10.0, "local_steps_per_device": 5.0}
+    assert step_metrics(first) == {"local_steps": 8.0, "local_steps_per_device": 4.0}
+    assert step_metrics(LocalTrainResult([], [], [])) == {"local_steps": 0.0, "local_steps_per_device": 0.0}
+
+
+@pytest.mark.parametrize("name, epochs", [("fedavg", 1), ("fedavg", 3), ("fixavg", 2)])
+def test_rounds_report_the_local_steps_counted_by_hand(tiny_scenario, name, epochs):
+    """rounds.csv's local_steps: per selected device E·⌈n/B⌉ for a supervised stream; for FixMatch the stream with
+    more batches per epoch leads: E·max(⌈n_lab/B⌉, ⌈n_unl/(μB)⌉) (B = 16, μ = 7 here)."""
+    import math
+
+    sc, ctx = _ctx(tiny_scenario, f"workload.local_iterations={epochs}", "data.labeled_ratio_alpha=0.5",
+                   f'run.algorithms=["{name}"]')
+    cfg = REGISTRY[name].config_cls()
+    alg = REGISTRY[name].build(ctx, cfg)
+    rec = Simulation(sc.system, sc.budget, alg, seed=sc.seed).run_round()
+    b, mu = 16, cfg.unlabeled_ratio
+    steps = []
+    for row in rec.devices:
+        c = ctx.clients[row.device]
+        n_lab, n_unl = c.x_sup.shape[0], c.x_unl.shape[0]
+        if name == "fixavg":
+            steps.append(epochs * max(math.ceil(n_lab / b), math.ceil(n_unl / (mu * b))))
+        else:
+            steps.append(epochs * math.ceil(n_lab / b))
+    assert len(steps) == 3 and min(steps) > 0
+    assert rec.metrics["local_steps"] == sum(steps)
+    assert rec.metrics["local_steps_per_device"] == pytest.approx(sum(steps) / 3)

@@ -520,6 +520,7 @@ def test_a_cut_server_phase_yields_nothing(tiny, name):
     assert all(torch.equal(v, start[k]) for k, v in _model(cut).items())
     assert records[0].metrics["accuracy"] == records[1].metrics["accuracy"]
     assert np.isnan(records[0].metrics["train_loss"])
+    assert records[0].metrics["server_steps"] == records[0].metrics["local_steps"] == 0
     if name == "fedmix":
         assert all(torch.equal(v, cut.sigma[k]) for k, v in start.items() if k in cut.sigma) and cut.counts.sum() == 0
 
@@ -527,6 +528,8 @@ def test_a_cut_server_phase_yields_nothing(tiny, name):
     kept = Simulation(sc.system, sc.budget, uncut, seed=sc.seed).run(2)
     assert kept[0].server_before_s == pytest.approx(0.3) and kept[0].arrived or name == "server_only"
     assert any(not torch.equal(v, start[k]) for k, v in _model(uncut).items())
+    if name != "fedmatch":  # one epoch over the server's 200 labels in batches of 50
+        assert kept[0].metrics["server_steps"] == 4
     assert [r.metrics["accuracy"] for r in kept] != [r.metrics["accuracy"] for r in records]
 
 

@@ -103,10 +103,30 @@ def round_metrics(ctx: Context, models: Sequence[Mapping[str, torch.Tensor]], re
     """A round's metrics: each device's model on its test set (``shared``: one model for all, evaluated in one
     pass), the training loss, the loss's aux values and, where there is unlabelled data, the labelling accuracy."""
     accs = evaluate_shared(ctx, shared) if shared is not None else evaluate_personal(ctx, models)
-    metrics = {**accuracy_metrics(accs), "train_loss": mean_loss(result), **aux_metrics(result)}
+    metrics = {**accuracy_metrics(accs), "train_loss": mean_loss(result), **aux_metrics(result),
+               **step_metrics(result)}
     if has_unlabeled(ctx):
         metrics.update(accuracy_metrics(labeling_accuracy(ctx, models), "labeling_accuracy"))
     return metrics
+
+
+def step_metrics(*results: LocalTrainResult) -> dict[str, float]:
+    """The round's local optimiser steps (``rounds.csv``; docs/metrics.md).
+
+    ``S_k`` = the steps device k took this round, summed over ``results`` (the round's local training runs,
+    aligned device by device: DoFed-SPP's target and recognition models, …). A run of ``E`` epochs takes
+    ``E·⌈n_lead / B_lead⌉`` steps, the lead stream being the one with the most batches per epoch
+    (``edgesim.learning.executors.task_schedule``: FixMatch's unlabelled stream of μB rows, a supervised
+    task's only stream). ``local_steps = Σ_k S_k`` over the devices that trained;
+    ``local_steps_per_device`` = that sum over their number (0 when none trained).
+    """
+    per_device = [sum(steps) for steps in zip(*(r.n_steps for r in results))] if results else []
+    total = float(sum(per_device))
+    return {"local_steps": total, "local_steps_per_device": total / len(per_device) if per_device else 0.0}
+
+
+NO_STEPS = {"local_steps": 0.0, "local_steps_per_device": 0.0}
+"""A round in which no device trained."""
 
 
 def aux_metrics(result: LocalTrainResult) -> dict[str, float]:

@@ -71,6 +71,7 @@ from edgesim.config import ConfigError
 from edgesim.plan import slowest_device_constants
 from edgesim.selection import assignment, best_selection
 from edgesim.learning.algorithms.common import (
+    step_metrics,
     accuracy_metrics,
     check_losses,
     evaluate_personal,
@@ -323,7 +324,7 @@ class DofedSpp:
         self._gc()
         metrics = {**accuracy_metrics(evaluate_personal(ctx, self.tar))}
         metrics.update(accuracy_metrics(labeling_accuracy(ctx, self.tar), "labeling_accuracy"))
-        metrics.update({"train_loss": mean_loss(result), **extra})
+        metrics.update({"train_loss": mean_loss(result), **step_metrics(result), **extra})
         return metrics
 
     def _round(self, outcome: RoundOutcome) -> dict[str, float]:
@@ -369,6 +370,7 @@ class DofedSpp:
         metrics.update({
             "train_loss": mean_loss(rec_result),
             "target_train_loss": mean_loss(tar_result),
+            **step_metrics(tar_result, rec_result),
             "n_uploaded": float(len(up)),
             "uncovered_devices": float(len(uncovered)),
             **extra,

@@ -46,6 +46,7 @@ import torch
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import weighted_average
 from edgesim.learning.algorithms.common import (
+    step_metrics,
     accuracy_metrics,
     check_losses,
     evaluate_shared,
@@ -177,7 +178,7 @@ class FedBE:
         arrived = set(outcome.arrived)
         ups = [(s, 1.0 if cfg.weighting == "uniform" else float(ctx.clients[d].y_sup.shape[0]))
                for d, s in zip(sel, result.params) if d in arrived]
-        metrics: dict[str, float] = {"train_loss": mean_loss(result)}
+        metrics: dict[str, float] = {"train_loss": mean_loss(result), **step_metrics(result)}
         if ups:
             avg, teachers = self.teachers(self.global_state, [s for s, _ in ups], [w for _, w in ups], r)
             probs = predict_proba(ctx.model, teachers, self.server_x, batch_size=ctx.train_cfg.eval_batch_size,

@@ -41,6 +41,7 @@ import torch
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.algorithms.common import (
+    step_metrics,
     accuracy_metrics,
     check_losses,
     evaluate_personal,
@@ -199,7 +200,8 @@ class FedFomo:
             self.models[d] = state
             if d in arrived:
                 self.server[d] = state
-        metrics = {**accuracy_metrics(evaluate_personal(ctx, self.models)), "train_loss": mean_loss(result)}
+        metrics = {**accuracy_metrics(evaluate_personal(ctx, self.models)), "train_loss": mean_loss(result),
+                   **step_metrics(result)}
         if has_unlabeled(ctx):
             metrics.update(accuracy_metrics(labeling_accuracy(ctx, self.models), "labeling_accuracy"))
         if cfg.report_federated:

@@ -44,6 +44,8 @@ import torch.nn.functional as F
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.algorithms.common import (
+    step_metrics,
+    NO_STEPS,
     aux_metrics,
     mean_loss,
     sample_clients,
@@ -316,11 +318,13 @@ class FedMatch:
         metrics: dict[str, float] = {}
         if outcome.server_cut:  # σ's phase did not finish, nothing was broadcast: σ, ψ and the clients unchanged
             nan = float("nan")
-            return {"server_loss": nan, **shared_model_metrics(ctx, self.global_state()), "train_loss": nan}
+            return {"server_loss": nan, **shared_model_metrics(ctx, self.global_state()), "train_loss": nan,
+                    **NO_STEPS, **({"server_steps": 0.0} if cfg.labels == "server" else {})}
         if cfg.labels == "server":
             res = train_at_server(ctx, self.name, r, {**self.sigma, **self.psi}, self.server_data, self.server_task)
             self.sigma = {k: res.params[0][k] for k in self.sigma}
             metrics["server_loss"] = res.mean_loss[0]
+            metrics["server_steps"] = float(res.n_steps[0])
         states, result = self._train_clients(r, sel)
         arrived = [(d, s) for d, s in zip(sel, states) if d in set(outcome.arrived)]
         if arrived:
@@ -334,7 +338,7 @@ class FedMatch:
                 self.vectors[d] = self._embed({**sigma_d, **compose(sigma_d, s, self.keys, None)})
                 self.helper_psi[d] = {k: s[k] for k in self.psi}
         metrics.update(shared_model_metrics(ctx, self.global_state()))
-        metrics.update({"train_loss": mean_loss(result), **aux_metrics(result)})
+        metrics.update({"train_loss": mean_loss(result), **aux_metrics(result), **step_metrics(result)})
         return metrics
 
     def state_dict(self) -> dict:

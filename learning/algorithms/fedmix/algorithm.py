@@ -43,6 +43,8 @@ import torch.nn.functional as F
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import weighted_average
 from edgesim.learning.algorithms.common import (
+    step_metrics,
+    NO_STEPS,
     mean_loss,
     aux_metrics,
     sample_clients,
@@ -192,7 +194,8 @@ class FedMix:
         ctx, cfg, r, sel = self.ctx, self.cfg, outcome.round_index, list(self.selected)
         if outcome.server_cut:  # σ's phase did not finish, nothing was broadcast: θ, σ and the counts unchanged
             nan = float("nan")
-            return {**shared_model_metrics(ctx, self.theta), "train_loss": nan, "server_loss": nan}
+            return {**shared_model_metrics(ctx, self.theta), "train_loss": nan, "server_loss": nan, **NO_STEPS,
+                    "server_steps": 0.0}
         start = self.theta if cfg.sigma_start == "theta" else self.sigma
         server = train_at_server(ctx, self.name, r, start, self.server_data, self.server_task)
         sigma = self.sigma = server.params[0]
@@ -209,7 +212,8 @@ class FedMix:
             psi_bar = weighted_average(ups)
             self.theta = mix(psi_bar, sigma, self.theta, cfg.alpha, cfg.beta, cfg.gamma)
         metrics = {**shared_model_metrics(ctx, self.theta), "train_loss": mean_loss(result),
-                   "server_loss": server.mean_loss[0], **aux_metrics(result)}
+                   "server_loss": server.mean_loss[0], **aux_metrics(result), **step_metrics(result),
+                   "server_steps": float(server.n_steps[0])}
         return metrics
 
     def state_dict(self) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.algorithms.common import (
+    step_metrics,
     accuracy_metrics,
     check_losses,
     evaluate_personal,
@@ -46,7 +47,8 @@ class Local:
         result = ctx.executor.train_with_stats(ctx.model, self.states, data, gens, ctx.local_cfg)
         check_losses(self.name, outcome.round_index, devices, result)
         self.states = result.params
-        metrics = {**accuracy_metrics(evaluate_personal(ctx, self.states)), "train_loss": mean_loss(result)}
+        metrics = {**accuracy_metrics(evaluate_personal(ctx, self.states)), "train_loss": mean_loss(result),
+                   **step_metrics(result)}
         if has_unlabeled(ctx):
             metrics.update(accuracy_metrics(labeling_accuracy(ctx, self.states), "labeling_accuracy"))
         return metrics

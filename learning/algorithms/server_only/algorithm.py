@@ -11,7 +11,9 @@ nothing (``RoundOutcome.server_cut``): θ stays as it was (docs/labels_at_server
 from __future__ import annotations
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from edgesim.learning.algorithms.common import server_labeled_set, shared_model_metrics, to_cpu, to_device, train_at_server
+from edgesim.learning.algorithms.common import (
+    NO_STEPS, server_labeled_set, shared_model_metrics, to_cpu, to_device, train_at_server,
+)
 from edgesim.learning.algorithms import register
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
@@ -37,10 +39,12 @@ class ServerOnly:
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         if outcome.server_cut:  # the deadline cut the phase: θ stays the previous round's
-            return {**shared_model_metrics(self.ctx, self.theta), "train_loss": float("nan")}
+            return {**shared_model_metrics(self.ctx, self.theta), "train_loss": float("nan"), **NO_STEPS,
+                    "server_steps": 0.0}
         result = train_at_server(self.ctx, "server_only", outcome.round_index, self.theta, self.data, self.task)
         self.theta = result.params[0]
-        return {**shared_model_metrics(self.ctx, self.theta), "train_loss": result.mean_loss[0]}
+        return {**shared_model_metrics(self.ctx, self.theta), "train_loss": result.mean_loss[0], **NO_STEPS,
+                "server_steps": float(result.n_steps[0])}
 
     def state_dict(self) -> dict:
         return {"theta": to_cpu(self.theta)}

@@ -58,6 +58,8 @@ from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.config import fail
 from edgesim.learning.aggregation import weighted_average
 from edgesim.learning.algorithms.common import (
+    step_metrics,
+    NO_STEPS,
     accuracy_metrics,
     mean_loss,
     sample_clients,
@@ -460,6 +462,7 @@ class UMPFSSL:
         metrics = {**accuracy_metrics(accs), **accuracy_metrics(labs, "labeling_accuracy")}
         if result is not None:  # train_devices has checked its losses
             metrics["train_loss"] = mean_loss(result)
+        metrics.update(step_metrics(result) if result is not None else NO_STEPS)
         metrics.update(round_label_metrics([label_rates(q, c.y_unl_hidden, m) for c, q, m in self._train.values()],
                                            mask_rate=self.cfg.label_threshold is not None))
         corrs = [s.corr for seen in self.seen for s in seen.values()]
