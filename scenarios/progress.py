@@ -95,6 +95,45 @@ class RunProgress:
             self._rich.stop()
 
 
+class NotebookProgress:
+    """``edgesim.run()``'s progress: one text bar rewritten in place (``\\r``, which a Jupyter cell's output and a
+    terminal both honour), a new line when an algorithm finishes::
+
+        fedavg   [##########----------]  25/50 rounds  sim 75.0 s  acc 0.612  0m12s, ~0m24s left
+
+    ``update(algorithm, record)`` after each round; :meth:`close` ends the last line."""
+
+    WIDTH = 20
+
+    def __init__(self, algorithms: Sequence[str], rounds: int, stream=None):
+        self.stream = stream if stream is not None else sys.stdout
+        self.rounds, self.n = max(int(rounds), 1), len(algorithms)
+        self.done, self.current, self.t0, self._width = 0, None, time.monotonic(), 0
+
+    def update(self, algorithm: str, record) -> None:
+        self.done += 1
+        if self.current not in (None, algorithm):
+            self.stream.write("\n")
+            self._width = 0
+        self.current = algorithm
+        r = min(record.round_index + 1, self.rounds)
+        filled = self.WIDTH * r // self.rounds
+        elapsed = time.monotonic() - self.t0
+        left = remaining_s(elapsed, self.done, self.rounds * self.n)
+        acc = record.metrics.get("accuracy", float("nan"))
+        line = (f"{algorithm:<12} [{'#' * filled}{'-' * (self.WIDTH - filled)}] {r:>4}/{self.rounds} rounds  "
+                f"sim {record.end_time_s:.1f} s  acc {acc:.3f}  {clock(elapsed)}"
+                + (f", ~{clock(left)} left" if left and self.done < self.rounds * self.n else ""))
+        self.stream.write("\r" + line.ljust(self._width))  # blanks cover the rest of a longer line before it
+        self._width = len(line)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
 class SweepProgress:
     """``update(result, skipped)`` after each run of a sweep: a rich bar, or one plain line per run.
 
