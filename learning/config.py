@@ -218,6 +218,9 @@ class RunConfig:
     :mod:`edgesim.scenarios.threads`. Results depend on it, so it is recorded.
     ``plugins``: modules imported before the scenario is validated, which
     register algorithms, models, data sets or partitions (:mod:`edgesim.learning.plugins`).
+    ``sustain_rounds``: k of the time-to-accuracy rule — a threshold counts as
+    reached at the first round from which the accuracy stays at or above it for
+    k evaluated rounds (unset: 3, :data:`edgesim.results.metrics.DEFAULT_SUSTAIN_ROUNDS`).
     ``tracking``: ``"none"``, ``"mlflow"`` or ``"tensorboard"`` (each round's
     metrics as it ends, and the finished folder to MLflow,
     :mod:`edgesim.scenarios.tracking`; extras).
@@ -243,6 +246,7 @@ class RunConfig:
     threads: Union[int, str] = 1
     plugins: list = field(default_factory=list)
     tracking: str = "none"
+    sustain_rounds: Optional[int] = None
     warm_start: Optional[dict] = None
 
     def __post_init__(self):
@@ -275,6 +279,8 @@ class RunConfig:
         if not isinstance(self.plugins, list) or not all(isinstance(m, str) and m for m in self.plugins):
             fail("plugins", self.plugins, 'a list of module names, such as ["my_algorithm"]')
         check_choice("tracking", self.tracking, ("none", "mlflow", "tensorboard"))
+        if self.sustain_rounds is not None:
+            check_int("sustain_rounds", self.sustain_rounds, 1)
         check_warm_start(self.warm_start, self.rounds, self.backend)
 
 

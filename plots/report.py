@@ -24,9 +24,16 @@ each as a mean with its 95 % interval over seeds. Written to ``--out``:
 This module computes and renders; :mod:`edgesim.scenarios.report` checks ``--out``
 and writes the files.
 
-Ranking rule (time to a threshold T): algorithms that reach T in every seed,
-by mean time; then those that reach it in some seeds (more seeds first, then
-mean time over those); those that never reach it are unranked.
+A threshold T is reached at the end of the first round from which the accuracy
+stays at or above T for k evaluated rounds (``--sustain k``; default each run's
+``run.sustain_rounds`` rule, 3 unless set — the rule of ``summary.json``), so a
+method that touches T once and falls back has not reached it.
+
+Ranking rule (``--rank-by``, :data:`RANK_BY`): by the time (default), device
+energy or uplink bits to a threshold T: algorithms that reach T in every seed,
+by mean cost; then those that reach it in some seeds (more seeds first, then
+mean cost over those); those that never reach it are unranked. By final or best
+accuracy: highest mean first.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import io
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from edgesim.results.metrics import THRESHOLD_METRICS, algorithm_metrics
+from edgesim.results.metrics import THRESHOLD_METRICS, algorithm_metrics, sustain_rounds
 from edgesim.results.reading import RunFolderError, expand, load_run
 from edgesim.results.stats import Group, Interval, group_runs, mean_interval, paired_difference
 
@@ -55,24 +62,43 @@ TABLE_METRICS = (
 # --------------------------------------------------------------------------- numbers
 
 
-def group_metrics(group: Group, thresholds: Sequence[float]) -> dict:
-    """``{algorithm: {(metric, threshold): {seed: value}}}`` of a group's runs."""
+# --rank-by: (metric, needs a threshold, what the Markdown calls it); a threshold metric ranks lower-first with the
+# reach rule of the module docstring, an accuracy higher-first
+RANK_BY = {
+    "time": (TIME, True, "simulated time to"),
+    "energy": (THRESHOLD_METRICS["energy_j"], True, "device energy to"),
+    "bits": (THRESHOLD_METRICS["bits_up"], True, "uplink bits to"),
+    "final": ("final_accuracy", False, "final accuracy"),
+    "best": ("best_accuracy", False, "best accuracy"),
+}
+
+
+def group_metrics(group: Group, thresholds: Sequence[float], sustain: Optional[int] = None) -> dict:
+    """``{algorithm: {(metric, threshold): {seed: value}}}`` of a group's runs; a threshold is reached once the
+    accuracy holds it ``sustain`` rounds (default: each run's own rule, as in its ``summary.json``)."""
     out: dict = {}
     for run in group.runs:
         for alg, cols in run.series.items():
-            for key, value in algorithm_metrics(cols, run.config, thresholds).items():
+            for key, value in algorithm_metrics(cols, run.config, thresholds, sustain).items():
                 out.setdefault(alg, {}).setdefault(key, {})[run.seed] = value
     return out
 
 
-def rank_by_time(stats: dict, threshold: float) -> list[str]:
-    """Algorithms ranked by time to ``threshold`` (module docstring); unranked ones left out."""
+def rank(stats: dict, metric: str, threshold: Optional[float] = None) -> list[str]:
+    """Algorithms ranked by ``metric`` (at ``threshold``): a cost to reach a threshold by the reach rule of the
+    module docstring (every seed first, then more seeds, then the mean), an accuracy highest first; algorithms
+    without a value are left out."""
     keyed = []
     for alg, s in stats.items():
-        iv: Interval = s[(TIME, threshold)]
+        iv: Interval = s[(metric, threshold)]
         if iv.n > 0:
-            keyed.append((iv.n < iv.n_total, -iv.n, iv.mean, alg))
+            keyed.append((iv.n < iv.n_total, -iv.n, iv.mean, alg) if threshold is not None else (-iv.mean, alg))
     return [k[-1] for k in sorted(keyed)]
+
+
+def rank_by_time(stats: dict, threshold: float) -> list[str]:
+    """Algorithms ranked by time to ``threshold`` (module docstring); unranked ones left out."""
+    return rank(stats, TIME, threshold)
 
 
 def primary_threshold(tables: list[dict], thresholds: Sequence[float]) -> Optional[float]:
@@ -84,14 +110,22 @@ def primary_threshold(tables: list[dict], thresholds: Sequence[float]) -> Option
     return min(thresholds) if thresholds else None
 
 
-def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, baselines: Sequence[str] = ()) -> dict:
+def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, baselines: Sequence[str] = (),
+          sustain: Optional[int] = None, rank_by: str = "time") -> dict:
     """Everything a report holds: the groups, per group the statistics, ranks and paired differences.
 
     Paired differences: every algorithm against the group's leader of each
     metric, and against each algorithm of ``baselines`` (e.g. a method's
     floor), as ``{(metric key, algorithm, reference, role): Interval}`` with
     role ``"leader"`` or ``"baseline"`` (a baseline that leads appears in both).
+    ``sustain``: rounds a threshold must hold (``--sustain``; default each run's
+    ``run.sustain_rounds`` rule, as its ``summary.json``); ``rank_by``: the
+    leaderboard's order, a key of :data:`RANK_BY` (``--rank-by``).
     """
+    if rank_by not in RANK_BY:
+        raise RunFolderError(f"--rank-by {rank_by!r}: expected one of {', '.join(RANK_BY)}")
+    if sustain is not None and (not isinstance(sustain, int) or isinstance(sustain, bool) or sustain < 1):
+        raise RunFolderError(f"--sustain {sustain!r}: expected a number of rounds, an integer >= 1")
     runs = [load_run(f.folder) for f in expand(paths)]
     if not runs:
         raise RunFolderError("no run folder given")
@@ -108,7 +142,7 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
         display.update(r.display)
     tables, ranks, paired = [], [], []
     for g in groups:
-        per_seed = group_metrics(g, thresholds)
+        per_seed = group_metrics(g, thresholds, sustain)
         stats = {alg: {k: mean_interval([v[s] for s in g.seeds if s in v]) for k, v in m.items()}
                  for alg, m in per_seed.items()}
         for alg in stats:  # n_total counts the seeds of the group (an algorithm absent from a run counts as missing)
@@ -117,11 +151,14 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
         by_final = sorted((a for a in stats if stats[a][("final_accuracy", None)].n),
                           key=lambda a: -stats[a][("final_accuracy", None)].mean)
         r[None] = by_final
+        for t in (thresholds if RANK_BY[rank_by][1] else [None]):
+            r[(rank_by, t)] = rank(stats, RANK_BY[rank_by][0], t)
         tables.append(stats)
         ranks.append(r)
         pairs = {}
-        for key in [("final_accuracy", None)] + [(TIME, t) for t in thresholds]:
-            order = r[key[1]]
+        extra = [(RANK_BY[rank_by][0], t) for t in (thresholds if RANK_BY[rank_by][1] else [None])]
+        for key in list(dict.fromkeys([("final_accuracy", None)] + [(TIME, t) for t in thresholds] + extra)):
+            order = r[(rank_by, key[1])] if key[0] == RANK_BY[rank_by][0] else r[key[1]]
             if not order:
                 continue
             for ref, role in [(order[0], "leader")] + [(b, "baseline") for b in baselines if b in stats]:
@@ -129,8 +166,16 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
                     if alg != ref:
                         pairs[(key, alg, ref, role)] = paired_difference(per_seed[alg][key], per_seed[ref][key])
         paired.append(pairs)
+    rules = sorted({sustain_rounds(r.config) for r in runs}) if sustain is None else [sustain]
     return {"groups": groups, "thresholds": thresholds, "stats": tables, "ranks": ranks, "paired": paired,
-            "display": display, "primary": primary_threshold(tables, thresholds)}
+            "display": display, "primary": primary_threshold(tables, thresholds), "rank_by": rank_by,
+            "sustain": rules}
+
+
+def leaders(report: dict, ranks: dict) -> list[str]:
+    """A group's leaderboard order by the report's ``rank_by`` (at the primary threshold for a cost to reach one)."""
+    by = report["rank_by"]
+    return ranks.get((by, report["primary"] if RANK_BY[by][1] else None), [])
 
 
 def leaderboard_rows(report: dict) -> tuple[list[str], list[list]]:
@@ -142,7 +187,9 @@ def leaderboard_rows(report: dict) -> tuple[list[str], list[list]]:
     for g, stats, ranks in zip(report["groups"], report["stats"], report["ranks"]):
         for alg in ranks[None] + [a for a in stats if a not in ranks[None]]:
             for (metric, t), iv in stats[alg].items():
-                order = ranks[t] if metric in (TIME, "final_accuracy") else []
+                by = report["rank_by"]
+                order = (ranks[(by, t)] if metric == RANK_BY[by][0] and (by, t) in ranks
+                         else ranks[t] if metric in (TIME, "final_accuracy") else [])
                 rank = order.index(alg) + 1 if alg in order else ""
                 rows.append([g.fingerprint, g.config.get("name", ""), *[g.point.get(k, "") for k in point_keys], alg,
                              report["display"].get(alg, alg), metric, "" if t is None else t, iv.n_total, iv.n,
@@ -179,17 +226,25 @@ def markdown(report: dict) -> str:
     name = lambda a: display.get(a, a)  # noqa: E731
     out = io.StringIO()
     w = out.write
+    by, sustain = report["rank_by"], report["sustain"]
+    rounds = " or ".join(map(str, sustain)) + (" round" if sustain == [1] else " rounds")
+    metric, needs_threshold, words = RANK_BY[by]
+    if needs_threshold:
+        order_text = (f"Ranked by {words} {'—' if primary is None else f'{primary:g}'} (the highest threshold some "
+                      "algorithm reaches in every seed of every group); algorithms that never reach it follow, by "
+                      "final accuracy.")
+    else:
+        order_text = f"Ranked by {words}."
     w("# Leaderboard\n\n")
-    w("Each cell: mean over seeds [95 % Student-t interval]; times are simulated seconds to the first round whose "
-      "mean device accuracy reaches the threshold; “(k/n seeds)” when only k of the n seeds reach it; "
-      "final accuracy by the run's plateau rule. Ranked by time to "
-      f"{'—' if primary is None else f'{primary:g}'} (the highest threshold some algorithm reaches in every seed "
-      "of every group); algorithms that never reach it follow, by final accuracy.\n\n")
+    w("Each cell: mean over seeds [95 % Student-t interval]; times are simulated seconds to the end of the first round "
+      f"from which the mean device accuracy stays at or above the threshold for {rounds} (a touch that falls back "
+      "does not count); “(k/n seeds)” when only k of the n seeds reach it; "
+      f"final accuracy by the run's plateau rule. {order_text}\n\n")
     for g, stats, ranks, pairs in zip(report["groups"], report["stats"], report["ranks"], report["paired"]):
         w(f"## {g.label}\n\n")
         w(f"Scenario `{g.config.get('name', '')}` (fingerprint `{g.fingerprint[:12]}`), seeds "
           f"{', '.join(map(str, g.seeds))}.\n\n")
-        order = ranks.get(primary, []) if primary is not None else []
+        order = leaders(report, ranks) if (primary is not None or not RANK_BY[by][1]) else []
         rest = [a for a in ranks[None] if a not in order] + [a for a in stats if a not in order and a not in ranks[None]]
         cols = [f"time to {t:g} (s)" for t in thresholds] + [label for _, label, _ in TABLE_METRICS]
         w("| rank | algorithm | " + " | ".join(cols) + " |\n")
@@ -199,22 +254,25 @@ def markdown(report: dict) -> str:
             cells = [fmt(s[(TIME, t)]) for t in thresholds] + [fmt(s[(m, None)], scale) for m, _, scale in TABLE_METRICS]
             w(f"| {i + 1 if alg in order else ''} | {name(alg)} | " + " | ".join(cells) + " |\n")
         for role in ("leader", "baseline"):
-            shown = [(k, iv) for k, iv in pairs.items() if k[3] == role and not (k[0][0] == TIME and k[0][1] != primary)]
+            shown = [(k, iv) for k, iv in pairs.items() if k[3] == role and not (k[0][1] is not None and k[0][1] != primary)]
             if not shown:
                 continue
             against = "the leader" if role == "leader" else "the baseline"
             w(f"\nPaired differences against {against} (same seeds; an interval that excludes 0 marks a real "
               "difference at 95 %):\n\n")
             for ((metric, t), alg, ref, _), iv in shown:
-                what = "final accuracy (points)" if metric == "final_accuracy" else f"time to {t:g} (s)"
-                scale = 100.0 if metric == "final_accuracy" else 1.0
+                what = {"final_accuracy": "final accuracy (points)", "best_accuracy": "best accuracy (points)",
+                        TIME: "time to {t:g} (s)", THRESHOLD_METRICS["energy_j"]: "energy to {t:g} (J)",
+                        THRESHOLD_METRICS["bits_up"]: "uplink bits to {t:g}"}[metric].format(t=t)
+                scale = 100.0 if metric in ("final_accuracy", "best_accuracy") else 1.0
                 verdict = "real" if iv.excludes_zero else ("not resolved" if iv.n >= 2 else "one seed: no interval")
                 w(f"- {name(alg)} − {name(ref)}, {what}: {fmt(iv, scale)} — {verdict}\n")
         w("\n")
     changes = ranking_changes(report)
     if changes:
         w("## Where the ranking changes\n\n")
-        w(f"Ranking by time to {primary:g} at each grid point; ◆ where it differs from the previous point.\n\n")
+        what = RANK_BY[report["rank_by"]][2] + (f" {primary:g}" if RANK_BY[report["rank_by"]][1] else "")
+        w(f"Ranking by {what} at each grid point; ◆ where it differs from the previous point.\n\n")
         w("| grid point | ranking | |\n| --- | --- | --- |\n")
         for label, order, changed in changes:
             w(f"| {label} | {' < '.join(name(a) for a in order) or '—'} | {'◆' if changed else ''} |\n")
@@ -222,15 +280,15 @@ def markdown(report: dict) -> str:
 
 
 def ranking_changes(report: dict) -> list[tuple[str, list[str], bool]]:
-    """(grid point, ranking by time to the primary threshold, differs from the previous point) per group;
+    """(grid point, ranking by the report's ``rank_by``, differs from the previous point) per group;
     empty with a single group. Groups are ordered by their grid values (power, then bandwidth)."""
-    if len(report["groups"]) < 2 or report["primary"] is None:
+    if len(report["groups"]) < 2 or (report["primary"] is None and RANK_BY[report["rank_by"]][1]):
         return []
     t = report["primary"]
     items = sorted(zip(report["groups"], report["ranks"]), key=lambda x: _point_key(x[0]))
     out, previous = [], None
     for g, ranks in items:
-        order = ranks.get(t, [])
+        order = leaders(report, ranks)
         out.append((g.label, order, previous is not None and order != previous))
         previous = order
     return out

@@ -133,10 +133,12 @@ def plot_sweep_curves(sweep: Sweep, out_png: Path, x: str = "time_s", formats: I
 
 
 def choose_threshold(sweep: Sweep, algorithms: list[str]) -> Optional[str]:
-    """The highest accuracy threshold reached in at least 3/4 of the (run, algorithm) cells."""
+    """The threshold ``edgesim report`` draws too (:func:`edgesim.plots.report.primary_threshold`): the highest that
+    some algorithm reaches in every finished seed of every grid point; else the lowest."""
+    points = [p for p in sweep.points() if sweep.run_dirs(p)]
     for t in reversed(sweep.thresholds):
-        cells = [r.get(f"{a}_time_to_{t}_s", "") for r in sweep.ok for a in algorithms]
-        if cells and sum(c not in ("", None) for c in cells) >= 0.75 * len(cells):
+        col = f"_time_to_{t}_s"
+        if points and all(any(all(v is not None for v in sweep.metric(p, a + col)) for a in algorithms) for p in points):
             return t
     return sweep.thresholds[0] if sweep.thresholds else None
 
@@ -150,8 +152,9 @@ def plot_tta_vs_bandwidth(sweep: Sweep, out_png: Path, threshold: Optional[str] 
 
     ``threshold``: any accuracy (one of the runs' ``accuracy_thresholds`` is read
     from ``sweep.csv``, any other is computed from each run's ``rounds.csv`` by the
-    same rule); default: the highest of the runs' thresholds reached in 3/4 of the
-    cells. Needs bandwidth (and optionally power) as the only grid keys.
+    same rule); default: the report's, the highest of the runs' thresholds that some
+    algorithm reaches in every seed of every grid point (:func:`choose_threshold`).
+    Needs bandwidth (and optionally power) as the only grid keys.
     """
     others = [k for k in sweep.keys if k not in (BANDWIDTH_KEY, POWER_KEY)]
     if BANDWIDTH_KEY not in sweep.keys or others:

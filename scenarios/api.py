@@ -121,6 +121,7 @@ def run(
     formats: Sequence[str] = ("png",),
     on_round: Optional[Callable] = None,
     jobs: int = 1,
+    quiet: bool = False,
     **overrides,
 ) -> Run:
     """Run every algorithm of ``scenario`` into the run folder ``out`` (default ``runs/<name>``); a :class:`Run`.
@@ -131,7 +132,12 @@ def run(
     ``resume=True``, and a folder edgesim did not write is never touched
     (:class:`RunFolderError`). ``formats``: the figures' file types (``png``,
     ``pdf``, ``svg``). ``on_round(algorithm, record)`` is called after each
-    round. ``jobs`` > 1 trains the algorithms in that many processes (the run
+    round with the algorithm's name and its :class:`edgesim.engine.RoundRecord`
+    (``record.round_index``, ``record.end_time_s`` — simulated seconds —,
+    ``record.metrics["accuracy"]``, ``record.cum_bits_up``, ``record.cum_energy_j``, ...);
+    docs/python_api.md has an example that draws a live curve. A progress bar
+    (one line per algorithm, rewritten in place: a notebook cell shows it as it
+    goes) is printed unless ``quiet=True``. ``jobs`` > 1 trains the algorithms in that many processes (the run
     folder is the same); like :func:`sweep`, call it then from a notebook or
     from a script under ``if __name__ == "__main__":``. An algorithm whose
     training diverges stops alone: the others' results are written, and
@@ -150,11 +156,30 @@ def run(
         check_out(out, overwrite=overwrite, resume=resume)
     except ConfigError as e:
         _reraise(e, RunFolderError)
+    bar = None
+    if not quiet:
+        from edgesim.scenarios.progress import NotebookProgress
+
+        run_cfg = sc.learning["run"]
+        bar = NotebookProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds)
+        on_round = _both(bar.update, on_round)
     try:
         return Run(run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, formats=formats, jobs=jobs,
                                 say=lambda line: warnings.warn(line, stacklevel=3) if "warning" in line else None))
     except ConfigError as e:
         _reraise(e)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _both(first: Callable, then: Optional[Callable]) -> Callable:
+    """A round callback calling ``first`` and then ``then`` (when given)."""
+    def both(algorithm: str, record) -> None:
+        first(algorithm, record)
+        if then is not None:
+            then(algorithm, record)
+    return both
 
 
 def _toml_text(value: Any) -> str:

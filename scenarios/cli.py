@@ -547,6 +547,11 @@ def report(
     baseline: Optional[List[str]] = typer.Option(
         None, "--baseline", help="An algorithm (registry name) every other is also paired against, beside the "
         "leader (repeatable), e.g. a method's floor."),
+    sustain: Optional[int] = typer.Option(
+        None, "--sustain", help="Rounds the accuracy must stay at or above a threshold for it to count as reached "
+        "(default: each run's run.sustain_rounds, 3 unless set: the rule of summary.json)."),
+    rank_by: str = typer.Option("time", "--rank-by", help="Leaderboard order: time, energy or bits to the primary "
+                                "threshold, or final or best accuracy."),
     style: str = STYLE_OPT,
     width: Optional[float] = WIDTH_OPT,
 ) -> None:
@@ -559,7 +564,7 @@ def report(
     thresholds = [_accuracy_threshold(text) for text in threshold or []]
     out = out if out is not None else Path("reports") / folders[0].resolve().name
     try:
-        written = write_report(folders, out, thresholds or None, tuple(baseline or ()))
+        written = write_report(folders, out, thresholds or None, tuple(baseline or ()), sustain, rank_by)
     except RunFolderError as e:
         _fail(str(e))
     typer.echo(f"report folder: {out}")

@@ -36,15 +36,16 @@ def check_report_out(out: Path) -> None:
 
 
 def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None,
-                 baselines: Sequence[str] = ()) -> list[Path]:
+                 baselines: Sequence[str] = (), sustain: Optional[int] = None, rank_by: str = "time") -> list[Path]:
     """Build the report of ``paths`` (run and sweep folders) and write it into ``out``; returns the files written.
-    ``baselines``: algorithms every other is also paired against (``--baseline``)."""
+    ``baselines``: algorithms every other is also paired against (``--baseline``); ``sustain``, ``rank_by``: the
+    crossing rule's k (``--sustain``) and the order (``--rank-by``) of :func:`edgesim.plots.report.build`."""
     from edgesim.plots.report import build, leaderboard_rows, markdown, paired_rows
     from edgesim.plots.report_figures import plot_accuracy_extremes, plot_tta_vs_bandwidth
 
     out = Path(out)
     check_report_out(out)
-    report = build(paths, thresholds, baselines)
+    report = build(paths, thresholds, baselines, sustain, rank_by)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, (header, rows) in (("leaderboard.csv", leaderboard_rows(report)), ("paired.csv", paired_rows(report))):

@@ -30,7 +30,7 @@ import tomli_w
 from edgesim.config import ConfigError
 from edgesim.asynchrony import UPDATE_FIELDS
 from edgesim.learning.config import PARAMETRIC
-from edgesim.results.metrics import final_accuracy, time_to_accuracy
+from edgesim.results.metrics import DEFAULT_SUSTAIN_ROUNDS, final_accuracy, time_to_accuracy
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.algorithm_run import make_backends, resolved_config, run_algorithm
 from edgesim.scenarios.checkpoint import AlgorithmRun
@@ -73,6 +73,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
     """
     run_cfg = sc.learning["run"]
     budget_s = float(sc.budget.total_time_s)
+    sustain = DEFAULT_SUSTAIN_ROUNDS if run_cfg.sustain_rounds is None else run_cfg.sustain_rounds
     algs = {}
     for name, sim in sims.items():
         recs = sim.records
@@ -81,7 +82,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         final, idx, settled = final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience) if recs else (float("nan"), -1, False)
         last = recs[-1] if recs else None
         in_budget = [a for a, t in zip(accs, times) if t <= budget_s]
-        tta = {str(t): time_to_accuracy(times, accs, t) for t in run_cfg.accuracy_thresholds}
+        tta = {str(t): time_to_accuracy(times, accs, t, sustain) for t in run_cfg.accuracy_thresholds}
         algs[name] = {
             "display": display_name(name),
             "rounds": len(recs),
@@ -116,6 +117,9 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         "budget_s": budget_s,
         "final_accuracy_rule": f"first round ending {run_cfg.plateau_patience} consecutive rounds whose mean "
         f"accuracy changes by less than {run_cfg.plateau_tol} from the previous round (else the last round)",
+        "time_to_accuracy_rule": f"end of the first round from which the mean accuracy stays at or above the "
+        f"threshold for {sustain} evaluated rounds (run.sustain_rounds)",
+        "sustain_rounds": sustain,
         "algorithms": algs,
         "warnings": warnings,
         **(extra or {}),

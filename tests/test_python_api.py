@@ -24,6 +24,7 @@ def test_the_documented_notebook_runs(tmp_path, monkeypatch, capsys):
     assert run.path == Path("runs/api-demo") and (tmp_path / "runs/api-demo/summary.json").is_file()
     assert set(ns["rounds"]["algorithm"]) == {"fedavg", "fedadam"} and len(ns["rounds"]) == 6
     assert list(ns["final"]["algorithm"]) == ["fedavg", "fedadam"]
+    assert [(a, r) for a, r, _, _ in ns["curve"]] == [(a, r) for a in ("fedavg", "fedadam") for r in range(3)]
     assert "pass overwrite=True" in ns["refused"] and "--" not in ns["refused"]
     assert "bandwidth_hz = -5" in ns["bad"]
     assert df.columns[:8].tolist() == ["run", "sweep", "scenario", "fingerprint", "system.bandwidth_hz", "seed",
@@ -53,3 +54,19 @@ def test_overrides_fingerprint_and_errors(tmp_path):
         edgesim.load_runs([tmp_path / "mine"])
     with pytest.raises(TypeError, match="path of a scenario file"):
         edgesim.sweep(sc, grid={"seed": [1]})
+
+
+def test_run_shows_a_progress_bar_unless_quiet_and_final_has_nan_not_none(tmp_path, capsys):
+    import math
+
+    import edgesim
+
+    small = dict(system={"n_devices": 4}, run={"rounds": 2, "clients_per_round": 2, "algorithms": ["fedavg", "local"],
+                                                "accuracy_thresholds": [0.99]})
+    run = edgesim.run(None, tmp_path / "a", **small)
+    out = capsys.readouterr().out
+    assert "\rfedavg" in out and "2/2 rounds" in out and "\rlocal" in out and out.endswith("\n")
+    final = run.final()
+    assert math.isnan(final.loc[0, "time_to_0.99_s"]) and final["time_to_0.99_s"].dtype == float  # never reached
+    edgesim.run(None, tmp_path / "b", quiet=True, **small)
+    assert capsys.readouterr().out == ""

@@ -5,7 +5,7 @@ Pure functions of plain lists (and of ``rounds.csv``'s columns as arrays,
 
 Per-run metrics (:func:`algorithm_metrics`) are computed from ``rounds.csv``
 by the rules ``summary.json`` uses — the final accuracy by the run's plateau
-rule, the crossing of an accuracy threshold by :func:`first_crossing` — so a
+rule, the crossing of an accuracy threshold held for k rounds by :func:`first_crossing` — so a
 threshold chosen after the run gives the same time as one chosen before it,
 and also the uplink bits, downlink bits and device energy spent by then.
 """
@@ -18,23 +18,43 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 
-def first_crossing(accuracies: Sequence[float], threshold: float) -> Optional[int]:
-    """Index of the first round whose accuracy is ``>= threshold`` (missing/NaN accuracies skipped); ``None`` if none.
+DEFAULT_SUSTAIN_ROUNDS = 3
+"""Rounds a crossing must hold (``[run] sustain_rounds`` unset, ``edgesim report`` without ``--sustain``): an
+accuracy that touches a threshold for one or two rounds and falls back has not reached it (docs/metrics.md)."""
+
+
+def sustain_rounds(config: Mapping) -> int:
+    """The crossing rule's k of a run: its ``[run] sustain_rounds``, else :data:`DEFAULT_SUSTAIN_ROUNDS`."""
+    k = config.get("run", {}).get("sustain_rounds")
+    return DEFAULT_SUSTAIN_ROUNDS if k is None else int(k)
+
+
+def first_crossing(accuracies: Sequence[float], threshold: float, sustain: int = 1) -> Optional[int]:
+    """Index of the first round from which the accuracy stays ``>= threshold`` for ``sustain`` evaluated rounds
+    (that round and the next ``sustain − 1`` with an accuracy; missing/NaN accuracies skipped); ``None`` if none.
 
     The one crossing rule: ``summary.json``'s times to accuracy and ``edgesim
-    report``'s times, bits and energy to any threshold all use it.
+    report``'s times, bits and energy to any threshold all use it, with the run's
+    k (:func:`sustain_rounds`). A run that ends fewer than k evaluated rounds after a
+    crossing has not sustained it. ``sustain = 1``: the first round at or above.
     """
-    for i, a in enumerate(accuracies):
-        if a is not None and not math.isnan(a) and a >= threshold:
-            return i
+    if not isinstance(sustain, int) or isinstance(sustain, bool) or sustain < 1:
+        raise ValueError(f"sustain(={sustain!r}) must be an integer >= 1")
+    evaluated = [(i, a) for i, a in enumerate(accuracies) if a is not None and not math.isnan(a)]
+    held = 0
+    for j, (i, a) in enumerate(evaluated):
+        held = held + 1 if a >= threshold else 0
+        if held == sustain:
+            return evaluated[j - sustain + 1][0]
     return None
 
 
-def time_to_accuracy(times_s: Sequence[float], accuracies: Sequence[float], threshold: float) -> Optional[float]:
-    """The first simulated time at which ``accuracy >= threshold``; ``None`` if never reached."""
+def time_to_accuracy(times_s: Sequence[float], accuracies: Sequence[float], threshold: float,
+                     sustain: int = 1) -> Optional[float]:
+    """The simulated time of :func:`first_crossing` (the end of that round); ``None`` if never reached."""
     if len(times_s) != len(accuracies):
         raise ValueError(f"times_s and accuracies differ in length ({len(times_s)} vs {len(accuracies)})")
-    i = first_crossing(accuracies, threshold)
+    i = first_crossing(accuracies, threshold, sustain)
     return None if i is None else float(times_s[i])
 
 
@@ -69,10 +89,11 @@ def final_accuracy(accuracies: Sequence[float], tol: float, patience: int = 1) -
     return float(accuracies[i]), i, True
 
 
-def crossing(cols: Mapping[str, np.ndarray], threshold: float) -> Optional[dict]:
-    """What it took to first reach ``threshold`` accuracy: ``{"time_s", "bits_up", "bits_down", "energy_j", "round"}``
-    at the end of that round (cumulative), or ``None`` if never (the rule of ``summary.json``)."""
-    i = first_crossing(list(cols["accuracy"]), threshold)
+def crossing(cols: Mapping[str, np.ndarray], threshold: float, sustain: int = 1) -> Optional[dict]:
+    """What it took to first reach ``threshold`` accuracy for ``sustain`` rounds: ``{"time_s", "bits_up",
+    "bits_down", "energy_j", "round"}`` at the end of the crossing round (cumulative), or ``None`` if never (the rule
+    of ``summary.json``)."""
+    i = first_crossing(list(cols["accuracy"]), threshold, sustain)
     if i is None:
         return None
     get = lambda k: float(cols[k][i]) if k in cols else math.nan  # noqa: E731
@@ -83,13 +104,16 @@ def crossing(cols: Mapping[str, np.ndarray], threshold: float) -> Optional[dict]
 THRESHOLD_METRICS = {"time_s": "time_to_accuracy_s", "bits_up": "bits_up_to_accuracy", "energy_j": "energy_to_accuracy_j"}
 
 
-def algorithm_metrics(cols: Mapping[str, np.ndarray], config: Mapping, thresholds: Sequence[float]) -> dict:
+def algorithm_metrics(cols: Mapping[str, np.ndarray], config: Mapping, thresholds: Sequence[float],
+                      sustain: Optional[int] = None) -> dict:
     """One algorithm's metrics in one run: ``{(metric, threshold or None): value}`` (NaN where undefined).
 
     ``final_accuracy`` and ``final_accuracy_var`` by the run's plateau rule
     (``run.plateau_tol``, ``run.plateau_patience``); totals at the last round;
-    per threshold: simulated seconds, uplink bits and device energy to reach it (NaN if never).
+    per threshold: simulated seconds, uplink bits and device energy to reach it and stay there for ``sustain``
+    rounds (default: the run's, :func:`sustain_rounds`; NaN if never).
     """
+    sustain = sustain_rounds(config) if sustain is None else sustain
     run = config.get("run", {})
     accs = [float(a) for a in cols["accuracy"]]
     ok = [a for a in accs if not math.isnan(a)]
@@ -107,7 +131,7 @@ def algorithm_metrics(cols: Mapping[str, np.ndarray], config: Mapping, threshold
                      ("total_bits_down", "cum_bits_down"), ("total_energy_j", "cum_energy_j")):
         out[(key, None)] = float(cols[col][last]) if col in cols and len(cols[col]) else math.nan
     for t in thresholds:
-        c = crossing(cols, t)
+        c = crossing(cols, t, sustain)
         for k, metric in THRESHOLD_METRICS.items():
             out[(metric, float(t))] = c[k] if c is not None else math.nan
     return out

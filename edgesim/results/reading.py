@@ -30,7 +30,7 @@ import numpy as np
 from edgesim.config import ConfigError
 from edgesim.results.files import CONFIG, PROVENANCE, ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE, TABLES
 from edgesim.results.fingerprint import dig, scenario_fingerprint
-from edgesim.results.metrics import crossing
+from edgesim.results.metrics import crossing, sustain_rounds
 from edgesim.results.writing import is_finished
 
 
@@ -252,13 +252,15 @@ class Run:
         return load_runs([self.path], table="devices")
 
     def final(self):
-        """One row per algorithm from ``summary.json``: final/last/best accuracy, rounds, simulated time, totals."""
+        """One row per algorithm from ``summary.json``: final/last/best accuracy, rounds, simulated time, totals;
+        NaN where summary.json has ``null`` (a threshold never reached, no round within the budget)."""
         import pandas as pd
 
+        nan = float("nan")
         rows = []
         for name, a in self.summary["algorithms"].items():
-            rows.append({"algorithm": name, **{k: v for k, v in a.items() if not isinstance(v, dict)},
-                         **{f"time_to_{t}_s": s for t, s in a.get("time_to_accuracy_s", {}).items()}})
+            rows.append({"algorithm": name, **{k: nan if v is None else v for k, v in a.items() if not isinstance(v, dict)},
+                         **{f"time_to_{t}_s": nan if s is None else s for t, s in a.get("time_to_accuracy_s", {}).items()}})
         return pd.DataFrame(rows)
 
 
@@ -365,9 +367,17 @@ class Sweep:
             if run_dir not in self._rounds:  # each rounds.csv read once, whatever the algorithms and powers
                 self._rounds[run_dir] = read_rounds(run_dir)
             cols = self._rounds[run_dir].get(algorithm)
-            c = crossing(cols, float(threshold)) if cols is not None else None
+            c = crossing(cols, float(threshold), self._sustain(run_dir)) if cols is not None else None
             out.append(None if c is None else c["time_s"])
         return out
+
+    def _sustain(self, run_dir: Path) -> int:
+        """The run's k of the crossing rule (its config's ``run.sustain_rounds``, else the default)."""
+        try:
+            config = tomllib.loads((Path(run_dir) / CONFIG).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = {}
+        return sustain_rounds(config)
 
     def metric(self, point: tuple, column: str) -> list[Optional[float]]:
         """The column's value for every finished seed of a grid point (``None`` where empty)."""
