@@ -14,7 +14,7 @@ Plain Python types only: no torch, no numpy arrays in the protocol.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Mapping, Optional, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,9 @@ class SystemView:
     Per-device tuples are indexed by device id ``0..n_devices-1``.
     ``uplink_rate_bps`` is each device's Shannon rate over the *whole* band with
     this round's channel gain (Eq. 8); the access scheme decides what it gets.
+    ``schedule``: the ``[resources] scheduling`` policy's ranking of the devices
+    (best first; devices it rules out left out), from which an algorithm that
+    samples K devices takes the first K; ``None`` (``"random"``): its own draw.
     """
 
     round_index: int
@@ -37,6 +40,7 @@ class SystemView:
     tx_power_w: tuple[float, ...]
     channel_gain: tuple[float, ...]
     uplink_rate_bps: tuple[float, ...]
+    schedule: Optional[tuple[int, ...]] = None
 
 
 @dataclass(frozen=True)

@@ -104,12 +104,19 @@ class ParametricBackend:
     def plan_round(self, view: SystemView) -> RoundPlan:
         if view.n_devices != self.n_devices:
             raise ValueError(f"view.n_devices(={view.n_devices}) differs from the backend's n_devices(={self.n_devices})")
-        rng = np.random.default_rng((self.seed, view.round_index))
-        chosen = np.sort(rng.choice(self.n_devices, size=self.clients_per_round, replace=False))
+        if view.schedule is not None:  # the [resources] scheduling policy's ranking: its first K
+            chosen = np.sort(np.asarray(view.schedule[:self.clients_per_round], dtype=np.int64))
+        else:
+            rng = np.random.default_rng((self.seed, view.round_index))
+            chosen = np.sort(rng.choice(self.n_devices, size=self.clients_per_round, replace=False))
         work = tuple(
             DeviceWork(int(d), {"train": self.cycles}, self.model_bits, self.download_bits) for d in chosen
         )
         return RoundPlan(work, {"K": float(self.clients_per_round)})
+
+    def expected_work(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Each device's cycles and upload bits in a round (what a scheduling policy predicts before it took part)."""
+        return (self.cycles,) * self.n_devices, (float(self.model_bits),) * self.n_devices
 
     def complete_round(self, outcome: RoundOutcome) -> Mapping[str, float]:
         self.arrived_uploads += len(outcome.arrived)

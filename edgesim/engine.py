@@ -63,8 +63,10 @@ from .compute import compute_time_s
 from .config import BudgetConfig, SystemConfig
 from .budget import REL_TOL
 from .links import (  # noqa: F401 (the links' names, re-exported: they lived here)
-    Downlink, FdmaUplink, OnAir, TdmaUplink, Transfer, checked_transfer, make_uplink,
+    BandedFdmaUplink, Downlink, FdmaUplink, OnAir, TdmaUplink, Transfer, checked_transfer, make_uplink,
 )
+from .resources import Allocator, ResourcesConfig
+from .resources.scheduling import Scheduler
 from .radio import shannon_rate_bps
 
 EVENT_KINDS = (
@@ -142,6 +144,11 @@ class DeviceRound(NamedTuple):
     ``bits_up`` counts an upload that arrived; ``wasted_bits`` what a dropped
     upload had sent. ``drop_reason``: ``""`` (not dropped), ``"deadline"`` or
     ``"offline"`` (its online period ended mid-round, :mod:`edgesim.availability`).
+    The round's resources: ``bandwidth_hz`` the band its upload
+    used (Hz: TDMA the whole band, FDMA its own band under a band policy, else its
+    mean processor-sharing share over its airtime; 0 if it never went on air),
+    ``tx_power_w`` and ``cpu_freq_hz`` (W, Hz); ``nan`` in rows of a checkpoint
+    written before they were recorded.
     """
 
     round_index: int
@@ -160,6 +167,9 @@ class DeviceRound(NamedTuple):
     arrived: bool
     dropped: bool
     drop_reason: str = ""
+    bandwidth_hz: float = math.nan
+    tx_power_w: float = math.nan
+    cpu_freq_hz: float = math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +234,7 @@ class _Device:
     compute_done_s = 0.0
     cycles_done = 0.0
     transfer: Optional[Transfer] = None
+    band_hz: Optional[float] = None  # its own uplink band for the round (a band policy's), else the link shares
     compute_end_s: Optional[float] = None
     upload_end_s: Optional[float] = None
     arrived = False
@@ -269,7 +280,9 @@ class Simulation:
     ``seed`` drives the channel (placement, shadowing, fading, mobility); the
     backend has its own. ``record_events=False`` keeps only
     :attr:`event_count` (long benchmarks); ``keep_records=False`` does not
-    keep the :class:`RoundRecord` s (they are still returned).
+    keep the :class:`RoundRecord` s (they are still returned). ``resources``: the
+    ``[resources]`` policies (:mod:`edgesim.resources`); ``None`` or the defaults
+    run the engine exactly as without them.
     """
 
     def __init__(
@@ -282,6 +295,7 @@ class Simulation:
         *,
         keep_records: bool = True,
         availability: Optional[Availability] = None,
+        resources: Optional[ResourcesConfig] = None,
     ):
         if budget.round_mode not in ("sync", "deadline"):
             raise ValueError(f"budget.round_mode(={budget.round_mode!r}) has no rounds: run it with "
@@ -300,6 +314,14 @@ class Simulation:
         non_negative("kappa", system.kappa)
         self._cpu_freqs_hz = tuple(positive("cpu_freq_hz", f) for f in system.cpu_freqs_hz)
         self._tx_power_arr = np.asarray(self._tx_power_w)
+        self.resources = resources if resources is not None else ResourcesConfig()
+        # The defaults are the links' own behaviour: no allocation to run each round, no ranking.
+        self._allocator = None if self.resources.is_default else Allocator(self.resources, system, budget)
+        self._scheduler = None
+        if self.resources.scheduling != "random":
+            expected = getattr(backend, "expected_work", None)
+            self._scheduler = Scheduler(self.resources, system, budget, self.seed,
+                                        expected() if callable(expected) else None)
         self._events: list[Event] = []
         self._records: list[RoundRecord] = []
         self._event_count = 0
@@ -309,7 +331,10 @@ class Simulation:
 
     def _reset_clock(self, now_s: float) -> None:
         self._env = simpy.Environment(initial_time=now_s)
-        self._uplink = make_uplink(self._env, self.system.access, self.system.bandwidth_hz, self._noise_psd_w_per_hz)
+        order = "shortest_first" if self.resources.bandwidth == "shortest_first" else "arrival"
+        self._uplink = make_uplink(self._env, self.system.access, self.system.bandwidth_hz, self._noise_psd_w_per_hz,
+                                   order)
+        self._banded = BandedFdmaUplink(self._noise_psd_w_per_hz)
         self._downlink = Downlink(self.system.downlink_rate_bps)
 
     # -- read-only views
@@ -381,6 +406,7 @@ class Simulation:
             tx_power_w=self._tx_power_w,
             channel_gain=tuple(gains.tolist()),
             uplink_rate_bps=tuple(rates.tolist()),
+            schedule=None if self._scheduler is None else self._scheduler.schedule(self._round_index, gains, rates),
         )
 
     def run_round(self) -> RoundRecord:
@@ -393,12 +419,17 @@ class Simulation:
         with cyclic_gc_paused():
             rnd = _Round(self._round_index, env.now, self._devices_of(plan, view), env.event(),
                          self._server_seconds(plan))
+            if self._allocator is not None:
+                self._allocate(rnd)
             env.run(until=env.process(self._round_process(env, rnd)))
             rows = self._device_rows(rnd, env.now - rnd.start_s, float(self.system.kappa))
             # The devices, their transfers and processes are freed here, by reference counting, before the
             # collector is back on: it never traverses them (one collection over them was ~5 % of a round).
             rnd.devices = None
         record = self._finish_round(rnd, plan, *rows)
+        if self._scheduler is not None:
+            self._scheduler.observe(record.round_index, record.devices, {w.device: w for w in plan.work},
+                                    getattr(self.backend, "device_utility", None))
         self.channel.advance(record.duration_s)
         return record
 
@@ -448,6 +479,25 @@ class Simulation:
             _Device(w, gains[d], rates[d], freqs[d], powers[d], sum(map(float, w.compute_cycles.values())))
             for w, d in zip(work, ids)
         ]
+
+    def _allocate(self, rnd: _Round) -> None:
+        """The ``[resources]`` policies' plan for the round's devices: their bands, powers and frequencies."""
+        devices = rnd.devices
+        downlink = self._downlink
+        plan = self._allocator.allocate(
+            rnd.index, [d.device for d in devices], [d.gain for d in devices], [d.cycles for d in devices],
+            [float(d.work.upload_bits) for d in devices],
+            [downlink.duration_s(float(d.work.download_bits)) for d in devices],
+            rnd.server_s[0] or 0.0,
+        )
+        b, n0 = float(self.system.bandwidth_hz), self._noise_psd_w_per_hz
+        bands = plan.bands_hz.tolist() if plan.bands_hz is not None else None
+        for i, (dev, f, p) in enumerate(zip(devices, plan.cpu_freq_hz.tolist(), plan.tx_power_w.tolist())):
+            dev.cpu_freq_hz, dev.tx_power_w = f, p
+            dev.compute_s = dev.cycles / f
+            dev.rate_bps = shannon_rate_bps(b, dev.gain, p, n0)  # the full-band rate at its power
+            if bands is not None and dev.work.upload_bits > 0:
+                dev.band_hz = bands[i]
 
     def _check_work(self, work, gains) -> None:
         """The per-device checks of a round plan, one device at a time (for the message of a bad plan)."""
@@ -576,8 +626,12 @@ class Simulation:
                     if trace:
                         trace(Event(env.now, r, d, "upload_start", transfer.bits))
 
-                transfer = yield from self._uplink.transmit(env, d, float(work.upload_bits), dev.gain, dev.tx_power_w,
-                                                            on_air, checked=True)
+                if dev.band_hz is None:
+                    transfer = yield from self._uplink.transmit(env, d, float(work.upload_bits), dev.gain,
+                                                                dev.tx_power_w, on_air, checked=True)
+                else:
+                    transfer = yield from self._banded.transmit(env, d, float(work.upload_bits), dev.gain,
+                                                                dev.tx_power_w, on_air, bandwidth_hz=dev.band_hz)
                 now = env.now
                 dev.upload_end_s, dev.arrived = now, True
                 rnd.arrived.append(d)
@@ -678,6 +732,7 @@ class Simulation:
                 index, dev.device, dev.gain, dev.rate_bps, download_s, compute_s, airtime_s,
                 max(0.0, duration_s - download_s - compute_s - airtime_s),
                 bits_up, bits_down, wasted, radio_j, compute_j, arrived, dropped, dev.drop_reason,
+                transfer.band_hz if transfer is not None else 0.0, dev.tx_power_w, dev.cpu_freq_hz,
             )))
             if dev.compute_end_s is not None:
                 compute_end_s[dev.device] = dev.compute_end_s
@@ -709,6 +764,7 @@ class Simulation:
             "cum_wasted_bits": self._cum["wasted_bits"],
             "cum_energy_j": self._cum["energy_j"],
             "channel": self.channel.state_dict(),
+            **({"schedule": self._scheduler.state_dict()} if self._scheduler is not None else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -721,6 +777,8 @@ class Simulation:
         if int(state["seed"]) != self.seed:
             raise ValueError(f"state seed(={state['seed']}) differs from this simulation's seed(={self.seed})")
         self.channel.load_state_dict(state["channel"])
+        if self._scheduler is not None and "schedule" in state:
+            self._scheduler.load_state_dict(state["schedule"])
         self._round_index = count("round_index", state["round_index"])
         self._event_count = count("event_count", state["event_count"])
         self._cum = {

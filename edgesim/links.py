@@ -12,6 +12,7 @@ Torch-free, like all of ``edgesim/``.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from typing import Any, Callable, Iterator, Optional
@@ -26,6 +27,35 @@ from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 # Transfers whose predicted completion is within this relative distance of the
 # earliest one complete together (identical devices finish at the same instant).
 _SIMULTANEOUS_REL = 1e-12
+TDMA_ORDERS = ("arrival", "shortest_first")
+
+
+class _ShortestFirstLine:
+    """TDMA's waiting line served shortest airtime first (ties: first come), with :class:`deque`'s three calls."""
+
+    def __init__(self):
+        self._heap: list = []
+        self._seq = 0
+        self._gone: set = set()
+
+    def push(self, request, airtime_s: float) -> None:
+        heapq.heappush(self._heap, (airtime_s, self._seq, request))
+        self._seq += 1
+
+    def _drop_gone(self) -> None:
+        while self._heap and id(self._heap[0][2]) in self._gone:
+            self._gone.discard(id(heapq.heappop(self._heap)[2]))
+
+    def __bool__(self) -> bool:
+        self._drop_gone()
+        return bool(self._heap)
+
+    def popleft(self):
+        self._drop_gone()
+        return heapq.heappop(self._heap)[2]
+
+    def remove(self, request) -> None:
+        self._gone.add(id(request))  # left the line (interrupted while waiting): skipped when it comes up
 
 
 
@@ -40,7 +70,7 @@ class Transfer:
     """
 
     __slots__ = ("device", "bits", "channel_gain", "tx_power_w", "queued_s", "start_s", "end_s",
-                 "sent_bits", "airtime_s", "aborted", "slot", "done")
+                 "sent_bits", "airtime_s", "aborted", "slot", "done", "band_hz", "band_s0")
 
     def __init__(self, device: int, bits: float, channel_gain: float, tx_power_w: float, queued_s: float):
         self.device = device
@@ -55,6 +85,8 @@ class Transfer:
         self.aborted = False
         self.slot: Optional[int] = None
         self.done: Optional[simpy.Event] = None
+        self.band_hz = 0.0  # the band it used (Hz): the mean over its airtime under processor sharing
+        self.band_s0 = 0.0
 
     def __repr__(self) -> str:
         return f"Transfer(device={self.device}, bits={self.bits}, start_s={self.start_s}, end_s={self.end_s})"
@@ -88,22 +120,33 @@ class TdmaUplink:
 
     access = "tdma"
 
-    def __init__(self, env: simpy.Environment, bandwidth_hz: float, noise_psd_w_per_hz: float):
+    def __init__(self, env: simpy.Environment, bandwidth_hz: float, noise_psd_w_per_hz: float,
+                 order: str = "arrival"):
         self.env = env
         self.bandwidth_hz = positive("bandwidth_hz", bandwidth_hz)
         self.noise_psd_w_per_hz = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
+        if order not in TDMA_ORDERS:
+            raise ValueError(f"order(={order!r}) must be one of {TDMA_ORDERS}")
+        self.order = order
         self._on_air: Optional[simpy.Event] = None  # the granted request (None: the band is free)
-        self._line: deque = deque()  # requests waiting, first come first served
+        # requests waiting: first come first served, or the shortest airtime first
+        self._line = deque() if order == "arrival" else _ShortestFirstLine()
 
     def _grant(self, _event: Any = None) -> None:
         if self._on_air is None and self._line:
             self._on_air = self._line.popleft()
             self._on_air.succeed()
 
-    def _request(self, env: simpy.Environment) -> simpy.Event:
+    def _request(self, env: simpy.Environment, airtime_s: float) -> simpy.Event:
         request = simpy.Event(env)
-        self._line.append(request)
-        self._grant()
+        if self.order == "arrival":
+            self._line.append(request)
+            self._grant()
+        else:  # granted once every upload ready at this instant has joined the line, so the shortest goes first
+            self._line.push(request, airtime_s)
+            joined = simpy.Event(env)
+            joined.callbacks.append(self._grant)
+            joined.succeed()
         return request
 
     def _release(self, env: simpy.Environment, request: simpy.Event) -> None:
@@ -137,7 +180,7 @@ class TdmaUplink:
                                     self.noise_psd_w_per_hz)
         if not rate > 0:
             raise ValueError(f"rate(={rate}) of device {device} must be > 0 (channel_gain={channel_gain})")
-        request = self._request(env)
+        request = self._request(env, transfer.bits / rate)
         try:
             try:
                 yield request
@@ -145,6 +188,7 @@ class TdmaUplink:
                 transfer.aborted = True
                 raise
             transfer.start_s = env.now
+            transfer.band_hz = self.bandwidth_hz
             if on_air is not None:
                 on_air(transfer)
             try:
@@ -192,6 +236,7 @@ class FdmaUplink:
         self._n_active = 0
         self._pending: list[Transfer] = []
         self._last_s = env.now
+        self._band_s = 0.0  # ∫ b / n dt while n > 0: the band-seconds each transfer on air got (Hz·s)
         self._next_s = math.inf
         self._next_slots: list[int] = []
         self._timer: Optional[simpy.Event] = None
@@ -246,6 +291,7 @@ class FdmaUplink:
         dt = now - self._last_s
         if dt > 0 and self._n_active:
             self._rem -= self._rates * dt
+            self._band_s += self.bandwidth_hz / self._n_active * dt
         self._last_s = now
         if self._next_s <= now:
             for s in self._next_slots:
@@ -255,6 +301,7 @@ class FdmaUplink:
                     transfer.end_s = now
                     transfer.airtime_s = now - transfer.start_s
                     transfer.sent_bits = transfer.bits
+                    transfer.band_hz = self._mean_band_hz(transfer, self._band_s)
                     transfer.done.succeed(transfer)
         if self._pending:
             first = len(self._slots)
@@ -262,6 +309,7 @@ class FdmaUplink:
             self._pending = []
             for i, transfer in enumerate(new):
                 transfer.slot = first + i
+                transfer.band_s0 = self._band_s
             self._gp = np.concatenate([self._gp, [t.channel_gain * t.tx_power_w for t in new]])
             self._rem = np.concatenate([self._rem, [t.bits for t in new]])
             self._rates = np.concatenate([self._rates, np.zeros(len(new))])
@@ -273,6 +321,7 @@ class FdmaUplink:
         n = self._n_active
         if n == 0:
             self._rates[:] = 0.0
+            self._band_s = 0.0  # nobody on air: restart the integral (a resumed run restarts it here too)
             return
         # Eq. (8) with b/n Hz each; a free slot has g p = 0, so rate 0.
         rates = shannon_rate_bps(self.bandwidth_hz / n, self._gp, 1.0, self.noise_psd_w_per_hz)
@@ -286,6 +335,12 @@ class FdmaUplink:
         self._next_s = now + delay_s
         self._timer = self.env.timeout(delay_s)
         self._timer.callbacks.append(self._on_timer)
+
+    @staticmethod
+    def _mean_band_hz(transfer: Transfer, band_s: float) -> float:
+        """The band a transfer had on average over its airtime (Hz); the share at its start if it had none."""
+        airtime_s = transfer.airtime_s
+        return (band_s - transfer.band_s0) / airtime_s if airtime_s > 0 else 0.0
 
     def _release(self, s: int) -> None:
         self._slots[s] = None
@@ -311,17 +366,58 @@ class FdmaUplink:
         s = transfer.slot
         left = float(self._rem[s] - self._rates[s] * (now - self._last_s))
         transfer.sent_bits = min(transfer.bits, max(0.0, transfer.bits - left))
+        band_s = self._band_s + (self.bandwidth_hz / self._n_active * (now - self._last_s) if self._n_active else 0.0)
+        transfer.band_hz = self._mean_band_hz(transfer, band_s)
         self._release(s)
         self._poke()
 
 
-def make_uplink(env: simpy.Environment, access: str, bandwidth_hz: float, noise_psd_w_per_hz: float):
-    """The uplink object for ``access`` (``"tdma"`` or ``"fdma"``)."""
+def make_uplink(env: simpy.Environment, access: str, bandwidth_hz: float, noise_psd_w_per_hz: float,
+                tdma_order: str = "arrival"):
+    """The uplink object for ``access`` (``"tdma"``, served in ``tdma_order``, or ``"fdma"``)."""
     if access == "tdma":
-        return TdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz)
+        return TdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz, tdma_order)
     if access == "fdma":
         return FdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz)
     raise ValueError(f"access(={access!r}) must be one of {ACCESS_SCHEMES}")
+
+
+class BandedFdmaUplink:
+    """Frequency division with a band per device for the round (a resource policy's ``b_k``, Σ b_k ≤ B).
+
+    Each transfer runs alone on its own ``b_k`` Hz at ``r = b_k log2(1 + g p / (N0 b_k))``
+    (Eq. (8)) for ``bits / r`` seconds, on air as soon as the device is ready;
+    bands are not handed on when a transfer ends (the allocation is the round's).
+    """
+
+    access = "fdma"
+
+    def __init__(self, noise_psd_w_per_hz: float):
+        self.noise_psd_w_per_hz = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
+
+    def transmit(
+        self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
+        on_air: OnAir = None, *, bandwidth_hz: float,
+    ) -> Iterator[simpy.Event]:
+        """Process step: ``transfer = yield from uplink.transmit(env, ..., bandwidth_hz=b)``; on air at once."""
+        transfer = checked_transfer(device, bits, channel_gain, tx_power_w, env.now)
+        transfer.band_hz = positive(f"bandwidth_hz of device {device}", bandwidth_hz)
+        rate = unchecked_shannon_rate_bps(transfer.band_hz, transfer.channel_gain, transfer.tx_power_w,
+                                          self.noise_psd_w_per_hz)
+        transfer.start_s = env.now
+        if on_air is not None:
+            on_air(transfer)
+        try:
+            yield env.timeout(transfer.bits / rate)
+        except simpy.Interrupt:
+            transfer.airtime_s = env.now - transfer.start_s
+            transfer.sent_bits = min(transfer.bits, transfer.airtime_s * rate)
+            transfer.aborted = True
+            raise
+        transfer.end_s = env.now
+        transfer.airtime_s = transfer.end_s - transfer.start_s
+        transfer.sent_bits = transfer.bits
+        return transfer
 
 
 class Downlink:

@@ -30,6 +30,7 @@ GROUPS = {
     "models": "edgesim.models",
     "datasets": "edgesim.datasets",
     "partitions": "edgesim.partitions",
+    "policies": "edgesim.policies",
 }
 _loaded: set[tuple[str, str, str]] = set()
 _entry_records: list[dict] = []  # the entry points loaded in this process, for run.json (plugin_record)

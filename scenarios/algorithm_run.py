@@ -42,6 +42,8 @@ def resolved_config(sc: Scenario) -> dict:
         out["async"] = dataclasses.asdict(sc.asynchrony)
     if sc.availability.model != "always":
         out["availability"] = dataclasses.asdict(sc.availability)
+    if not sc.resources.is_default:  # only when set: the defaults' runs keep their fingerprint
+        out["resources"] = dataclasses.asdict(sc.resources)
     if sc.physics_only:  # only what the run uses: no data, no training, no algorithms
         out["run"] = dataclasses.asdict(sc.learning["run"])
         out["parametric"] = dataclasses.asdict(sc.parametric)
@@ -173,7 +175,8 @@ def make_simulation(sc: Scenario, backend, name: str):
 
     availability = make_availability(sc.availability, sc.system.n_devices, sc.seed)
     if not sc.asynchronous:
-        return Simulation(sc.system, sc.budget, backend, seed=sc.seed, availability=availability)
+        return Simulation(sc.system, sc.budget, backend, seed=sc.seed, availability=availability,
+                          resources=sc.resources)
     from edgesim.asynchrony import AsyncBackend, AsyncSimulation
 
     if not isinstance(backend, AsyncBackend):

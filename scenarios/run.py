@@ -51,6 +51,8 @@ DEVICE_FIELDS = (
     "round", "device", "channel_gain", "rate_bps", "download_s", "compute_s", "upload_airtime_s", "idle_s",
     "bits_up", "bits_down", "wasted_bits", "radio_energy_j", "compute_energy_j", "arrived", "dropped",
 )
+# Each device-round's resources (docs/resource_policies.md): the rounds' devices.csv columns after DEVICE_FIELDS.
+RESOURCE_FIELDS = ("bandwidth_hz", "tx_power_w", "cpu_freq_hz")
 
 
 def display_name(name: str) -> str:
@@ -151,6 +153,8 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
     # An async run: a row per update; devices that come and go: why each was dropped ("deadline"/"offline").
     fields = DEVICE_FIELDS + (UPDATE_FIELDS if sc.asynchronous else ("drop_reason",) if sc.availability.model != "always"
                               else ())
+    if not sc.asynchronous:
+        fields += RESOURCE_FIELDS
     folder.write_csv(
         DEVICES,
         ("algorithm", *fields),

@@ -28,6 +28,7 @@ from edgesim.availability import AvailabilityConfig, read_trace
 from edgesim.compression import build_compression, compression_for
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
 from edgesim.curve import ParametricConfig
+from edgesim.resources import ResourcesConfig
 from edgesim.learning.config import PARAMETRIC, RunConfig
 from edgesim.learning.config import SECTIONS as LEARNING_SECTIONS
 
@@ -72,6 +73,7 @@ class Scenario:
     def asynchronous(self) -> bool:
         """A ``round_mode = "fedasync"`` or ``"fedbuff"`` run (its ``[async]`` table in force)."""
         return self.budget.round_mode in ASYNC_MODES
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
     @property
     def physics_only(self) -> bool:
@@ -159,7 +161,7 @@ def read_toml(path: Path) -> dict:
 def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Scenario:
     """Validate a parsed scenario mapping (``where`` names the file in messages)."""
     known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric", "compression", "async",
-                                                                                "availability"}
+                                                                                "availability", "resources"}
     for key, value in raw.items():
         if key not in known:
             raise ScenarioError(
@@ -180,6 +182,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     availability = build_config(AvailabilityConfig, raw.get("availability", {}), f"{where}: [availability]")
     if not learning:
         check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
+    resources = build_config(ResourcesConfig, raw.get("resources", {}), f"{where}: [resources]")
     learned = {}
     if learning:
         run = build_config(RunConfig, raw.get("run", {}), f"{where}: [run]")
@@ -214,6 +217,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             check_algorithms(built["system"], learned, where)
             check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
+    check_resources(resources, built["system"], built["budget"], learned.get("run"), where)
     return Scenario(
         path=where,
         name=name,
@@ -224,6 +228,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         parametric=parametric,
         asynchrony=asynchrony,
         availability=availability,
+        resources=resources,
         **built,
     )
 
@@ -275,6 +280,27 @@ def load_plugins(modules, where: str, algorithms=()) -> None:
     import_plugins(modules, where)
     if any(isinstance(a, str) and a not in ALGORITHMS for a in algorithms):
         load_entry_points("algorithms")
+
+
+# The algorithms that choose their own devices (DoFed-SPP's Algorithm 1, UM-pFSSL's helpers): no scheduling policy.
+SELF_SCHEDULING = ("dofed_spp", "um_pfssl")
+
+
+def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, run, where: str) -> None:
+    """``[resources]``: every policy known (installed policy plugins loaded first when one is not), fit for the
+    access scheme and the algorithms (:func:`edgesim.resources.check_config`); rounds only (no asynchronous run)."""
+    if budget.round_mode in ASYNC_MODES and not resources.is_default:
+        raise ScenarioError(f"{where}: [resources] applies to rounds; [budget] round_mode = {budget.round_mode!r} "
+                            f"has none: expected the table left out (or round_mode 'sync' or 'deadline')")
+    from edgesim.learning.plugins import load_entry_points
+    from edgesim.resources import KINDS, POLICIES, check_config
+
+    if any(getattr(resources, kind) not in POLICIES[kind] for kind in KINDS):
+        load_entry_points("policies")
+    try:
+        check_config(resources, system, getattr(run, "algorithms", ()), SELF_SCHEDULING)
+    except ValueError as e:
+        raise ScenarioError(f"{where}: [resources] {e}") from None
 
 
 def check_cross_section(system: SystemConfig, run, where: str) -> None:

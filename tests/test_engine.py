@@ -634,6 +634,7 @@ class _ResourceTdma(TdmaUplink):
                 transfer.aborted = True
                 raise
             transfer.start_s = env.now
+            transfer.band_hz = self.bandwidth_hz
             if on_air is not None:
                 on_air(transfer)
             try:
@@ -666,7 +667,7 @@ def _compare_with_resource(seed, monkeypatch) -> list:
     import edgesim.engine as engine
 
     def run(uplink_cls):
-        monkeypatch.setattr(engine, "make_uplink", lambda env, access, b, n0: uplink_cls(env, b, n0))
+        monkeypatch.setattr(engine, "make_uplink", lambda env, access, b, n0, *order: uplink_cls(env, b, n0))
         system = SystemConfig(n_devices=12, access="tdma", cpu_freq_hz=[1e9, 2e9, 1e9, 0.5e9] * 3,
                               downlink_rate_bps=1e7)
         budget = BudgetConfig(total_time_s=40, rounds=5, round_mode="deadline", deadline_s=2.0 + seed / 3)

@@ -26,10 +26,15 @@ class DivergenceError(Diverged):
     """Training produced a NaN or infinite loss; the message names the algorithm, device and round."""
 
 
-def sample_clients(ctx: Context, round_index: int, k: int) -> tuple[int, ...]:
-    """K of the N devices, uniformly without replacement, from rng(seed, "sample", round); sorted."""
+def sample_clients(ctx: Context, round_index: int, k: int, view=None) -> tuple[int, ...]:
+    """K of the N devices, uniformly without replacement, from rng(seed, "sample", round); sorted.
+
+    With a ``[resources] scheduling`` policy, the first K of its ranking (``view.schedule``; fewer when it rules
+    devices out), sorted."""
     n = ctx.n_devices
     k = min(k, n)
+    if view is not None and view.schedule is not None:
+        return tuple(sorted(int(i) for i in view.schedule[:k]))
     return tuple(sorted(int(i) for i in ctx.rng("sample", round_index).choice(n, size=k, replace=False)))
 
 

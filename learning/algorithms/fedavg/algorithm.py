@@ -184,7 +184,7 @@ class FedAvg:
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
-        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
+        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round, view)
         cycles = {d: task_cycles(self.task, self.sizes[d], ctx.cycles_per_sample) for d in self.selected}
         listeners = range(ctx.n_devices) if self.cfg.local == "lg" else ()
         t = self.transfers

@@ -148,7 +148,7 @@ class FedBE:
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
-        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
+        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round, view)
         plan = sampled_training_plan(ctx, self.selected)
         if not self.cfg.server_on_clock:
             return plan

@@ -292,7 +292,7 @@ class FedDure:
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
-        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
+        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round, view)
         cycles = {d: task_cycles(self.task, self.sizes[d], ctx.cycles_per_sample) for d in self.selected}
         t = self.transfers
         up, down = (ctx.model_bits, ctx.model_bits) if t is None else (t.up_bits, t.down_bits)

@@ -271,7 +271,7 @@ class FedDureCode:
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
-        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
+        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round, view)
         cycles = {d: task_cycles(self.task(d), self.sizes[d], ctx.cycles_per_sample) for d in self.selected}
         return training_plan(self.selected, cycles, ctx.model_bits, ctx.model_bits)
 

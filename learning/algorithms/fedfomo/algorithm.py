@@ -147,7 +147,7 @@ class FedFomo:
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx, cfg, r = self.ctx, self.cfg, view.round_index
-        self.selected = sample_clients(ctx, r, ctx.run_cfg.clients_per_round)
+        self.selected = sample_clients(ctx, r, ctx.run_cfg.clients_per_round, view)
         eps = max(cfg.epsilon - r * cfg.epsilon_decay, 0.0)
         available = sorted(self.server)
         self.downloads = {

@@ -256,7 +256,7 @@ class FedMatch:
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx, cfg = self.ctx, self.cfg
-        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
+        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round, view)
         on = self.helper_round(view.round_index)
         self.helpers = {d: choose_helpers(self.vectors, d, cfg.n_helpers) if on else [] for d in self.selected}
         up = self.bits_psi + (self.bits_sigma if cfg.labels == "client" else 0)

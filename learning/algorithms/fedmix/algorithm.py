@@ -174,7 +174,7 @@ class FedMix:
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
-        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
+        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round, view)
         cycles = {d: task_cycles(self.task, {"unl": ctx.clients[d].x_unl.shape[0]}, ctx.cycles_per_sample)
                   for d in self.selected}
         down = (2 if self.cfg.send_sigma else 1) * ctx.model_bits  # θ (and σ) down, ψ up

@@ -94,7 +94,7 @@ class PFedMe:
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
-        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round)
+        self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round, view)
         work = tuple(
             DeviceWork(
                 device=d,

@@ -1,0 +1,16 @@
+"""Radio and compute resources as research variables: who transmits, with how much band, power and CPU frequency.
+
+The ``[resources]`` table (:class:`ResourcesConfig`) names one policy per kind
+(:data:`KINDS`); each round an :class:`Allocator` runs them on the round's
+:class:`RoundResources` and hands the engine a :class:`ResourcePlan`, which it
+runs on the same clock (docs/resource_policies.md). The formulas are in
+:mod:`edgesim.resources.formulas`; the policies and their registry in
+:mod:`edgesim.resources.policies`. Torch-free, like all of ``edgesim/``.
+"""
+
+from .config import KINDS, ResourcesConfig
+from .policies import POLICIES, register_policy, summary
+from .round import Allocator, PolicyError, ResourcePlan, RoundResources, check_config
+
+__all__ = ["KINDS", "POLICIES", "Allocator", "PolicyError", "ResourcePlan", "ResourcesConfig", "RoundResources",
+           "check_config", "register_policy", "summary"]

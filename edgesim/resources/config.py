@@ -1,0 +1,53 @@
+"""The ``[resources]`` table: which policy decides who transmits, with how much band, power and CPU frequency."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Optional
+
+from ..config import CPU_FREQ_HZ_RANGE, check_number, check_range, fail
+
+KINDS = ("scheduling", "bandwidth", "power", "cpu_freq")
+
+
+@dataclass(frozen=True)
+class ResourcesConfig:
+    """The round's resource policies (docs/resource_policies.md); the defaults are the engine's own behaviour.
+
+    ``scheduling``: who takes part (``"random"``: the algorithm's own uniform draw).
+    ``bandwidth``: how the uplink band is shared (``"equal"``: TDMA whole band in
+    arrival order, FDMA processor sharing). ``power``: each uploader's transmit
+    power (``"fixed"``: the configured ``tx_power_dbm``, which is every policy's
+    maximum). ``cpu_freq``: each device's CPU frequency (``"max"``: the
+    configured ``cpu_freq_hz``, every policy's maximum). ``cpu_freq_min_hz``: the
+    lowest frequency a DVFS policy may choose (Hz); ``None``: a tenth of each
+    device's maximum. ``oort_exploration``: the fraction of Oort's picks spent
+    on devices never tried (ε, Lai et al., OSDI 2021, §4.2); ``oort_alpha``: its
+    straggler penalty exponent (α). Which names exist (plugins included) is
+    checked by :func:`edgesim.resources.registry.check_config`.
+    """
+
+    scheduling: str = "random"
+    bandwidth: str = "equal"
+    power: str = "fixed"
+    cpu_freq: str = "max"
+    cpu_freq_min_hz: Optional[float] = None
+    oort_exploration: float = 0.1
+    oort_alpha: float = 2.0
+
+    def __post_init__(self):
+        for kind in KINDS:
+            value = getattr(self, kind)
+            if not isinstance(value, str) or not value:
+                fail(kind, value, "a policy name (a string; `edgesim list policies` lists them)")
+        if self.cpu_freq_min_hz is not None:
+            check_range("cpu_freq_min_hz", self.cpu_freq_min_hz, *CPU_FREQ_HZ_RANGE, "Hz")
+        check_number("oort_exploration", self.oort_exploration, minimum=0)
+        if self.oort_exploration > 1:
+            fail("oort_exploration", self.oort_exploration, "a fraction in [0, 1]")
+        check_number("oort_alpha", self.oort_alpha, minimum=0)
+
+    @property
+    def is_default(self) -> bool:
+        """Every key at its default: the engine runs exactly as without a ``[resources]`` table."""
+        return all(getattr(self, f.name) == f.default for f in fields(self))

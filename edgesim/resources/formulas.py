@@ -1,0 +1,313 @@
+"""The resource policies' formulas: pure functions on NumPy arrays, one entry per device (docs/system_model.md).
+
+Units: bandwidth in Hz, power in W, noise power spectral density ``N0`` in W/Hz,
+channel gain linear, sizes in bits, frequencies in cycles/s (Hz), times in
+seconds, energy in joules. The uplink rate is Shannon's, Eq. (8) of DoFed-SPP
+(Ching et al., IEEE TSC 2023): ``r(b, p) = b log2(1 + g p / (N0 b))``; it rises
+with ``b`` towards its limit ``g p / (N0 ln 2)`` and with ``p``. Compute takes
+``C / f`` seconds and ``κ C f²`` joules (Eq. (7); the dynamic-power model of
+Yang et al., "Energy efficient federated learning over wireless communication
+networks", IEEE TWC 2021, Eq. (4)); the radio spends ``p t`` joules.
+
+Every function here is deterministic and vectorised; none draws randomness.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_LN2 = math.log(2)
+# The relative width at which the bisection on the common finish time stops (well below the 1e-6 of the tests).
+_BISECTION_REL = 1e-13
+_BISECTION_STEPS = 200
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+_GOLDEN_STEPS = 100  # the interval shrinks by 0.618 a step: 1e-21 of its width
+
+
+def rate_bps(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz):
+    """Eq. (8), vectorised: ``b log2(1 + g p / (N0 b))`` in bit/s (0 where ``b`` = 0)."""
+    b = np.asarray(bandwidth_hz, dtype=float)
+    a = np.asarray(channel_gain, dtype=float) * np.asarray(tx_power_w, dtype=float) / noise_psd_w_per_hz
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = b * np.log1p(a / b) / _LN2
+    return np.where(b > 0, r, 0.0)
+
+
+def rate_limit_bps(channel_gain, tx_power_w, noise_psd_w_per_hz):
+    """The rate with an unlimited band, ``lim_{b→∞} r(b) = g p / (N0 ln 2)`` in bit/s: no band reaches it."""
+    return np.asarray(channel_gain, dtype=float) * np.asarray(tx_power_w, dtype=float) / (noise_psd_w_per_hz * _LN2)
+
+
+def min_band_hz(target_rate_bps, channel_gain, tx_power_w, noise_psd_w_per_hz):
+    """The least band ``b`` with ``r(b) = R`` (Eq. (8) inverted in ``b``), in Hz; ``inf`` where ``R`` is at or
+    above the limit :func:`rate_limit_bps`, 0 where ``R`` = 0.
+
+    With ``a = g p / N0`` (Hz) and ``y = R ln 2 / a`` in (0, 1), ``x = a / b`` solves
+    ``ln(1 + x) = y x``; with ``u = 1 + x`` that is ``u = −W₋₁(−y e^{−y}) / y``
+    (the lower branch of Lambert's W; the principal branch gives the trivial
+    ``u = 1``), so ``b = a / (u − 1)``. Two Newton steps on ``r(b) − R`` then
+    polish the rounding of ``W`` near ``y → 1``.
+    """
+    from scipy.special import lambertw
+
+    target = np.asarray(target_rate_bps, dtype=float)
+    a = np.asarray(channel_gain, dtype=float) * np.asarray(tx_power_w, dtype=float) / noise_psd_w_per_hz
+    a, target = np.broadcast_arrays(a, target)
+    y = target * _LN2 / a
+    ok = (y > 0) & (y < 1)
+    out = np.where(target <= 0, 0.0, np.inf)
+    if ok.any():
+        yo, ao = y[ok], a[ok]
+        u = -lambertw(-yo * np.exp(-yo), k=-1).real / yo
+        b = ao / np.maximum(u - 1.0, np.finfo(float).tiny)
+        ro = target[ok]
+        for _ in range(2):
+            x = ao / b
+            f = b * np.log1p(x) / _LN2 - ro
+            df = (np.log1p(x) - x / (1.0 + x)) / _LN2
+            b = np.maximum(b - f / df, b * 0.5)
+        out = out.copy()
+        out[ok] = b
+    return out
+
+
+def proportional_bands_hz(bandwidth_hz: float, upload_bits) -> np.ndarray:
+    """``b_k = B s_k / Σ_j s_j``: each uploader's band in proportion to its bits (Hz; 0 for a device without an
+    upload). Equal bits give equal shares ``B / K``."""
+    s = np.asarray(upload_bits, dtype=float)
+    total = s.sum()
+    return np.zeros_like(s) if total <= 0 else bandwidth_hz * s / total
+
+
+def equal_bands_hz(bandwidth_hz: float, upload_bits) -> np.ndarray:
+    """``b_k = B / K`` for each of the K uploaders (Hz; 0 for a device without an upload)."""
+    s = np.asarray(upload_bits, dtype=float)
+    k = int((s > 0).sum())
+    return np.where(s > 0, bandwidth_hz / max(k, 1), 0.0)
+
+
+def finish_times_s(ready_s, upload_bits, bands_hz, channel_gain, tx_power_w, noise_psd_w_per_hz) -> np.ndarray:
+    """``a_k + s_k / r_k(b_k)``: when each device's upload ends on its own band (s; ``a_k`` for no upload)."""
+    s = np.asarray(upload_bits, dtype=float)
+    r = rate_bps(bands_hz, channel_gain, tx_power_w, noise_psd_w_per_hz)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(s > 0, s / r, 0.0)
+    return np.asarray(ready_s, dtype=float) + t
+
+
+def min_max_time_bands_hz(bandwidth_hz: float, ready_s, upload_bits, channel_gain, tx_power_w,
+                          noise_psd_w_per_hz: float) -> np.ndarray:
+    """The FDMA shares that minimise the last finish: ``min_b max_k (a_k + s_k / r_k(b_k))`` s.t. ``Σ b_k = B``.
+
+    Each ``t_k(b) = s_k / r_k(b)`` falls as ``b`` grows, so at the optimum every
+    uploader finishes at one common time ``T`` and ``Σ_k b_k(T) = B`` with
+    ``b_k(T)`` = :func:`min_band_hz` of ``s_k / (T − a_k)``; ``Σ b_k(T)`` falls
+    with ``T``, so ``T`` is found by bisection between the bound no band beats
+    (``max_k a_k + s_k / r_k(∞)``) and the finish of equal shares ``B / K``
+    (a feasible point). ``a_k`` is when device k is ready to upload (s after the
+    round's start). Returns the bands in Hz (0 for a device without an upload);
+    the little the bisection leaves unassigned is shared out in proportion, so
+    ``Σ b_k = B``. Equal devices get ``B / K`` each.
+    """
+    s = np.asarray(upload_bits, dtype=float)
+    a = np.asarray(ready_s, dtype=float)
+    g, p = np.broadcast_arrays(np.asarray(channel_gain, dtype=float), np.asarray(tx_power_w, dtype=float))
+    up = s > 0
+    bands = np.zeros_like(s)
+    if not up.any():
+        return bands
+    su, au, gu, pu = s[up], a[up], g[up], p[up]
+    equal = np.full(su.shape, bandwidth_hz / su.size)
+    hi = float(np.max(au + su / rate_bps(equal, gu, pu, noise_psd_w_per_hz)))
+    lo = float(np.max(au + su / rate_limit_bps(gu, pu, noise_psd_w_per_hz)))
+    best = equal
+    for _ in range(_BISECTION_STEPS):
+        if hi - lo <= _BISECTION_REL * hi:
+            break
+        mid = 0.5 * (lo + hi)
+        need = min_band_hz(su / np.maximum(mid - au, 0.0), gu, pu, noise_psd_w_per_hz)
+        if need.sum() <= bandwidth_hz:
+            hi, best = mid, need
+        else:
+            lo = mid
+    bands[up] = best * (bandwidth_hz / best.sum())
+    return bands
+
+
+def min_energy_power_w(upload_bits, bandwidth_hz, time_s, channel_gain, tx_power_max_w,
+                       noise_psd_w_per_hz: float) -> np.ndarray:
+    """The least power that sends ``s`` bits on ``b`` Hz within ``τ`` s: Eq. (8) inverted in ``p``,
+
+    ``p = (2^{s / (b τ)} − 1) · N0 b / g`` (W), capped at the device's maximum
+    ``p_max`` (also where ``τ`` ≤ 0 or the exponent overflows: the device cannot
+    make it, so it sends at full power). A device without an upload keeps ``p_max``.
+    """
+    s = np.asarray(upload_bits, dtype=float)
+    b, tau, g, pmax = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (bandwidth_hz, time_s, channel_gain,
+                                                                                 tx_power_max_w)))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        p = np.expm1(_LN2 * s / (b * tau)) * noise_psd_w_per_hz * b / g
+    ok = (s > 0) & (b > 0) & (tau > 0) & np.isfinite(p)
+    return np.where(ok, np.minimum(p, pmax), pmax)
+
+
+def min_energy_freq_hz(cycles, time_s, cpu_freq_min_hz, cpu_freq_max_hz) -> np.ndarray:
+    """DVFS: the lowest frequency that computes ``C`` cycles within ``τ`` s, ``f = C / τ`` clipped to
+    ``[f_min, f_max]`` (Hz); ``f_max`` where ``τ`` ≤ 0 (the device cannot make it). Compute energy ``κ C f²``
+    falls with ``f``, so this is the least-energy frequency that meets the deadline (Yang et al., IEEE TWC 2021,
+    §III)."""
+    c = np.asarray(cycles, dtype=float)
+    tau, fmin, fmax = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (time_s, cpu_freq_min_hz,
+                                                                                 cpu_freq_max_hz)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = c / tau
+    return np.where(tau > 0, np.clip(f, fmin, fmax), fmax)
+
+
+def joint_energy_j(upload_time_s, cycles, upload_bits, bandwidth_hz, time_s, channel_gain, noise_psd_w_per_hz,
+                   kappa, cpu_freq_min_hz, cpu_freq_max_hz, tx_power_max_w):
+    """The device energy ``κ C f(t)² + p(t) t`` when the upload takes ``t`` of the ``τ`` seconds left and the
+    compute the rest (``f(t) = max(f_min, C / (τ − t))``, ``p(t)`` = :func:`min_energy_power_w`); J."""
+    f = np.maximum(cpu_freq_min_hz, np.asarray(cycles, dtype=float) / (time_s - upload_time_s))
+    f = np.minimum(f, cpu_freq_max_hz)
+    p = min_energy_power_w(upload_bits, bandwidth_hz, upload_time_s, channel_gain, tx_power_max_w,
+                           noise_psd_w_per_hz)
+    return kappa * np.asarray(cycles, dtype=float) * f ** 2 + p * upload_time_s, f, p
+
+
+def joint_split(cycles, upload_bits, bandwidth_hz, time_s, channel_gain, noise_psd_w_per_hz: float, kappa: float,
+                cpu_freq_min_hz, cpu_freq_max_hz, tx_power_max_w) -> tuple[np.ndarray, np.ndarray]:
+    """Per device, the split of the ``τ`` seconds left between computing and uploading that spends the least
+    energy: ``min_t κ C f² + p t`` with ``f = C / (τ − t)`` (≥ ``f_min``) and ``p`` the least power sending
+    ``s`` bits in ``t`` s on ``b`` Hz, subject to ``f ≤ f_max`` and ``p ≤ p_max``.
+
+    Both terms are convex in the upload time ``t``: ``κ C³ / (τ − t)²`` rises,
+    ``t (2^{s/(b t)} − 1) N0 b / g`` falls (the perspective of a convex function),
+    so the problem is a one-variable convex one, solved by golden-section search
+    on ``t ∈ [s / r(b, p_max), τ − C / f_max]``. Returns ``(f, p)`` in Hz and W;
+    a device whose interval is empty (it cannot meet ``τ`` even at full power and
+    frequency) keeps ``(f_max, p_max)``, one without an upload computes at
+    :func:`min_energy_freq_hz`'s frequency and keeps ``p_max``.
+    """
+    c = np.asarray(cycles, dtype=float)
+    s = np.asarray(upload_bits, dtype=float)
+    b, tau, g, fmin, fmax, pmax = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (
+        bandwidth_hz, time_s, channel_gain, cpu_freq_min_hz, cpu_freq_max_hz, tx_power_max_w)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_lo = np.where(s > 0, s / rate_bps(b, g, pmax, noise_psd_w_per_hz), 0.0)
+        t_hi = tau - c / fmax
+    ok = (s > 0) & (b > 0) & np.isfinite(t_lo) & (t_hi >= t_lo)
+    f = np.where(s > 0, fmax, min_energy_freq_hz(c, tau, fmin, fmax))
+    p = pmax.copy()
+    if ok.any():
+        args = [v[ok] for v in (c, s, b, tau, g)]
+        lim = [v[ok] for v in (fmin, fmax, pmax)]
+        lo, hi = t_lo[ok], t_hi[ok]
+
+        def energy(t):
+            return joint_energy_j(t, args[0], args[1], args[2], args[3], args[4], noise_psd_w_per_hz, kappa, *lim)[0]
+
+        for _ in range(_GOLDEN_STEPS):
+            x1, x2 = hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
+            left = energy(x1) <= energy(x2)  # then the minimum lies in [lo, x2], else in [x1, hi]
+            hi, lo = np.where(left, x2, hi), np.where(left, lo, x1)
+        t = 0.5 * (lo + hi)
+        # The ends are candidates too (the minimum of a convex function may sit on the boundary).
+        cands = np.stack([t, t_lo[ok], t_hi[ok]])
+        es = np.stack([energy(x) for x in cands])
+        t = cands[np.argmin(es, axis=0), np.arange(t.size)]
+        _, fo, po = joint_energy_j(t, *args, noise_psd_w_per_hz, kappa, *lim)
+        f[ok], p[ok] = fo, po
+    return f, p
+
+
+def tdma_latest_starts_s(order, airtime_s, deadline_s: float) -> np.ndarray:
+    """TDMA served in ``order`` (device indices), packed against the deadline: the latest time each transfer may
+    go on air so that all end by ``τ`` (s): ``S_last = τ − t_last``, ``S_prev = S_next − t_prev``.
+
+    Any work-conserving single-band schedule whose devices are all ready by these
+    starts ends by ``τ`` (a single server's busy periods, hence its last end, do
+    not depend on the order it serves ready work in).
+    """
+    air = np.asarray(airtime_s, dtype=float)
+    starts = np.zeros_like(air)
+    end = float(deadline_s)
+    for k in reversed(list(order)):
+        starts[k] = end - air[k]
+        end = starts[k]
+    return starts
+
+
+def tdma_schedule_s(ready_s, airtime_s, shortest_first: bool = False) -> tuple[np.ndarray, list[int]]:
+    """When each TDMA transfer ends (s) and the order they went on air, for devices ready at ``a_k`` with airtimes
+    ``t_k``: first come first served, or, with ``shortest_first``, the waiting transfer with the shortest airtime
+    first (non-preemptive; ties by readiness, then index). Devices with no airtime (no upload) are left out."""
+    import heapq
+
+    a = np.asarray(ready_s, dtype=float)
+    t = np.asarray(airtime_s, dtype=float)
+    todo = sorted((k for k in range(a.size) if t[k] > 0), key=lambda k: (a[k], k))
+    ends = a.copy()
+    order: list[int] = []
+    now, i, waiting = -math.inf, 0, []
+    while i < len(todo) or waiting:
+        if not waiting and now < a[todo[i]]:
+            now = a[todo[i]]
+        while i < len(todo) and a[todo[i]] <= now:
+            k = todo[i]
+            heapq.heappush(waiting, ((t[k] if shortest_first else 0.0), a[k], k))
+            i += 1
+        _, _, k = heapq.heappop(waiting)
+        now += t[k]
+        ends[k] = now
+        order.append(k)
+    return ends, order
+
+
+def oort_utility(utility, duration_s, last_round, round_index: int, deadline_s: float, alpha: float) -> np.ndarray:
+    """Oort's utility of an explored device (Lai et al., OSDI 2021, Alg. 1, lines 6-9):
+
+    ``(U_i + sqrt(0.1 ln R / L_i)) · (T / t_i)^{α · 1(T < t_i)}`` with ``U_i`` the
+    statistical utility ``|B_i| sqrt(mean loss²)`` of its last update (0 where
+    the backend reports none), ``R`` the round, ``L_i`` the round it last took
+    part in (the staleness bonus; from 1), ``T`` the preferred round duration
+    (the round's budget τ, s) and ``t_i`` its last duration (s). Dimensionless.
+    """
+    u = np.nan_to_num(np.asarray(utility, dtype=float), nan=0.0)
+    last = np.maximum(np.asarray(last_round, dtype=float) + 1.0, 1.0)
+    bonus = np.sqrt(0.1 * math.log(max(round_index + 1, 1)) / last)
+    t = np.asarray(duration_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        penalty = np.where(t > deadline_s, (deadline_s / t) ** alpha, 1.0)
+    return (u + bonus) * penalty
+
+
+def oort_scores(round_index: int, utility, duration_s, last_round, deadline_s: float, exploration: float,
+                alpha: float, speed, uniform) -> np.ndarray:
+    """Oort's picks as a ranking (a score per device, higher first): explored devices by :func:`oort_utility`,
+    unexplored ones (never took part) by speed (the full-band rate), interleaved so that any first K hold
+    ``⌊ε K⌋`` or ``⌈ε K⌉`` unexplored devices (position j explores when ``⌊(j+1)ε⌋ > ⌊jε⌋``), while both lists
+    last. Ties go by ``uniform``."""
+    last = np.asarray(last_round)
+    explored = last >= 0
+    util = oort_utility(utility, duration_s, last_round, round_index, deadline_s, alpha)
+    ex = np.flatnonzero(explored)
+    ex = ex[np.lexsort((uniform[ex], -util[ex]))]
+    un = np.flatnonzero(~explored)
+    un = un[np.lexsort((uniform[un], -np.asarray(speed, dtype=float)[un]))]
+    n = last.size
+    order = []
+    i = j = 0
+    for pos in range(n):
+        explore = math.floor((pos + 1) * exploration) > math.floor(pos * exploration)
+        if (explore and j < un.size) or i >= ex.size:
+            order.append(un[j])
+            j += 1
+        else:
+            order.append(ex[i])
+            i += 1
+    scores = np.empty(n)
+    scores[np.asarray(order, dtype=np.int64)] = -np.arange(n, dtype=float)
+    return scores

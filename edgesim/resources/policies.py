@@ -1,0 +1,152 @@
+"""The built-in resource policies and the one registry of policies (plugins register here too).
+
+A policy is one class with one method, ``allocate(self, r)``, where ``r`` is the
+round's :class:`~edgesim.resources.round.RoundResources` (the devices, their
+channels, work and limits, and what the policies before it decided). It returns
+one number per device of ``r`` (in ``r.devices`` order):
+
+- ``scheduling``: a score per device of the cell (higher is picked first;
+  ``-inf``: never), or ``None`` for the algorithm's own draw;
+- ``bandwidth``: each device's uplink band in Hz (their sum at most the band),
+  or ``None`` for the link's own sharing (TDMA: the whole band in turn; FDMA:
+  processor sharing);
+- ``power``: each device's transmit power in W (at most its configured one);
+- ``cpu_freq``: each device's CPU frequency in Hz (at most its configured one).
+
+The policies run in the order bandwidth → cpu_freq → power each round (the
+scheduling first, before the algorithm plans). A class may set ``access`` (the
+access schemes it applies to) and ``needs`` (the other keys' values it needs);
+a scenario that breaks them is refused in one line before anything runs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import formulas
+from .config import KINDS
+
+# kind -> name -> policy class
+POLICIES: dict[str, dict[str, type]] = {kind: {} for kind in KINDS}
+
+
+def register_policy(kind: str, name: str) -> Callable[[type], type]:
+    """Class decorator: ``@register_policy("bandwidth", "my_split")`` makes ``[resources] bandwidth = "my_split"``
+    choose it. The class has one method, ``allocate(self, r)``; its docstring's first line is what
+    ``edgesim list policies`` prints."""
+    if kind not in KINDS:
+        raise ValueError(f"policy kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"policy name {name!r}: expected a non-empty string")
+
+    def add(cls: type) -> type:
+        if not callable(getattr(cls, "allocate", None)):
+            raise ValueError(f"policy {kind} {name!r} ({cls.__name__}): expected a class with a method allocate(self, r)")
+        POLICIES[kind][name] = cls
+        return cls
+
+    return add
+
+
+def summary(cls: type) -> str:
+    """The first line of a policy's docstring."""
+    return (cls.__doc__ or "").strip().split("\n")[0]
+
+
+# --------------------------------------------------------------------------- bandwidth
+
+
+@register_policy("bandwidth", "equal")
+class EqualBandwidth:
+    """Today's sharing: TDMA, the whole band in turn, first come first served; FDMA, processor sharing (b/n each)."""
+
+    def allocate(self, r) -> Optional[np.ndarray]:
+        return None
+
+
+@register_policy("bandwidth", "proportional")
+class ProportionalBandwidth:
+    """FDMA: each uploader holds b_k = B s_k / Σ s_j for the round (in proportion to its upload bits)."""
+
+    access = ("fdma",)
+
+    def allocate(self, r) -> np.ndarray:
+        return formulas.proportional_bands_hz(r.bandwidth_hz, r.upload_bits)
+
+
+@register_policy("bandwidth", "min_max_time")
+class MinMaxTimeBandwidth:
+    """FDMA: the bands that make every uploader finish at one time, min_b max_k (a_k + s_k / r_k(b_k)), Σ b = B."""
+
+    access = ("fdma",)
+
+    def allocate(self, r) -> np.ndarray:
+        return formulas.min_max_time_bands_hz(r.bandwidth_hz, r.ready_s(), r.upload_bits, r.channel_gain,
+                                              r.tx_power_w, r.noise_psd_w_per_hz)
+
+
+@register_policy("bandwidth", "shortest_first")
+class ShortestFirstBandwidth:
+    """TDMA: the waiting upload with the shortest airtime goes on air next (non-preemptive), whole band."""
+
+    access = ("tdma",)
+
+    def allocate(self, r) -> Optional[np.ndarray]:
+        return None  # the order lives in the link (edgesim.links.TdmaUplink, order="shortest_first")
+
+
+# --------------------------------------------------------------------------- CPU frequency
+
+
+@register_policy("cpu_freq", "max")
+class MaxFrequency:
+    """Each device computes at its configured CPU frequency (today's)."""
+
+    def allocate(self, r) -> np.ndarray:
+        return r.cpu_freq_max_hz
+
+
+@register_policy("cpu_freq", "min_energy")
+class MinEnergyFrequency:
+    """DVFS: the lowest frequency that meets the round's deadline given the upload, f = C / (τ − t_up) in [f_min, f_max]."""
+
+    def allocate(self, r) -> np.ndarray:
+        return formulas.min_energy_freq_hz(r.cycles, r.compute_window_s(), r.cpu_freq_min_hz, r.cpu_freq_max_hz)
+
+
+@register_policy("cpu_freq", "joint")
+class JointFrequency:
+    """FDMA: per device, the split of the time left between compute and upload that minimises κ C f² + p t_up."""
+
+    access = ("fdma",)
+    needs = {"power": "min_energy"}
+
+    def allocate(self, r) -> np.ndarray:
+        f, _ = formulas.joint_split(r.cycles, r.upload_bits, r.upload_band_hz(), r.time_left_s(), r.channel_gain,
+                                    r.noise_psd_w_per_hz, r.kappa, r.cpu_freq_min_hz, r.cpu_freq_max_hz,
+                                    r.tx_power_max_w)
+        return f
+
+
+# --------------------------------------------------------------------------- power
+
+
+@register_policy("power", "fixed")
+class FixedPower:
+    """Each device transmits at its configured power (today's)."""
+
+    def allocate(self, r) -> np.ndarray:
+        return r.tx_power_max_w
+
+
+@register_policy("power", "min_energy")
+class MinEnergyPower:
+    """FDMA: the least power that ends the upload within the device's time left, p = (2^{s/(bτ)} − 1) N0 b / g."""
+
+    access = ("fdma",)
+
+    def allocate(self, r) -> np.ndarray:
+        return formulas.min_energy_power_w(r.upload_bits, r.upload_band_hz(), r.upload_window_s(), r.channel_gain,
+                                           r.tx_power_max_w, r.noise_psd_w_per_hz)

@@ -1,0 +1,234 @@
+"""Scheduling policies: which devices take part in a round, as a ranking the algorithm takes its K from.
+
+A scheduling policy scores every device of the cell (higher goes first; ``-inf``:
+never this round); the engine ranks them, ties broken by the round's common
+random numbers (``default_rng((seed, round, STREAM_SCHEDULE))``, the same for
+every policy and algorithm of a sweep), and hands the ranking to the backend in
+:attr:`edgesim.backend.SystemView.schedule`; the algorithm takes the first K
+(:func:`ranked`). ``"random"`` hands over no ranking: the algorithm draws as it
+always has. What a policy predicts of a device's work (cycles, upload bits) is
+what the device did the last time it took part, else the mean over the devices
+seen so far, else what the backend expects (``expected_work``), else nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from . import formulas
+from .policies import register_policy
+
+STREAM_SCHEDULE = 0x5C  # the scheduling policies' random stream (beside the channel's 0xC0-0xC4)
+
+
+@dataclass(frozen=True)
+class ScheduleView:
+    """What a scheduling policy sees at a round's start, one entry per device of the cell (ids 0..N−1).
+
+    ``rate_bps``: the full-band rate with this round's gain (Eq. (8)); ``cycles``
+    and ``upload_bits``: the predicted work; ``last_round``: the round each device
+    last took part in (−1: never); ``rounds_taken``: how many rounds it took part
+    in; ``duration_s``: its last round's compute + upload time (s; ``nan``: never);
+    ``utility``: the backend's statistical utility of its last update (Oort's
+    ``|B_i| sqrt(mean loss²)``; ``nan``: none reported); ``uniform``: the round's
+    common random numbers in [0, 1); ``pointer``: round robin's next device.
+    """
+
+    round_index: int
+    n_devices: int
+    access: str
+    bandwidth_hz: float
+    deadline_s: float
+    channel_gain: np.ndarray
+    rate_bps: np.ndarray
+    cpu_freq_hz: np.ndarray
+    cycles: np.ndarray
+    upload_bits: np.ndarray
+    last_round: np.ndarray
+    rounds_taken: np.ndarray
+    duration_s: np.ndarray
+    utility: np.ndarray
+    uniform: np.ndarray
+    pointer: int
+    exploration: float
+    alpha: float
+
+    def predicted_s(self) -> np.ndarray:
+        """Each device's predicted compute + upload time alone on the band, ``C / f + s / r`` (s)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            up = np.where(self.upload_bits > 0, self.upload_bits / self.rate_bps, 0.0)
+        return self.cycles / self.cpu_freq_hz + up
+
+
+def ranked(scores: np.ndarray, uniform: np.ndarray) -> tuple[int, ...]:
+    """Device ids by score, highest first, ties by the round's random numbers; ``-inf`` scores left out."""
+    order = np.lexsort((uniform, -np.asarray(scores, dtype=float)))
+    keep = np.isfinite(scores[order]) | (scores[order] == np.inf)
+    return tuple(int(d) for d in order[keep])
+
+
+@register_policy("scheduling", "random")
+class RandomScheduling:
+    """The algorithm's own uniform draw of K devices (today's; no ranking handed over)."""
+
+    def allocate(self, v: ScheduleView) -> Optional[np.ndarray]:
+        return None
+
+
+@register_policy("scheduling", "round_robin")
+class RoundRobinScheduling:
+    """Devices in turn: from the pointer on, cyclically (the pointer moves past the devices taken)."""
+
+    def allocate(self, v: ScheduleView) -> np.ndarray:
+        return -((np.arange(v.n_devices) - v.pointer) % v.n_devices).astype(float)
+
+
+@register_policy("scheduling", "best_channel")
+class BestChannelScheduling:
+    """The highest predicted uplink rate first (full band, this round's gain, Eq. (8))."""
+
+    def allocate(self, v: ScheduleView) -> np.ndarray:
+        return v.rate_bps
+
+
+@register_policy("scheduling", "fastest")
+class FastestScheduling:
+    """The shortest predicted compute + upload first, C / f + s / r (s)."""
+
+    def allocate(self, v: ScheduleView) -> np.ndarray:
+        return -v.predicted_s()
+
+
+@register_policy("scheduling", "deadline_feasible")
+class DeadlineFeasibleScheduling:
+    """Only devices that can finish within the round's budget (C / f + s / r ≤ τ alone on the band), random among them."""
+
+    def allocate(self, v: ScheduleView) -> np.ndarray:
+        return np.where(v.predicted_s() <= v.deadline_s, v.uniform, -np.inf)
+
+
+@register_policy("scheduling", "age")
+class AgeScheduling:
+    """The longest since last scheduled first (never scheduled: first of all)."""
+
+    def allocate(self, v: ScheduleView) -> np.ndarray:
+        return np.where(v.last_round < 0, np.inf, v.round_index - v.last_round).astype(float)
+
+
+@register_policy("scheduling", "oort")
+class OortScheduling:
+    """Oort (Lai et al., OSDI 2021): statistical utility × (T / t_i)^α for stragglers, with ε exploration."""
+
+    def allocate(self, v: ScheduleView) -> np.ndarray:
+        return formulas.oort_scores(v.round_index, v.utility, v.duration_s, v.last_round, v.deadline_s,
+                                    v.exploration, v.alpha, v.rate_bps, v.uniform)
+
+
+class Scheduler:
+    """The ``[resources] scheduling`` policy with what it remembers of past rounds (checkpointed with the engine).
+
+    ``expected_work``: the backend's ``(cycles, upload_bits)`` per device before a
+    device has taken part (sequences of N numbers), or ``None``.
+    """
+
+    def __init__(self, config, system, budget, seed: int, expected_work=None):
+        from .policies import POLICIES
+
+        self.config = config
+        self.name = config.scheduling
+        self.policy = POLICIES["scheduling"][self.name]()
+        self.seed = seed
+        n = system.n_devices
+        self.n = n
+        self.access = system.access
+        self.bandwidth_hz = float(system.bandwidth_hz)
+        self.deadline_s = budget.round_deadline_s if budget.round_mode == "deadline" else budget.round_budget_s
+        self.cpu_freq_hz = np.asarray(system.cpu_freqs_hz, dtype=float)
+        if expected_work is not None:
+            self.expected_cycles = np.asarray(expected_work[0], dtype=float).reshape(n)
+            self.expected_bits = np.asarray(expected_work[1], dtype=float).reshape(n)
+        else:
+            self.expected_cycles = self.expected_bits = None
+        self.last_round = np.full(n, -1, dtype=np.int64)
+        self.rounds_taken = np.zeros(n, dtype=np.int64)
+        self.duration_s = np.full(n, np.nan)
+        self.cycles = np.full(n, np.nan)
+        self.upload_bits = np.full(n, np.nan)
+        self.utility = np.full(n, np.nan)
+        self.pointer = 0
+
+    def _predicted(self, seen: np.ndarray, expected: Optional[np.ndarray]) -> np.ndarray:
+        """What a device did last time; else what the backend expects; else the mean of the devices seen; else 0."""
+        known = ~np.isnan(seen)
+        if expected is not None:
+            fill = expected
+        else:
+            fill = np.full(self.n, float(seen[known].mean()) if known.any() else 0.0)
+        return np.where(known, seen, fill)
+
+    def schedule(self, round_index: int, gains, rates) -> Optional[tuple[int, ...]]:
+        """The round's ranking of the devices (``None``: the algorithm's own draw)."""
+        from .round import PolicyError
+
+        uniform = np.random.default_rng((self.seed, round_index, STREAM_SCHEDULE)).random(self.n)
+        view = ScheduleView(
+            round_index=round_index, n_devices=self.n, access=self.access, bandwidth_hz=self.bandwidth_hz,
+            deadline_s=self.deadline_s, channel_gain=np.asarray(gains, dtype=float),
+            rate_bps=np.asarray(rates, dtype=float), cpu_freq_hz=self.cpu_freq_hz,
+            cycles=self._predicted(self.cycles, self.expected_cycles),
+            upload_bits=self._predicted(self.upload_bits, self.expected_bits),
+            last_round=self.last_round.copy(), rounds_taken=self.rounds_taken.copy(),
+            duration_s=self.duration_s.copy(), utility=self.utility.copy(), uniform=uniform, pointer=self.pointer,
+            exploration=float(self.config.oort_exploration), alpha=float(self.config.oort_alpha),
+        )
+        where = f"[resources] scheduling = {self.name!r}: round {round_index}"
+        try:
+            scores = self.policy.allocate(view)
+        except Exception as e:  # noqa: BLE001 - a plugin's failure, reported in one line
+            raise PolicyError(f"{where}: raised {type(e).__name__}: {e}; expected an answer") from None
+        if scores is None:
+            return None
+        try:
+            scores = np.asarray(scores, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise PolicyError(f"{where}: returned {scores!r}; expected {self.n} scores") from None
+        if scores.size != self.n or np.isnan(scores).any():
+            raise PolicyError(f"{where}: returned {scores.size} scores (nan: {int(np.isnan(scores).sum())}); "
+                              f"expected {self.n} numbers, one per device (-inf: not this round), none nan")
+        return ranked(scores, uniform)
+
+    def observe(self, round_index: int, rows, work_by_device, utility=None) -> None:
+        """After a round: who took part (a device with cycles or an upload), its work and its time."""
+        taken = 0
+        for row in rows:
+            work = work_by_device.get(row.device)
+            if work is None:
+                continue
+            cycles = float(sum(work.compute_cycles.values()))
+            if cycles <= 0 and work.upload_bits <= 0:
+                continue  # a listener
+            d = row.device
+            taken += 1
+            self.last_round[d] = round_index
+            self.rounds_taken[d] += 1
+            self.cycles[d] = cycles
+            self.upload_bits[d] = float(work.upload_bits)
+            self.duration_s[d] = row.download_s + row.compute_s + row.upload_airtime_s
+        self.pointer = (self.pointer + taken) % self.n
+        for d, u in (utility or {}).items():
+            self.utility[int(d)] = float(u)
+
+    def state_dict(self) -> dict:
+        return {"last_round": self.last_round.tolist(), "rounds_taken": self.rounds_taken.tolist(),
+                "duration_s": self.duration_s.tolist(), "cycles": self.cycles.tolist(),
+                "upload_bits": self.upload_bits.tolist(), "utility": self.utility.tolist(), "pointer": self.pointer}
+
+    def load_state_dict(self, state) -> None:
+        self.last_round = np.asarray(state["last_round"], dtype=np.int64)
+        self.rounds_taken = np.asarray(state["rounds_taken"], dtype=np.int64)
+        for key in ("duration_s", "cycles", "upload_bits", "utility"):
+            setattr(self, key, np.asarray(state[key], dtype=float))
+        self.pointer = int(state["pointer"])
