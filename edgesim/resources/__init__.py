@@ -11,6 +11,8 @@ runs on the same clock (docs/resource_policies.md). The formulas are in
 from .config import KINDS, ResourcesConfig
 from .policies import POLICIES, register_policy, summary
 from .round import Allocator, PolicyError, ResourcePlan, RoundResources, check_config
+from .scheduling import Scheduler, ScheduleView  # registers the scheduling policies
 
 __all__ = ["KINDS", "POLICIES", "Allocator", "PolicyError", "ResourcePlan", "ResourcesConfig", "RoundResources",
+           "ScheduleView", "Scheduler",
            "check_config", "register_policy", "summary"]

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 _LN2 = math.log(2)
-# The relative width at which the bisection on the common finish time stops (well below the 1e-6 of the tests).
+# Where the search for the common finish time stops: the bands sum to B, or the bracket is this narrow (relative).
 _BISECTION_REL = 1e-13
 _BISECTION_STEPS = 200
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
@@ -47,8 +47,10 @@ def min_band_hz(target_rate_bps, channel_gain, tx_power_w, noise_psd_w_per_hz):
     With ``a = g p / N0`` (Hz) and ``y = R ln 2 / a`` in (0, 1), ``x = a / b`` solves
     ``ln(1 + x) = y x``; with ``u = 1 + x`` that is ``u = −W₋₁(−y e^{−y}) / y``
     (the lower branch of Lambert's W; the principal branch gives the trivial
-    ``u = 1``), so ``b = a / (u − 1)``. Two Newton steps on ``r(b) − R`` then
-    polish the rounding of ``W`` near ``y → 1``.
+    ``u = 1``), so ``b = a / (u − 1)``. Near the limit (``y`` → 1, low SNR) W
+    loses its digits, and ``x ≈ 2 (1 − y) (1 + 2 (1 − y) / 3)`` (the series of
+    ``ln(1 + x) / x``) starts instead; three Newton steps on ``ln(1 + x) − y x``
+    then polish either start.
     """
     from scipy.special import lambertw
 
@@ -60,17 +62,32 @@ def min_band_hz(target_rate_bps, channel_gain, tx_power_w, noise_psd_w_per_hz):
     out = np.where(target <= 0, 0.0, np.inf)
     if ok.any():
         yo, ao = y[ok], a[ok]
-        u = -lambertw(-yo * np.exp(-yo), k=-1).real / yo
-        b = ao / np.maximum(u - 1.0, np.finfo(float).tiny)
-        ro = target[ok]
-        for _ in range(2):
-            x = ao / b
-            f = b * np.log1p(x) / _LN2 - ro
-            df = (np.log1p(x) - x / (1.0 + x)) / _LN2
-            b = np.maximum(b - f / df, b * 0.5)
+        near = yo > 0.9
+        e = 1.0 - yo
+        with np.errstate(invalid="ignore", divide="ignore"):
+            x_w = -lambertw(-yo * np.exp(-yo), k=-1).real / yo - 1.0
+        x = np.where(near, 2.0 * e * (1.0 + 2.0 * e / 3.0), x_w)
+        for _ in range(3):
+            step = (np.log1p(x) - yo * x) / (1.0 / (1.0 + x) - yo)
+            x = np.where(np.isfinite(step), np.maximum(x - step, 0.5 * x), x)
         out = out.copy()
-        out[ok] = b
+        out[ok] = ao / x
     return out
+
+
+def _band_from(target, a_hz, x0, channel_gain, tx_power_w, noise_psd_w_per_hz):
+    """:func:`min_band_hz` warm-started at ``x0`` (= a / b of a nearby target): four Newton steps on
+    ``ln(1 + x) − y x``; where they do not settle (or start before the maximum of that function), Lambert's W.
+    Returns the bands and their ``x``."""
+    y = target * _LN2 / a_hz
+    x = x0.copy()
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for _ in range(4):
+            x = x - (np.log1p(x) - y * x) / (1.0 / (1.0 + x) - y)
+        bad = ~(np.isfinite(x) & (x > 0) & (np.abs(np.log1p(x) - y * x) <= 1e-15 * y * x))
+    if bad.any():
+        x[bad] = a_hz[bad] / min_band_hz(target[bad], channel_gain[bad], tx_power_w[bad], noise_psd_w_per_hz)
+    return a_hz / x, x
 
 
 def proportional_bands_hz(bandwidth_hz: float, upload_bits) -> np.ndarray:
@@ -104,7 +121,7 @@ def min_max_time_bands_hz(bandwidth_hz: float, ready_s, upload_bits, channel_gai
     Each ``t_k(b) = s_k / r_k(b)`` falls as ``b`` grows, so at the optimum every
     uploader finishes at one common time ``T`` and ``Σ_k b_k(T) = B`` with
     ``b_k(T)`` = :func:`min_band_hz` of ``s_k / (T − a_k)``; ``Σ b_k(T)`` falls
-    with ``T``, so ``T`` is found by bisection between the bound no band beats
+    with ``T`` (convexly), so ``T`` is found by safeguarded Newton steps between the bound no band beats
     (``max_k a_k + s_k / r_k(∞)``) and the finish of equal shares ``B / K``
     (a feasible point). ``a_k`` is when device k is ready to upload (s after the
     round's start). Returns the bands in Hz (0 for a device without an upload);
@@ -113,7 +130,7 @@ def min_max_time_bands_hz(bandwidth_hz: float, ready_s, upload_bits, channel_gai
     """
     s = np.asarray(upload_bits, dtype=float)
     a = np.asarray(ready_s, dtype=float)
-    g, p = np.broadcast_arrays(np.asarray(channel_gain, dtype=float), np.asarray(tx_power_w, dtype=float))
+    g, p = (np.broadcast_to(np.asarray(x, dtype=float), s.shape) for x in (channel_gain, tx_power_w))
     up = s > 0
     bands = np.zeros_like(s)
     if not up.any():
@@ -122,16 +139,30 @@ def min_max_time_bands_hz(bandwidth_hz: float, ready_s, upload_bits, channel_gai
     equal = np.full(su.shape, bandwidth_hz / su.size)
     hi = float(np.max(au + su / rate_bps(equal, gu, pu, noise_psd_w_per_hz)))
     lo = float(np.max(au + su / rate_limit_bps(gu, pu, noise_psd_w_per_hz)))
-    best = equal
+    a_hz = gu * pu / noise_psd_w_per_hz
+    best, t = equal, hi
+    # Newton on h(T) = Σ b_k(T) − B (convex and falling in T), kept inside the bracket [lo, hi] (bisection when a
+    # step leaves it): db_k/dT = −R_k² / (s_k r_k'(b_k)), R_k = s_k / (T − a_k), r'(b) = (ln(1+x) − x/(1+x)) / ln 2.
+    x = a_hz / equal
     for _ in range(_BISECTION_STEPS):
+        need, x = _band_from(su / np.maximum(t - au, 0.0), a_hz, x, gu, pu, noise_psd_w_per_hz)
+        excess = float(need.sum()) - bandwidth_hz
+        if excess <= 0:
+            hi, best = t, need
+        else:
+            lo = t
+        if abs(excess) <= _BISECTION_REL * bandwidth_hz:  # converged (from either side): scaled onto B below
+            best = need
+            break
         if hi - lo <= _BISECTION_REL * hi:
             break
-        mid = 0.5 * (lo + hi)
-        need = min_band_hz(su / np.maximum(mid - au, 0.0), gu, pu, noise_psd_w_per_hz)
-        if need.sum() <= bandwidth_hz:
-            hi, best = mid, need
-        else:
-            lo = mid
+        step = math.nan
+        if math.isfinite(excess):
+            rate = su / (t - au)
+            x = a_hz / need
+            slope = float(np.sum(-rate ** 2 / (su * (np.log1p(x) - x / (1.0 + x)) / _LN2)))
+            step = t - excess / slope if slope < 0 else math.nan
+        t = step if lo < step < hi else 0.5 * (lo + hi)
     bands[up] = best * (bandwidth_hz / best.sum())
     return bands
 
