@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("algorithms", "models", "datasets", "partitions", "scenarios")
+KINDS = ("algorithms", "models", "datasets", "partitions", "scenarios", "policies")
 
 
 @dataclass(frozen=True)
@@ -109,6 +109,19 @@ def catalog(kind: str) -> list[Entry]:
                 for s in PARTITIONS.values()]
     if kind == "scenarios":
         return shipped_scenarios()
+    if kind == "policies":
+        load_entry_points("policies")
+        from edgesim.resources import POLICIES, ResourcesConfig, summary
+
+        out = []
+        for key, named in POLICIES.items():
+            for name, cls in named.items():
+                access = getattr(cls, "access", None)
+                detail = "; ".join(([f"access {' or '.join(access)}"] if access else [])
+                                   + [f"needs {k} = {v!r}" for k, v in getattr(cls, "needs", {}).items()])
+                out.append(Entry(f"{key}.{name}", summary(cls), detail,
+                                 dataclass_options(ResourcesConfig, getattr(cls, "options", ()), "resources")))
+        return out
     raise ValueError(f"kind(={kind!r}) must be one of {KINDS}")
 
 

@@ -211,6 +211,24 @@ def plan_local_steps(scenario) -> dict:
             "local_steps_per_device": w.local_iterations * -(-w.samples_per_device // batch)}
 
 
+def _print_allocation(sc, rows: list) -> None:
+    """Round 0 under the ``[resources]`` policies: each device's band, power, frequency, times and energy."""
+    echo = typer.echo
+    r = sc.resources
+    echo("")
+    echo(f"Round 0 under [resources] scheduling = {r.scheduling!r}, bandwidth = {r.bandwidth!r}, power = {r.power!r}, "
+         f"cpu_freq = {r.cpu_freq!r} (the physics-only backend's work: I·C·D cycles, model_bits up):")
+    echo(f"{'device':>6} {'band kHz':>9} {'power W':>8} {'cpu GHz':>8} {'compute s':>10} {'airtime s':>10} "
+         f"{'energy J':>9} {'arrived':>7}")
+    shown = rows if len(rows) <= 12 else rows[:10]
+    for d in shown:
+        echo(f"{d['device']:>6} {d['bandwidth_hz'] / 1e3:>9.4g} {d['tx_power_w']:>8.4g} {d['cpu_freq_hz'] / 1e9:>8.4g} "
+             f"{d['compute_s']:>10.4g} {d['upload_airtime_s']:>10.4g} "
+             f"{d['radio_energy_j'] + d['compute_energy_j']:>9.4g} {str(d['arrived']):>7}")
+    if len(shown) < len(rows):
+        echo(f"   ... {len(rows) - len(shown)} more devices (--json lists all)")
+
+
 @app.command()
 def plan(
     scenario: Optional[Path] = SCENARIO_ARG,
@@ -244,13 +262,27 @@ def plan(
         _fail(str(e))
     except ValueError as e:  # a plan the formulas refuse (e.g. a zero uplink rate)
         _fail(f"{sc.path}: {e}")
+    allocation = None
+    if not sc.resources.is_default:  # the [resources] policies' round 0, run on the clock
+        from edgesim.resources import first_round_allocation
+
+        run_cfg = sc.learning.get("run")
+        k = run_cfg.clients_per_round if run_cfg is not None else sc.system.n_devices
+        try:
+            allocation = first_round_allocation(sc.system, sc.budget, workload, sc.resources, k, sc.seed)
+        except (ConfigError, ValueError) as e:
+            _fail(f"{sc.path}: {e}")
     if as_json:
         extra = {"compression": compressed} if compressed else {}
+        if allocation is not None:
+            extra["resources"] = allocation
         typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict(), **extra,
                                "local_steps": plan_local_steps(sc)}, indent=2))
     else:
         _print_plan(sc, result)
         _print_compression(compressed, result)
+        if allocation is not None:
+            _print_allocation(sc, allocation)
     if not result.feasible and _schedulers(sc):  # only a scheduler needs a feasible (B, K)
         _fail(f"{sc.path}: {result.infeasibility_message()}", code=1)
 
@@ -574,8 +606,8 @@ def report(
 
 @app.command("list")
 def list_(
-    kind: Optional[str] = typer.Argument(None, help="algorithms, models, datasets, partitions or scenarios "
-                                         "(default: all)."),
+    kind: Optional[str] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios or "
+                                         "policies (default: all)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Also list what this scenario's [run] plugins "
                                             "register (imported as a run would import them)."),

@@ -153,6 +153,20 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "availability.mean_off_s": ("mean offline duration of the Markov model", "s", "> 0"),
     "availability.trace": ("CSV of online/offline times (the trace model); relative to the scenario file", "",
                            "a file path, or unset"),
+    # [resources]
+    "resources.scheduling": ("who takes part in a round (the algorithm takes the first K of the ranking)", "",
+                             '"random", "round_robin", "best_channel", "fastest", "deadline_feasible", "age", '
+                             '"oort" or a plugin'),
+    "resources.bandwidth": ("how the uplink band is shared", "",
+                            '"equal"; FDMA "proportional" or "min_max_time"; TDMA "shortest_first"; or a plugin'),
+    "resources.power": ("each uploader's transmit power (the configured one is the maximum)", "",
+                        '"fixed"; FDMA "min_energy"; or a plugin'),
+    "resources.cpu_freq": ("each device's CPU frequency (the configured one is the maximum)", "",
+                           '"max", "min_energy"; FDMA "joint" (with power "min_energy"); or a plugin'),
+    "resources.cpu_freq_min_hz": ("the lowest frequency a DVFS policy may choose; unset: a tenth of each "
+                                  "device's maximum", "Hz", "[1e3, the slowest cpu_freq_hz], or unset"),
+    "resources.oort_exploration": ("Oort's share ε of picks among devices never tried", "", "[0, 1]"),
+    "resources.oort_alpha": ("Oort's straggler penalty exponent α", "", ">= 0"),
 }
 for _direction in ("uplink", "downlink"):
     KEY_DOCS.update({
@@ -174,10 +188,12 @@ def scenario_tables() -> dict[str, type]:
     from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
     from edgesim.curve import ParametricConfig
     from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
+    from edgesim.resources import ResourcesConfig
 
     return {"system": SystemConfig, "budget": BudgetConfig, "workload": WorkloadConfig, "data": DataConfig,
             "train": TrainConfig, "run": RunConfig, "parametric": ParametricConfig, "async": AsyncConfig,
-            "availability": AvailabilityConfig, "compression.uplink": Codec, "compression.downlink": Codec}
+            "availability": AvailabilityConfig, "compression.uplink": Codec, "compression.downlink": Codec,
+            "resources": ResourcesConfig}
 
 
 def _type_name(t: Any) -> str:

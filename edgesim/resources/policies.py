@@ -112,6 +112,8 @@ class MaxFrequency:
 class MinEnergyFrequency:
     """DVFS: the lowest frequency that meets the round's deadline given the upload, f = C / (τ − t_up) in [f_min, f_max]."""
 
+    options = ("cpu_freq_min_hz",)
+
     def allocate(self, r) -> np.ndarray:
         return formulas.min_energy_freq_hz(r.cycles, r.compute_window_s(), r.cpu_freq_min_hz, r.cpu_freq_max_hz)
 
@@ -122,6 +124,7 @@ class JointFrequency:
 
     access = ("fdma",)
     needs = {"power": "min_energy"}
+    options = ("cpu_freq_min_hz",)
 
     def allocate(self, r) -> np.ndarray:
         f, _ = formulas.joint_split(r.cycles, r.upload_bits, r.upload_band_hz(), r.time_left_s(), r.channel_gain,

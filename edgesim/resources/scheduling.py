@@ -122,6 +122,8 @@ class AgeScheduling:
 class OortScheduling:
     """Oort (Lai et al., OSDI 2021): statistical utility × (T / t_i)^α for stragglers, with ε exploration."""
 
+    options = ("oort_exploration", "oort_alpha")
+
     def allocate(self, v: ScheduleView) -> np.ndarray:
         return formulas.oort_scores(v.round_index, v.utility, v.duration_s, v.last_round, v.deadline_s,
                                     v.exploration, v.alpha, v.rate_bps, v.uniform)

@@ -1,0 +1,89 @@
+"""The worked example of docs/writing_a_policy.md: a resource policy installed as a package (offline, into a
+``--target`` folder on ``PYTHONPATH``) and run by name; the same module by ``[run] plugins``."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgesim.resources.formulas import rate_bps
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_a_policy.md"
+
+
+def doc_files() -> dict[str, str]:
+    return dict(re.findall(r"```\w+ file=(\S+)\n(.*?)```", DOC.read_text(), flags=re.S))
+
+
+def edgesim(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture
+def example(tmp_path) -> Path:
+    files = doc_files()
+    assert set(files) == {"edgesim_airtime_share.py", "pyproject.toml", "airtime.toml"}
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    return pkg
+
+
+def _check_bands(devices_csv: Path, bandwidth_hz: float, n0: float) -> None:
+    rows = list(csv.DictReader(devices_csv.open()))
+    assert rows
+    by_round: dict[str, list] = {}
+    for row in rows:
+        by_round.setdefault(row["round"], []).append(row)
+    for rows_r in by_round.values():
+        g = np.array([float(r["channel_gain"]) for r in rows_r])
+        p = np.array([float(r["tx_power_w"]) for r in rows_r])
+        b = np.array([float(r["bandwidth_hz"]) for r in rows_r])
+        airtime_alone = 1e6 / rate_bps(bandwidth_hz, g, p, n0)
+        assert b == pytest.approx(bandwidth_hz * airtime_alone / airtime_alone.sum(), rel=1e-9)
+
+
+def test_the_documented_policy_installs_lists_and_runs(example, tmp_path):
+    target = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(target), str(example)], capture_output=True, text=True,
+                         timeout=300)
+    assert pip.returncode == 0, pip.stderr
+    work = tmp_path / "work"  # not the package's folder: only the entry point can find the module
+    work.mkdir()
+    scenario = work / "airtime.toml"
+    scenario.write_text((example / "airtime.toml").read_text())
+    listed = edgesim("list", "policies", cwd=work, pythonpath=str(target))
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(r"^bandwidth\.airtime_share\s+FDMA: each uploader's band in proportion", listed.stdout, re.M)
+    done = edgesim("run", str(scenario), "--out", str(work / "run"), "-q", cwd=work, pythonpath=str(target))
+    assert done.returncode == 0, done.stderr
+    n0 = 10 ** (-174 / 10) / 1e3  # the default noise PSD, -174 dBm/Hz, in W/Hz
+    _check_bands(work / "run" / "devices.csv", 1e6, n0)
+    plan = edgesim("plan", str(scenario), cwd=work, pythonpath=str(target))
+    assert plan.returncode == 0 and "Round 0 under [resources]" in plan.stdout and "airtime_share" in plan.stdout
+    tdma = edgesim("run", str(scenario), "--set", "system.access=tdma", "--out", str(work / "t"), "-q", cwd=work,
+                   pythonpath=str(target))
+    assert tdma.returncode == 2 and tdma.stderr.count("\n") == 1
+    assert "bandwidth = 'airtime_share' applies to [system] access = 'fdma'" in tdma.stderr
+    assert not (work / "t").exists()
+    unknown = edgesim("run", str(scenario), "--out", str(work / "x"), "-q", cwd=work)  # not installed here
+    assert unknown.returncode == 2 and "bandwidth = 'airtime_share': expected one of" in unknown.stderr
+
+
+def test_run_plugins_imports_the_policy_from_the_current_folder(example):
+    scenario = example / "airtime.toml"
+    scenario.write_text(scenario.read_text().replace("[run]\n", '[run]\nplugins = ["edgesim_airtime_share"]\n'))
+    done = edgesim("run", str(scenario), "--out", str(example / "run"), "-q", cwd=example)
+    assert done.returncode == 0, done.stderr
+    assert 'bandwidth = "airtime_share"' in (example / "run" / "config.toml").read_text()
