@@ -62,6 +62,8 @@ def main(argv=None) -> None:
     parser.add_argument("--model-bits", type=float, default=17_440_000.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--record-events", action="store_true", help="keep every Event in memory too")
+    parser.add_argument("--resources", action="append", default=[], metavar="KEY=VALUE",
+                        help="a [resources] policy, e.g. bandwidth=min_max_time (repeatable; default: none)")
     parser.add_argument("--compare-bare", action="store_true",
                         help="interleave each round with the same events in bare SimPy (tdma only)")
     args = parser.parse_args(argv)
@@ -74,11 +76,18 @@ def main(argv=None) -> None:
     budget = BudgetConfig(total_time_s=1e12, rounds=args.rounds)
     workload = WorkloadConfig(model_bits=args.model_bits)
     backend = ParametricBackend(n, k, workload, seed=args.seed)
-    sim = Simulation(system, budget, backend, seed=args.seed, record_events=args.record_events, keep_records=False)
+    extra = {}
+    if args.resources:
+        from edgesim.resources import ResourcesConfig
+
+        extra["resources"] = ResourcesConfig(**dict(kv.split("=", 1) for kv in args.resources))
+    sim = Simulation(system, budget, backend, seed=args.seed, record_events=args.record_events, keep_records=False,
+                     **extra)
 
     print(f"python {platform.python_version()}, simpy {simpy.__version__}, numpy {np.__version__}")
     print(f"cpu: {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.machine()}")
-    print(f"N={n} K={k} access={args.access} rounds={args.rounds} model_bits={args.model_bits:g}")
+    print(f"N={n} K={k} access={args.access} rounds={args.rounds} model_bits={args.model_bits:g}"
+          + (f" resources={','.join(args.resources)}" if args.resources else ""))
 
     if args.compare_bare:
         compare_bare(sim, backend, args.rounds, args.model_bits)

@@ -341,3 +341,14 @@ def test_a_bad_plugin_policy_is_one_line_naming_it_and_the_round(answer, words):
         assert sim.round_index == 0  # nothing ran: the run resumes from its last checkpoint
     finally:
         POLICIES["bandwidth"].pop("_test_bad")
+
+
+def test_the_run_folders_know_the_omitted_defaults():
+    import dataclasses
+
+    from edgesim.results.fingerprint import OMITTED_WHEN_DEFAULT, scenario_keys
+
+    assert OMITTED_WHEN_DEFAULT["resources"] == {k: v for k, v in dataclasses.asdict(ResourcesConfig()).items()
+                                                 if v is not None}
+    assert scenario_keys({"seed": 1})["resources.bandwidth"] == "equal"
+    assert scenario_keys({"resources": {"bandwidth": "min_max_time"}})["resources.bandwidth"] == "min_max_time"

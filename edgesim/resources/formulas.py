@@ -7,7 +7,7 @@ seconds, energy in joules. The uplink rate is Shannon's, Eq. (8) of DoFed-SPP
 with ``b`` towards its limit ``g p / (N0 ln 2)`` and with ``p``. Compute takes
 ``C / f`` seconds and ``κ C f²`` joules (Eq. (7); the dynamic-power model of
 Yang et al., "Energy efficient federated learning over wireless communication
-networks", IEEE TWC 2021, Eq. (4)); the radio spends ``p t`` joules.
+networks", IEEE TWC 2021); the radio spends ``p t`` joules.
 
 Every function here is deterministic and vectorised; none draws randomness.
 """
@@ -187,8 +187,8 @@ def min_energy_power_w(upload_bits, bandwidth_hz, time_s, channel_gain, tx_power
 def min_energy_freq_hz(cycles, time_s, cpu_freq_min_hz, cpu_freq_max_hz) -> np.ndarray:
     """DVFS: the lowest frequency that computes ``C`` cycles within ``τ`` s, ``f = C / τ`` clipped to
     ``[f_min, f_max]`` (Hz); ``f_max`` where ``τ`` ≤ 0 (the device cannot make it). Compute energy ``κ C f²``
-    falls with ``f``, so this is the least-energy frequency that meets the deadline (Yang et al., IEEE TWC 2021,
-    §III)."""
+    falls with ``f``, so this is the least-energy frequency that meets the deadline (the DVFS argument of
+    Yang et al., IEEE TWC 2021)."""
     c = np.asarray(cycles, dtype=float)
     tau, fmin, fmax = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (time_s, cpu_freq_min_hz,
                                                                                  cpu_freq_max_hz)))

@@ -30,9 +30,24 @@ def flatten(config: Mapping, prefix: str = "") -> dict:
     return out
 
 
+# Tables a resolved scenario leaves out when every key has its default (so that config.toml stays what it was before
+# the table existed), with those defaults: a config without the table ran them. ``[resources]``'s are
+# edgesim.resources.ResourcesConfig's (tests/test_resources.py checks they agree; None-valued keys are left out).
+OMITTED_WHEN_DEFAULT = {
+    "resources": {"scheduling": "random", "bandwidth": "equal", "power": "fixed", "cpu_freq": "max",
+                  "oort_exploration": 0.1, "oort_alpha": 2.0},
+}
+
+
 def scenario_keys(config: Mapping) -> dict:
-    """The flattened resolved scenario without :data:`NOT_SCENARIO` (what makes two runs one scenario)."""
-    return {k: v for k, v in flatten(config).items() if not any(k == n or k.startswith(n + ".") for n in NOT_SCENARIO)}
+    """The flattened resolved scenario without :data:`NOT_SCENARIO` (what makes two runs one scenario), with the
+    defaults of a table left out (:data:`OMITTED_WHEN_DEFAULT`) filled in: a sweep over a policy names the
+    default's point too, and a run that states the defaults is the same scenario as one that leaves them out."""
+    flat = flatten(config)
+    for table, defaults in OMITTED_WHEN_DEFAULT.items():
+        if not any(k.startswith(table + ".") for k in flat):
+            flat.update(flatten({table: defaults}))
+    return {k: v for k, v in flat.items() if not any(k == n or k.startswith(n + ".") for n in NOT_SCENARIO)}
 
 
 def scenario_fingerprint(config: Mapping) -> str:
