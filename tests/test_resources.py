@@ -343,6 +343,45 @@ def test_a_bad_plugin_policy_is_one_line_naming_it_and_the_round(answer, words):
         POLICIES["bandwidth"].pop("_test_bad")
 
 
+# --- end to end: a learning run, a refusal ------------------------------------------------------------------------
+
+
+def test_a_learning_run_follows_the_policies(tiny_scenario, tmp_path):
+    import csv
+
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    out = tmp_path / "run"
+    sets = ["run.algorithms=fedavg", "system.access=fdma", "resources.scheduling=age",
+            "resources.bandwidth=min_max_time", "resources.cpu_freq=min_energy"]
+    result = CliRunner().invoke(app, ["run", str(tiny_scenario), "--out", str(out), "-q",
+                                      *[a for s in sets for a in ("--set", s)]])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader((out / "devices.csv").open()))
+    by_round = {}
+    for row in rows:
+        by_round.setdefault(int(row["round"]), set()).add(int(row["device"]))
+    assert by_round[1] == set(range(6)) - by_round[0]  # age: the three left out of round 0 come next
+    assert all(float(r["cpu_freq_hz"]) < 1e9 for r in rows)  # the loose budget (10 s a round) lets DVFS slow down
+    assert all(0 < float(r["bandwidth_hz"]) < 1e6 for r in rows)
+    assert 'scheduling = "age"' in (out / "config.toml").read_text()
+
+
+def test_a_self_scheduling_algorithm_refuses_a_scheduling_policy(tiny_scenario, tmp_path):
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    result = CliRunner().invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "r"), "-q",
+                                      "--set", "run.algorithms=fedavg,um_pfssl", "--set", "resources.scheduling=fastest"])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "[resources] scheduling = 'fastest': algorithm 'um_pfssl' chooses its own devices" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_the_run_folders_know_the_omitted_defaults():
     import dataclasses
 

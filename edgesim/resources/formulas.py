@@ -23,7 +23,7 @@ _LN2 = math.log(2)
 _BISECTION_REL = 1e-13
 _BISECTION_STEPS = 200
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
-_GOLDEN_STEPS = 100  # the interval shrinks by 0.618 a step: 1e-21 of its width
+_GOLDEN_STEPS = 72  # the interval shrinks by 0.618 a step: 1e-15 of its width
 
 
 def rate_bps(bandwidth_hz, channel_gain, tx_power_w, noise_psd_w_per_hz):
