@@ -7,8 +7,8 @@ Each run is the scenario's 20 rounds on the clock (the same engine and backend a
 ``backend = "parametric"``); per run it measures the simulated time at which the accuracy first reaches
 ``--threshold`` and the devices' energy (radio + compute) spent until then, and the run's totals. Seeds share the
 devices, channels and draws across policies (common random numbers), so the paired differences against the
-default policy are per seed. Writes ``runs.csv``, ``summary.csv``, ``paired.csv``, ``tables.md`` and the figure
-``energy_vs_time.png`` (one point per policy and band, 95 % t-intervals over seeds on both axes).
+default policy are per seed. Writes ``runs.csv``, ``summary.csv`` (with the paired differences), ``tables.md``
+and the figure ``energy_vs_time.png`` (one point per policy and band, 95 % t-intervals over seeds on both axes).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def main(argv=None) -> None:
         w = csv.DictWriter(f, keys, lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
-    summary, paired = [], []
+    summary = []
     for label, access, *_ in POLICIES:
         base_label = "FDMA equal (default)" if access == "fdma" else "TDMA arrival (default)"
         for band in BANDS_HZ:

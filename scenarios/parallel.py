@@ -97,8 +97,8 @@ def planned_cycles(sc, build_backend: Callable, name: str) -> float:
     try:
         backend = build_backend(name)
         budget = dataclasses.replace(sc.budget, round_mode="sync")  # an async run's work per update: a round's
-        plan = backend.plan_round(Simulation(sc.system, budget, backend, seed=sc.seed,
-                                                     resources=sc.resources).system_view())
+        sim = Simulation(sc.system, budget, backend, seed=sc.seed, resources=sc.resources)
+        plan = backend.plan_round(sim.system_view())
         return float(sum(sum(w.compute_cycles.values()) for w in plan.work) + sum(plan.server_cycles.values())
                      + sum(plan.server_cycles_after.values()))
     except Exception:  # noqa: BLE001 - only an estimate: the worker reports the real error
