@@ -1,4 +1,5 @@
-"""The round budget and the (B, K) decision of DoFed-SPP for a scenario, as ``edgesim plan`` shows it.
+"""The round budget and the (B, K) decision of DoFed-SPP for a scenario, as ``edgesim plan`` shows it; and round 0
+under the ``[resources]`` policies (:func:`first_round_allocation`).
 
 Identical devices (the paper's §4.4 case): C1, C2, C3 of Ineq. (26) follow
 directly. Heterogeneous devices (different CPU, power or channel): a
@@ -32,6 +33,7 @@ from .channel import ChannelModel
 from .compute import training_cycles
 from .config import BudgetConfig, SystemConfig, WorkloadConfig
 from .radio import shannon_rate_bps
+from .resources import ResourcesConfig
 
 
 def slowest_device_constants(
@@ -160,3 +162,26 @@ def make_plan(
         feasible_count=feasible_count(consts, system.n_devices),
         devices=devices,
     )
+
+
+def first_round_allocation(system: SystemConfig, budget: BudgetConfig, workload: WorkloadConfig,
+                           resources: ResourcesConfig, clients_per_round: int, seed: int = 0,
+                           cycles: float | None = None) -> list[dict]:
+    """Round 0 run on the clock with the physics-only backend (:class:`edgesim.curve.ParametricBackend`: K devices,
+    each ``I·C·D`` cycles, or ``cycles``, and ``model_bits`` up): per device its band (Hz), power (W), CPU frequency
+    (Hz), compute and upload times (s) and energy (J), as the engine ran them (one dict per device, by id).
+
+    Which devices take part follows the scheduling policy; under ``"random"`` they are the physics-only backend's
+    draw, not a learning algorithm's (each draws from its own stream).
+    """
+
+    from .curve import ParametricBackend
+    from .engine import Simulation
+
+    backend = ParametricBackend(system.n_devices, clients_per_round, workload, seed)
+    if cycles is not None:
+        backend.cycles = float(cycles)
+    record = Simulation(system, budget, backend, seed, record_events=False, resources=resources).run_round()
+    keys = ("device", "channel_gain", "bandwidth_hz", "tx_power_w", "cpu_freq_hz", "compute_s", "upload_airtime_s",
+            "idle_s", "radio_energy_j", "compute_energy_j", "arrived")
+    return [{k: getattr(row, k) for k in keys} for row in record.devices]

@@ -264,7 +264,7 @@ def plan(
         _fail(f"{sc.path}: {e}")
     allocation = None
     if not sc.resources.is_default:  # the [resources] policies' round 0, run on the clock
-        from edgesim.resources import first_round_allocation
+        from edgesim.plan import first_round_allocation
 
         run_cfg = sc.learning.get("run")
         k = run_cfg.clients_per_round if run_cfg is not None else sc.system.n_devices

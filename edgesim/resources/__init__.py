@@ -12,8 +12,7 @@ from .config import KINDS, ResourcesConfig
 from .policies import POLICIES, register_policy, summary
 from .round import Allocator, PolicyError, ResourcePlan, RoundResources, check_config
 from .scheduling import Scheduler, ScheduleView  # registers the scheduling policies
-from .first_round import first_round_allocation
 
 __all__ = ["KINDS", "POLICIES", "Allocator", "PolicyError", "ResourcePlan", "ResourcesConfig", "RoundResources",
-           "ScheduleView", "Scheduler", "first_round_allocation",
+           "ScheduleView", "Scheduler",
            "check_config", "register_policy", "summary"]
