@@ -102,6 +102,7 @@ def test_the_arenas_share_one_cell_and_each_has_a_paper_scale():
     import numpy as np
 
     arenas = {p.stem: load_scenario(p) for p in sorted(SCENARIO_DIR.glob("arena_*.toml"))}
+    scarce = arenas.pop("arena_label_scarce")  # a step study on the cell's first 10 devices (issue 35), no twin
     cpu_arenas = [n for n in arenas if not n.endswith("_paper")]
     assert len(cpu_arenas) == 4 and {f"{n}_paper" for n in cpu_arenas} == set(arenas) - set(cpu_arenas)
     # the CPUs: numpy default_rng(2026) on U(0.5, 2.0) GHz, rounded to 0.01 GHz, the first n_devices of one draw
@@ -112,6 +113,8 @@ def test_the_arenas_share_one_cell_and_each_has_a_paper_scale():
         assert np.array_equal(np.asarray(sc.system.cpu_freq_hz) / 1e7, np.round(draw[:n] / 1e7)), name
         assert n == (20 if name in cpu_arenas else 25 if "dofed" in name else 100), name
         cells.add(dataclasses.replace(sc.system, n_devices=1, cpu_freq_hz=1e9))
+    assert np.array_equal(np.asarray(scarce.system.cpu_freq_hz) / 1e7, np.round(draw[:10] / 1e7))
+    cells.add(dataclasses.replace(scarce.system, n_devices=1, cpu_freq_hz=1e9))
     assert len(cells) == 1  # radius, path loss, shadowing, uplink, power, noise, downlink, server: one cell
     for name in cpu_arenas:  # the CPU scale: 20 rounds or 600 simulated seconds
         assert (arenas[name].budget.total_time_s, arenas[name].budget.rounds) == (600, 20), name

@@ -1,0 +1,55 @@
+"""The label-scarce scenarios (issue 35): they validate and plan, and every method takes >= 2,000 local steps."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from edgesim.learning.context import build_context
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.schema import load_scenario
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+SCARCE = SCENARIOS / "arena_label_scarce.toml"
+LAYOUTS = ['data.partition="feddure_iid_iid"', 'data.partition="feddure_dir_dir"']
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_label_scarce_arena_plans(shared_data, layout):
+    result = CliRunner().invoke(app, ["plan", str(SCARCE), "--json", "--set", layout,
+                                      "--set", f'data.data_dir="{shared_data}"'])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["local_steps"]["local_steps_per_device"] == 8 * 60  # FedAvg-SL: 8·⌈600/10⌉
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_method_takes_two_thousand_local_steps_per_device_equivalent(shared_data, layout):
+    """From the drawn partition: labelled-only E·⌈n_lab/B⌉, the FixMatch family E·max(⌈n_lab/B⌉, ⌈n_unl/μB⌉) a
+    round (B = 10, μ = 7), every device every round; the mean over devices times the rounds is >= 2,000."""
+    sc = load_scenario(SCARCE, [layout, f'data.data_dir="{shared_data}"'])
+    ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                        sc.system.n_devices)
+    e, g, b, mu = sc.workload.local_iterations, sc.budget.rounds, sc.learning["train"].batch_size, 7
+    assert sc.learning["run"].clients_per_round == sc.system.n_devices  # every device trains every round
+    labelled = [e * math.ceil(c.x_sup.shape[0] / b) * g for c in ctx.clients]
+    fixmatch = [e * max(math.ceil(c.x_sup.shape[0] / b), math.ceil(c.x_unl.shape[0] / (mu * b))) * g
+                for c in ctx.clients]
+    assert sum(c.x_sup.shape[0] for c in ctx.clients) == 500  # 50 labels per class over the 10 devices
+    assert sum(labelled) / len(labelled) >= 2000 and sum(fixmatch) / len(fixmatch) >= 2000
+    if layout.endswith('iid_iid"'):
+        assert set(labelled) == {2000} and set(fixmatch) == {3200}
+
+
+@pytest.mark.parametrize("labels", [100, 250])
+def test_labels_at_server_with_fewer_labels_plans(shared_data, labels):
+    """las_fmnist_550 with 100 or 250 server labels (--set data.server_labeled=N): validates and plans."""
+    path = SCENARIOS / "las_fmnist_550.toml"
+    sc = load_scenario(path, [f"data.server_labeled={labels}"])
+    assert sc.learning["data"].server_labeled == labels
+    result = CliRunner().invoke(app, ["plan", str(path), "--set", f"data.server_labeled={labels}",
+                                      "--set", f'data.data_dir="{shared_data}"'])
+    assert result.exit_code == 0, result.output
