@@ -12,6 +12,7 @@ import typer
 from edgesim.config import ConfigError
 from edgesim.results.files import ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE
 from edgesim.results.reading import folder_kind, read_summary
+from edgesim.scenarios.signals import Terminated, exit_code, handle_signals  # noqa: F401 (Terminated re-exported)
 
 app = typer.Typer(
     add_completion=False,
@@ -346,7 +347,7 @@ def run(
 
     run_cfg = sc.learning["run"]
     work = RunFolder(out).work
-    terminate_as_interrupt()
+    handle_signals()
     try:
         with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
             on_round = host_time_note(progress.update, run_cfg.rounds or sc.budget.rounds, len(run_cfg.algorithms))
@@ -360,7 +361,7 @@ def run(
         _fail(f"cannot write {e.filename or work}: {e.strerror or e}; the unfinished run is in {work} "
               f"(free some space, then run the same command with --resume or --overwrite)", code=1)
     except KeyboardInterrupt as e:
-        _interrupted(work, run_cfg.checkpoint_every, code=143 if isinstance(e, Terminated) else 130)
+        _interrupted(work, run_cfg.checkpoint_every, code=exit_code(e))
     typer.echo(f"run folder: {folder}")
     summary = read_summary(folder)
     for name, a in summary["algorithms"].items():
@@ -417,23 +418,6 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a batch system's time limit), handled as Ctrl-C is; exit 143."""
-
-
-def terminate_as_interrupt() -> None:
-    """Make SIGTERM end a run as Ctrl-C does (the unfinished folder marked, one line saying how to go on)."""
-    import signal
-
-    def handler(signum, frame):
-        raise Terminated(f"signal {signum}")
-
-    try:
-        signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (an embedding application's worker): keep its handling
-        pass
-
-
 def _interrupted(work: Path, checkpoint_every: int, code: int = 130) -> None:
     """Ctrl-C or SIGTERM: one line saying where the unfinished run is and how to go on; exit 130 (143)."""
     if not work.exists():
@@ -480,6 +464,7 @@ def sweep(
     overrides = list(set_ or [])
     if data_dir is not None:  # absolute: the runs may work elsewhere (Ray)
         overrides.append(f"data.data_dir={json.dumps(str(data_dir.expanduser().resolve()))}")
+    handle_signals()
     try:
         spec = make_spec(scenario, grid or [], seeds, [*overrides, *_threads_override(threads)])
         out = out if out is not None else default_out(spec)
@@ -487,9 +472,9 @@ def sweep(
                            progress=not quiet, plots=not no_plots, formats=figure_formats)
     except ConfigError as e:
         _fail(str(e))
-    except KeyboardInterrupt:
-        _fail(f"interrupted: finished runs are kept in {out}; run the same command again to go on "
-              f"(unfinished runs resume from their checkpoints)", code=130)
+    except KeyboardInterrupt as e:
+        _fail(f"interrupted: finished runs are kept in {out}, unfinished ones are marked interrupted; run the same "
+              f"command again to go on (unfinished runs resume from their checkpoints)", code=exit_code(e))
     n_ok = len(result.runs) - len(result.failed)
     typer.echo(f"sweep folder: {result.out} ({n_ok} of {len(result.runs)} runs finished; {result.jobs} at a time "
                f"on {executor}, {result.threads} torch thread(s) each)")

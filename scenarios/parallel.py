@@ -50,8 +50,12 @@ _PROGRESS = None  # a worker's queue for per-round progress (None: nobody listen
 
 def _init_worker(threads: int, progress) -> None:
     from edgesim.learning.malloc import keep_freed_memory
+    from edgesim.scenarios.signals import worker_signals
     from edgesim.scenarios.threads import set_threads
 
+    worker_signals()  # SIGTERM ends its task; SIGINT is the parent's; it ends when the parent is gone
+    if progress is not None:  # exiting never waits on a pipe the parent may have stopped reading
+        progress.cancel_join_thread()
     keep_freed_memory()
     set_threads(threads)
     global _PROGRESS
@@ -78,16 +82,17 @@ def _train_one(raw: dict, path: str, name: str, work: Optional[str], fingerprint
     computed by the parent, when there is one)."""
     from edgesim.scenarios import checkpoint
     from edgesim.scenarios.algorithm_run import run_algorithm
-
-    sc, build_backend = _context(raw, path)
-    saved = checkpoint.load(Path(work), name, fingerprint) if resume and work else None
+    from edgesim.scenarios.signals import busy
 
     def on_round(alg: str, rec) -> None:
         if _PROGRESS is not None:
             _PROGRESS.put((alg, rec))
 
-    return run_algorithm(sc, build_backend, name, on_round,
-                         checkpoint_dir=Path(work) if work else None, fingerprint=fingerprint, saved=saved, warm=warm)
+    with busy():
+        sc, build_backend = _context(raw, path)
+        saved = checkpoint.load(Path(work), name, fingerprint) if resume and work else None
+        return run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=Path(work) if work else None,
+                             fingerprint=fingerprint, saved=saved, warm=warm)
 
 
 def planned_cycles(sc, build_backend: Callable, name: str) -> float:
@@ -126,15 +131,18 @@ def assign(costs: list[tuple[str, float]], n_workers: int) -> tuple[list[str], l
 def _warm(raw: dict, path: str) -> None:
     """A worker's first task, while the parent does the same: import torch and the algorithms, build the run's
     context. A failure here is left to the parent, whose own build reports it (or to the worker's first task)."""
-    import edgesim.learning.algorithms  # noqa: F401
+    from edgesim.scenarios.signals import busy
 
-    _context(raw, path)
+    with busy():
+        import edgesim.learning.algorithms  # noqa: F401
+
+        _context(raw, path)
 
 
 class Workers:
     """``n`` spawned worker processes for the run ``sc``, started — and warmed: torch imported, the run's context
     built (:func:`_warm`) — as soon as this is created, while this process loads the data; a context manager (shut
-    down at exit).
+    down at exit: at once, stopping every worker, when the run ends with an error or an interrupt).
     With ``--jobs N`` there are N − 1 of them: this process trains too (:meth:`run`).
 
     ``progress``: whether workers report each round (a queue read by a thread here, see :meth:`run`).
@@ -152,10 +160,16 @@ class Workers:
     def __enter__(self) -> "Workers":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        else:  # never wait on an algorithm that is still training: stop the workers (a resumable folder)
+            from edgesim.scenarios.signals import stop_pool
+
+            stop_pool(self.pool)
         if self.queue is not None:
             self.queue.close()
+            self.queue.cancel_join_thread()
 
     def run(self, sc, names: list[str], run_here: Callable[[str, Optional[Callable]], AlgorithmRun], *,
             work: Optional[Path], fingerprint: str, resume: bool, on_round: Optional[Callable] = None,
@@ -172,10 +186,10 @@ class Workers:
             from edgesim.results.writing import add_to_manifest
 
             add_to_manifest(work, *[path_for(work, n).relative_to(work).as_posix() for n in names])
-        stop = threading.Event()
+        stop, abandon = threading.Event(), threading.Event()
 
         def relay() -> None:  # per-round progress from the workers, in this process
-            while not stop.is_set() or not self.queue.empty():
+            while not abandon.is_set() and (not stop.is_set() or not self.queue.empty()):
                 try:
                     alg, rec = self.queue.get(timeout=0.1)
                 except queue.Empty:
@@ -208,6 +222,9 @@ class Workers:
             runs.update({name: fut.result() for name, fut in futures.items()})
             self.pool.shutdown(wait=False)  # the workers exit while this process writes the results
             return {name: runs[name] for name in names}
+        except BaseException:  # an error or an interrupt: the progress of what is being stopped is not wanted
+            abandon.set()
+            raise
         finally:
             stop.set()
             if relay_thread is not None:

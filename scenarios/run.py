@@ -21,7 +21,6 @@ and torch is never imported.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -38,7 +37,7 @@ from edgesim.scenarios.provenance import now, provenance
 from edgesim.scenarios.tracking import check_available as check_tracking
 from edgesim.scenarios.tracking import make_tracker
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, PROVENANCE as RUN_JSON, ROUNDS, SUMMARY
-from edgesim.results.writing import RunFolder, RunLock, check_out, is_finished, set_aside
+from edgesim.results.writing import RunFolder, RunLock, check_out, is_finished
 from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
 
@@ -321,27 +320,29 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         folder.remove(CHECKPOINT_DIR)  # only an unfinished run needs them
         if tracker is not None:
             tracker.close()
-    except ConfigError:
-        if tracker is not None:
-            tracker.fail()
-        if not resuming:  # a folder this call created, holding no result: a configuration error leaves nothing
-            shutil.rmtree(set_aside(folder.work))
-        else:
-            folder.mark(f"failed: {_now()}: configuration error")
-        raise
-    except BaseException as e:
+    except BaseException as e:  # the unfinished folder survives every failure, marked with its cause
         if tracker is not None:
             tracker.fail()
         try:
-            folder.mark(f"interrupted: {type(e).__name__}: {e}" if isinstance(e, KeyboardInterrupt)
-                        else f"failed: {type(e).__name__}: {e}")
+            folder.mark(failure_note(e))
         except OSError:  # a full disk may refuse the note too; the error itself is what the user needs
             pass
+        if isinstance(e, ConfigError) and folder.work.is_dir():
+            raise ConfigError(f"{e} (the unfinished run is kept in {folder.work})") from None
         raise
     final = folder.finish()
     if tracker is not None:
         tracker.finish(final)
     return final
+
+
+def failure_note(e: BaseException) -> str:
+    """The ``INCOMPLETE`` marker's line for a run that ended with ``e`` (an interrupt says ``interrupted``)."""
+    if isinstance(e, KeyboardInterrupt):
+        return f"interrupted: {type(e).__name__}: {e} ({_now()})"
+    if isinstance(e, ConfigError):
+        return f"failed: {e} ({_now()})"
+    return f"failed: {type(e).__name__}: {e} ({_now()})"
 
 
 _now = now

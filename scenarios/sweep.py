@@ -247,9 +247,11 @@ def run_one(task: dict) -> dict:
         if task.get("cwd") and os.path.isdir(task["cwd"]) and os.getcwd() != task["cwd"]:
             os.chdir(task["cwd"])  # a Ray worker starts elsewhere
         from edgesim.scenarios.run import run_scenario
+        from edgesim.scenarios.signals import busy
 
-        sc = load_scenario(task["scenario"], list(task["overrides"]))
-        run_scenario(sc, Path(task["out"]), resume=True, argv=task.get("argv"))
+        with busy():  # a worker's SIGTERM: the run marks its folder interrupted (an interrupt is not caught here)
+            sc = load_scenario(task["scenario"], list(task["overrides"]))
+            run_scenario(sc, Path(task["out"]), resume=True, argv=task.get("argv"))
         status = "ok"
     except Exception as e:  # noqa: BLE001 - one run's failure must not end the sweep
         status = f"failed: {type(e).__name__}: {e}"
@@ -257,10 +259,13 @@ def run_one(task: dict) -> dict:
 
 
 def _worker_init(threads: int, setup=None) -> None:
-    """A spawned sweep worker: its threads, glibc keeping freed memory as the ``edgesim`` process does, and what it
-    inherits (:class:`edgesim.scenarios.worker_setup.WorkerSetup`: the figure style, a GPU of its own)."""
+    """A spawned sweep worker: its signals (:func:`edgesim.scenarios.signals.worker_signals`), its threads, glibc
+    keeping freed memory as the ``edgesim`` process does, and what it inherits
+    (:class:`edgesim.scenarios.worker_setup.WorkerSetup`: the figure style, a GPU of its own)."""
     from edgesim.learning.malloc import keep_freed_memory
+    from edgesim.scenarios.signals import worker_signals
 
+    worker_signals()
     keep_freed_memory()
     set_threads(threads)
     if setup is not None:
@@ -268,7 +273,9 @@ def _worker_init(threads: int, setup=None) -> None:
 
 
 def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dict], None]) -> None:
-    """A spawn-context process pool of ``jobs`` workers (``jobs == 1``: in this process)."""
+    """A spawn-context process pool of ``jobs`` workers (``jobs == 1``: in this process). An interrupt or error here
+    stops every worker at once (:func:`edgesim.scenarios.signals.stop_pool`): their runs are marked interrupted and
+    resume from their checkpoints."""
     if jobs == 1:
         with threads_for(threads):
             for task in tasks:
@@ -277,17 +284,23 @@ def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dic
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    from edgesim.scenarios.signals import stop_pool
     from edgesim.scenarios.worker_setup import worker_setup
 
     ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
-                             initargs=(threads, worker_setup(ctx))) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
+                               initargs=(threads, worker_setup(ctx)))
+    try:
         futures = {pool.submit(run_one, t): t for t in tasks}
         for fut in as_completed(futures):
             try:
                 on_done(fut.result())
             except Exception as e:  # a worker died (killed, out of memory)
                 on_done({"name": futures[fut]["name"], "status": f"failed: {type(e).__name__}: {e}", "seconds": 0.0})
+    except BaseException:
+        stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _ray_auth_env() -> None:

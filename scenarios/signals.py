@@ -1,0 +1,157 @@
+"""Signals across a process tree: Ctrl-C and ``kill`` end a run or a sweep and every worker it started.
+
+One rule for ``edgesim run --jobs N`` and ``edgesim sweep --jobs N`` (both use
+spawned worker processes, :mod:`edgesim.scenarios.parallel` and
+:mod:`edgesim.scenarios.sweep`):
+
+- The parent (the ``edgesim`` process) turns SIGINT (Ctrl-C) into
+  :class:`Interrupted` and SIGTERM (``kill``, a batch system's time limit) into
+  :class:`Terminated`, both ``KeyboardInterrupt``; only the first signal is acted
+  on, later ones are ignored while it cleans up (:func:`handle_signals`). Its run
+  folders are marked ``interrupted`` and it prints one line; exit 130 or 143.
+- On the way out it stops its workers (:func:`stop_workers`): SIGTERM to each,
+  ``grace_s`` for them to end, then SIGKILL to whichever is left; it never waits on
+  a worker's algorithm to finish.
+- A worker (:func:`worker_signals`, from the pool's initializer) ignores SIGINT
+  (Ctrl-C reaches the whole terminal's process group: the parent decides), turns
+  SIGTERM into :class:`Terminated` while it runs a task (:func:`busy`: a sweep's
+  run marks its own folder ``interrupted``) and exits at once when idle, and ends
+  itself when its parent is gone (``kill -9`` of the parent: no orphan keeps
+  training or holding a run folder's lock; :func:`watch_parent`).
+
+Nothing is lost by stopping a worker: every file a run writes is written to a
+temporary name and renamed into place, and a run resumes from its last checkpoint
+(docs/run_folders.md, "Faults").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterable
+
+EXIT_SIGINT = 130  # 128 + SIGINT, as a shell reports it
+EXIT_SIGTERM = 143  # 128 + SIGTERM
+GRACE_S = 3.0  # how long stopped workers get before SIGKILL
+PARENT_POLL_S = 0.5  # how often a worker checks that its parent is alive
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT (Ctrl-C); exit 130."""
+
+    exit_code = EXIT_SIGINT
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a batch system's time limit), handled as Ctrl-C is; exit 143."""
+
+    exit_code = EXIT_SIGTERM
+
+
+def exit_code(e: BaseException) -> int:
+    """The shell's status for an interrupt: 143 for SIGTERM, else 130."""
+    return getattr(e, "exit_code", EXIT_SIGINT)
+
+
+def handle_signals() -> None:
+    """In the ``edgesim`` process: SIGINT → :class:`Interrupted`, SIGTERM → :class:`Terminated`, the first one only
+    (the others are ignored while the process stops its workers and marks its folders). Not the main thread (an
+    embedding application's worker): its own handling is kept."""
+
+    def handler(signum, frame):
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+        raise (Terminated if signum == signal.SIGTERM else Interrupted)(f"signal {signum}")
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:
+        pass
+
+
+# --------------------------------------------------------------------------- in a worker
+
+_busy = threading.Event()
+
+
+@contextmanager
+def busy():
+    """A worker's task: SIGTERM raises :class:`Terminated` inside it (outside, the idle worker just exits)."""
+    _busy.set()
+    try:
+        yield
+    finally:
+        _busy.clear()
+
+
+def worker_signals() -> None:
+    """A spawned worker's signal handling (module docstring); call first in the pool's initializer."""
+
+    def on_term(signum, frame):
+        if _busy.is_set():
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the task unwinds, marking what it must
+            raise Terminated(f"signal {signum}")
+        os._exit(EXIT_SIGTERM)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, on_term)
+    watch_parent()
+
+
+def watch_parent(poll_s: float = PARENT_POLL_S) -> None:
+    """End this process (exit 143) within ``poll_s`` of its parent's death (a daemon thread).
+
+    Its files are safe as after any ``kill -9`` (atomic writes; a stale lock is taken over)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent:
+                os._exit(EXIT_SIGTERM)
+
+    threading.Thread(target=watch, name="edgesim-parent-watch", daemon=True).start()
+
+
+# --------------------------------------------------------------------------- in the parent
+
+
+def stop_workers(processes: Iterable, grace_s: float = GRACE_S) -> None:
+    """SIGTERM every live process of ``processes`` (``multiprocessing.Process``), give them ``grace_s`` together to
+    end, then SIGKILL the rest and reap them all."""
+    procs = [p for p in processes if p is not None]
+    for p in procs:
+        if p.is_alive():
+            try:
+                p.terminate()
+            except (OSError, ValueError):
+                pass
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.join(max(0.0, deadline - time.monotonic()))
+        except (AssertionError, ValueError):
+            continue
+    for p in procs:
+        try:
+            if p.is_alive():
+                p.kill()
+                p.join(grace_s)
+        except (OSError, ValueError, AssertionError):
+            pass
+
+
+def pool_processes(pool) -> list:
+    """The worker processes of a ``concurrent.futures.ProcessPoolExecutor`` (empty when it has none yet)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
+def stop_pool(pool, grace_s: float = GRACE_S) -> None:
+    """End a process pool now: its queued work cancelled, its workers stopped (:func:`stop_workers`)."""
+    procs = pool_processes(pool)
+    pool.shutdown(wait=False, cancel_futures=True)
+    stop_workers(procs, grace_s)

@@ -1,0 +1,123 @@
+"""Issue 40: SIGTERM and Ctrl-C in ``run --jobs 2`` and ``sweep --jobs 2`` end the whole process tree quickly,
+with one line and a resumable folder (byte-identical after --resume); a parent killed with SIGKILL leaves no
+worker behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.runfolder import MARKER, lock_path
+from edgesim.scenarios.schema import load_scenario
+from test_jobs import files
+
+REPO = Path(__file__).resolve().parents[1]
+ROUNDS = ["budget.rounds=25", "run.checkpoint_every=1"]
+
+
+def _env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen:
+    """``edgesim ARGS`` in its own session (so that the test can see every process of its tree)."""
+    return subprocess.Popen([sys.executable, "-m", "edgesim.scenarios.cli", *args], cwd=cwd, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for(proc: subprocess.Popen, ready, what: str, timeout_s: float = 240.0) -> None:
+    t0 = time.monotonic()
+    while not ready():
+        if proc.poll() is not None:
+            pytest.fail(f"ended (rc={proc.returncode}) before {what}: {proc.stderr.read()}")
+        assert time.monotonic() - t0 < timeout_s, f"no {what} within {timeout_s} s"
+        time.sleep(0.02)
+
+
+def _group_gone(pgid: int, timeout_s: float = 10.0) -> bool:
+    """Whether every process of the group ``pgid`` (the command's tree) has ended within ``timeout_s``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    os.killpg(pgid, signal.SIGKILL)  # leave nothing behind for the next tests
+    return False
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.strip() and not line.startswith("note: ")]
+
+
+@pytest.mark.parametrize("sig, to_group, code", [(signal.SIGTERM, False, 143),
+                                                 pytest.param(signal.SIGINT, True, 130, marks=pytest.mark.slow)])
+def test_a_signal_ends_a_jobs_run_and_its_workers_and_it_resumes_to_the_same_bytes(tiny_scenario, tmp_path, sig,
+                                                                                     to_group, code):
+    """SIGTERM to the parent (``kill``), or SIGINT to the whole group (Ctrl-C in a terminal), mid-run."""
+    sets = [a for s in ROUNDS for a in ("--set", s)]
+    proc = _start(["run", str(tiny_scenario), "--out", "a", "-q", "--jobs", "2", *sets], tmp_path)
+    ckpts = tmp_path / "a.incomplete" / "checkpoints"
+    _wait_for(proc, lambda: len(list(ckpts.glob("*.pt"))) >= 2, "two algorithms' checkpoints")
+    t0 = time.monotonic()
+    (os.killpg if to_group else os.kill)(proc.pid, sig)
+    try:
+        _, stderr = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the run did not end within 10 s of the signal")
+    assert time.monotonic() - t0 < 10
+    assert _group_gone(proc.pid), "a worker (or the resource tracker) outlived the run"
+    lines = _error_lines(stderr)
+    assert proc.returncode == code and len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert lines[0].startswith("error: interrupted: the unfinished run is in a.incomplete") and "--resume" in lines[0]
+    assert "interrupted" in (tmp_path / "a.incomplete" / MARKER).read_text()
+    assert not lock_path(tmp_path / "a").exists()
+    resumed = subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", "run", str(tiny_scenario), "--out", "a",
+                              "-q", "--jobs", "2", "--resume", *sets], cwd=tmp_path, env=_env(), capture_output=True,
+                             text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    reference = run_scenario(load_scenario(tiny_scenario, ROUNDS), tmp_path / "reference")
+    a, b = files(reference), files(tmp_path / "a")
+    assert sorted(a) == sorted(b) and all(a[n] == b[n] for n in a)
+
+
+def test_sigkill_of_the_parent_leaves_no_worker(tiny_scenario, tmp_path):
+    sets = [a for s in ROUNDS for a in ("--set", s)]
+    proc = _start(["run", str(tiny_scenario), "--out", "a", "-q", "--jobs", "2", *sets], tmp_path)
+    ckpts = tmp_path / "a.incomplete" / "checkpoints"
+    _wait_for(proc, lambda: any(ckpts.glob("*.pt")), "a checkpoint")
+    os.kill(proc.pid, signal.SIGKILL)  # the parent only: its workers must notice
+    proc.wait(timeout=10)
+    assert _group_gone(proc.pid), "a worker outlived its killed parent"
+
+
+def test_sigterm_ends_a_jobs_sweep_with_one_line_and_its_runs_marked_interrupted(tiny_scenario, tmp_path):
+    sets = [a for s in ROUNDS for a in ("--set", s)]
+    proc = _start(["sweep", str(tiny_scenario), "--grid", "system.bandwidth_hz=1e6,2e6", "--jobs", "2", "--out", "S",
+                   "-q", "--set", "run.algorithms=fedavg", *sets], tmp_path)
+    runs = [tmp_path / "S" / f"system.bandwidth_hz={b},seed=3.incomplete" for b in ("1e6", "2e6")]
+    _wait_for(proc, lambda: all(any((r / "checkpoints").glob("*.pt")) for r in runs), "both runs' checkpoints")
+    t0 = time.monotonic()
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        _, stderr = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the sweep did not end within 10 s of SIGTERM")
+    assert time.monotonic() - t0 < 10
+    assert _group_gone(proc.pid), "a sweep worker outlived the sweep"
+    lines = _error_lines(stderr)
+    assert proc.returncode == 143 and len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert lines[0].startswith("error: interrupted:")
+    for r in runs:
+        assert "interrupted" in (r / MARKER).read_text(), r
+        assert not lock_path(r.with_name(r.name[: -len(".incomplete")])).exists()
