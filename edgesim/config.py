@@ -25,6 +25,10 @@ TX_POWER_DBM_RANGE = (-60.0, 60.0)  # 1 nW to 1 kW
 CHANNEL_GAIN_DB_RANGE = (-250.0, 30.0)
 CPU_FREQ_HZ_RANGE = (1e3, 1e12)
 CELL_RADIUS_M_MAX = 1e5
+KAPPA_RANGE = (0.0, 1e-20)  # effective switched capacitance, Eq. (9); the papers use 1e-28
+PATH_LOSS_INTERCEPT_DB_RANGE = (0.0, 250.0)  # the loss at 1 km; 3GPP macro cell 128.1 dB
+PATH_LOSS_SLOPE_DB_RANGE = (0.0, 100.0)  # dB per decade of distance; free space 20, urban 30-60
+SHADOWING_STD_DB_RANGE = (0.0, 30.0)  # measured macro-cell shadowing is 4-12 dB
 ROUND_MODES = ("sync", "deadline", "fedasync", "fedbuff")
 MOBILITY_MODELS = ("static", "random_waypoint")
 
@@ -50,6 +54,18 @@ def check_int(name: str, value, minimum: int):
 def check_choice(name: str, value, choices):
     if value not in choices:
         fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
+
+
+def check_path_gains(intercept_db: float, slope_db: float, min_distance_m: float, cell_radius_m: float) -> None:
+    """The path-loss gain ``-(A + B·log10(d / 1 km))`` dB (docs/system_model.md, Channel) at the cell's nearest and
+    farthest distance must lie in :data:`CHANNEL_GAIN_DB_RANGE`, else ``ValueError`` naming A and B."""
+    low, high = CHANNEL_GAIN_DB_RANGE
+    for d in (min_distance_m, cell_radius_m):
+        gain_db = -(intercept_db + slope_db * math.log10(d / 1000.0))
+        if not low <= gain_db <= high:
+            fail("path_loss_intercept_db", intercept_db,
+                 f"with path_loss_slope_db = {slope_db!r}, a path gain in [{low:g}, {high:g}] dB over the cell "
+                 f"(it is {gain_db:.6g} dB at {d:g} m)")
 
 
 def check_range(name: str, value, low: float, high: float, unit: str, hint: str = ""):
@@ -134,7 +150,7 @@ class SystemConfig:
         if self.channel_gain_db is not None:
             check_range("channel_gain_db", self.channel_gain_db, *CHANNEL_GAIN_DB_RANGE, "dB")
         per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, plausible=(*CPU_FREQ_HZ_RANGE, "Hz"))
-        check_number("kappa", self.kappa, minimum=0)
+        check_range("kappa", self.kappa, *KAPPA_RANGE, "(J per cycle per Hz^2; 1e-28 is typical)")
         check_choice("access", self.access, ACCESS_SCHEMES)
         check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
         check_number("cell_radius_m", self.cell_radius_m, minimum=0, strict=True)
@@ -142,9 +158,12 @@ class SystemConfig:
         check_number("min_distance_m", self.min_distance_m, minimum=0, strict=True)
         if self.min_distance_m >= self.cell_radius_m:
             fail("min_distance_m", self.min_distance_m, f"a distance < cell_radius_m (= {self.cell_radius_m})")
-        check_number("path_loss_intercept_db", self.path_loss_intercept_db)
-        check_number("path_loss_slope_db", self.path_loss_slope_db, minimum=0)
-        check_number("shadowing_std_db", self.shadowing_std_db, minimum=0)
+        check_range("path_loss_intercept_db", self.path_loss_intercept_db, *PATH_LOSS_INTERCEPT_DB_RANGE, "dB")
+        check_range("path_loss_slope_db", self.path_loss_slope_db, *PATH_LOSS_SLOPE_DB_RANGE, "dB per decade")
+        check_range("shadowing_std_db", self.shadowing_std_db, *SHADOWING_STD_DB_RANGE, "dB")
+        if self.channel_gain_db is None:
+            check_path_gains(self.path_loss_intercept_db, self.path_loss_slope_db, self.min_distance_m,
+                             self.cell_radius_m)
         if not isinstance(self.rayleigh_fading, bool):
             fail("rayleigh_fading", self.rayleigh_fading, "true or false")
         check_choice("mobility", self.mobility, MOBILITY_MODELS)

@@ -80,14 +80,35 @@ def import_plugins(modules, where: str) -> None:
     if modules and cwd not in sys.path and "" not in sys.path:
         sys.path.append(cwd)
     for name in modules:
+        before = _registered()
         try:
             _run(importlib.import_module(name))
         except ConfigError:
             raise
-        except Exception as e:  # noqa: BLE001
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - sys.exit() on import must not end edgesim silently
             raise PluginError(f"{where}: [run] plugins: cannot import {name!r} ({type(e).__name__}: {e}); expected "
                               f"a module on the Python path (the current folder or PYTHONPATH) that registers "
                               f"algorithms, models, data sets or partitions") from None
+        if _registered() > before:
+            _registering.add(name)
+        elif name not in _registering and name not in _noted:  # once per process
+            _noted.add(name)
+            print(f"note: {where}: [run] plugins: {name!r} registered no algorithm, model, data set or partition "
+                  f"(a module imported before, or not a plugin?)", file=sys.stderr)
+
+
+_registering: set[str] = set()  # plugin modules that registered something (a later import of theirs adds nothing)
+_noted: set[str] = set()
+
+
+def _registered() -> int:
+    """How many algorithms, models, data sets and partitions are registered (a plugin's import adds to it)."""
+    from edgesim.learning.algorithm_configs import ALGORITHMS
+    from edgesim.learning.data.datasets import DATASETS
+    from edgesim.learning.data.partitions import PARTITIONS
+    from edgesim.learning.model_registry import MODELS
+
+    return len(ALGORITHMS) + len(DATASETS) + len(PARTITIONS) + len(MODELS)
 
 
 def _module_version(name: str) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from edgesim.backend import Diverged
+from edgesim.budget import InfeasibleBudgetError
 from edgesim.config import ConfigError
 from edgesim.engine import Simulation
 from edgesim.results.metrics import final_accuracy
@@ -140,8 +141,11 @@ def run_algorithm(
         except Diverged as e:  # keep its rounds so far; the other algorithms go on
             out.diverged = divergence_message(sc, name, str(e))
             break
+        except InfeasibleBudgetError as e:  # a later round's channel left no (B, K) that fits
+            raise ConfigError(f"{sc.path}: {e}") from None
         if rec is None:  # asynchronous: no device can ever update again (all offline for good)
             break
+        check_record(sc, name, rec)
         if warm is not None:
             rec = flagged(rec, False)
         out.records.append(rec)
@@ -187,6 +191,62 @@ def make_simulation(sc: Scenario, backend, name: str):
         except ValueError as e:
             raise ConfigError(f"{sc.path}: [budget] round_mode = {sc.budget.round_mode!r}: {e}") from None
     return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability)
+
+
+def check_record(sc: Scenario, name: str, rec) -> None:
+    """A round's record holds what a run folder may: finite times, bits and energies >= 0 and an ``accuracy`` in
+    [0, 1] (the rules its readers apply, docs/run_folders.md). Anything else is named here, with its round and the
+    scenario keys behind it, instead of as a corrupt ``rounds.csv`` later."""
+    import math
+    from numbers import Real
+
+    values = {"start_time_s": rec.start_time_s, "time_s": rec.end_time_s, "bits_up": rec.bits_up,
+              "bits_down": rec.bits_down, "cum_bits_up": rec.cum_bits_up, "cum_bits_down": rec.cum_bits_down,
+              "cum_wasted_bits": rec.cum_wasted_bits, "energy_j": rec.radio_energy_j + rec.compute_energy_j,
+              "cum_energy_j": rec.cum_energy_j, "server_s": rec.server_s}
+    for key, value in values.items():
+        if not (isinstance(value, Real) and math.isfinite(value) and value >= 0):
+            source = {"energy_j": "system.kappa, system.cpu_freq_hz, system.tx_power_dbm and the workload's cycles",
+                      "cum_energy_j": "system.kappa, system.cpu_freq_hz, system.tx_power_dbm and the workload's cycles"
+                      }.get(key, "the scenario's [system], [budget] and [workload] values")
+            raise ConfigError(f"{sc.path}: {name}, round {rec.round_index}: {key} = {value!r}; expected a finite "
+                              f"number >= 0 (check {source})")
+    for key, value in rec.metrics.items():
+        if key == "accuracy" and not (isinstance(value, Real) and 0 <= value <= 1):
+            raise ConfigError(f"{sc.path}: {name}, round {rec.round_index}: its backend reported accuracy = "
+                              f"{value!r}; expected an accuracy in [0, 1] (the algorithm's complete_round)")
+        if isinstance(value, Real) and math.isinf(value):
+            raise ConfigError(f"{sc.path}: {name}, round {rec.round_index}: its backend reported {key} = {value!r}; "
+                              f"expected a finite number (the algorithm's complete_round)")
+
+
+def check_budgets(sc: Scenario, build_backend: Callable) -> None:
+    """Before any round: each algorithm whose backend decides on the round budget (a ``check_budget(view)`` method,
+    DoFed-SPP's Ineq. 26) checks it at the first round's system view, with the cycles its rounds charge — exactly as
+    ``edgesim plan`` reports it. An infeasible budget is one line naming the scenario, and nothing is written."""
+    if sc.physics_only:
+        return
+    for name in sc.learning["run"].algorithms:
+        if not _decides_budget(name):  # no backend is built only to be asked
+            continue
+        backend = build_backend(name)
+        check = getattr(backend, "check_budget", None)
+        if check is None:
+            continue
+        try:
+            check(Simulation(sc.system, sc.budget, backend, seed=sc.seed).system_view())
+        except InfeasibleBudgetError as e:
+            raise ConfigError(f"{sc.path}: {e}") from None
+
+
+def _decides_budget(name: str) -> bool:
+    """Whether a class of ``name``'s builder's module defines ``check_budget`` (asked without building a backend)."""
+    import importlib
+
+    from edgesim.learning.algorithms import REGISTRY
+
+    module = importlib.import_module(REGISTRY[name].build.__module__) if REGISTRY[name].build else None
+    return any(callable(getattr(getattr(module, attr, None), "check_budget", None)) for attr in dir(module or object()))
 
 
 def divergence_message(sc: Scenario, name: str, error: str) -> str:

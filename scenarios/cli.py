@@ -362,6 +362,8 @@ def run(
               f"(free some space, then run the same command with --resume or --overwrite)", code=1)
     except KeyboardInterrupt as e:
         _interrupted(work, run_cfg.checkpoint_every, code=exit_code(e))
+    except Exception as e:  # noqa: BLE001 - an algorithm's or a plugin's own error: one line, the folder kept
+        _unexpected(e, work if work.exists() else None)
     typer.echo(f"run folder: {folder}")
     summary = read_summary(folder)
     for name, a in summary["algorithms"].items():
@@ -416,6 +418,17 @@ def _duration(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.3g} {unit}"
     return f"{seconds:.3g} s"
+
+
+def _unexpected(e: Exception, work: Optional[Path]) -> None:
+    """An error that is not a configuration error (an algorithm's or a plugin's code): one line naming it and where
+    the unfinished run is, exit 1. ``EDGESIM_DEBUG=1`` shows the traceback instead."""
+    import os
+
+    if os.environ.get("EDGESIM_DEBUG") == "1":
+        raise e
+    where = f"; the unfinished run is kept in {work}" if work is not None else ""
+    _fail(f"{type(e).__name__}: {e}{where} (EDGESIM_DEBUG=1 shows where it was raised)", code=1)
 
 
 def _interrupted(work: Path, checkpoint_every: int, code: int = 130) -> None:

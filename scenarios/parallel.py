@@ -239,7 +239,7 @@ def _worker_error(e: BaseException) -> BaseException:
 
     if isinstance(e, BrokenProcessPool):
         return ConfigError("--jobs: a worker process died before its algorithm finished (killed, or out of "
-                           "memory?); run with fewer --jobs, or --jobs 1")
+                           "memory?); the other workers were stopped; run with fewer --jobs, or --jobs 1")
     return e
 
 

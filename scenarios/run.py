@@ -31,7 +31,7 @@ from edgesim.asynchrony import UPDATE_FIELDS
 from edgesim.learning.config import PARAMETRIC
 from edgesim.results.metrics import DEFAULT_SUSTAIN_ROUNDS, final_accuracy, time_to_accuracy
 from edgesim.scenarios import checkpoint, warm_start
-from edgesim.scenarios.algorithm_run import make_backends, resolved_config, run_algorithm
+from edgesim.scenarios.algorithm_run import check_budgets, make_backends, resolved_config, run_algorithm
 from edgesim.scenarios.checkpoint import AlgorithmRun
 from edgesim.scenarios.provenance import now, provenance
 from edgesim.scenarios.tracking import check_available as check_tracking
@@ -282,6 +282,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         else:
             say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
     build_backend, model_bits, extra = make_backends(sc)
+    check_budgets(sc, build_backend)
     folder.start(resume=resuming)
     if resuming:
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
@@ -328,7 +329,9 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         except OSError:  # a full disk may refuse the note too; the error itself is what the user needs
             pass
         if isinstance(e, ConfigError) and folder.work.is_dir():
-            raise ConfigError(f"{e} (the unfinished run is kept in {folder.work})") from None
+            how = ("; add --resume to go on from its checkpoints once the cause is fixed"
+                   if sc.learning["run"].checkpoint_every else "")
+            raise ConfigError(f"{e} (the unfinished run is kept in {folder.work}{how})") from None
         raise
     final = folder.finish()
     if tracker is not None:

@@ -316,7 +316,8 @@ def _dirichlet_assign(by_class: list[np.ndarray], n_clients: int, alpha: float, 
     """
     total = sum(len(ix) for ix in by_class)
     if min_size * n_clients > total:
-        raise ValueError(f"min_size(={min_size}) x n_clients(={n_clients}) exceeds the {total} samples to split")
+        raise ValueError(f"system.n_devices = {n_clients}: each device needs at least {min_size} samples and the data "
+                         f"set has {total} to split; expected at most {total // max(min_size, 1)} devices")
     for _ in range(max_tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
         sizes = np.zeros(n_clients, dtype=np.int64)

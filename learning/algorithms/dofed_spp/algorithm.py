@@ -66,7 +66,7 @@ import numpy as np
 import torch
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
-from edgesim.budget import InfeasibleBudgetError, examined_pairs, infeasibility_message
+from edgesim.budget import FeasibilityConstants, InfeasibleBudgetError, examined_pairs, infeasibility_message
 from edgesim.config import ConfigError
 from edgesim.plan import slowest_device_constants
 from edgesim.selection import assignment, best_selection
@@ -192,6 +192,25 @@ class DofedSpp:
         self.assign: dict[int, tuple] = {}
         self.owner = torch.cat([torch.full((cl.x_unl.shape[0],), d, dtype=torch.long) for d, cl in enumerate(ctx.clients)])
 
+    # -- the budget of a round t >= 1 (Ineq. 26)
+    def round_train_cycles(self) -> list[float]:
+        """Each device's training cycles in a round t >= 1: the reciprocal model's I epochs on its train set (Eq. 15)
+        and the target model's E_tar epochs on its labelled and unlabelled target sets (Eq. 22)."""
+        return [r + t for r, t in zip(self.rec_cycles, self.tar_cycles)]
+
+    def budget_constants(self, view: SystemView) -> FeasibilityConstants:
+        """C1, C2, C3 of Ineq. (26) for a round t >= 1 as this backend charges it, for the slowest device
+        (:func:`edgesim.plan.slowest_device_constants`) at ``view``'s rates: what ``plan_round`` decides on and
+        what ``edgesim plan`` prints for this scenario."""
+        return slowest_device_constants(view.round_budget_s, self.round_train_cycles(), self.sr_cycles,
+                                        self.pse_cycles, view.cpu_freq_hz, self.ctx.model_bits, view.uplink_rate_bps)
+
+    def check_budget(self, view: SystemView) -> None:
+        """Before the first round: :class:`InfeasibleBudgetError` when no (B, K) fits a round t >= 1 at ``view``."""
+        consts = self.budget_constants(view)
+        if not examined_pairs(consts, self.ctx.n_devices):
+            raise InfeasibleBudgetError("dofed_spp: " + infeasibility_message(consts, view.round_budget_s))
+
     # -- plan
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx, n = self.ctx, self.ctx.n_devices
@@ -210,11 +229,8 @@ class DofedSpp:
             )
             self.selected, self.b = tuple(range(n)), 0
             return RoundPlan(work, info={"B": 0, "K": n, "sr_value": 0.0})
-        train = [r + t for r, t in zip(self.rec_cycles, self.tar_cycles)]
-        consts = slowest_device_constants(
-            view.round_budget_s, train, self.sr_cycles, self.pse_cycles, view.cpu_freq_hz, ctx.model_bits,
-            view.uplink_rate_bps,
-        )
+        train = self.round_train_cycles()
+        consts = self.budget_constants(view)
         pairs = examined_pairs(consts, n)
         if not pairs:
             raise InfeasibleBudgetError(f"dofed_spp, round {view.round_index}: " + infeasibility_message(consts, view.round_budget_s))
