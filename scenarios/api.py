@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from edgesim.config import ConfigError
-from edgesim.results.fingerprint import scenario_fingerprint  # noqa: F401 (public: edgesim.scenario_fingerprint)
+from edgesim.results.fingerprint import scenario_fingerprint as _fingerprint
 from edgesim.results.reading import Run, RunFolderError, load_runs
 
 ScenarioSource = Any  # a path (str or Path), a scenario as a dict, a loaded Scenario, or None (the bundled default)
@@ -44,6 +44,7 @@ _CLI_WORDS = (
     (re.compile(r"--set (\S+)"), r"override \1"),
     (re.compile(r"--data-dir"), "data={'data_dir': ...}"),
     (re.compile(r"--seed"), "seed="),
+    (re.compile(r"--format\b"), "formats"),
 )
 
 
@@ -52,6 +53,34 @@ def _for_python(message: str) -> str:
     for pattern, words in _CLI_WORDS:
         message = pattern.sub(words, message)
     return message
+
+
+def _check_arg(function: str, name: str, value: Any, ok: bool, expected: str) -> None:
+    """An argument of the API checked up front: :class:`ConfigError` in one line naming the function, the argument,
+    its value and what was expected (never an error from deep inside, never a half-started run)."""
+    if not ok:
+        shown = repr(value)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise ConfigError(f"{function}({name}={shown}): expected {expected}")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _is_path(value: Any) -> bool:
+    import os
+
+    return isinstance(value, (str, os.PathLike))
+
+
+def _check_formats(function: str, formats: Any) -> list[str]:
+    """``formats``: ``"png,pdf"`` (as ``--format``) or a sequence of names; the list ``parse_formats`` takes."""
+    if isinstance(formats, str):
+        return [f.strip() for f in formats.split(",")]
+    _check_arg(function, "formats", formats, isinstance(formats, (list, tuple)) and all(isinstance(f, str) for f in formats),
+               "a sequence of figure formats such as ('png', 'pdf'), or the text 'png,pdf'")
+    return list(formats)
 
 
 def _reraise(e: ConfigError, cls: type = ConfigError):
@@ -112,6 +141,15 @@ def load_scenario(source: ScenarioSource = None, /, **overrides):
 # --------------------------------------------------------------------------- runs
 
 
+def scenario_fingerprint(config: Mapping) -> str:
+    """SHA-256 (hex) of a resolved scenario (a run's ``config.toml``) without its seed: the runs of one scenario
+    that differ only in their seed share it (group them to average over seeds). The same fingerprint as
+    ``edgesim plot`` and ``edgesim report`` group by (:func:`edgesim.results.fingerprint.scenario_fingerprint`)."""
+    _check_arg("scenario_fingerprint", "config", config, isinstance(config, Mapping),
+               "a resolved scenario as a dict (a run's config.toml read with tomllib, or Run.config)")
+    return _fingerprint(config)
+
+
 def run(
     scenario: ScenarioSource = None,
     out: Optional[str | Path] = None,
@@ -149,10 +187,17 @@ def run(
 
     from edgesim.plots.curves import parse_formats
 
+    _check_arg("run", "out", out, out is None or _is_path(out), "a path (a str or a pathlib.Path) or None")
+    _check_arg("run", "on_round", on_round, on_round is None or callable(on_round),
+               "a function on_round(algorithm, record), or None")
+    _check_arg("run", "jobs", jobs, _is_count(jobs), "an integer >= 1")
+    for name, flag in (("overwrite", overwrite), ("resume", resume)):
+        _check_arg("run", name, flag, isinstance(flag, bool), "True or False")
+    formats = _check_formats("run", formats)
     sc = scenario if isinstance(scenario, Scenario) and not overrides else load_scenario(scenario, **overrides)
     out = Path(out) if out is not None else Path("runs") / sc.name
     try:
-        formats = parse_formats(list(formats))
+        formats = parse_formats(formats)
         check_out(out, overwrite=overwrite, resume=resume)
     except ConfigError as e:
         _reraise(e, RunFolderError)
@@ -227,6 +272,16 @@ def sweep(
 
     from edgesim.plots.curves import parse_formats
 
+    _check_arg("sweep", "grid", grid, grid is None or (
+        isinstance(grid, Mapping) and all(isinstance(k, str) for k in grid)
+        and all(isinstance(v, (list, tuple)) and len(v) > 0 for v in grid.values())),
+        "a dict of scenario key -> list of values, such as {'system.bandwidth_hz': [5e5, 1e6]}")
+    _check_arg("sweep", "seeds", seeds, _is_count(seeds), "an integer >= 1 (how many seeds per grid point)")
+    for name, value in (("jobs", jobs), ("threads", threads)):
+        _check_arg("sweep", name, value, value is None or _is_count(value), "an integer >= 1, or None")
+    _check_arg("sweep", "out", out, out is None or _is_path(out), "a path (a str or a pathlib.Path) or None")
+    _check_arg("sweep", "plots", plots, isinstance(plots, bool), "True or False")
+    formats = _check_formats("sweep", formats)
     if scenario is not None and not isinstance(scenario, (str, Path)):
         raise TypeError("sweep: scenario must be the path of a scenario file (the runs load it in their own "
                         f"processes), not {type(scenario).__name__}")
@@ -238,7 +293,7 @@ def sweep(
         spec = make_spec(Path(scenario) if scenario is not None else None, axes, seeds, sets)
         out = Path(out) if out is not None else default_out(spec)
         result = run_sweep(spec, out, jobs=jobs, executor=executor, progress=False, plots=plots,
-                           formats=parse_formats(list(formats)))
+                           formats=parse_formats(formats))
     except ConfigError as e:
         _reraise(e)
     frame = load_runs([result.out] if len(result.failed) < len(result.runs) else [])  # [] : none finished

@@ -91,6 +91,14 @@ def _accuracy_threshold(text: str) -> float:
     return t
 
 
+def _count_option(option: str, text: str) -> int:
+    """``--jobs N`` / ``--seeds N`` as an integer >= 1; one line naming the value otherwise."""
+    text = str(text).strip()
+    if not text.isdigit() or int(text) < 1:
+        _fail(f"{option} {text}: expected an integer >= 1, such as {option} 2")
+    return int(text)
+
+
 def _fail(message: str, code: int = 2) -> None:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
@@ -153,9 +161,10 @@ def _print_plan(scenario, plan) -> None:
     echo(f"Train + upload within T/G: {fits} of {plan.n_devices} devices (alone on the uplink)")
     if not scheduled:
         return
-    if not any(d.target_train_s for d in plan.devices):
-        echo("Target model (Eq. 15) not counted in C1: its sets come from the drawn split (exact for "
-             "data.partition = \"subset\" or \"normal\")")
+    data = (scenario.learning or {}).get("data")
+    if data is not None and data.partition not in ("subset", "normal"):
+        echo("Target model (Eq. 15) counted over workload.samples_per_device samples: a drawn split's target sets "
+             "are each device's own data (the run checks its budget with them before its first round)")
     echo(f"C1 = {_fmt(plan.c1_s)} s  (T/G minus training, the target model and similarity ratios: left for "
          "pseudo-labelling and uploads)")
     echo(f"C2 = {_fmt(plan.c2_s)} s  (pseudo-labelling with one downloaded model)")
@@ -307,8 +316,8 @@ def run(
         False, "--overwrite", help="Replace an earlier run folder at --out (only an edgesim run folder, never anything else)."
     ),
     threads: Optional[str] = THREADS_OPT,
-    jobs: int = typer.Option(
-        1, "--jobs", "-j", help="Train the scenario's algorithms in this many processes at once (each with "
+    jobs: str = typer.Option(
+        "1", "--jobs", "-j", help="Train the scenario's algorithms in this many processes at once (each with "
         "--threads threads); the run folder is the same bytes as with 1."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
@@ -320,8 +329,13 @@ def run(
     from edgesim.scenarios.schema import load_scenario
 
     figure_formats = _formats(formats)
-    if out is not None and not str(out).strip():
-        _fail(f"--out {str(out)!r}: expected the path of a new run folder, such as runs/mine")
+    if out is not None:
+        from edgesim.results.writing import RUN_SUFFIX_CHARS, check_out_path
+
+        try:
+            check_out_path(out, suffix_chars=RUN_SUFFIX_CHARS)  # before Path(out): '' is not '.'
+        except ConfigError as e:
+            _fail(str(e))
     overrides, options = list(set_ or []), ["--set"] * len(set_ or [])
     if seed is not None:
         overrides.append(f"seed={seed}")
@@ -332,8 +346,7 @@ def run(
     for override in _threads_override(threads):
         overrides.append(override)
         options.append("--threads")
-    if jobs < 1:
-        _fail(f"--jobs {jobs}: expected an integer >= 1")
+    jobs = _count_option("--jobs", jobs)
     try:
         sc = load_scenario(scenario, overrides, options=options)
     except ConfigError as e:
@@ -448,16 +461,16 @@ def sweep(
         None, "--grid", help="KEY=V1,V2,... : a scenario key and its values (TOML), e.g. system.bandwidth_hz=5e5,1e6,2e6 "
         "(repeatable; runs the cartesian product)."
     ),
-    seeds: Optional[int] = typer.Option(None, "--seeds", help="Seeds per grid point: the scenario's seed, +1, ... (default 1)."),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Seeds per grid point: the scenario's seed, +1, ... (default 1)."),
     set_: Optional[List[str]] = SET_OPT,
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (default: CPU cores / --threads)."),
+    jobs: Optional[str] = typer.Option(None, "--jobs", "-j", help="Runs at once (default: CPU cores / --threads)."),
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray."),
     ray_address: Optional[str] = typer.Option(
         None, "--ray-address", help="Join this Ray cluster (e.g. 127.0.0.1:6379 from `ray start --head`); "
         "default with --executor ray: start a local Ray."
     ),
     threads: Optional[str] = THREADS_OPT,
-    out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (default: sweeps/<scenario name>)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Sweep folder (default: sweeps/<scenario name>)."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
     formats: str = FORMAT_OPT,
     style: str = STYLE_OPT,
@@ -471,16 +484,19 @@ def sweep(
     and resumes the others from their checkpoints.
     """
     _style(style, width)
+    from edgesim.results.writing import check_out_path
     from edgesim.scenarios.sweep import default_out, make_spec, run_sweep
 
     figure_formats = _formats(formats)
+    jobs = _count_option("--jobs", jobs) if jobs is not None else None
+    seeds = _count_option("--seeds", seeds) if seeds is not None else None
     overrides = list(set_ or [])
     if data_dir is not None:  # absolute: the runs may work elsewhere (Ray)
         overrides.append(f"data.data_dir={json.dumps(str(data_dir.expanduser().resolve()))}")
     handle_signals()
     try:
         spec = make_spec(scenario, grid or [], seeds, [*overrides, *_threads_override(threads)])
-        out = out if out is not None else default_out(spec)
+        out = check_out_path(out) if out is not None else default_out(spec)
         result = run_sweep(spec, out, jobs=jobs, executor=executor, ray_address=ray_address,
                            progress=not quiet, plots=not no_plots, formats=figure_formats)
     except ConfigError as e:
@@ -501,7 +517,7 @@ def sweep(
 @app.command()
 def plot(
     folders: List[Path] = typer.Argument(..., help="Run folders (their seeds are drawn as mean and band) or sweep folders."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the PNGs (default: the folder itself)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Where to write the PNGs (default: the folder itself)."),
     threshold: Optional[str] = typer.Option(None, "--threshold", help="Accuracy threshold of the sweep's time-to-accuracy "
                                             f"figure (e.g. 0.8): any accuracy, computed from {ROUNDS} if the runs did not."),
     separate: bool = typer.Option(False, "--separate", help="Run folders of different scenarios: draw each scenario's "
@@ -522,6 +538,13 @@ def plot(
     figure_formats = _formats(formats)
     if threshold is not None:
         _accuracy_threshold(threshold)
+    if out is not None:
+        from edgesim.results.writing import check_out_path
+
+        try:
+            out = check_out_path(out)
+        except ConfigError as e:
+            _fail(str(e))
     if out is not None and out.exists() and not out.is_dir():
         _fail(f"--out {out}: exists and is not a folder; expected a folder for the PNGs")
     sweeps, runs, written = [], [], []
@@ -573,7 +596,7 @@ def report(
     threshold: Optional[List[str]] = typer.Option(
         None, "--threshold", help="Accuracy threshold in (0, 1] (repeatable; default: the runs' accuracy_thresholds). "
         f"Computed now from {ROUNDS}, by the rules of {SUMMARY}."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<first folder's name>)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Report folder (default: reports/<first folder's name>)."),
     baseline: Optional[List[str]] = typer.Option(
         None, "--baseline", help="An algorithm (registry name) every other is also paired against, beside the "
         "leader (repeatable), e.g. a method's floor."),
@@ -588,15 +611,18 @@ def report(
     """Leaderboards per scenario and grid point: algorithms ranked by simulated time to accuracy, with 95 % intervals
     over seeds and paired differences (leaderboard.csv, paired.csv, leaderboard.md, figures)."""
     _style(style, width)
-    from edgesim.results.reading import RunFolderError
+    from edgesim.results.writing import check_out_path
     from edgesim.scenarios.report import write_report
 
     thresholds = [_accuracy_threshold(text) for text in threshold or []]
     out = out if out is not None else Path("reports") / folders[0].resolve().name
     try:
+        out = check_out_path(out)
         written = write_report(folders, out, thresholds or None, tuple(baseline or ()), sustain, rank_by)
-    except RunFolderError as e:
+    except ConfigError as e:  # RunFolderError is one
         _fail(str(e))
+    except OSError as e:  # a full disk, a quota: the file it could not write
+        _fail(f"cannot write the report: {e.filename or out}: {e.strerror or e}", code=1)
     typer.echo(f"report folder: {out}")
     for path in written:
         typer.echo(f"  {path.name}")
@@ -604,8 +630,8 @@ def report(
 
 @app.command("list")
 def list_(
-    kind: Optional[str] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios or "
-                                         "policies (default: all)."),
+    kinds: Optional[List[str]] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios or "
+                                                "policies, one or more (default: all)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Also list what this scenario's [run] plugins "
                                             "register (imported as a run would import them)."),
@@ -614,8 +640,9 @@ def list_(
     type, default and meaning; `list scenarios`: the shipped scenarios, their scale and host time."""
     from edgesim.scenarios.catalog import KINDS, catalog, format_catalog
 
-    if kind is not None and kind not in KINDS:
-        _fail(f"list {kind!r}: expected one of {', '.join(KINDS)}")
+    for kind in kinds or []:
+        if kind not in KINDS:
+            _fail(f"list {kind!r}: expected one of {', '.join(KINDS)}")
     if scenario is not None:
         from edgesim.scenarios.schema import load_plugins, read_toml
 
@@ -628,7 +655,7 @@ def list_(
         except ConfigError as e:
             _fail(str(e))
     try:
-        entries = {k: catalog(k) for k in ([kind] if kind else KINDS)}
+        entries = {k: catalog(k) for k in (list(dict.fromkeys(kinds)) if kinds else KINDS)}
     except ConfigError as e:
         _fail(str(e))
     if as_json:
@@ -652,10 +679,21 @@ def main() -> None:  # pragma: no cover - console entry point (the tests that st
 
     keep_freed_memory()
     try:
-        app()
+        code = app(standalone_mode=False, prog_name="edgesim")
     except SystemExit as e:
-        exit_now(e.code)
-    exit_now(0)
+        code = e.code
+    except Exception as e:  # noqa: BLE001 - typer's (click's) usage errors: one line, not a usage box
+        names = {c.__name__ for c in type(e).__mro__}
+        if "Abort" in names:  # Ctrl-C where no command handles it
+            typer.echo("error: interrupted", err=True)
+            code = 130
+        elif "UsageError" in names and hasattr(e, "format_message"):
+            command = getattr(getattr(e, "ctx", None), "command_path", None) or "edgesim"
+            typer.echo(f"error: {command}: {e.format_message()} (see {command} --help)", err=True)
+            code = 2
+        else:
+            raise
+    exit_now(code)
 
 
 def exit_now(code) -> None:

@@ -173,7 +173,8 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     if not 0 <= raw.get("seed", 0) <= MAX_SEED:
         raise ScenarioError(f"{where}: seed = {raw['seed']!r}: expected an integer in [0, 2**63 - 1]")
     name = raw.get("name", Path(where).stem)
-    if not name.strip() or name.strip() in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
+    if (not name.strip() or name.strip() in (".", "..") or any(c in name for c in "/\\") or name != name.strip()
+            or any(ord(c) < 32 or ord(c) == 127 for c in name)):  # control characters (NUL, BEL, newline)
         raise ScenarioError(f"{where}: name = {name!r}: expected a non-empty name usable as a folder name "
                             f"(the default run folder is runs/<name>), such as \"my_scenario\"")
     built = {name: build_config(cls, raw.get(name, {}), f"{where}: [{name}]") for name, cls in SIM_SECTIONS.items()}

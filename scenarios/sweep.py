@@ -423,8 +423,11 @@ class SweepResult:
 
 def check_sweep_out(out: Path) -> None:
     """Refuse a sweep ``--out`` that is a file, ``''``/``.``/``..``, or a non-empty folder that is not a sweep's."""
+    from edgesim.results.writing import check_out_path
+
     text = str(out)
-    if text.strip() == "" or out.name in ("", ".", "..") or out.resolve() in (Path.cwd(), *Path.cwd().parents):
+    out = check_out_path(out)
+    if out.name in ("", ".", "..") or out.resolve() in (Path.cwd(), *Path.cwd().parents):
         raise ConfigError(f"--out {text!r}: expected the path of a sweep folder, such as sweeps/mine")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {text!r}: exists and is not a folder; expected a sweep folder")

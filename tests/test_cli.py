@@ -36,6 +36,9 @@ model_bits = 1e7
 
 [run]
 algorithms = ["dofed_spp"]  # the plan's C1/C2/C3 and (B, K) pairs are DoFed-SPP's
+
+[algorithms.dofed_spp]
+target_epochs = 1          # the student: E_tar*C*D = 1e9 cycles = 1 s (a drawn split: its sets are the D samples)
 """
 
 
@@ -43,7 +46,7 @@ def hand_numbers():
     n0_w_per_hz = 10 ** ((-174 - 30) / 10)
     snr = 1e-10 * 1.0 / (n0_w_per_hz * 1e6)
     rate = 1e6 * math.log2(1 + snr)
-    c1, c2, c3 = 10 - 3, 0.5, 1e7 / rate
+    c1, c2, c3 = 10 - 4, 0.5, 1e7 / rate
     return rate, c1, c2, c3
 
 
@@ -54,14 +57,14 @@ def test_plan_json_matches_hand_computation(tmp_path):
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     # N0·b = 3.981e-15 W, SNR = 1e-10 / 3.981e-15 = 25118.9, rate = 1e6·log2(25119.9) = 14.6165 Mbit/s,
-    # C1 = 10 - (2e9 + 1e9)/1e9 = 7 s, C2 = 0.5 s, C3 = 1e7 / 14.6165e6 = 0.68416 s
+    # C1 = 10 - (2e9 + 1e9 + 1e9)/1e9 = 6 s (training, student, SR), C2 = 0.5 s, C3 = 1e7 / 14.6165e6 = 0.68416 s
     rate, c1, c2, c3 = hand_numbers()
     assert out["round_budget_s"] == 10
     assert math.isclose(out["uplink_rate_bps"], rate, rel_tol=1e-12)
     assert math.isclose(out["c1_s"], c1) and math.isclose(out["c2_s"], c2) and math.isclose(out["c3_s"], c3, rel_tol=1e-12)
-    # K from max(1, floor(7 / 1.18416)) = 5 to floor((7 - 0.5) / 0.68416) = 9; B = min(K, floor((7 - K*C3)/0.5)):
-    # K=5: min(5, floor(7.16)) = 5; K=6: floor(5.79) = 5; K=7: floor(4.42) = 4; K=8: floor(3.05) = 3; K=9: floor(1.68) = 1
-    assert out["pairs"] == [[5, 5], [5, 6], [4, 7], [3, 8], [1, 9]]
+    # K from max(1, floor(6 / 1.18416)) = 5 to floor((6 - 0.5) / 0.68416) = 8; B = min(K, floor((6 - K*C3)/0.5)):
+    # K=5: min(5, floor(5.16)) = 5; K=6: floor(3.79) = 3; K=7: floor(2.42) = 2; K=8: floor(1.05) = 1
+    assert out["pairs"] == [[5, 5], [3, 6], [2, 7], [1, 8]]
     naive = sum(1 for k in range(1, 26) for b in range(1, k + 1) if b * c2 + k * c3 <= c1)
     assert out["feasible_count"] == naive
     assert out["heterogeneous"] is False
@@ -74,19 +77,19 @@ def test_plan_table_and_heterogeneous_note(tmp_path):
     result = runner.invoke(app, ["plan", str(p)])
     assert result.exit_code == 0, result.output
     assert "heterogeneous" in result.stdout and "slowest device" in result.stdout
-    # planned for the slowest CPU (0.5 GHz): C1 = 10 - 3e9/0.5e9 = 4 s, C2 = 5e8/0.5e9 = 1 s
-    assert "C1 = 4 s" in result.stdout and "C2 = 1 s" in result.stdout
+    # planned for the slowest CPU (0.5 GHz): C1 = 10 - 4e9/0.5e9 = 2 s, C2 = 5e8/0.5e9 = 1 s
+    assert "C1 = 2 s" in result.stdout and "C2 = 1 s" in result.stdout
 
 
 def test_plan_infeasible_budget_exits_nonzero_with_the_numbers(tmp_path):
     p = tmp_path / "hand.toml"
     p.write_text(HAND)
-    result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30",  # T/G = 3 s: C1 = 0
+    result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30",  # T/G = 3 s: C1 = -1
                                  "--set", 'run.algorithms=["dofed_spp"]'])
     assert result.exit_code == 1
     err = result.stderr
     assert err.startswith(f"error: {p}: No (B, K) pair fits the budget")
-    assert "T/G gives only 3 s" in err and "3 s of local training" in err
+    assert "T/G gives only 3 s" in err and "4 s of local training" in err
     # a scenario without DoFed-SPP needs no (B, K) pair: nothing of it is printed, exit 0 (issue 22)
     result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30", "--set", "run.algorithms=fedavg"])
     assert result.exit_code == 0 and "(B, K)" not in result.output and "error" not in result.output
@@ -155,7 +158,7 @@ def test_plan_prints_only_what_the_algorithms_use(tmp_path):
     assert "Algorithms: fedavg, local" in result.stdout and "Train + upload within T/G: 25 of 25" in result.stdout
     assert "C1" not in result.output and "(B, K)" not in result.output and "SR s" not in result.stdout
     dofed = runner.invoke(app, ["plan", str(p), "--set", "run.algorithms=fedavg,dofed_spp"])
-    assert dofed.exit_code == 0 and "C1 = 7 s" in dofed.stdout and "SR s" in dofed.stdout
+    assert dofed.exit_code == 0 and "C1 = 6 s" in dofed.stdout and "SR s" in dofed.stdout
 
 
 def test_list_every_kind_with_options_types_and_defaults():

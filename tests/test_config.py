@@ -224,7 +224,7 @@ def test_error_messages_say_what_was_expected():
         BudgetConfig(rounds=0)
     with pytest.raises(ValueError, match=r"bandwidth_hz = -1000000.0: expected a plausible value in \[1, 1e\+12\] Hz"):
         SystemConfig(bandwidth_hz=-1e6)
-    with pytest.raises(ValueError, match=r"kappa = -1: expected a number >= 0"):
+    with pytest.raises(ValueError, match=r"kappa = -1: expected a plausible value in \[0, 1e-20\]"):
         SystemConfig(kappa=-1)
 
 

@@ -197,11 +197,12 @@ def test_plan_counts_the_target_model_a_round_trains(tiny):
     sr_s = resolve_workload(load_scenario(tiny)).sr_cycles / 1e9
     # C1 = T/G − (I·C_tra·D + target + SR)/f = 1 − (3.51e8 + 2.04e8)/1e9 − SR
     assert out["c1_s"] == pytest.approx(1 - 0.351 - 0.204 - sr_s)
-    # another split draws its target sets: not counted, and the table says so
+    # another split draws its target sets from each device's data: counted over the plan's D (issue 40), and the
+    # table says so: C1 = 1 − (I + E_tar)·C_tra·D/f − SR = 1 − 3·3e6·117/1e9 − 0.1
     other = CliRunner().invoke(app, ["plan", str(tiny), "--set", 'data.partition="iid"', "--set",
                                      "workload.sr_cycles=1e8", "--set", "workload.pseudo_label_cycles_per_model=1e7"])
-    assert other.exit_code == 0, other.output
-    assert "Target model (Eq. 15) not counted" in other.stdout and "C1 = 0.549 s" in other.stdout
+    assert "Target model (Eq. 15) counted over workload.samples_per_device" in other.stdout
+    assert "C1 = -0.153 s" in other.stdout and other.exit_code == 1, other.output
 
 
 def test_same_seed_same_metrics(tiny):

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from edgesim.config import ConfigError, SystemConfig
 from edgesim.results.writing import MARKER
-from test_safety import PHYSICS, cwd, one_error_line, phys, run  # noqa: F401 (fixtures)
+from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,23 +114,30 @@ def _dofed_t8(tmp_path) -> Path:
 def test_run_refuses_an_infeasible_dofed_budget_before_anything_runs_as_plan_does(tmp_path, cwd):
     t8 = _dofed_t8(tmp_path)
     planned = run("plan", t8, "--json")
-    assert planned.exit_code == 1, planned.output
     plan = json.loads(planned.stdout[: planned.stdout.rindex("}") + 1])
-    assert plan["from_run"] and plan["pairs"] == [] and plan["feasible_count"] == 0
-    # C1 counts the student's E_tar epochs: T/G = 3 s minus > 60 s of local work
-    assert plan["c1_s"] < -60
+    # C1 counts the student's E_tar = 10 epochs over D = 72 samples: T/G = 3 s minus 14.4 + 1.44 s of training
+    assert planned.exit_code == 1 and plan["pairs"] == [] and plan["feasible_count"] == 0
+    assert plan["c1_s"] == pytest.approx(3 - (10 + 1) * 2e7 * 72 / 1e9)
+    assert "No (B, K) pair fits the budget" in planned.stderr
     ran = one_error_line(run("run", t8, "--out", "R", "-q"))
-    assert "No (B, K) pair fits the budget" in ran and str(t8) in ran
-    assert f"C1 = {plan['c1_s']:.6g} s" in ran  # the very numbers plan printed
+    # the same check and message, with each device's own data (the largest device holds more than D)
+    assert "dofed_spp: No (B, K) pair fits the budget" in ran and str(t8) in ran and "T/G gives only 3 s" in ran
     assert not (cwd / "R").exists() and not (cwd / "R.incomplete").exists()
 
 
-def test_plan_and_run_agree_on_a_feasible_dofed_budget(tmp_path, cwd):
-    t8 = _dofed_t8(tmp_path)
-    planned = run("plan", t8, "--json", "--set", "budget.total_time_s=15000")
-    assert planned.exit_code == 0, planned.output
-    plan = json.loads(planned.stdout)
-    assert plan["from_run"] and plan["feasible_count"] > 0 and plan["c1_s"] > 0
+def test_run_checks_the_budget_with_the_backends_own_numbers(tmp_path):
+    """The run's check is the backend's plan of a round t >= 1 (Ineq. 26 with its own cycles), before round 0."""
+    from edgesim.engine import Simulation
+    from edgesim.scenarios.run import _make_backends
+    from edgesim.scenarios.schema import load_scenario
+
+    sc = load_scenario(_dofed_t8(tmp_path), ["budget.total_time_s=15000"])
+    backend = _make_backends(sc)[0]("dofed_spp")
+    view = Simulation(sc.system, sc.budget, backend, seed=sc.seed).system_view()
+    consts = backend.budget_constants(view)
+    slowest = max((r + t) / f for r, t, f in zip(backend.rec_cycles, backend.tar_cycles, view.cpu_freq_hz))
+    assert consts.c1_s == pytest.approx(sc.budget.round_budget_s - slowest)  # C_SR = 0 here
+    backend.check_budget(view)  # feasible: no error
 
 
 # --- physics keys: plausible ranges, checked up front with the key named -------------------------------------------
@@ -179,3 +186,119 @@ def test_too_many_devices_for_the_data_names_the_key(tiny_scenario, cwd):
     line = one_error_line(run("run", tiny_scenario, "--out", "R", "-q", "--set", "system.n_devices=100000",
                               "--set", "run.clients_per_round=3"))
     assert "system.n_devices = 100000" in line and "expected at most" in line and "min_size" not in line, line
+
+
+# --- the command line: usage errors, --out, names --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["run", "--jobs", "abc"], "--jobs abc: expected an integer >= 1"),
+    (["sweep", "--jobs", "two"], "--jobs two: expected an integer >= 1"),
+    (["sweep", "--seeds", "x"], "--seeds x: expected an integer >= 1"),
+    (["run", "--no-such-option"], "No such option: --no-such-option"),
+    (["plan", "--json", "--json", "extra", "args"], "edgesim plan"),
+])
+def test_usage_errors_are_one_line(tmp_path, args, fragment):
+    line = _one_line(_cli(*args, cwd=tmp_path, timeout=120), 2)
+    assert line.startswith("error: ") and fragment in line and "╭" not in line, line
+
+
+def test_list_takes_several_kinds(tmp_path):
+    proc = _cli("list", "algorithms", "models", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("algorithms:") and "\nmodels:" in proc.stdout and "datasets:" not in proc.stdout
+
+
+@pytest.mark.parametrize("out, fragment", [
+    ("", "expected the path of a folder"),
+    ("a\nb", "control character '\\n'"),
+    ("x" * 300, "expected at most"),
+    ("/proc/no_such_place", "cannot write in /proc"),
+])
+def test_every_out_goes_through_one_checker(phys, cwd, out, fragment):
+    """run, sweep, report and plot refuse the same --out with the same line, before anything is written."""
+    done = run("run", phys, "--out", "done", "-q")
+    assert done.exit_code == 0, done.output
+    before = snapshot(cwd)
+    for args in (["run", phys, "-q"], ["sweep", phys, "-q"], ["report", "done"], ["plot", "done"]):
+        line = one_error_line(run(*args, "--out", out))
+        assert fragment in line and "Traceback" not in line, (args, line)
+    assert snapshot(cwd) == before
+
+
+def test_a_250_character_run_name_is_too_long_not_in_use(phys, cwd):
+    """A run renames its folder (``.incomplete``, set aside): 250 characters leave no room; no lock is blamed."""
+    line = one_error_line(run("run", phys, "--out", "x" * 250, "-q"))
+    assert "is 250 bytes; expected at most 225" in line and "in use" not in line
+    assert list(cwd.iterdir()) == []
+
+
+def test_a_read_only_place_is_one_line_for_report_and_plot(phys, cwd):
+    if os.geteuid() == 0:
+        pytest.skip("root writes through read-only permissions")
+    done = run("run", phys, "--out", "done", "-q")
+    assert done.exit_code == 0, done.output
+    locked = cwd / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        for command in ("report", "plot"):
+            assert "cannot write in" in one_error_line(run(command, "done", "--out", locked / "x"))
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_control_character_in_a_scenario_name_is_refused(phys, cwd):
+    line = one_error_line(run("plan", phys, "--set", 'name="bell\\u0007"'))
+    assert "name = 'bell\\x07'" in line and "folder name" in line
+
+
+def test_a_full_disk_during_a_report_is_one_line(phys, cwd, monkeypatch):
+    done = run("run", phys, "--out", "done", "-q")
+    assert done.exit_code == 0, done.output
+    import errno
+
+    from edgesim.results import writing as runfolder
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(runfolder, "atomic_write_bytes", full)
+    import edgesim.scenarios.report as report_module
+
+    for name in dir(report_module):
+        if name == "atomic_write_bytes":
+            monkeypatch.setattr(report_module, name, full)
+    result = run("report", "done", "--out", "rep")
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "No space left on device" in result.stderr
+
+
+# --- the Python API checks its arguments up front --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("call, fragment", [
+    (lambda e, s: e.sweep(s, grid="system.bandwidth_hz=1e6"), "sweep(grid='system.bandwidth_hz=1e6'): expected a dict"),
+    (lambda e, s: e.sweep(s, grid={"system.bandwidth_hz": 1e6}), "sweep(grid={'system.bandwidth_hz': 1000000.0})"),
+    (lambda e, s: e.sweep(s, seeds=0), "sweep(seeds=0): expected an integer >= 1"),
+    (lambda e, s: e.sweep(s, jobs="2"), "sweep(jobs='2')"),
+    (lambda e, s: e.scenario_fingerprint("x"), "scenario_fingerprint(config='x'): expected a resolved scenario"),
+    (lambda e, s: e.run(s, out="a", on_round=5), "run(on_round=5): expected a function"),
+    (lambda e, s: e.run(s, out=123), "run(out=123): expected a path"),
+    (lambda e, s: e.run(s, out="a", jobs=0), "run(jobs=0): expected an integer >= 1"),
+    (lambda e, s: e.run(s, out="a", formats=5), "run(formats=5)"),
+])
+def test_api_arguments_are_checked_before_anything_starts(phys, cwd, call, fragment):
+    import edgesim
+
+    with pytest.raises(ConfigError) as info:
+        call(edgesim, str(phys))
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+    assert list(cwd.iterdir()) == []
+
+
+def test_api_formats_as_text_is_the_command_lines(phys, cwd):
+    import edgesim
+
+    result = edgesim.run(str(phys), out="r", formats="png,svg")
+    assert (result.path / "accuracy_vs_time.svg").is_file() and (result.path / "accuracy_vs_time.png").is_file()

@@ -232,7 +232,7 @@ def test_dirichlet_is_deterministic_and_validates():
         dirichlet_partition(Y10, YT10, 5, 1.0, rng(), labeled_ratio_alpha=-1)
     with pytest.raises(ValueError, match=r"n_clients\(=0\)"):
         dirichlet_partition(Y10, YT10, 0, 1.0, rng())
-    with pytest.raises(ValueError, match=r"min_size\(=700\) x n_clients\(=10\) exceeds the 6000 samples"):
+    with pytest.raises(ValueError, match=r"system.n_devices = 10: each device needs at least 700 samples and the data set has 6000"):
         dirichlet_partition(Y10, YT10, 10, 1.0, rng(), min_size=700)
     with pytest.raises(ValueError, match=r"no Dirichlet draw in max_tries\(=3\) .*alpha\(=0.01\)"):
         dirichlet_partition(Y10, YT10, 50, 0.01, rng(), min_size=100, max_tries=3)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from edgesim.scenarios.run import run_scenario
-from edgesim.scenarios.runfolder import MARKER, lock_path
+from edgesim.results.writing import MARKER, lock_path
 from edgesim.scenarios.schema import load_scenario
 from test_jobs import files
 

@@ -64,7 +64,7 @@ from edgesim.scenarios.schema import load_scenario
 sc = load_scenario(sys.argv[1])
 assert set(sc.learning["algorithms"]) == set(ALGORITHMS), sorted(ALGORITHMS)
 r = CliRunner().invoke(app, ["plan", sys.argv[1]])
-assert r.exit_code in (0, 1) and "error" not in r.output, r.output
+assert r.exit_code in (0, 1) and ("error" not in r.output or "No (B, K) pair fits" in r.output), r.output
 r = CliRunner().invoke(app, ["plot", sys.argv[2], "--out", sys.argv[3]])
 assert r.exit_code == 0, r.output
 leaked = sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))

@@ -39,6 +39,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -177,17 +178,67 @@ def is_finished(folder: Path) -> bool:
     return (folder / SUMMARY).is_file() and not (folder / MARKER).exists()
 
 
-def _writable_parent(path: Path, out: str) -> Path:
+RUN_SUFFIX_CHARS = len(".incomplete.replaced-") + 9  # the longest name a run gives its --out (set_aside of .incomplete)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_out_path(out, option: str = "--out", *, suffix_chars: int = 0) -> Path:
+    """The one check of a path that ``run``, ``sweep``, ``report`` and ``plot`` will write to, before anything else
+    touches it: not ``''``, no control character (a newline, a BEL), no name longer than the file system allows
+    (``suffix_chars``: what the command adds to the last name, :data:`RUN_SUFFIX_CHARS` for a run), and a place we
+    may write to (a folder we can create files in: read-only places and full disks are refused here). Returns
+    ``Path(out)``; :class:`ConfigError` naming ``option``, the value and what was expected otherwise."""
+    if not isinstance(out, (str, os.PathLike)):
+        raise ConfigError(f"{option} {out!r}: expected a path (a str or a pathlib.Path), not {type(out).__name__}")
+    text = os.fspath(out)
+    if not isinstance(text, str) or text.strip() == "":
+        raise ConfigError(f"{option} {text!r}: expected the path of a folder, such as runs/mine")
+    bad = _CONTROL.search(text)
+    if bad:
+        raise ConfigError(f"{option} {text!r}: holds the control character {bad.group()!r} at position {bad.start()}; "
+                          f"expected a path of printable characters")
+    path = Path(text)
+    place = _existing_ancestor(path)
+    try:
+        name_max = os.pathconf(place, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    for i, part in enumerate(path.parts):
+        room = name_max - (suffix_chars if i == len(path.parts) - 1 else 0)
+        if len(os.fsencode(part)) > room:
+            extra = f" (edgesim adds up to {suffix_chars} for its working names)" if suffix_chars else ""
+            raise ConfigError(f"{option} {text[:40]}...: the name {part[:20]}... is {len(os.fsencode(part))} bytes; "
+                              f"expected at most {room}{extra}: this file system allows {name_max}")
+    if len(os.fsencode(os.path.abspath(text))) + suffix_chars >= 4096:
+        raise ConfigError(f"{option} {text[:40]}...: the path is {len(os.fsencode(os.path.abspath(text)))} bytes; "
+                          f"expected under {4096 - suffix_chars} (the system's PATH_MAX)")
+    _writable_parent(path / "x" if path.is_dir() else path, text, option)
+    return path
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest ancestor of ``path`` (or ``path``) that exists (the current folder for a relative path)."""
+    probe = Path(os.path.abspath(path))
+    while True:
+        try:
+            if probe.exists():
+                return probe
+        except OSError:
+            pass
+        if probe == probe.parent:
+            return probe
+        probe = probe.parent
+
+
+def _writable_parent(path: Path, out: str, option: str = "--out") -> Path:
     """The nearest existing ancestor of ``path``; a clear error unless it is a folder we may write to."""
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
+    parent = _existing_ancestor(path.parent)
     if not parent.is_dir():
-        raise ConfigError(f"--out {out}: {parent} is a file, not a folder; expected a path under a folder")
+        raise ConfigError(f"{option} {out}: {parent} is a file, not a folder; expected a path under a folder")
     try:  # os.access says yes to root everywhere (/proc too): try it, with a folder of our own, removed at once
         os.rmdir(tempfile.mkdtemp(prefix=".edgesim-probe-", dir=parent))
     except OSError as e:
-        raise ConfigError(f"--out {out}: cannot write in {parent} ({e.strerror or e}); "
+        raise ConfigError(f"{option} {out}: cannot write in {parent} ({e.strerror or e}); "
                           f"expected a folder you may write to") from None
     return parent
 
@@ -217,7 +268,7 @@ def check_out(out: Path, *, overwrite: bool = False, resume: bool = False, holdi
     ``holding_lock``: the caller holds ``out``'s :class:`RunLock` (else a lock on it is refused).
     """
     text = str(out)
-    out = Path(out)
+    out = check_out_path(out, suffix_chars=RUN_SUFFIX_CHARS)
     if out.is_symlink():
         raise ConfigError(f"--out {text!r} is a symbolic link (to {os.readlink(out)}); expected the real path of "
                           f"a run folder (edgesim does not write through links)")

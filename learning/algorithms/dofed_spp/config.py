@@ -90,20 +90,22 @@ def target_cycles_per_round(scenario, workload) -> Optional[float]:
 
     C_tra = the resolved ``workload.cycles_per_sample``; |D_l|, |D_ul| the
     target sets of the SUBSET/NORMAL split (``dofed_sizes``, the same on every
-    device). ``None`` for any other split, whose target sets are drawn. Reads
-    no data for a registered data set whose classes are known.
+    device). Any other split draws the target sets from each device's own data: the plan's D
+    (``workload.samples_per_device``) stands for them, as it does for the reciprocal model's training
+    (issue 40: leaving the student out made the plan call feasible what no round was). Reads no data
+    for a registered data set whose classes are known.
     """
     from edgesim.learning.data.datasets import DATASETS, load_dataset
     from edgesim.learning.data.partitions import dofed_sizes
 
     data = scenario.learning["data"]
+    cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
     if data.partition not in ("subset", "normal"):
-        return None
+        return cfg.target_cycles(workload.cycles_per_sample, workload.samples_per_device)
     n_classes = DATASETS.lookup(data.dataset).n_classes
     if not n_classes:
         n_classes = load_dataset(data.dataset, data.data_dir, **data.loader_options()).n_classes
     sizes = dofed_sizes(n_classes, data.n_clusters, data.size_scale)
-    cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
     return cfg.target_cycles(workload.cycles_per_sample, sizes.labeled + sizes.unlabeled)
 
 
