@@ -103,7 +103,7 @@ _noted: set[str] = set()
 
 def _registered() -> int:
     """How many algorithms, models, data sets and partitions are registered (a plugin's import adds to it)."""
-    from edgesim.learning.algorithm_configs import ALGORITHMS
+    from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.data.datasets import DATASETS
     from edgesim.learning.data.partitions import PARTITIONS
     from edgesim.learning.model_registry import MODELS

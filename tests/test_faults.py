@@ -21,8 +21,8 @@ from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noq
 REPO = Path(__file__).resolve().parents[1]
 
 NAN_PLUGIN = '''
-from edgesim.learning.algorithms.fedavg import FedAvg, FedAvgConfig
-from edgesim.learning.algorithms.registry import register
+from edgesim.learning.algorithms import register
+from edgesim.learning.algorithms.fedavg.algorithm import FedAvg, FedAvgConfig
 
 
 class NanAfterOne(FedAvg):
