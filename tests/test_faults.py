@@ -128,11 +128,11 @@ def test_run_refuses_an_infeasible_dofed_budget_before_anything_runs_as_plan_doe
 def test_run_checks_the_budget_with_the_backends_own_numbers(tmp_path):
     """The run's check is the backend's plan of a round t >= 1 (Ineq. 26 with its own cycles), before round 0."""
     from edgesim.engine import Simulation
-    from edgesim.scenarios.run import _make_backends
+    from edgesim.scenarios.algorithm_run import make_backends
     from edgesim.scenarios.schema import load_scenario
 
     sc = load_scenario(_dofed_t8(tmp_path), ["budget.total_time_s=15000"])
-    backend = _make_backends(sc)[0]("dofed_spp")
+    backend = make_backends(sc)[0]("dofed_spp")
     view = Simulation(sc.system, sc.budget, backend, seed=sc.seed).system_view()
     consts = backend.budget_constants(view)
     slowest = max((r + t) / f for r, t, f in zip(backend.rec_cycles, backend.tar_cycles, view.cpu_freq_hz))
