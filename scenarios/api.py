@@ -146,7 +146,7 @@ def scenario_fingerprint(config: Mapping) -> str:
     that differ only in their seed share it (group them to average over seeds). The same fingerprint as
     ``edgesim plot`` and ``edgesim report`` group by (:func:`edgesim.results.fingerprint.scenario_fingerprint`)."""
     _check_arg("scenario_fingerprint", "config", config, isinstance(config, Mapping),
-               "a resolved scenario as a dict (a run's config.toml read with tomllib, or Run.config)")
+               "a resolved scenario as a dict (such as Run.config)")
     return _fingerprint(config)
 
 
