@@ -178,8 +178,9 @@ def test_killed_async_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path):
     reference = run_scenario(load_scenario(tiny_scenario, ASYNC_CKPT), tmp_path / "reference")
     out = tmp_path / "killed"
     ckpts = tmp_path / "killed.incomplete" / "checkpoints"
-    _kill_when(_start_async_run(tiny_scenario, out), ckpts / "fedavg.pt")
-    _kill_when(_start_async_run(tiny_scenario, out, "--resume"), ckpts / "fedprox.pt")
+    # A shared machine may take minutes to import torch and load the data: wait long for the first checkpoint.
+    _kill_when(_start_async_run(tiny_scenario, out), ckpts / "fedavg.pt", timeout_s=900)
+    _kill_when(_start_async_run(tiny_scenario, out, "--resume"), ckpts / "fedprox.pt", timeout_s=900)
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--resume", "-q",
                                  *[a for s in ASYNC_CKPT for a in ("--set", s)]])
     assert result.exit_code == 0, result.output
