@@ -17,6 +17,7 @@ import argparse
 import csv
 import math
 import statistics
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def cell(values: list, n: int, fmt: str) -> str:
     if not got:
         return f"— (0/{n})"
     m, h = t_interval(got)
-    text = f"{m:{fmt}}" + ("" if math.isnan(h) else f" ± {h:{fmt}}")
+    text = f"{m:{fmt}}" + ("" if math.isnan(h) else f" ± {h:{fmt.lstrip('+')}}")
     return text + ("" if len(got) == n else f" ({len(got)}/{n})")
 
 
@@ -83,6 +84,28 @@ def table(runs: dict, alg: str, thresholds: list[float]) -> str:
             wasted = [float(s[-1]["cum_wasted_bits"]) / 1e6 for s in seeds]
             out.append("| " + " | ".join([ARMS[arm], mode, *times, *energy, cell(finals, n, ".3f"),
                                           cell(updates, n, ".0f"), cell(wasted, n, ".1f")]) + " |")
+    return "\n".join(out)
+
+
+def paired(runs: dict, alg: str, threshold: float, base: str = "sync") -> str:
+    """Per arm and mode: time to ``threshold`` minus the same seed's ``base`` run's (seeds share data, channels,
+    initial model and availability: the difference is the mode's), mean ± 95 % t-interval over the seeds
+    where both reach it."""
+    out = [f"| arm | mode | Δ time to {threshold:g} vs {base} (s) | Δ energy to {threshold:g} vs {base} (J) |",
+           "|---|---|---|---|"]
+    for arm in ARMS:
+        ref = runs.get((alg, arm, base), [])
+        for mode in MODES:
+            seeds = runs.get((alg, arm, mode), [])
+            if mode == base or not seeds or len(seeds) != len(ref):
+                continue
+            cols = []
+            for column in ("time_s", "cum_energy_j"):
+                diffs = [None if a is None or b is None else a - b for a, b in
+                         ((first_reaching(s, threshold, column), first_reaching(r, threshold, column))
+                          for s, r in zip(seeds, ref))]
+                cols.append(cell(diffs, len(seeds), "+.1f"))
+            out.append(f"| {ARMS[arm]} | {mode} | {cols[0]} | {cols[1]} |")
     return "\n".join(out)
 
 
@@ -110,7 +133,10 @@ def figure(runs: dict, algs: list[str], path: Path) -> None:
                     t, a = np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
                     k = np.searchsorted(t, grid, side="right") - 1
                     curves.append(np.where(k >= 0, a[np.maximum(k, 0)], np.nan))
-                ax.plot(grid, np.nanmean(np.array(curves), axis=0), style, label=f"{mode} ({len(seeds)} seeds)")
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # before a seed's first evaluation: NaN
+                    mean = np.nanmean(np.array(curves), axis=0)
+                ax.plot(grid, mean, style, label=f"{mode} ({len(seeds)} seeds)")
             ax.set_title(f"{alg}, {ARMS[arm]}", fontsize=10)
             ax.grid(alpha=0.3)
             if i == len(algs) - 1:
@@ -127,12 +153,19 @@ def main() -> None:
     ap.add_argument("sweep", type=Path)
     ap.add_argument("--out", type=Path, default=Path("."))
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.5, 0.9])
+    ap.add_argument("--paired", type=str, nargs="*", default=["fedavg=0.9", "fixavg=0.5"],
+                    help="ALG=THRESHOLD: paired differences from sync at that threshold")
     args = ap.parse_args()
     runs = read_runs(args.sweep)
     algs = sorted({k[0] for k in runs})
     for alg in algs:
         print(f"\n### {alg}\n")
         print(table(runs, alg, args.thresholds))
+    for item in args.paired:
+        alg, thr = item.split("=")
+        if any(k[0] == alg for k in runs):
+            print(f"\n### {alg}: paired differences from sync\n")
+            print(paired(runs, alg, float(thr)))
     args.out.mkdir(parents=True, exist_ok=True)
     figure(runs, algs, args.out / "asynchrony_accuracy_vs_time.png")
     print(f"\nfigure: {args.out / 'asynchrony_accuracy_vs_time.png'}")
