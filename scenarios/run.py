@@ -37,7 +37,7 @@ from edgesim.scenarios.provenance import now, provenance
 from edgesim.scenarios.tracking import check_available as check_tracking
 from edgesim.scenarios.tracking import make_tracker
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, PROVENANCE as RUN_JSON, ROUNDS, SUMMARY
-from edgesim.results.writing import RunFolder, RunLock, check_out, is_finished
+from edgesim.results.writing import LiveCsv, RunFolder, RunLock, check_out, is_finished
 from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
 
@@ -127,33 +127,78 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
     }
 
 
+def round_row(name: str, r, metric_keys: list[str], info_keys: list[str]) -> list:
+    """One ``rounds.csv`` row: ``algorithm``, :data:`ROUND_FIELDS`, then the metrics and decisions named."""
+    return [
+        name, r.round_index, r.start_time_s, r.end_time_s, r.duration_s, len(r.devices), len(r.arrived),
+        len(r.dropped), r.bits_up, r.bits_down, r.cum_bits_up, r.cum_bits_down, r.cum_wasted_bits,
+        r.radio_energy_j + r.compute_energy_j, r.cum_energy_j, r.server_s,
+        *[r.metrics.get(k) for k in metric_keys], *[r.info.get(k) for k in info_keys],
+    ]
+
+
 def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys: list[str]):
     for r in sim.records:
-        yield [
-            name, r.round_index, r.start_time_s, r.end_time_s, r.duration_s, len(r.devices), len(r.arrived),
-            len(r.dropped), r.bits_up, r.bits_down, r.cum_bits_up, r.cum_bits_down, r.cum_wasted_bits,
-            r.radio_energy_j + r.compute_energy_j, r.cum_energy_j, r.server_s,
-            *[r.metrics.get(k) for k in metric_keys], *[r.info.get(k) for k in info_keys],
-        ]
+        yield round_row(name, r, metric_keys, info_keys)
+
+
+def round_columns(records) -> tuple[list[str], list[str]]:
+    """(metric keys with accuracy first, decision keys) of ``records``: ``rounds.csv``'s columns after the fixed ones."""
+    metric_keys = sorted({k for r in records for k in r.metrics})
+    metric_keys.sort(key=lambda k: (k != "accuracy", k))
+    return metric_keys, sorted({k for r in records for k in r.info})
+
+
+def device_fields(sc: Scenario) -> tuple[str, ...]:
+    """``devices.csv``'s columns after ``algorithm``: an async run adds a row per update's fields; devices that
+    come and go add why each was dropped ("deadline"/"offline"); a round-based run the resources each device had."""
+    fields = DEVICE_FIELDS + (UPDATE_FIELDS if sc.asynchronous else ("drop_reason",) if sc.availability.model != "always"
+                              else ())
+    return fields if sc.asynchronous else fields + RESOURCE_FIELDS  # the round's band, power and CPU frequency
+
+
+class LiveTables:
+    """``rounds.csv`` and ``devices.csv`` growing as the rounds end (:class:`edgesim.results.writing.LiveCsv`), in
+    the working folder, listed in its manifest before they are written. ``rounds.csv``'s columns while the run goes
+    are the first round's (the finished file has every algorithm's metrics and decisions)."""
+
+    def __init__(self, folder: RunFolder, sc: Scenario):
+        self.rounds, self.devices = LiveCsv(folder.path(ROUNDS)), LiveCsv(folder.path(DEVICES))
+        self.device_header = ("algorithm", *device_fields(sc))
+
+    def on_round(self, name: str, rec) -> None:
+        metric_keys, info_keys = round_columns([rec])
+        header = ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys)
+        self.rounds.append(header, [dict(zip(header, round_row(name, rec, metric_keys, info_keys)))])
+        fields = self.device_header[1:]
+        self.devices.append(self.device_header, [
+            dict(zip(self.device_header, [name, *[getattr(d, f if f != "round" else "round_index") for f in fields]]))
+            for d in rec.devices])
+
+    def feeding(self, on_round: Optional[Callable]) -> Callable:
+        """A round callback that appends the round's rows, then calls ``on_round`` (the caller's, if any)."""
+        def both(name: str, rec) -> None:
+            self.on_round(name, rec)
+            if on_round is not None:
+                on_round(name, rec)
+        return both
+
+    def close(self) -> None:
+        self.rounds.close()
+        self.devices.close()
 
 
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,
                   extra: Optional[dict] = None, formats: tuple[str, ...] = ("png",)) -> None:
     from edgesim.plots.curves import RUN_FIGURES, plot_run
 
-    metric_keys = sorted({k for s in sims.values() for r in s.records for k in r.metrics})
-    metric_keys.sort(key=lambda k: (k != "accuracy", k))
-    info_keys = sorted({k for s in sims.values() for r in s.records for k in r.info})
+    metric_keys, info_keys = round_columns([r for s in sims.values() for r in s.records])
     folder.write_csv(
         ROUNDS,
         ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys),
         (row for name, sim in sims.items() for row in _round_rows(name, sim, metric_keys, info_keys)),
     )
-    # An async run: a row per update; devices that come and go: why each was dropped ("deadline"/"offline").
-    fields = DEVICE_FIELDS + (UPDATE_FIELDS if sc.asynchronous else ("drop_reason",) if sc.availability.model != "always"
-                              else ())
-    if not sc.asynchronous:
-        fields += RESOURCE_FIELDS
+    fields = device_fields(sc)
     folder.write_csv(
         DEVICES,
         ("algorithm", *fields),
@@ -294,7 +339,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             run_json = {**old, "finished": None, "resumed": [*old.get("resumed", []), _now()]}
         except (OSError, ValueError):
             pass
-    tracker = None
+    tracker = live = None
     try:
         if not resuming:
             folder.write_text(CONFIG, tomli_w.dumps(config))
@@ -302,6 +347,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         tracker = make_tracker(tracking, config, folder.work, out.name, folder.path, say)
         if tracker is not None:  # fed each round as it ends, before the caller's on_round
             on_round = tracker.feeding(on_round)
+        live = LiveTables(folder, sc)  # rounds.csv and devices.csv grow as the rounds end
+        on_round = live.feeding(on_round)
         names = list(sc.learning["run"].algorithms)
         warm = warm_start.obtain(sc, build_backend, folder.work, fp, resuming)
         if warm is not None:
@@ -316,12 +363,15 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         else:
             sims = {name: run_algorithm(sc, build_backend, name, on_round, checkpoint_dir=folder.work,
                                         fingerprint=fp, saved=saved.get(name), warm=warm) for name in names}
+        live.close()  # the finished files replace the live ones
         write_results(folder, sc, sims, model_bits, extra, formats)
         folder.write_json(RUN_JSON, {**run_json, "finished": _now()})
         folder.remove(CHECKPOINT_DIR)  # only an unfinished run needs them
         if tracker is not None:
             tracker.close()
     except BaseException as e:  # the unfinished folder survives every failure, marked with its cause
+        if live is not None:
+            live.close()
         if tracker is not None:
             tracker.fail()
         try:

@@ -17,6 +17,7 @@ imported when a frame is asked for).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import tomllib
 from collections import defaultdict
@@ -314,6 +315,15 @@ def expand(paths: Iterable[str | Path] | str | Path, *, holders: bool = True) ->
 
 
 # --------------------------------------------------------------------------- a sweep folder
+
+
+def read_live_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of a CSV that may be growing (a running run's ``rounds.csv``, ``devices.csv``): only the
+    complete lines, up to the last newline, are read, so a row still being written is never seen half."""
+    data = Path(path).read_bytes()
+    complete = data[:data.rfind(b"\n") + 1].decode("utf-8")
+    lines = list(csv.reader(io.StringIO(complete)))
+    return (lines[0], lines[1:]) if lines else ([], [])
 
 
 class Sweep:

@@ -74,6 +74,40 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
     return buf.getvalue()
 
 
+class LiveCsv:
+    """A CSV that grows row by row while a run goes (``rounds.csv``, ``devices.csv``; docs/run_folders.md).
+
+    The header is fixed by the first :meth:`append` (``header``); later rows are
+    written under it (a column it lacks is left out, a missing value is empty).
+    Each call appends its rows as whole lines in one ``os.write`` to a file opened
+    with ``O_APPEND``, so they are in the file (the kernel's page cache) at once,
+    and a reader that reads up to the last newline never sees a torn row
+    (:func:`edgesim.results.reading.read_live_csv`). Opening truncates: a resumed
+    run writes the file again from its restored rounds. The finished run replaces
+    the file (atomically) with the complete one.
+    """
+
+    def __init__(self, path: Path):
+        self.path, self.fd, self.header = Path(path), None, None
+
+    def append(self, header: Sequence[str], rows: Iterable[dict]) -> None:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        if self.fd is None:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            self.header = list(header)
+            writer.writerow(self.header)
+        writer.writerows([row.get(k) for k in self.header] for row in rows)
+        data = buf.getvalue().encode()
+        while data:
+            data = data[os.write(self.fd, data):]
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 def read_manifest(folder: Path) -> Optional[set[str]]:
     """The relative paths ``folder/manifest.json`` lists; ``None`` when it is missing or not edgesim's."""
     try:
