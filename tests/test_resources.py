@@ -1,6 +1,7 @@
 """The resource policies (issue 41): formulas by hand, limiting cases, properties, and the engine running the plan."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -391,3 +392,44 @@ def test_the_run_folders_know_the_omitted_defaults():
                                                  if v is not None}
     assert scenario_keys({"seed": 1})["resources.bandwidth"] == "equal"
     assert scenario_keys({"resources": {"bandwidth": "min_max_time"}})["resources.bandwidth"] == "min_max_time"
+
+
+def test_band_power_and_frequency_policies_leave_a_sync_learning_run_unchanged_but_its_clock(tiny_scenario, tmp_path):
+    """Same devices, data and draws (common random numbers) and every upload arrives in a sync round: the accuracy
+    of each round is the default's; only when it ends, and the energy, differ (docs/resource_policies.md)."""
+    import csv
+
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    def rounds(extra):
+        out = tmp_path / f"r{len(extra)}"
+        sets = ["run.algorithms=fedavg", "system.access=fdma", *extra]
+        result = CliRunner().invoke(app, ["run", str(tiny_scenario), "--out", str(out), "-q",
+                                          *[a for s in sets for a in ("--set", s)]])
+        assert result.exit_code == 0, result.output
+        return list(csv.DictReader((out / "rounds.csv").open()))
+
+    base = rounds([])
+    policy = rounds(["resources.bandwidth=min_max_time", "resources.power=min_energy", "resources.cpu_freq=joint"])
+    assert [r["accuracy"] for r in policy] == [r["accuracy"] for r in base]
+    assert [r["time_s"] for r in policy] != [r["time_s"] for r in base]
+    assert float(policy[-1]["cum_energy_j"]) < float(base[-1]["cum_energy_j"])
+
+
+def test_a_sweep_over_a_policy_and_its_report(tmp_path):
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "resource_policies.toml"
+    runner = CliRunner()
+    sweep = runner.invoke(app, ["sweep", str(scenario), "--grid", "resources.bandwidth=equal,proportional",
+                                "--set", "resources.power=fixed", "--set", "resources.cpu_freq=max",
+                                "--set", "run.rounds=3", "--out", str(tmp_path / "sw"), "-q"])
+    assert sweep.exit_code == 0, sweep.output
+    report = runner.invoke(app, ["report", str(tmp_path / "sw"), "--out", str(tmp_path / "rep")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "rep" / "leaderboard.md").read_text()
+    assert "## resources.bandwidth=equal" in page and "## resources.bandwidth=proportional" in page
