@@ -328,6 +328,9 @@ class AsyncSimulation:
         self._downlink = Downlink(self.system.downlink_rate_bps)
         self._rng = np.random.default_rng((self.seed, STREAM_ASYNC_DRAW))
         self._busy = np.zeros(n, dtype=bool)
+        # Each device's online state and when it next changes (refreshed lazily, only where it is due).
+        self._online = np.zeros(n, dtype=bool)
+        self._state_until = np.full(n, -math.inf)
         self._version = 0  # aggregations so far = the global model's version
         self._n_started = 0
         self._finished: list[_Update] = []  # updates ended since the last aggregation (arrived or lost)
@@ -430,23 +433,32 @@ class AsyncSimulation:
         """Process step: ``d = yield from self._draw(env)``: an idle online device (``None``: never again)."""
         avail = self.availability
         while True:
-            idle = np.flatnonzero(~self._busy)
+            free = ~self._busy
             if avail.always:
-                candidates = idle
+                candidates = np.flatnonzero(free)
             else:
-                now = env.now
-                candidates = np.asarray([d for d in idle.tolist() if avail.online(d, now)], dtype=np.int64)
+                self._refresh_online(env.now)
+                candidates = np.flatnonzero(free & self._online)
             if len(candidates):
                 return int(candidates[self._rng.integers(len(candidates))])
             # Nobody can start now: wait for an idle device to come online or a busy one to be freed.
             now = env.now
-            soonest = min((avail.next_online_s(d, now) for d in idle.tolist()), default=math.inf)
+            waiting = self._state_until[free & ~self._online]
+            soonest = float(waiting.min()) if len(waiting) else math.inf
             if not math.isfinite(soonest) and not self._busy.any():
                 return None
             wait = [self._released]
             if math.isfinite(soonest):
                 wait.append(env.timeout(soonest - now))
             yield env.any_of(wait)
+
+    def _refresh_online(self, now: float) -> None:
+        """Bring the online states up to ``now`` for the devices whose state has changed since (O(changes))."""
+        avail = self.availability
+        for d in np.flatnonzero(self._state_until <= now).tolist():
+            on = avail.online(d, now)
+            self._online[d] = on
+            self._state_until[d] = avail.online_until_s(d, now) if on else avail.next_online_s(d, now)
 
     def _release(self, d: int) -> None:
         self._busy[d] = False
