@@ -173,7 +173,7 @@ def run_algorithm(
 def make_simulation(sc: Scenario, backend, name: str):
     """The clock of one algorithm, with the scenario's ``[availability]``: rounds (:class:`Simulation`) or, for
     ``round_mode = "fedasync"``/``"fedbuff"``, :class:`edgesim.asynchrony.AsyncSimulation` with its ``[async]``
-    table (the backend wrapped by :func:`edgesim.learning.asynchronous.as_async` unless it is the torch-free
+    table (the backend's own ``asynchronous()`` mode — the FedAvg family has one — unless it is the torch-free
     curve)."""
     from edgesim.availability import make_availability
 
@@ -184,12 +184,14 @@ def make_simulation(sc: Scenario, backend, name: str):
     from edgesim.asynchrony import AsyncBackend, AsyncSimulation
 
     if not isinstance(backend, AsyncBackend):
-        from edgesim.learning.asynchronous import as_async
-
-        try:
-            backend = as_async(backend, name)
-        except ValueError as e:
-            raise ConfigError(f"{sc.path}: [budget] round_mode = {sc.budget.round_mode!r}: {e}") from None
+        if not callable(getattr(backend, "asynchronous", None)):
+            raise ConfigError(
+                f"{sc.path}: [budget] round_mode = {sc.budget.round_mode!r}: algorithm {name!r} "
+                f"({type(backend).__name__}) has no asynchronous mode: FedAsync and FedBuff combine independent "
+                f"device updates of one shared model, which only the FedAvg family (fedavg, fedprox, fedbn, fixavg, "
+                f"fedavg_uda, fedadam, ...) does; its round couples the devices (or the server) in ways an "
+                f"arrival-by-arrival server does not have")
+        backend = backend.asynchronous()
     return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability)
 
 

@@ -249,7 +249,7 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
     """An asynchronous run's algorithms are of the FedAvg family (the others are refused in one line)."""
     if budget.round_mode not in ASYNC_MODES:
         return
-    from edgesim.learning.algorithms.fedavg.config import VARIANTS
+    from edgesim.learning.algorithms import ALGORITHMS, asynchronous_algorithms
 
     if learned["run"].warm_start is not None:
         raise ScenarioError(f"{where}: [run] warm_start = {learned['run'].warm_start!r}: a warm start's rounds are "
@@ -261,11 +261,11 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
             raise ScenarioError(f"{where}: [compression] for {name!r}: compressed transfers are not simulated in "
                                 f"asynchronous runs yet ([budget] round_mode = {budget.round_mode!r}); expected no "
                                 f"compression, or round_mode 'sync' or 'deadline'")
-        if name not in VARIANTS:
+        if name not in ALGORITHMS or not ALGORITHMS[name].asynchronous:
             raise ScenarioError(
                 f"{where}: [run] algorithms: {name!r} has no asynchronous mode ([budget] round_mode = "
                 f"{budget.round_mode!r}): FedAsync and FedBuff combine independent device updates of one shared "
-                f"model, which only the FedAvg family does ({', '.join(VARIANTS)}); expected round_mode 'sync' or "
+                f"model, which only the FedAvg family does ({', '.join(asynchronous_algorithms())}); expected round_mode 'sync' or "
                 f"'deadline' for {name!r}")
 
 

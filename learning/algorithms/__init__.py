@@ -58,6 +58,7 @@ class AlgorithmSpec:
     check: Optional[Callable[[Any, "ScenarioFacts"], None]] = None
     check_data: Optional[Callable] = None  # (ctx, cfg) after the data is loaded, before any algorithm runs
     planning: Optional["PlanningHook"] = None  # set when the algorithm schedules under the round budget
+    asynchronous: bool = False  # its backend has an ``asynchronous()`` mode (FedAsync/FedBuff, docs/asynchrony.md)
 
     def __post_init__(self):
         if not self.display:
@@ -102,12 +103,14 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {}
 
 
 def declare(name: str, config_cls: type, *, module: str, summary: str, display: str = "",
-            check: Optional[Callable] = None, planning: Optional[PlanningHook] = None) -> None:
-    """Declare ``name`` torch-free; ``module`` registers its builder with ``@register`` when imported."""
+            check: Optional[Callable] = None, planning: Optional[PlanningHook] = None,
+            asynchronous: bool = False) -> None:
+    """Declare ``name`` torch-free; ``module`` registers its builder with ``@register`` when imported.
+    ``asynchronous``: its backend offers ``asynchronous()`` (a mode for ``round_mode = "fedasync"/"fedbuff"``)."""
     if name in ALGORITHMS:
         raise ValueError(f"algorithm {name!r} is declared twice")
     ALGORITHMS[name] = AlgorithmSpec(name, config_cls, None, summary, display or name, module, check,
-                                     planning=planning)
+                                     planning=planning, asynchronous=asynchronous)
 
 
 def planning_hooks(names) -> dict[str, PlanningHook]:
@@ -115,10 +118,17 @@ def planning_hooks(names) -> dict[str, PlanningHook]:
     return {n: ALGORITHMS[n].planning for n in names if n in ALGORITHMS and ALGORITHMS[n].planning is not None}
 
 
-def declare_variants(variants: Mapping[str, tuple], *, module: str, check: Optional[Callable] = None) -> None:
+def declare_variants(variants: Mapping[str, tuple], *, module: str, check: Optional[Callable] = None,
+                     asynchronous: bool = False) -> None:
     """Declare every ``name: (config class, display, summary)`` of one family (built in ``module``)."""
     for name, (config_cls, display, summary) in variants.items():
-        declare(name, config_cls, module=module, summary=summary, display=display, check=check)
+        declare(name, config_cls, module=module, summary=summary, display=display, check=check,
+                asynchronous=asynchronous)
+
+
+def asynchronous_algorithms() -> tuple[str, ...]:
+    """The declared algorithms with an asynchronous mode (torch-free; :func:`declare`'s ``asynchronous``)."""
+    return tuple(name for name, spec in ALGORITHMS.items() if spec.asynchronous)
 
 
 def variant(base: type, name: str, doc: str, **defaults) -> type:

@@ -221,6 +221,13 @@ class FedAvg:
         if updates and sum(w for _, w in updates) > 0:
             self.global_state = self.server_opt.step(self.global_state, weighted_average(updates))
 
+    def asynchronous(self):
+        """This backend under FedAsync/FedBuff (:class:`AsyncFedAvg`, docs/asynchrony.md): the family's mode
+        without rounds."""
+        from edgesim.learning.algorithms.fedavg.asynchronous import AsyncFedAvg  # it wraps this class
+
+        return AsyncFedAvg(self)
+
     def state_dict(self) -> dict:
         out = {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal],
                "server": self.server_opt.state_dict()}

@@ -139,4 +139,5 @@ def check_fedavg(cfg: FedAvgConfig, facts: ScenarioFacts) -> None:
              f"at most the {facts.model_layers} weight layers of [train] model = {facts.train.model!r}")
 
 
-declare_variants(VARIANTS, module="edgesim.learning.algorithms.fedavg.algorithm", check=check_fedavg)
+declare_variants(VARIANTS, module="edgesim.learning.algorithms.fedavg.algorithm", check=check_fedavg,
+                 asynchronous=True)  # FedAvg.asynchronous(): FedAsync and FedBuff

@@ -23,8 +23,10 @@ server optimizers) as an :class:`edgesim.asynchrony.AsyncBackend`:
     exactly (same floats).
 
 Only the FedAvg family has an asynchronous mode: its server combines
-independent device updates of one shared model. :func:`as_async` refuses
-any other backend in one line.
+independent device updates of one shared model. A backend offers the mode
+through an ``asynchronous()`` method (here :meth:`FedAvg.asynchronous`); the
+application refuses an algorithm without one in one line
+(:func:`edgesim.scenarios.algorithm_run.make_simulation`).
 """
 
 from __future__ import annotations
@@ -38,25 +40,14 @@ from edgesim.asynchrony import Aggregation
 from edgesim.backend import DeviceWork
 from edgesim.learning.aggregation import merge, split_keys
 from edgesim.learning.algorithms.common import round_metrics, to_cpu, to_device, train_devices
-from edgesim.learning.algorithms.fedavg.algorithm import FedAvg
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTrainResult
-
-
-def as_async(backend: Any, name: str) -> "AsyncFedAvg":
-    """``backend`` as an asynchronous backend; ``ValueError`` (one line) for an algorithm without an async mode."""
-    if not isinstance(backend, FedAvg):
-        raise ValueError(f"algorithm {name!r} ({type(backend).__name__}) has no asynchronous mode: FedAsync and "
-                         f"FedBuff combine independent device updates of one shared model, which only the FedAvg "
-                         f"family (fedavg, fedprox, fedbn, fixavg, fedavg_uda, fedadam, ...) does; its round couples "
-                         f"the devices (or the server) in ways an arrival-by-arrival server does not have")
-    return AsyncFedAvg(backend)
 
 
 class AsyncFedAvg:
     """A FedAvg-family backend driven by :class:`edgesim.asynchrony.AsyncSimulation` (module docstring)."""
 
-    def __init__(self, inner: FedAvg):
+    def __init__(self, inner):
         self.inner = inner
         self.version = 0
         self.versions: dict[int, dict] = {0: inner.global_state}  # models some update in flight started from
