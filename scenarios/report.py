@@ -1,8 +1,9 @@
 """``edgesim report RUN_OR_SWEEP... [--threshold T ...] [--out DIR]``: check ``--out``, build and write the report.
 
 What the report holds: :mod:`edgesim.plots.report`. ``--out`` is checked before any
-work: a file, or a folder holding a file of a report's name that is not a
-report edgesim wrote, is refused (one line); every file is written through a
+work: a file, a run or sweep folder, or a folder holding a file of a report's
+name that its ``manifest.json`` does not list, is refused (one line); every
+file is listed in the manifest before it is written, and written through a
 temporary name, so a failure never leaves a half-written one.
 """
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from edgesim.results.reading import RunFolderError
-from edgesim.results.writing import atomic_write_bytes, csv_text
+from edgesim.results.writing import add_to_manifest, atomic_write_bytes, csv_text
 
 OUTPUTS = ("leaderboard.csv", "paired.csv", "leaderboard.md", "tta_vs_bandwidth.png", "accuracy_vs_time_extremes.png",
            "tta_vs_bandwidth.csv", "accuracy_vs_time_extremes.csv")  # each figure's data beside it
@@ -20,7 +21,12 @@ MARK = "# Leaderboard"
 
 
 def check_report_out(out: Path) -> None:
-    """Refuse an ``--out`` that is a file, or a folder holding a report file (by name) that is not ours."""
+    """Refuse an ``--out`` that is a file, a run or sweep folder (edgesim's, with its own manifest: a report is not
+    one of its files), or a folder holding a file of a report's name that edgesim did not write there (its
+    ``manifest.json`` does not list it: ownership is known, never guessed from a file's first line)."""
+    from edgesim.results.files import CONFIG, MANIFEST, MARKER, SWEEP_SPEC
+    from edgesim.results.writing import read_manifest
+
     out = Path(out)
     if str(out).strip() == "":
         raise RunFolderError("--out '': expected the path of a folder for the report, such as reports/arena")
@@ -28,11 +34,20 @@ def check_report_out(out: Path) -> None:
         raise RunFolderError(f"--out {out}: exists and is not a folder; expected a folder for the report")
     if not out.is_dir():
         return
-    clash = [n for n in OUTPUTS if (out / n).exists()]
-    md = out / "leaderboard.md"
-    ours = md.is_file() and md.read_text(encoding="utf-8", errors="replace").startswith(MARK)
-    if clash and not ours:
-        raise RunFolderError(f"--out {out}: holds {clash[0]}, which edgesim report did not write; choose another --out")
+    kind = ("a sweep folder" if (out / SWEEP_SPEC).exists() else
+            "a run folder" if (out / CONFIG).exists() or (out / MARKER).exists()
+            or out.name.endswith(".incomplete") else None)
+    if kind is not None:
+        raise RunFolderError(f"--out {out}: is {kind}; a report goes into a folder of its own (such as "
+                           f"reports/{out.name.removesuffix('.incomplete')}); edgesim never adds files to a run's "
+                           f"or a sweep's folder")
+    listed = read_manifest(out)
+    if listed is None and (out / MANIFEST).exists():
+        raise RunFolderError(f"--out {out}: {out / MANIFEST} was not written by edgesim; choose another --out")
+    clash = [n for n in OUTPUTS if (out / n).exists() and n not in (listed or set())]
+    if clash:
+        raise RunFolderError(f"--out {out}: holds {clash[0]}, which edgesim report did not write there (its "
+                           f"{MANIFEST} does not list it); it is left as it is: choose another --out")
 
 
 def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None,
@@ -47,6 +62,7 @@ def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence
     check_report_out(out)
     report = build(paths, thresholds, baselines, sustain, rank_by)
     out.mkdir(parents=True, exist_ok=True)
+    add_to_manifest(out, *OUTPUTS)  # listed before they are written: a later report may replace them
     written = []
     for name, (header, rows) in (("leaderboard.csv", leaderboard_rows(report)), ("paired.csv", paired_rows(report))):
         atomic_write_bytes(out / name, csv_text(header, rows).encode())

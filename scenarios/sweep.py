@@ -436,6 +436,25 @@ def check_sweep_out(out: Path) -> None:
                           f"choose another --out; edgesim never writes into a folder it did not make")
 
 
+def sweep_files(formats: Sequence[str]) -> list[str]:
+    """What a sweep writes into its own folder: ``sweep.json``, ``sweep.csv``, its figures and each figure's data."""
+    from edgesim.plots.sweep import SWEEP_FIGURES
+
+    return [SWEEP_JSON, SWEEP_CSV, *[f"{stem}.{fmt}" for stem in SWEEP_FIGURES for fmt in (*formats, "csv")]]
+
+
+def adopt_sweep_files(out: Path, formats: Sequence[str]) -> None:
+    """List the sweep's own files in ``out/manifest.json`` before they are written, so that ``edgesim plot`` may
+    redraw them and nothing else is taken for edgesim's. A sweep folder from before manifests (its ``sweep.json``
+    made it edgesim's) gets its existing figures listed as well."""
+    from edgesim.results.files import MANIFEST
+    from edgesim.results.writing import add_to_manifest, claim_files, read_manifest
+
+    if read_manifest(out) is None and (out / SWEEP_JSON).is_file() and not (out / MANIFEST).exists():
+        add_to_manifest(out, *sweep_files(("png", "pdf", "svg")))
+    claim_files(out, sweep_files(formats))
+
+
 def check_same_grid(spec: SweepSpec, out: Path) -> None:
     """A sweep folder goes on only with its own grid and seeds: another would rewrite ``sweep.csv`` and orphan
     the runs it lists (one line naming both)."""
@@ -492,6 +511,7 @@ def run_sweep(
     from edgesim.results.writing import is_finished
 
     out.mkdir(parents=True, exist_ok=True)
+    adopt_sweep_files(out, formats)
     atomic_write_bytes(out / SWEEP_JSON, (json.dumps({**spec.to_json(), "runs": [r.name for r in runs]}, indent=2) + "\n").encode())
     bar = SweepProgress(len(runs), enabled=progress, stream=stream)
     status: dict[str, str] = {}

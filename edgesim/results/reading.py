@@ -420,6 +420,24 @@ def _parse(text: str):
 # --------------------------------------------------------------------------- tidy frames
 
 
+def _read_table(folder: Path, table: str):
+    """One run's table as a DataFrame, read by the rules ``plot`` and ``report`` apply: ``rounds.csv`` is checked
+    value by value first (:func:`read_rounds`: an ``accuracy = nan`` or a negative time is refused alike
+    everywhere); any file pandas cannot read (empty, ragged, not UTF-8) is one :class:`RunFolderError` naming it."""
+    import pandas as pd
+
+    path = folder / TABLES[table]
+    if table == "rounds":
+        read_rounds(folder)
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise RunFolderError(f"{path}: missing; expected the {TABLES[table]} edgesim wrote") from None
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
+        raise RunFolderError(f"{path}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e}); "
+                             f"expected the {TABLES[table]} edgesim wrote") from None
+
+
 def load_runs(paths, table: str = "rounds"):
     """Run folders and sweep folders as one tidy pandas DataFrame, one row per run × algorithm × round.
 
@@ -443,7 +461,7 @@ def load_runs(paths, table: str = "rounds"):
     for f in folders:
         config = read_config(f.folder)
         display = {a: s.get("display", a) for a, s in read_summary(f.folder).get("algorithms", {}).items()}
-        df = pd.read_csv(f.folder / TABLES[table])
+        df = _read_table(f.folder, table)
         meta = {"run": str(f.folder), "sweep": str(f.sweep) if f.sweep else "", "scenario": config.get("name"),
                 "fingerprint": scenario_fingerprint(config), **{k: dig(config, k) for k in grid_keys},
                 "seed": config.get("seed")}

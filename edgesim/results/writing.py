@@ -424,25 +424,53 @@ def lock_path(out: Path) -> Path:
     return out.with_name(f".{out.name}.lock")
 
 
+def _start_ticks(pid: int) -> Optional[str]:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat`` field 22), or ``None`` (no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def lock_token(pid: Optional[int] = None) -> str:
+    """What a lock holds: ``"PID HOST START\n"`` (``START``: :func:`_start_ticks`, ``-`` where unknown), so that a
+    pid the system has reused since is not taken for the run that wrote it."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid} {socket.gethostname()} {_start_ticks(pid) or '-'}\n"
+
+
 def _holder(lock: Path) -> Optional[str]:
-    """Who holds ``lock`` (``"pid N on HOST"``), or ``None`` when it is free or stale (its process is gone)."""
+    """Who holds ``lock`` (``"pid N on HOST"``), or ``None`` when it is free or stale (its process is gone, or its
+    pid now belongs to a process started later). :class:`ConfigError` when ``lock`` is not an edgesim lock (a
+    folder, or a file in another format: the user's)."""
+    if lock.is_symlink() or (lock.exists() and not lock.is_file()):
+        raise ConfigError(f"{lock} is in the way: edgesim keeps a run's lock under that name and it is not an "
+                          f"edgesim lock (a folder or link of yours?); move it away, or choose another --out")
     try:
         text = lock.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError):
         text = ""
-    pid_text, _, host = text.strip().partition(" ")
-    if not pid_text.isdigit() or not host:
-        return f"an unknown process (remove {lock} if no edgesim run is using it)"
+    parts = text.split()
+    if not text.endswith("\n") or len(parts) not in (2, 3) or not parts[0].isdigit():
+        raise ConfigError(f"{lock} is in the way: edgesim keeps a run's lock under that name and this file is not "
+                          f"one it wrote (expected 'PID HOST START'); move it away if it is yours, or choose "
+                          f"another --out")
+    pid, host = int(parts[0]), parts[1]
     if host == socket.gethostname():
         try:
-            os.kill(int(pid_text), 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
             return None
         except OSError:
             pass  # it exists but is not ours to signal
-    return f"pid {pid_text} on {host}"
+        started = parts[2] if len(parts) == 3 else "-"
+        now = _start_ticks(pid)
+        if started != "-" and now is not None and now != started:
+            return None  # the pid was reused by a process started after the lock was written
+    return f"pid {pid} on {host}"
 
 
 def check_unlocked(out: Path, text: Optional[str] = None) -> None:
@@ -454,28 +482,50 @@ def check_unlocked(out: Path, text: Optional[str] = None) -> None:
 
 
 class RunLock:
-    """``with RunLock(out):`` holds ``.<out>.lock`` (``O_EXCL``; pid and host inside) and removes it at the end.
+    """``with RunLock(out):`` holds ``.<out>.lock`` (created whole and exclusively; pid, host and the process's start
+    time inside) and removes it at the end.
 
-    A lock of a process that is gone (on this host) is stale and taken over;
-    a live one raises :class:`ConfigError` naming that process.
+    A lock of a process that is gone (on this host), or whose pid now names a
+    process started later, is stale and taken over; a live one raises
+    :class:`ConfigError` naming that process; a folder or a file of another
+    format under the lock's name is the user's, and refused as such.
     """
 
     def __init__(self, out: Path):
         self.out, self.path = Path(out), lock_path(out)
-        self.token = f"{os.getpid()} {socket.gethostname()}\n"
+        self.token = lock_token()
+
+    def _create(self) -> None:
+        """Create the lock whole: the token is written to a private file first and hard-linked into place (atomic
+        and exclusive), so no other process ever reads a lock that is still empty (and takes it for a stranger's).
+        ``FileExistsError`` when it exists; ``O_EXCL`` where the file system has no hard links."""
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(self.token)
+            try:
+                os.link(tmp, self.path)
+                return
+            except FileExistsError:
+                raise
+            except OSError:  # no hard links here (some network and FAT file systems)
+                pass
+        finally:
+            tmp.unlink(missing_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.token)
 
     def __enter__(self) -> "RunLock":
         for _ in range(3):
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                self._create()
             except FileExistsError:
                 check_unlocked(self.out)
-                self.path.unlink(missing_ok=True)  # stale: its process is gone
+                self.path.unlink(missing_ok=True)  # stale: its process is gone (or its pid reused)
                 continue
             except OSError as e:
                 raise ConfigError(f"--out {self.out}: cannot create the lock {self.path}: {e.strerror or e}") from None
-            with os.fdopen(fd, "w") as f:
-                f.write(self.token)
             return self
         check_unlocked(self.out)
         raise ConfigError(f"--out {self.out}: cannot take the lock {self.path}; expected no other run there")

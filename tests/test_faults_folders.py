@@ -1,0 +1,144 @@
+"""Issue 40, folders: locks that are stale by a reused pid or are the user's, report's and sweep's manifests, and the
+readers of ``load_runs`` refusing what ``plot`` and ``report`` refuse, naming the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+
+from edgesim.config import ConfigError
+from edgesim.results.writing import MANIFEST, lock_path, read_manifest
+from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
+
+
+@pytest.fixture
+def done(phys, cwd):
+    result = run("run", phys, "--out", "done", "-q")
+    assert result.exit_code == 0, result.output
+    return cwd / "done"
+
+
+# --- locks ---------------------------------------------------------------------------------------------------------
+
+
+def test_a_lock_whose_pid_was_reused_is_stale(phys, cwd):
+    """The lock names this very process (alive) but a start time it never had: the pid was reused; taken over."""
+    lock_path(cwd / "R").write_text(f"{os.getpid()} {socket.gethostname()} 1\n")
+    result = run("run", phys, "--out", "R", "-q")
+    assert result.exit_code == 0, result.output
+    assert not lock_path(cwd / "R").exists()
+
+
+def test_a_live_lock_with_its_start_time_is_refused(phys, cwd):
+    from edgesim.results.writing import lock_token
+
+    lock_path(cwd / "R").write_text(lock_token())  # this process, as it is: alive
+    line = one_error_line(run("run", phys, "--out", "R", "-q"))
+    assert "in use by another edgesim process" in line and f"pid {os.getpid()}" in line
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_a_users_lock_named_file_or_folder_is_not_another_process(phys, cwd, kind):
+    lock = lock_path(cwd / "R")
+    if kind == "folder":
+        lock.mkdir()
+        (lock / "mine.txt").write_text("mine\n")
+    else:
+        lock.write_text("my shopping list\n")
+    before = snapshot(cwd)
+    line = one_error_line(run("run", phys, "--out", "R", "-q"))
+    assert "is in the way" in line and "not" in line and "another edgesim process" not in line, line
+    assert snapshot(cwd) == before
+
+
+def test_a_lock_is_never_seen_empty(tmp_path):
+    """The lock is linked into place whole: its content is the token from the first moment it exists."""
+    from edgesim.results.writing import RunLock, lock_token
+
+    with RunLock(tmp_path / "R") as held:
+        assert lock_path(tmp_path / "R").read_text() == held.token == lock_token()
+        assert not list(tmp_path.glob("*.tmp"))
+
+
+# --- report and sweep folders --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["done", "done_incomplete", "sweep"])
+def test_report_refuses_to_write_into_a_run_or_sweep_folder(phys, done, cwd, where):
+    if where == "done_incomplete":
+        target = cwd / "x.incomplete"
+        target.mkdir()
+    elif where == "sweep":
+        result = run("sweep", phys, "--out", "S", "-q", "--jobs", "1", "--no-plots")
+        assert result.exit_code == 0, result.output
+        target = cwd / "S"
+    else:
+        target = done
+    before = snapshot(cwd)
+    line = one_error_line(run("report", "done", "--out", target))
+    assert "a report goes into a folder of its own" in line, line
+    assert snapshot(cwd) == before
+
+
+def test_report_knows_its_files_from_its_manifest_not_a_first_line(done, cwd):
+    mine = cwd / "mine"
+    mine.mkdir()
+    (mine / "leaderboard.md").write_text("# Leaderboard\n\nmy own notes\n")
+    (mine / "leaderboard.csv").write_text("my,own\n1,2\n")
+    before = snapshot(cwd)
+    line = one_error_line(run("report", "done", "--out", mine))
+    assert "leaderboard.csv" in line and "did not write" in line
+    assert snapshot(cwd) == before
+    first = run("report", "done", "--out", "rep")
+    assert first.exit_code == 0, first.output
+    assert {"leaderboard.md", "leaderboard.csv", "paired.csv"} <= read_manifest(cwd / "rep")
+    again = run("report", "done", "--out", "rep")  # its own files: replaced
+    assert again.exit_code == 0, again.output
+
+
+def test_a_sweep_folder_lists_its_files_and_plot_may_redraw_them(phys, cwd):
+    result = run("sweep", phys, "--out", "S", "-q", "--jobs", "1")
+    assert result.exit_code == 0, result.output
+    listed = read_manifest(cwd / "S")
+    assert {"sweep.json", "sweep.csv", "accuracy_vs_time.png"} <= listed
+    redraw = run("plot", "S")
+    assert redraw.exit_code == 0, redraw.output
+    assert json.loads((cwd / "S" / MANIFEST).read_text())["written_by"] == "edgesim"
+
+
+# --- load_runs reads by the same rules as plot and report ----------------------------------------------------------
+
+
+def test_load_runs_names_the_file_it_cannot_read(done, cwd):
+    import edgesim
+
+    (done / "rounds.csv").write_text("")
+    with pytest.raises(ConfigError, match="rounds.csv"):
+        edgesim.load_runs([done])
+
+
+def test_load_runs_refuses_an_accuracy_of_nan_as_plot_does(done, cwd):
+    import edgesim
+
+    text = (done / "rounds.csv").read_text().splitlines()
+    header = text[0].split(",")
+    row = text[1].split(",")
+    row[header.index("accuracy")] = "nan"
+    (done / "rounds.csv").write_text("\n".join([text[0], ",".join(row), *text[2:]]) + "\n")
+    with pytest.raises(ConfigError, match=r"rounds.csv: line 2, column accuracy = 'nan'"):
+        edgesim.load_runs([done])
+    line = one_error_line(run("plot", done, "--out", cwd / "figs"))
+    assert "line 2, column accuracy = 'nan'" in line
+
+
+def test_load_runs_names_a_malformed_sweep_json(phys, cwd):
+    import edgesim
+
+    result = run("sweep", phys, "--out", "S", "-q", "--jobs", "1", "--no-plots")
+    assert result.exit_code == 0, result.output
+    (cwd / "S" / "sweep.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="sweep.json"):
+        edgesim.load_runs([cwd / "S"])
