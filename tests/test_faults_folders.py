@@ -142,3 +142,16 @@ def test_load_runs_names_a_malformed_sweep_json(phys, cwd):
     (cwd / "S" / "sweep.json").write_text("{not json")
     with pytest.raises(ConfigError, match="sweep.json"):
         edgesim.load_runs([cwd / "S"])
+
+
+# --- every JSON edgesim writes is JSON ------------------------------------------------------------------------------
+
+
+def test_a_diverged_algorithm_leaves_no_nan_in_summary_json(tiny_scenario, cwd):
+    """FedAvg diverges in its first round: its summary has no accuracy, written null (JSON has no NaN)."""
+    result = run("run", tiny_scenario, "--out", "R", "-q", "--set", "budget.rounds=2", "--set", "train.lr=1e6",
+                 "--set", 'run.algorithms=["fedavg", "local"]')
+    assert result.exit_code == 1 and "diverged" in result.stderr, result.output
+    text = (cwd / "R" / "summary.json").read_text()
+    summary = json.loads(text, parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"))
+    assert summary["algorithms"]["fedavg"]["diverged"]

@@ -38,6 +38,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -63,6 +64,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except OSError as e:  # a full disk: no partial temporary file left behind, the error names the file
         tmp.unlink(missing_ok=True)
         raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+
+
+def json_safe(obj):
+    """``obj`` with every float that is not finite (NaN, ±inf) replaced by ``None``, in dicts, lists and tuples."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
@@ -391,7 +403,9 @@ class RunFolder:
         drop_from_manifest(self.work, name)
 
     def write_json(self, name: str, obj) -> None:
-        self.write_text(name, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+        """``obj`` as JSON: a NaN or infinite number is written ``null`` (JSON has no NaN; readers take ``null`` as
+        "no value", as :meth:`edgesim.results.reading.Run.final` does)."""
+        self.write_text(name, json.dumps(json_safe(obj), indent=2, sort_keys=False, allow_nan=False) + "\n")
 
     def write_csv(self, name: str, header: Sequence[str], rows: Iterable[Sequence]) -> None:
         self.write_text(name, csv_text(header, rows))
