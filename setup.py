@@ -13,5 +13,6 @@ FLOORS = ("learning", "scenarios", "plots")
 setup(
     package_dir={"edgesim": "edgesim", **{f"edgesim.{floor}": floor for floor in FLOORS}},
     packages=find_packages(include=["edgesim", "edgesim.*"])
-    + [f"edgesim.{name}" for name in find_packages(include=[f"{floor}{tail}" for floor in FLOORS for tail in ("", ".*")])],
+    + [f"edgesim.{name}"
+       for name in find_packages(include=[f"{floor}{tail}" for floor in FLOORS for tail in ("", ".*")])],
 )

@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import simpy  # noqa: E402
+import numpy as np
+import simpy
 
-from edgesim.asynchrony import AsyncConfig, AsyncSimulation  # noqa: E402
-from edgesim.availability import Availability  # noqa: E402
-from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig  # noqa: E402
-from edgesim.curve import ParametricBackend  # noqa: E402
+from edgesim.asynchrony import AsyncConfig, AsyncSimulation
+from edgesim.availability import Availability
+from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
+from edgesim.curve import ParametricBackend
 
 
 def cpu_model() -> str:

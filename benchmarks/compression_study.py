@@ -75,8 +75,8 @@ def main() -> None:
         common = min(r["rounds"] for s in runs[bw] for _, r in runs[bw][s])  # rounds every run of bw completed
         print(f"\n### {float(bw) / 1e6:g} MHz\n")
         print(f"| uplink | bits per upload | rounds in 600 s | accuracy at 600 s | mean of last 5 rounds | "
-              f"mean of rounds {common - 4}–{common} | best | time to 70 % (s) | time to 75 % (s) | compression error | "
-              f"seeds |")
+              f"mean of rounds {common - 4}–{common} | best | time to 70 % (s) | time to 75 % (s) | "
+              f"compression error | seeds |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         for s in [s for s in ORDER if s in runs[bw]]:
             rs = [r for _, r in sorted(runs[bw][s], key=lambda x: x[0])]

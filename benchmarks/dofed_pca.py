@@ -18,15 +18,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from edgesim.learning.algorithms import REGISTRY  # noqa: E402
-from edgesim.learning.context import build_context  # noqa: E402
-from edgesim.learning.data.datasets import load_dataset  # noqa: E402
-from edgesim.learning.inference import evaluate  # noqa: E402
-from edgesim.learning.algorithms.dofed_spp.pca import compressed_bits, downsize  # noqa: E402
-from edgesim.scenarios.schema import load_scenario  # noqa: E402
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.dofed_spp.pca import compressed_bits, downsize
+from edgesim.learning.context import build_context
+from edgesim.learning.data.datasets import load_dataset
+from edgesim.learning.inference import evaluate
+from edgesim.scenarios.schema import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -29,16 +29,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from edgesim.engine import Simulation  # noqa: E402
-from edgesim.learning.algorithms import REGISTRY  # noqa: E402
-from edgesim.learning.algorithms.dofed_spp import algorithm as dofed_module  # noqa: E402
-from edgesim.learning import similarity as similarity_module  # noqa: E402
-from edgesim.learning.context import build_context  # noqa: E402
-from edgesim.learning.data.datasets import make_synthetic  # noqa: E402
-from edgesim.scenarios.schema import load_scenario  # noqa: E402
+from edgesim.engine import Simulation
+from edgesim.learning import similarity as similarity_module
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.dofed_spp import algorithm as dofed_module
+from edgesim.learning.context import build_context
+from edgesim.learning.data.datasets import make_synthetic
+from edgesim.scenarios.schema import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -141,7 +141,7 @@ def main(argv=None) -> None:
     labels = sorted({k for p in phases for k in p}, key=lambda k: (k.startswith("sr:"), k))
     print("| round | B | K | simulated s | host s | " + " | ".join(labels) + " |")
     print("|---" * (5 + len(labels)) + "|")
-    for r, (wall, ph, (b, k, dur, acc)) in enumerate(zip(per_round, phases, info)):
+    for r, (wall, ph, (b, k, dur, _acc)) in enumerate(zip(per_round, phases, info)):
         cells = " | ".join(f"{ph.get(lbl, 0.0):.2f}" for lbl in labels)
         print(f"| {r} | {b:g} | {k:g} | {dur:.2f} | {wall:.2f} | {cells} |")
     later = per_round[1:] or per_round

@@ -35,12 +35,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import simpy  # noqa: E402
+import numpy as np
+import simpy
 
-from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig  # noqa: E402
-from edgesim.curve import ParametricBackend  # noqa: E402
-from edgesim.engine import Simulation  # noqa: E402
+from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
+from edgesim.curve import ParametricBackend
+from edgesim.engine import Simulation
 
 
 def cpu_model() -> str:

@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edgesim.plots.curves import plot_accuracy  # noqa: E402
-from edgesim.results.reading import read_rounds  # noqa: E402
+from edgesim.plots.curves import plot_accuracy
+from edgesim.results.reading import read_rounds
 
 SETTINGS = {"iid_iid": "(IID, IID)", "iid_dir": "(IID, DIR)", "dir_dir": "(DIR, DIR)"}
 METHODS = {"fedavg_labeled": "FedAvg*", "fedavg_sl": "FedAvg-SL", "fedprox_sl": "FedProx-SL",

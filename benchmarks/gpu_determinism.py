@@ -22,10 +22,10 @@ from pathlib import Path
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before cuBLAS starts: needed for determinism
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from edgesim.scenarios.run import run_scenario  # noqa: E402
-from edgesim.scenarios.schema import DEFAULT_SCENARIO, load_scenario  # noqa: E402
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import DEFAULT_SCENARIO, load_scenario
 
 
 def accuracies(folder: Path) -> list[float]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from edgesim.scenarios.sweep import make_spec, run_sweep  # noqa: E402
+from edgesim.scenarios.sweep import make_spec, run_sweep
 
 
 def main() -> None:

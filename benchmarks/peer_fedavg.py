@@ -50,7 +50,7 @@ sys.path.insert(0, PEERS)
 import argparse  # noqa: E402
 
 try:
-    import fl_workload as W  # noqa: E402
+    import fl_workload as W
 except ImportError as e:  # pragma: no cover - depends on the checkout
     raise SystemExit(f"peer_fedavg: cannot import fl_workload from {PEERS} ({e}); set PEERS_DIR") from None
 import numpy as np  # noqa: E402
@@ -238,7 +238,7 @@ def summarize_results(res: str) -> str:
         if not d["_variant"].startswith("edgesim") or d.get("seeding") != "peers":
             continue
         ref_base = _reference(d["_variant"]) + d["_set"]
-        got, want = {}, {}
+        got = {}
         for when in ("round0", "final"):
             a, b = os.path.join(res, f"{d['_base']}_{when}.npz"), os.path.join(res, f"{ref_base}_{when}.npz")
             if os.path.exists(a) and os.path.exists(b):

@@ -75,7 +75,8 @@ class Codec:
         if self.method == "topk":
             f = self.fraction
             if f is None:
-                fail("fraction", None, 'a number in (0, 1] with method = "topk", e.g. {method = "topk", fraction = 0.01}')
+                fail("fraction", None,
+                 'a number in (0, 1] with method = "topk", e.g. {method = "topk", fraction = 0.01}')
             if isinstance(f, bool) or not isinstance(f, (int, float)) or not (math.isfinite(f) and 0 < f <= 1):
                 fail("fraction", f, "a number in (0, 1] (the share of the numbers sent)")
         elif self.fraction is not None:
@@ -203,7 +204,8 @@ def parse_codec(value: Any, key: str) -> Codec:
     if isinstance(value, str):
         value = {"method": value}
     if not isinstance(value, Mapping):
-        fail(key, value, f'a method name (one of {", ".join(METHODS)}) or a table such as {{method = "qsgd", bits = 8}}')
+        fail(key, value,
+             f'a method name (one of {", ".join(METHODS)}) or a table such as {{method = "qsgd", bits = 8}}')
     unknown = sorted(set(value) - set(CODEC_KEYS))
     if unknown:
         fail(f"{key}.{unknown[0]}", value[unknown[0]], f"one of the keys {', '.join(CODEC_KEYS)}")

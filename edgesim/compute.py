@@ -7,7 +7,6 @@ energy in joules. ``kappa`` is the effective switched capacitance
 
 from __future__ import annotations
 
-
 from ._checks import count, non_negative, positive
 
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Optional, Union
 
-from .units import dbm_per_hz_to_w_per_hz, dbm_to_w, db_to_linear
+from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 
 ACCESS_SCHEMES = ("tdma", "fdma")
 # The largest cell a scenario may describe: checked before anything is allocated; `edgesim plan` takes
@@ -288,7 +288,8 @@ def build_config(cls: type, values, where: str):
     unknown = sorted(set(values) - set(names))
     if unknown:
         raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r} (= {values[unknown[0]]!r}); expected one of: {', '.join(sorted(names))}"
+            f"{where}: unknown key {unknown[0]!r} (= {values[unknown[0]]!r}); "
+            f"expected one of: {', '.join(sorted(names))}"
         )
     try:
         return cls(**values)

@@ -31,7 +31,6 @@ from .backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from .compute import training_cycles
 from .config import WorkloadConfig, check_number
 
-
 MAX_DOWNLOAD_BITS = 1e15  # bits of one round's broadcast: a petabit, far beyond any model
 
 
@@ -103,7 +102,8 @@ class ParametricBackend:
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         if view.n_devices != self.n_devices:
-            raise ValueError(f"view.n_devices(={view.n_devices}) differs from the backend's n_devices(={self.n_devices})")
+            raise ValueError(f"view.n_devices(={view.n_devices}) differs from the backend's "
+                             f"n_devices(={self.n_devices})")
         if view.schedule is not None:  # the [resources] scheduling policy's ranking: its first K
             chosen = np.sort(np.asarray(view.schedule[:self.clients_per_round], dtype=np.int64))
         else:

@@ -47,9 +47,9 @@ import contextlib
 import dataclasses
 import gc
 import math
+from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
 import numpy as np
@@ -58,16 +58,23 @@ import simpy
 from ._checks import count, finite, non_negative, positive
 from .availability import Availability
 from .backend import DeviceWork, LearningBackend, RoundOutcome, RoundPlan, SystemView
+from .budget import REL_TOL
 from .channel import ChannelModel
 from .compute import compute_time_s
 from .config import BudgetConfig, SystemConfig
-from .budget import REL_TOL
 from .links import (  # noqa: F401 (the links' names, re-exported: they lived here)
-    BandedFdmaUplink, Downlink, FdmaUplink, OnAir, TdmaUplink, Transfer, checked_transfer, make_uplink,
+    BandedFdmaUplink,
+    Downlink,
+    FdmaUplink,
+    OnAir,
+    TdmaUplink,
+    Transfer,
+    checked_transfer,
+    make_uplink,
 )
+from .radio import shannon_rate_bps
 from .resources import Allocator, ResourcesConfig
 from .resources.scheduling import Scheduler
-from .radio import shannon_rate_bps
 
 EVENT_KINDS = (
     "round_start",

@@ -150,7 +150,8 @@ def brute_force_select(rho, b: int, k: int) -> tuple[int, ...]:
     b, k = _check_b_k(b, k, n_devices)
     n_subsets = math.comb(n_devices, k)
     if n_subsets > _MAX_SUBSETS:
-        raise ValueError(f"C(N, k)(=C({n_devices}, {k}) = {n_subsets}) subsets exceed {_MAX_SUBSETS}; use greedy_select")
+        raise ValueError(f"C(N, k)(=C({n_devices}, {k}) = {n_subsets}) subsets exceed {_MAX_SUBSETS}; "
+                         f"use greedy_select")
     best_set: tuple[int, ...] | None = None
     best_value = 0.0
     for subset in itertools.combinations(range(n_devices), k):

@@ -33,8 +33,16 @@ from typing import Mapping, Optional, Sequence
 
 import torch
 
-from edgesim.compression import FLOAT_BITS, HALF_BITS, NO_COMPRESSION, Codec, CompressionConfig, index_bits, \
-    scaled_encoded_bits, topk_count
+from edgesim.compression import (
+    FLOAT_BITS,
+    HALF_BITS,
+    NO_COMPRESSION,
+    Codec,
+    CompressionConfig,
+    index_bits,
+    scaled_encoded_bits,
+    topk_count,
+)
 
 Params = dict[str, torch.Tensor]
 CASTS = {"fp16": torch.float16, "bf16": torch.bfloat16}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Optional, Union
 
-from edgesim.config import ConfigError, check_choice, check_int, check_number, fail, build_config
+from edgesim.config import ConfigError, build_config, check_choice, check_int, check_number, fail
 from edgesim.learning.algorithms import ALGORITHMS, check_fixed
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.learning.data.partitions import PARTITIONS

@@ -29,7 +29,7 @@ from typing import Mapping, Union
 
 import torch
 
-from edgesim.learning.config import OPTIMIZERS, SCHEDULES  # noqa: F401  (the scenario keys' names)
+from edgesim.learning.config import OPTIMIZERS, SCHEDULES  # the scenario keys' names
 
 Params = dict[str, torch.Tensor]
 State = dict[str, Params]

@@ -27,7 +27,11 @@ def resolve_workload(scenario) -> WorkloadConfig:
     )
     if not needs_model:
         return w
-    from edgesim.learning.models import build_model, flops_per_sample, model_bits  # torch: only when a number needs the model
+    from edgesim.learning.models import (  # torch: only when a number needs the model
+        build_model,
+        flops_per_sample,
+        model_bits,
+    )
 
     ds = load_dataset(data.dataset, data.data_dir, **data.loader_options())
     model = build_model(train.model, ds.input_shape, ds.n_classes, ds.vocab_size, seed=0)

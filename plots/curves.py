@@ -16,14 +16,13 @@ from typing import Iterable, Mapping, Optional
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from edgesim.config import ConfigError  # noqa: E402
-
-from edgesim.plots.figure_data import figure_csv  # noqa: E402
-from edgesim.plots.save import save_figure, save_text  # noqa: E402
-from edgesim.plots.style import (  # noqa: E402,F401 - COLUMN_WIDTH_IN, PAGE_WIDTH_IN, ALGORITHM_ORDER: kept for callers
+from edgesim.config import ConfigError
+from edgesim.plots.figure_data import figure_csv
+from edgesim.plots.save import save_figure, save_text
+from edgesim.plots.style import (  # noqa: F401 - COLUMN_WIDTH_IN, PAGE_WIDTH_IN, ALGORITHM_ORDER: kept for callers
     ALGORITHM_ORDER,
     COLUMN_WIDTH_IN,
     FONT_RC,
@@ -32,8 +31,9 @@ from edgesim.plots.style import (  # noqa: E402,F401 - COLUMN_WIDTH_IN, PAGE_WID
     figure_size,
     fs,
 )
-from edgesim.plots.style import lw as line_width  # noqa: E402
-from edgesim.results.reading import display_names, read_rounds  # noqa: E402
+from edgesim.plots.style import lw as line_width
+from edgesim.results.reading import display_names, read_rounds
+
 X_AXES = {
     "time_s": ("Simulated time (s)", 1.0),
     "round": ("Round", 1.0),

@@ -19,7 +19,6 @@ import math
 import numpy as np
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.image import AxesImage
-from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 HEADER = ("panel", "x_label", "y_label", "series", "x", "y", "value")

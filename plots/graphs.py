@@ -17,11 +17,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import networkx as nx  # noqa: E402
+import matplotlib.pyplot as plt
+import networkx as nx
 
-from edgesim.plots.save import save_figure  # noqa: E402
-from edgesim.plots.style import figure_size, fs  # noqa: E402
+from edgesim.plots.save import save_figure
+from edgesim.plots.style import figure_size, fs
 
 
 def read_graph(path: Path) -> nx.DiGraph:

@@ -284,7 +284,6 @@ def ranking_changes(report: dict) -> list[tuple[str, list[str], bool]]:
     empty with a single group. Groups are ordered by their grid values (power, then bandwidth)."""
     if len(report["groups"]) < 2 or (report["primary"] is None and RANK_BY[report["rank_by"]][1]):
         return []
-    t = report["primary"]
     items = sorted(zip(report["groups"], report["ranks"]), key=lambda x: _point_key(x[0]))
     out, previous = [], None
     for g, ranks in items:

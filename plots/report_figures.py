@@ -19,14 +19,14 @@ from typing import Optional
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.lines import Line2D
 
-from edgesim.plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes  # noqa: E402
-from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME  # noqa: E402
-from edgesim.plots.style import algorithm_styles, figure_size, fs, lw  # noqa: E402
-from edgesim.results.stats import mean_interval  # noqa: E402
+from edgesim.plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes
+from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME
+from edgesim.plots.style import algorithm_styles, figure_size, fs, lw
+from edgesim.results.stats import mean_interval
 
 LINESTYLES = ("-", "--", ":", "-.")
 

@@ -21,18 +21,14 @@ from typing import Iterable, Optional
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.lines import Line2D
 
-
-from edgesim.results.files import SWEEP_SPEC, SWEEP_TABLE  # noqa: E402
-from edgesim.results.reading import RunFolderError, Sweep  # noqa: E402
-from edgesim.plots.curves import (  # noqa: E402
+from edgesim.plots.curves import (
     COLUMN_WIDTH_IN,
-    PARAMETRIC,
-    save_figures,
     PAGE_WIDTH_IN,
+    PARAMETRIC,
     RUN_FIGURES,
     X_AXES,
     accuracy_label,
@@ -40,9 +36,12 @@ from edgesim.plots.curves import (  # noqa: E402
     collect,
     display_name,
     draw_accuracy,
+    save_figures,
     style_axes,
 )
-from edgesim.plots.style import algorithm_styles, figure_size, fs, lw  # noqa: E402
+from edgesim.plots.style import algorithm_styles, figure_size, fs, lw
+from edgesim.results.files import SWEEP_SPEC, SWEEP_TABLE
+from edgesim.results.reading import RunFolderError, Sweep
 
 BANDWIDTH_KEY = "system.bandwidth_hz"
 POWER_KEY = "system.tx_power_dbm"

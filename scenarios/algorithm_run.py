@@ -83,7 +83,9 @@ def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
         return True
     if run_cfg.max_time_s is not None and sim.now_s >= run_cfg.max_time_s:
         return True
-    return bool(accs) and run_cfg.stop_on_plateau and final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience)[2]
+    if not accs or not run_cfg.stop_on_plateau:
+        return False
+    return final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience)[2]
 
 
 def run_algorithm(

@@ -78,7 +78,8 @@ def _check_formats(function: str, formats: Any) -> list[str]:
     """``formats``: ``"png,pdf"`` (as ``--format``) or a sequence of names; the list ``parse_formats`` takes."""
     if isinstance(formats, str):
         return [f.strip() for f in formats.split(",")]
-    _check_arg(function, "formats", formats, isinstance(formats, (list, tuple)) and all(isinstance(f, str) for f in formats),
+    ok = isinstance(formats, (list, tuple)) and all(isinstance(f, str) for f in formats)
+    _check_arg(function, "formats", formats, ok,
                "a sequence of figure formats such as ('png', 'pdf'), or the text 'png,pdf'")
     return list(formats)
 
@@ -117,7 +118,14 @@ def load_scenario(source: ScenarioSource = None, /, **overrides):
     folder takes ``$EDGESIM_DATA``. Bad input raises :class:`ConfigError`
     naming the key, the value and what was expected.
     """
-    from edgesim.scenarios.schema import DEFAULT_SCENARIO, Scenario, data_dir_from_env, read_toml, resolve_paths, validate
+    from edgesim.scenarios.schema import (
+        DEFAULT_SCENARIO,
+        Scenario,
+        data_dir_from_env,
+        read_toml,
+        resolve_paths,
+        validate,
+    )
 
     if isinstance(source, Scenario):
         if not overrides:
@@ -181,11 +189,10 @@ def run(
     training diverges stops alone: the others' results are written, and
     ``summary.json`` marks it.
     """
-    from edgesim.scenarios.run import run_scenario
-    from edgesim.results.writing import check_out
-    from edgesim.scenarios.schema import Scenario
-
     from edgesim.plots.curves import parse_formats
+    from edgesim.results.writing import check_out
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.schema import Scenario
 
     _check_arg("run", "out", out, out is None or _is_path(out), "a path (a str or a pathlib.Path) or None")
     _check_arg("run", "on_round", on_round, on_round is None or callable(on_round),
@@ -268,9 +275,8 @@ def sweep(
     finished runs' frame). The workers are new processes: call ``sweep``
     from a notebook, or from a script under ``if __name__ == "__main__":``.
     """
-    from edgesim.scenarios.sweep import default_out, make_spec, run_sweep
-
     from edgesim.plots.curves import parse_formats
+    from edgesim.scenarios.sweep import default_out, make_spec, run_sweep
 
     _check_arg("sweep", "grid", grid, grid is None or (
         isinstance(grid, Mapping) and all(isinstance(k, str) for k in grid)

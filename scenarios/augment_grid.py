@@ -18,12 +18,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
 
-from edgesim.learning.augment import OP_NAMES, RandAugmentParams, make_augmentation  # noqa: E402
-from edgesim.plots.style import figure_size, fs  # noqa: E402
+from edgesim.learning.augment import OP_NAMES, RandAugmentParams, make_augmentation
+from edgesim.plots.style import figure_size, fs
 
 ROWS = ("none", "weak", "strong", "shift", "flip")
 ROW_LABELS = {"none": "original", "weak": "weak", "strong": "strong", "shift": "shift ±2 px", "flip": "flip"}

@@ -323,9 +323,9 @@ def run(
 ) -> None:
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, figures)."""
     _style(style, width)
+    from edgesim.results.writing import RunFolder, check_out
     from edgesim.scenarios.progress import RunProgress
     from edgesim.scenarios.run import run_scenario
-    from edgesim.results.writing import RunFolder, check_out
     from edgesim.scenarios.schema import load_scenario
 
     figure_formats = _formats(formats)
@@ -532,8 +532,8 @@ def plot(
     for the seed); otherwise plot refuses, naming the keys that differ (or, with --separate, draws each apart)."""
     _style(style, width)
     from edgesim.plots.curves import RUN_FIGURES, plot_runs
-    from edgesim.results.reading import RunFolderError
     from edgesim.plots.sweep import SWEEP_FIGURES, plot_sweep
+    from edgesim.results.reading import RunFolderError
 
     figure_formats = _formats(formats)
     if threshold is not None:
@@ -582,7 +582,7 @@ def plot(
                 check_one_scenario(loaded, f"the run folders {', '.join(map(str, runs))}") if loaded else None
                 _claim_figures(out or runs[0], RUN_FIGURES, figure_formats)
                 written += plot_runs(runs, out or runs[0], title=None, formats=figure_formats)
-    except (RunFolderError, RunFolderError, ConfigError) as e:
+    except (RunFolderError, ConfigError) as e:
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot write the figures: {e.filename or out}: {e.strerror or e}")

@@ -34,7 +34,6 @@ starts and trains the other two.
 from __future__ import annotations
 
 import dataclasses
-
 import multiprocessing as mp
 import queue
 import threading
@@ -182,8 +181,8 @@ class Workers:
         if work is not None and sc.learning["run"].checkpoint_every:
             # listed here, once, before any worker writes one: the workers' own listing is then a no-op, so no two
             # processes ever rewrite the folder's manifest at the same time
-            from edgesim.scenarios.checkpoint import path_for
             from edgesim.results.writing import add_to_manifest
+            from edgesim.scenarios.checkpoint import path_for
 
             add_to_manifest(work, *[path_for(work, n).relative_to(work).as_posix() for n in names])
         stop, abandon = threading.Event(), threading.Event()
@@ -202,7 +201,7 @@ class Workers:
         if on_round is not None:
             report = on_round
 
-            def on_round(alg, rec):  # noqa: F811 - the same callback, serialised
+            def on_round(alg, rec):  # the same callback, serialised
                 with lock:
                     report(alg, rec)
 

@@ -52,8 +52,14 @@ class RunProgress:
         self.t0 = self._last_line_s = time.monotonic()
         if self.enabled and _is_tty(self.stream):
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-                TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self._rich = Progress(
                 TextColumn("{task.description:<12}"), BarColumn(bar_width=24), MofNCompleteColumn(),
@@ -148,8 +154,14 @@ class SweepProgress:
         self._rich = None
         if enabled and _is_tty(self.stream):
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-                TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self._rich = Progress(
                 TextColumn("sweep"), BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),

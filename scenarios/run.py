@@ -26,20 +26,21 @@ from typing import Callable, Optional
 
 import tomli_w
 
-from edgesim.config import ConfigError
 from edgesim.asynchrony import UPDATE_FIELDS
+from edgesim.config import ConfigError
 from edgesim.learning.config import PARAMETRIC
+from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, ROUNDS, SUMMARY
+from edgesim.results.files import PROVENANCE as RUN_JSON
 from edgesim.results.metrics import DEFAULT_SUSTAIN_ROUNDS, final_accuracy, time_to_accuracy
+from edgesim.results.writing import LiveCsv, RunFolder, RunLock, check_out, is_finished
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.algorithm_run import check_budgets, make_backends, resolved_config, run_algorithm
 from edgesim.scenarios.checkpoint import AlgorithmRun
 from edgesim.scenarios.provenance import now, provenance
-from edgesim.scenarios.tracking import check_available as check_tracking
-from edgesim.scenarios.tracking import make_tracker
-from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, PROVENANCE as RUN_JSON, ROUNDS, SUMMARY
-from edgesim.results.writing import LiveCsv, RunFolder, RunLock, check_out, is_finished
 from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
+from edgesim.scenarios.tracking import check_available as check_tracking
+from edgesim.scenarios.tracking import make_tracker
 
 ROUND_FIELDS = (
     "round", "start_time_s", "time_s", "duration_s", "n_selected", "n_arrived", "n_dropped",

@@ -28,9 +28,9 @@ from edgesim.availability import AvailabilityConfig, read_trace
 from edgesim.compression import build_compression, compression_for
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
 from edgesim.curve import ParametricConfig
-from edgesim.resources import ResourcesConfig
 from edgesim.learning.config import PARAMETRIC, RunConfig
 from edgesim.learning.config import SECTIONS as LEARNING_SECTIONS
+from edgesim.resources import ResourcesConfig
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"

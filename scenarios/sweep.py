@@ -37,11 +37,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from edgesim.config import ConfigError
-from edgesim.scenarios.progress import SweepProgress
-from edgesim.results.files import CONFIG, SUMMARY, SWEEP_SPEC as SWEEP_JSON, SWEEP_TABLE as SWEEP_CSV
+from edgesim.results.files import CONFIG, SUMMARY
+from edgesim.results.files import SWEEP_SPEC as SWEEP_JSON
+from edgesim.results.files import SWEEP_TABLE as SWEEP_CSV
 from edgesim.results.writing import RunFolder, atomic_write_bytes, csv_text
+from edgesim.scenarios.progress import SweepProgress
 from edgesim.scenarios.schema import DEFAULT_SCENARIO, load_scenario, parse_override
-from edgesim.scenarios.threads import resolve_threads, set_threads, threads as threads_for, usable_cores
+from edgesim.scenarios.threads import resolve_threads, set_threads, usable_cores
+from edgesim.scenarios.threads import threads as threads_for
 
 EXECUTORS = ("local", "ray")
 MAX_NAME_CHARS = 200
@@ -193,11 +196,9 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
     """Load every combination's scenario (clear error naming the run); check finished runs match it.
 
     Returns the runs and the most torch threads any of them trains with (its scenario's ``run.threads``)."""
+    from edgesim.results.writing import check_out, is_finished
     from edgesim.scenarios import checkpoint
-    from edgesim.results.writing import is_finished
     from edgesim.scenarios.algorithm_run import resolved_config
-
-    from edgesim.results.writing import check_out
 
     runs = spec.runs()
     most_threads = 1

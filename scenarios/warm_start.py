@@ -92,9 +92,9 @@ def save(folder: Path, warm: WarmStart, fingerprint: str) -> Path:
     """Write ``warm`` into ``folder``'s checkpoint folder (atomically; listed in the manifest)."""
     import torch
 
-    from edgesim.scenarios.checkpoint import FORMAT_VERSION, record_to_dict
     from edgesim.results.files import CHECKPOINT_DIR
     from edgesim.results.writing import add_to_manifest, atomic_write_bytes
+    from edgesim.scenarios.checkpoint import FORMAT_VERSION, record_to_dict
 
     payload = {"format": FORMAT_VERSION, "fingerprint": fingerprint, "algorithm": warm.algorithm,
                "records": [record_to_dict(r) for r in warm.records], "events": [tuple(e) for e in warm.events],
@@ -114,8 +114,8 @@ def load(folder: Path, fingerprint: str) -> Optional[WarmStart]:
     import torch
 
     from edgesim.engine import Event
-    from edgesim.scenarios.checkpoint import FORMAT_VERSION, record_from_dict
     from edgesim.results.files import CHECKPOINT_DIR
+    from edgesim.scenarios.checkpoint import FORMAT_VERSION, record_from_dict
 
     path = Path(folder) / CHECKPOINT_DIR / FILE
     if not path.exists():

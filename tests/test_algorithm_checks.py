@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from test_safety import one_error_line, run, snapshot
 
 BASE = """

@@ -14,7 +14,17 @@ import pytest
 import torch
 
 from edgesim.learning.augment import (
-    autocontrast, brightness, color, contrast, equalize, posterize, rotate, sharpness, shear, solarize, translate,
+    autocontrast,
+    brightness,
+    color,
+    contrast,
+    equalize,
+    posterize,
+    rotate,
+    sharpness,
+    shear,
+    solarize,
+    translate,
 )
 
 PIL = pytest.importorskip("PIL")

@@ -5,11 +5,11 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgesim.channel import ChannelModel, path_loss_db, place_uniform_in_disc
 from edgesim.config import SystemConfig
-
 
 # -- path loss ---------------------------------------------------------------------------------------------------
 

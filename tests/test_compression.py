@@ -14,8 +14,15 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from edgesim.compression import (
-    Codec, CompressionConfig, build_compression, compression_for, encoded_bits, index_bits, parse_compression,
-    scaled_encoded_bits, topk_count,
+    Codec,
+    CompressionConfig,
+    build_compression,
+    compression_for,
+    encoded_bits,
+    index_bits,
+    parse_compression,
+    scaled_encoded_bits,
+    topk_count,
 )
 from edgesim.config import ConfigError
 from edgesim.learning.compression import Transfers, decode, encode, payload_bits, relative_error

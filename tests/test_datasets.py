@@ -529,7 +529,9 @@ def _numbered(n_train: int, n_test: int):
     """A 10-class image data set whose every image is filled with its own number (train i: i; test j: -1 - j)."""
     from edgesim.learning.data.datasets import Dataset
 
-    img = lambda values: np.repeat(np.asarray(values, np.float32)[:, None, None, None], 64, 1).reshape(-1, 1, 8, 8)
+    def img(values):
+        return np.repeat(np.asarray(values, np.float32)[:, None, None, None], 64, 1).reshape(-1, 1, 8, 8)
+
     return Dataset("numbered", "image", img(np.arange(n_train)), np.arange(n_train) % 10,
                    img(-1.0 - np.arange(n_test)), np.arange(n_test) % 10, 10)
 

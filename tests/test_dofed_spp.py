@@ -11,16 +11,16 @@ import pytest
 
 from edgesim.budget import InfeasibleBudgetError, examined_pairs
 from edgesim.engine import Simulation
-from edgesim.plan import slowest_device_constants
-from edgesim.radio import shannon_rate_bps
-from edgesim.selection import assignment, best_selection
 from edgesim.learning.algorithms import REGISTRY
 from edgesim.learning.algorithms.dofed_spp.algorithm import DofedSppConfig, auto_cycles, phase_cycles
-from edgesim.learning.context import build_context
 from edgesim.learning.algorithms.dofed_spp.pca import compressed_bits
+from edgesim.learning.context import build_context
 from edgesim.learning.sizing import resolve_workload
+from edgesim.plan import slowest_device_constants
+from edgesim.radio import shannon_rate_bps
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
+from edgesim.selection import assignment, best_selection
 
 # Digits, SUBSET over 3 class clusters, 6 identical devices (fixed channel gain): per device 83 train,
 # 2 labelled and 32 unlabelled target samples. T/G = 1 s leaves room for only some (B, K).
@@ -251,8 +251,8 @@ def test_end_to_end_through_run_scenario(tiny, tmp_path):
 def test_pseudo_labels_per_device_equal_one_stacked_call(tiny):
     import torch
 
-    from edgesim.learning.inference import predict_proba
     from edgesim.learning.algorithms.dofed_spp.pseudo_labels import batched_pseudo_labels, weight_matrix
+    from edgesim.learning.inference import predict_proba
 
     sc, ctx, alg = _setup(tiny)
     Simulation(sc.system, sc.budget, alg, seed=sc.seed).run_round()

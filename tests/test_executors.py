@@ -12,19 +12,19 @@ import torch.nn.functional as F
 
 from edgesim.learning.device import compute_device
 from edgesim.learning.executors import (
+    BATCHES,
     LocalObjective,
     LocalTrainConfig,
     SequentialExecutor,
     VmapExecutor,
-    BATCHES,
     client_schedule,
     derive_seed,
     make_executor,
     stack_params,
 )
 from edgesim.learning.inference import evaluate, predict_proba
-from edgesim.learning.optim import SGD
 from edgesim.learning.models import build_model, draw_seed
+from edgesim.learning.optim import SGD
 
 SIZES = (37, 64, 5, 0, 50)  # unequal, one client without data
 TOL = 1e-5

@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from test_resume import _crashing
 from torch.func import functional_call, grad
 
 from edgesim.engine import Simulation
@@ -34,7 +35,6 @@ from edgesim.learning.layers import BatchNorm2d, name_layers
 from edgesim.learning.models import build_model, flops_per_sample
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
-from test_resume import _crashing
 
 FEDDURE_TINY = ['data.partition="feddure_iid_iid"', "data.labels_per_class=3",
                 'run.algorithms=["feddure"]']

@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from test_feddure import _bn_model, _both_executors
 from torch.func import functional_call
 
-from edgesim.learning.algorithms.feddure.config import FedDureConfig
-from edgesim.learning.algorithms.feddure_code.config import FedDureCodeConfig
 from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.feddure.config import FedDureConfig
 from edgesim.learning.algorithms.feddure_code.algorithm import (
     STUDENT,
     make_task,
@@ -26,12 +26,11 @@ from edgesim.learning.algorithms.feddure_code.algorithm import (
     steps_per_epoch,
     uda_ramp,
 )
+from edgesim.learning.algorithms.feddure_code.config import FedDureCodeConfig
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import SequentialExecutor, View
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
-from test_feddure import _both_executors, _bn_model
-
 
 # --------------------------------------------------------------------------- formulas by hand
 

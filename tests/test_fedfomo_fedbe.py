@@ -128,8 +128,13 @@ def test_fedfomo_downloads_and_weights_on_the_clock(tiny):
     expect = {}
     for i in alg.selected:
         x, y = ctx.clients[i].x_lab, ctx.clients[i].y_lab
-        loss = lambda s: float(F.cross_entropy(torch.func.functional_call(ctx.model, s, (x,)).double(), y))  # noqa: E731
-        flat = lambda s: torch.cat([v.reshape(-1).double() for v in s.values()])  # noqa: E731
+
+        def loss(s, x=x, y=y):
+            return float(F.cross_entropy(torch.func.functional_call(ctx.model, s, (x,)).double(), y))
+
+        def flat(s):
+            return torch.cat([v.reshape(-1).double() for v in s.values()])
+
         cands = alg.downloads[i]
         d = [float((flat(alg.server[j]) - flat(before[i])).abs().sum()) for j in cands]
         delta, _ = fomo_weights(loss(before[i]), [loss(alg.server[j]) for j in cands], d)

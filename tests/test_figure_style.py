@@ -9,13 +9,12 @@ import itertools
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from test_figures import figures, make_sweep  # noqa: F401  (fixtures and hand-made sweeps)
-from test_plots import fake_run  # noqa: F401
+from test_plots import fake_run
 
 from edgesim.config import ConfigError
 from edgesim.plots.curves import algorithm_colors, draw_accuracy, plot_runs

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
-from test_plots import fake_run  # noqa: F401  (hand-made run folders)
+from test_plots import fake_run  # hand-made run folders
 
 from edgesim.plots.curves import plot_accuracy, plot_runs
-from edgesim.results.reading import Sweep
 from edgesim.plots.sweep import plot_final_accuracy_heatmap, plot_sweep, plot_sweep_curves, plot_tta_vs_bandwidth
+from edgesim.results.reading import Sweep
 from edgesim.results.writing import csv_text
 from edgesim.scenarios.sweep import make_spec, sweep_rows
 

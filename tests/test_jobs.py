@@ -84,8 +84,8 @@ def test_a_killed_parallel_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path
 
 def test_algorithms_are_assigned_longest_first_to_the_least_loaded_process(tiny_scenario):
     """Local trains every device, FedAvg and FedProx only K of them: Local's first plan charges the most cycles."""
-    from edgesim.scenarios.parallel import costs_longest_first, planned_cycles
     from edgesim.scenarios.algorithm_run import make_backends
+    from edgesim.scenarios.parallel import costs_longest_first, planned_cycles
 
     sc = load_scenario(tiny_scenario)
     build = make_backends(sc)[0]

@@ -10,7 +10,13 @@ import torch
 from edgesim.engine import Simulation
 from edgesim.learning.algorithms import REGISTRY
 from edgesim.learning.algorithms.fedmix.algorithm import (
-    ANCHOR, FedMixConfig, argmax_pseudo_labels, client_loss, fedfreq_weights, mean_squared_distance, mix,
+    ANCHOR,
+    FedMixConfig,
+    argmax_pseudo_labels,
+    client_loss,
+    fedfreq_weights,
+    mean_squared_distance,
+    mix,
 )
 from edgesim.learning.context import build_context
 from edgesim.learning.costs import task_cycles
@@ -258,7 +264,12 @@ def test_fedmix_resume_is_identical(tiny):
 # --------------------------------------------------------------------------- FedMatch
 
 from edgesim.learning.algorithms.fedmatch.algorithm import (  # noqa: E402
-    PSI, FedMatchConfig, agreement_vote, choose_helpers, compose, hard_threshold,
+    PSI,
+    FedMatchConfig,
+    agreement_vote,
+    choose_helpers,
+    compose,
+    hard_threshold,
 )
 
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 
-import pytest
-
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import weighted_average
-from edgesim.learning.algorithms import REGISTRY
-from edgesim.learning.algorithms.common import arrived_updates, round_metrics, sample_clients, train_devices, training_plan
-from edgesim.learning.algorithms import AlgorithmSpec
+from edgesim.learning.algorithms import REGISTRY, AlgorithmSpec
+from edgesim.learning.algorithms.common import (
+    arrived_updates,
+    round_metrics,
+    sample_clients,
+    train_devices,
+    training_plan,
+)
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, Stream
 from edgesim.learning.objectives import cross_entropy_loss

@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.nn as nn
 
-from edgesim.learning.models import build_model, model_bits
 from edgesim.learning.algorithms.dofed_spp.pca import (
     compressed_bits,
     compressed_numbers,
@@ -17,6 +16,7 @@ from edgesim.learning.algorithms.dofed_spp.pca import (
     pca_matrices,
     reconstruct_matrix,
 )
+from edgesim.learning.models import build_model, model_bits
 
 
 def _w(rows=8, cols=12, seed=0) -> torch.Tensor:

@@ -10,11 +10,19 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from edgesim.plots.curves import algorithm_colors, collect, display_name, draw_accuracy, mean_band, plot_accuracy, plot_runs
-from edgesim.results.reading import Sweep, display_names
+from edgesim.plots.curves import (
+    algorithm_colors,
+    collect,
+    display_name,
+    draw_accuracy,
+    mean_band,
+    plot_accuracy,
+    plot_runs,
+)
 from edgesim.plots.sweep import choose_threshold, plot_sweep, value_label
-from edgesim.scenarios.cli import app
+from edgesim.results.reading import Sweep, display_names
 from edgesim.results.writing import csv_text
+from edgesim.scenarios.cli import app
 from edgesim.scenarios.sweep import make_spec, sweep_rows
 
 runner = CliRunner()

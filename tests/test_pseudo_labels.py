@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from edgesim.learning.algorithms.dofed_spp.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, ensemble_scores, weight_matrix
+from edgesim.learning.algorithms.dofed_spp.pseudo_labels import (
+    batched_pseudo_labels,
+    ensemble_pseudo_labels,
+    ensemble_scores,
+    weight_matrix,
+)
 
 # Two models, three samples, three classes.
 P = torch.tensor(

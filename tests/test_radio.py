@@ -7,8 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgesim.radio import (radio_energy_j, shannon_rate_bps, shared_uplink_time_s, snr, unchecked_shannon_rate_bps,
-                           upload_time_s)
+from edgesim.radio import (
+    radio_energy_j,
+    shannon_rate_bps,
+    shared_uplink_time_s,
+    snr,
+    unchecked_shannon_rate_bps,
+    upload_time_s,
+)
 
 SETTINGS = settings(max_examples=60, deadline=None)
 

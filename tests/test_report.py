@@ -9,9 +9,9 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import TINY_SCENARIO
 from typer.testing import CliRunner
 
-from conftest import TINY_SCENARIO
 from edgesim.results.fingerprint import scenario_differences, scenario_fingerprint
 from edgesim.results.metrics import crossing
 from edgesim.results.reading import RunFolderError, expand, load_run

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-
 import json
-
 import os
 import signal
 import subprocess
@@ -18,9 +16,9 @@ from typer.testing import CliRunner
 
 from edgesim.config import ConfigError
 from edgesim.learning.algorithms import REGISTRY
+from edgesim.results.files import MARKER
 from edgesim.scenarios.cli import app
 from edgesim.scenarios.run import run_scenario
-from edgesim.results.files import MARKER
 from edgesim.scenarios.schema import load_scenario
 
 runner = CliRunner()

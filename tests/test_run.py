@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 import math
+import re
 
 import pytest
 
@@ -13,9 +13,9 @@ from edgesim.config import ConfigError
 from edgesim.learning.algorithms import REGISTRY
 from edgesim.learning.algorithms.common import DivergenceError, check_losses
 from edgesim.learning.executors import LocalTrainResult
+from edgesim.results.files import MARKER
 from edgesim.results.reading import display_names
 from edgesim.scenarios.run import run_scenario
-from edgesim.results.files import MARKER
 from edgesim.scenarios.schema import load_scenario
 
 

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
 
-from edgesim.scenarios.run import run_scenario
 from edgesim.results.files import MANIFEST
 from edgesim.results.writing import lock_path
+from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
-from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from edgesim.scenarios.run import run_scenario
-from edgesim.results.writing import MARKER, lock_path
-from edgesim.scenarios.schema import load_scenario
 from test_jobs import files
+
+from edgesim.results.writing import MARKER, lock_path
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 ROUNDS = ["budget.rounds=25", "run.checkpoint_every=1"]

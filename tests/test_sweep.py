@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import TINY_SCENARIO
 from typer.testing import CliRunner
 
-from conftest import TINY_SCENARIO
 from edgesim.config import ConfigError
-from edgesim.scenarios.cli import app
 from edgesim.results.writing import add_to_manifest
+from edgesim.scenarios.cli import app
 from edgesim.scenarios.sweep import make_spec, parse_grid, run_sweep, split_values
 
 runner = CliRunner()

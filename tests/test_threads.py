@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 import tomllib
+from pathlib import Path
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
-from conftest import TINY_SCENARIO
 from edgesim.config import ConfigError
 from edgesim.scenarios.cli import app
 from edgesim.scenarios.schema import load_scenario

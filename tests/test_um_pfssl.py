@@ -29,10 +29,9 @@ from edgesim.learning.algorithms.um_pfssl.algorithm import (
 from edgesim.learning.context import build_context
 from edgesim.learning.costs import forward_cycles
 from edgesim.learning.inference import entropy
-from edgesim.scenarios.schema import ScenarioError
-from edgesim.scenarios.run import run_scenario
 from edgesim.results.writing import is_run_folder
-from edgesim.scenarios.schema import load_scenario
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import ScenarioError, load_scenario
 
 LN10 = math.log(10)
 

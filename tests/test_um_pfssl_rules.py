@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_um_pfssl import TINY_UM
 
 from edgesim.learning.algorithms.um_pfssl.algorithm import UMPFSSLConfig, confident, corr_weights, pseudo_labels
 from edgesim.learning.data.partitions import dirichlet_partition
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import ScenarioError, load_scenario
-from test_um_pfssl import TINY_UM
 
 # two helpers, two samples, two classes: A is sure of sample 0, B of sample 1
 A = torch.tensor([[0.9, 0.1], [0.5, 0.5]])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_resume import _crashing
 
 from edgesim.config import ConfigError
 from edgesim.learning.config import RunConfig, warm_start_algorithms
@@ -15,7 +16,6 @@ from edgesim.scenarios import warm_start
 from edgesim.scenarios.algorithm_run import make_backends
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
-from test_resume import _crashing
 
 SEMI = ['data.partition="iid"', "data.labeled_fraction=0.3"]  # labelled and unlabelled data on every device
 WARM = 'run.warm_start={algorithm = "fedavg_labeled", rounds = 2}'

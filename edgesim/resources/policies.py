@@ -43,7 +43,8 @@ def register_policy(kind: str, name: str) -> Callable[[type], type]:
 
     def add(cls: type) -> type:
         if not callable(getattr(cls, "allocate", None)):
-            raise ValueError(f"policy {kind} {name!r} ({cls.__name__}): expected a class with a method allocate(self, r)")
+            raise ValueError(f"policy {kind} {name!r} ({cls.__name__}): expected a class with a method "
+                             f"allocate(self, r)")
         POLICIES[kind][name] = cls
         return cls
 
@@ -110,7 +111,8 @@ class MaxFrequency:
 
 @register_policy("cpu_freq", "min_energy")
 class MinEnergyFrequency:
-    """DVFS: the lowest frequency that meets the round's deadline given the upload, f = C / (τ − t_up) in [f_min, f_max]."""
+    """DVFS: the lowest frequency that meets the round's deadline given the upload,
+    f = C / (τ − t_up) in [f_min, f_max]."""
 
     options = ("cpu_freq_min_hz",)
 

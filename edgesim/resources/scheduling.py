@@ -104,7 +104,8 @@ class FastestScheduling:
 
 @register_policy("scheduling", "deadline_feasible")
 class DeadlineFeasibleScheduling:
-    """Only devices that can finish within the round's budget (C / f + s / r ≤ τ alone on the band), random among them."""
+    """Only devices that can finish within the round's budget (C / f + s / r ≤ τ alone on the band), random among
+    them."""
 
     def allocate(self, v: ScheduleView) -> np.ndarray:
         return np.where(v.predicted_s() <= v.deadline_s, v.uniform, -np.inf)

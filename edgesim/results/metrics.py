@@ -17,7 +17,6 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-
 DEFAULT_SUSTAIN_ROUNDS = 3
 """Rounds a crossing must hold (``[run] sustain_rounds`` unset, ``edgesim report`` without ``--sustain``): an
 accuracy that touches a threshold for one or two rounds and falls back has not reached it (docs/metrics.md)."""
@@ -42,7 +41,7 @@ def first_crossing(accuracies: Sequence[float], threshold: float, sustain: int =
         raise ValueError(f"sustain(={sustain!r}) must be an integer >= 1")
     evaluated = [(i, a) for i, a in enumerate(accuracies) if a is not None and not math.isnan(a)]
     held = 0
-    for j, (i, a) in enumerate(evaluated):
+    for j, (_, a) in enumerate(evaluated):
         held = held + 1 if a >= threshold else 0
         if held == sustain:
             return evaluated[j - sustain + 1][0]
@@ -96,12 +95,15 @@ def crossing(cols: Mapping[str, np.ndarray], threshold: float, sustain: int = 1)
     i = first_crossing(list(cols["accuracy"]), threshold, sustain)
     if i is None:
         return None
-    get = lambda k: float(cols[k][i]) if k in cols else math.nan  # noqa: E731
+    def get(k):
+        return float(cols[k][i]) if k in cols else math.nan
+
     return {"time_s": get("time_s"), "bits_up": get("cum_bits_up"), "bits_down": get("cum_bits_down"),
             "energy_j": get("cum_energy_j"), "round": int(cols["round"][i])}
 
 
-THRESHOLD_METRICS = {"time_s": "time_to_accuracy_s", "bits_up": "bits_up_to_accuracy", "energy_j": "energy_to_accuracy_j"}
+THRESHOLD_METRICS = {"time_s": "time_to_accuracy_s", "bits_up": "bits_up_to_accuracy",
+                     "energy_j": "energy_to_accuracy_j"}
 
 
 def algorithm_metrics(cols: Mapping[str, np.ndarray], config: Mapping, thresholds: Sequence[float],
@@ -120,7 +122,8 @@ def algorithm_metrics(cols: Mapping[str, np.ndarray], config: Mapping, threshold
     last = -1
     out: dict = {}
     if ok:
-        final, i, settled = final_accuracy(accs, float(run.get("plateau_tol", 0.01)), int(run.get("plateau_patience", 5)))
+        tol, patience = float(run.get("plateau_tol", 0.01)), int(run.get("plateau_patience", 5))
+        final, i, settled = final_accuracy(accs, tol, patience)
         out[("final_accuracy", None)] = final
         out[("final_accuracy_var", None)] = float(cols["accuracy_var"][i]) if "accuracy_var" in cols else math.nan
         out[("best_accuracy", None)] = max(ok)

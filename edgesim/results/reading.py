@@ -101,7 +101,8 @@ def read_csv_rows(path: Path) -> tuple[list[str], list[dict]]:
             header = next(reader, None)
             body = list(reader)
     except UnicodeDecodeError as e:
-        raise RunFolderError(f"{path}: not a UTF-8 text file (byte {e.start}); expected the CSV edgesim wrote") from None
+        raise RunFolderError(f"{path}: not a UTF-8 text file (byte {e.start}); "
+                             f"expected the CSV edgesim wrote") from None
     except csv.Error as e:
         raise RunFolderError(f"{path}: not a valid CSV file ({e}); expected the CSV edgesim wrote") from None
     if not header:
@@ -260,8 +261,9 @@ class Run:
         nan = float("nan")
         rows = []
         for name, a in self.summary["algorithms"].items():
-            rows.append({"algorithm": name, **{k: nan if v is None else v for k, v in a.items() if not isinstance(v, dict)},
-                         **{f"time_to_{t}_s": nan if s is None else s for t, s in a.get("time_to_accuracy_s", {}).items()}})
+            flat = {k: nan if v is None else v for k, v in a.items() if not isinstance(v, dict)}
+            times = {f"time_to_{t}_s": nan if s is None else s for t, s in a.get("time_to_accuracy_s", {}).items()}
+            rows.append({"algorithm": name, **flat, **times})
         return pd.DataFrame(rows)
 
 
@@ -343,7 +345,8 @@ class Sweep:
             raise RunFolderError(f"{csv_path}: no column {missing[0]!r}; expected the {SWEEP_TABLE} edgesim wrote")
         for line, r in enumerate(self.rows, start=2):
             for c in header:
-                if c not in self.keys and c.endswith(("_accuracy", "_s", "_bits_up", "_bits_down", "_energy_j", "_rounds")) and r[c] != "":
+                numeric = c.endswith(("_accuracy", "_s", "_bits_up", "_bits_down", "_energy_j", "_rounds"))
+                if c not in self.keys and numeric and r[c] != "":
                     number_field(csv_path, line, c, r[c], empty_ok=False)
             if r["status"] == "ok" and not r["run"]:
                 raise RunFolderError(f"{csv_path}: line {line}, column run is empty; expected a run folder name")
@@ -467,7 +470,7 @@ def load_runs(paths, table: str = "rounds"):
                 "seed": config.get("seed")}
         head = pd.DataFrame({k: [v] * len(df) for k, v in meta.items()}, index=df.index)
         head["algorithm"] = df["algorithm"]
-        head["display"] = df["algorithm"].map(lambda a: display.get(a, a))
+        head["display"] = df["algorithm"].map(lambda a, names=display: names.get(a, a))
         frames.append(pd.concat([head, df.drop(columns=["algorithm"])], axis=1))
     if not frames:
         return pd.DataFrame(columns=["run", "sweep", "scenario", "fingerprint", *grid_keys, "seed", "algorithm",

@@ -33,9 +33,9 @@ This module imports no torch.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 import importlib
 import pkgutil
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 
@@ -191,7 +191,8 @@ def register(name: str, config_cls: type, summary: str = "", display: str | None
         if declared is not None:
             ALGORITHMS[name] = dataclasses.replace(declared, build=build, check_data=check_data or declared.check_data)
         else:
-            ALGORITHMS[name] = AlgorithmSpec(name, config_cls, build, summary or (build.__doc__ or "").strip().split("\n")[0],
+            line = summary or (build.__doc__ or "").strip().split("\n")[0]
+            ALGORITHMS[name] = AlgorithmSpec(name, config_cls, build, line,
                                            display or name, build.__module__, check, check_data)
         return build
 

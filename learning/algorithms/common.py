@@ -160,7 +160,7 @@ def check_losses(algorithm: str, round_index: int, devices: Sequence[int], resul
 
 def mean_loss(result: LocalTrainResult) -> float:
     """Mean training loss over the devices that took at least one step (NaN if none did)."""
-    vals = [l for l, s in zip(result.mean_loss, result.n_steps) if s > 0]
+    vals = [loss for loss, s in zip(result.mean_loss, result.n_steps) if s > 0]
     return float(np.mean(vals)) if vals else float("nan")
 
 

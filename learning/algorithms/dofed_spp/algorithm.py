@@ -68,29 +68,32 @@ import torch
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.budget import FeasibilityConstants, InfeasibleBudgetError, examined_pairs, infeasibility_message
 from edgesim.config import ConfigError
-from edgesim.plan import slowest_device_constants
-from edgesim.selection import assignment, best_selection
+from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
-    step_metrics,
     accuracy_metrics,
     check_losses,
     evaluate_personal,
     labeling_accuracy,
     mean_loss,
+    step_metrics,
     to_cpu,
     to_device,
 )
-from edgesim.learning.algorithms import register
-from edgesim.learning.context import Context
-from edgesim.learning.label_quality import label_rates, round_label_metrics
-from edgesim.learning.costs import forward_cycles_per_sample
-from edgesim.learning.state import sent_numbers
-from edgesim.learning.inference import evaluate, predict_proba
+from edgesim.learning.algorithms.dofed_spp.config import DofedSppConfig
 from edgesim.learning.algorithms.dofed_spp.pca import compressed_bits
-from edgesim.learning.algorithms.dofed_spp.pseudo_labels import batched_pseudo_labels, ensemble_pseudo_labels, weight_matrix
+from edgesim.learning.algorithms.dofed_spp.pseudo_labels import (
+    batched_pseudo_labels,
+    ensemble_pseudo_labels,
+    weight_matrix,
+)
 from edgesim.learning.algorithms.dofed_spp.similarity import device_similarity
-from edgesim.learning.algorithms.dofed_spp.config import DofedSppConfig  # noqa: F401 (re-exported)
-
+from edgesim.learning.context import Context
+from edgesim.learning.costs import forward_cycles_per_sample
+from edgesim.learning.inference import evaluate, predict_proba
+from edgesim.learning.label_quality import label_rates, round_label_metrics
+from edgesim.learning.state import sent_numbers
+from edgesim.plan import slowest_device_constants
+from edgesim.selection import assignment, best_selection
 
 # --------------------------------------------------------------------------- cycles
 
@@ -329,7 +332,7 @@ class DofedSpp:
             del self.store[v]
 
     def _cold_start(self, outcome: RoundOutcome) -> dict[str, float]:
-        ctx, n = self.ctx, self.ctx.n_devices
+        ctx = self.ctx
         init = self.rec
         result = self._train("warmup", 0, init, [(c.x_train, c.y_train) for c in ctx.clients], self.warmup_cfg)
         self.rec, self.rec_prev = result.params, list(init)

@@ -9,7 +9,6 @@ from typing import Optional, Union
 from edgesim.config import check_choice, check_int, check_number, fail
 from edgesim.learning.algorithms import PlanningHook, declare
 
-
 Bound = Union[str, float, int]
 BOUND_MODES = ("empirical", "zero")
 SELECTIONS = ("coverage", "literal")
@@ -114,7 +113,9 @@ PLANNING = PlanningHook(  # the (B, K) of Ineq. (26): C1/C2/C3, similarity ratio
     auto_cycles="edgesim.learning.algorithms.dofed_spp.algorithm:auto_cycles")
 
 DofedSppConfig.COMPRESSION_REFUSED = (  # docs/compression.md
-    "its devices download B other devices' models as pseudo-labellers under a (B, K) planned on uncompressed bits (Ineq. 26); not implemented")
+    "its devices download B other devices' models as pseudo-labellers under a (B, K) planned on uncompressed bits "
+    "(Ineq. 26); not implemented")
 
-declare("dofed_spp", DofedSppConfig, planning=PLANNING, module="edgesim.learning.algorithms.dofed_spp.algorithm", display="DoFed-SPP",
+declare("dofed_spp", DofedSppConfig, planning=PLANNING, module="edgesim.learning.algorithms.dofed_spp.algorithm",
+        display="DoFed-SPP",
         summary="DoFed-SPP: reciprocal + target models, similarity ratios, B/K on the budget")

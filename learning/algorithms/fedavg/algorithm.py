@@ -48,12 +48,12 @@ labeller of its unlabelled data.
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn as nn
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import merge, split_keys, weighted_average
+from edgesim.learning.algorithms import register_variants
 from edgesim.learning.algorithms.common import (
     arrived_updates,
     clone_state,
@@ -64,7 +64,18 @@ from edgesim.learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from edgesim.learning.algorithms import register_variants
+from edgesim.learning.algorithms.fedavg.config import (  # noqa: F401 (re-exported)
+    DATA,
+    LOCAL,
+    OBJECTIVES,
+    VARIANTS,
+    FedAdamConfig,
+    FedAvgConfig,
+    FedAvgMConfig,
+    FedBNConfig,
+    FedProxConfig,
+    FedYogiConfig,
+)
 from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
@@ -72,11 +83,7 @@ from edgesim.learning.executors import LocalTask, Stream, View
 from edgesim.learning.label_quality import TRUTH
 from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
 from edgesim.learning.optim import make_schedule
-from edgesim.learning.algorithms.fedavg.config import (  # noqa: F401 (re-exported)
-    DATA, LOCAL, OBJECTIVES, VARIANTS, FedAdamConfig, FedAvgConfig, FedAvgMConfig, FedBNConfig, FedProxConfig, FedYogiConfig,
-)
 from edgesim.learning.server_optim import ServerOptimizer
-
 
 # --------------------------------------------------------------------------- which keys stay on the device
 

@@ -9,7 +9,6 @@ from edgesim.config import check_choice, check_int, check_number, fail
 from edgesim.learning.algorithms import ScenarioFacts, declare_variants, unused_options, variant
 from edgesim.learning.server_optim import check_server_options
 
-
 OBJECTIVES = ("supervised", "fixmatch", "uda")
 DATA = ("labeled", "all_labels")
 LOCAL = ("none", "batchnorm", "head", "lg")

@@ -37,7 +37,6 @@ unlabelled set.
 
 from __future__ import annotations
 
-
 import dataclasses
 
 import numpy as np
@@ -45,8 +44,8 @@ import torch
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
-    step_metrics,
     accuracy_metrics,
     check_losses,
     evaluate_shared,
@@ -55,15 +54,15 @@ from edgesim.learning.algorithms.common import (
     mean_loss,
     sample_clients,
     sampled_training_plan,
+    step_metrics,
     to_cpu,
     to_device,
 )
-from edgesim.learning.algorithms import register
+from edgesim.learning.algorithms.fedbe.config import FedBEConfig
 from edgesim.learning.context import Context
 from edgesim.learning.costs import forward_cycles
 from edgesim.learning.executors import LocalTrainConfig
 from edgesim.learning.inference import predict_proba
-from edgesim.learning.algorithms.fedbe.config import FedBEConfig  # noqa: F401 (re-exported)
 
 Params = dict[str, torch.Tensor]
 

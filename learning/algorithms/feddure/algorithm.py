@@ -52,6 +52,7 @@ from torch.func import grad, vjp
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms import register_variants
 from edgesim.learning.algorithms.common import (
     arrived_updates,
     clone_state,
@@ -62,14 +63,13 @@ from edgesim.learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from edgesim.learning.algorithms import register_variants
+from edgesim.learning.algorithms.feddure.config import FREG_FORMS, NORMS, SIGNS, VARIANTS, FedDureConfig  # noqa: F401 (re-exported)
 from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
-from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.costs import task_cycles, training_passes
 from edgesim.learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
+from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.optim import make_optimizer
-from edgesim.learning.algorithms.feddure.config import SIGNS, NORMS, FREG_FORMS, FedDureConfig, VARIANTS  # noqa: F401 (re-exported)
 
 C_REG = "creg:"  # prefix of C-reg φ's keys in a client's state
 F_REG = ("freg:w1", "freg:b1", "freg:w2", "freg:b2")  # F-reg w's keys in a client's state ("mlp_relu")

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from edgesim.config import check_choice, check_int, check_number, fail
 from edgesim.learning.algorithms import ScenarioFacts, declare_variants, unused_options, variant
 
-
 SIGNS = {"paper": 1.0, "flipped": -1.0}
 NORMS = ("mean", "sum")
 FREG_FORMS = ("fc_sigmoid", "mlp_relu")

@@ -61,7 +61,7 @@ from torch.func import grad, vjp
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import weighted_average
-from edgesim.learning.algorithms.feddure_code.config import VARIANTS, FedDureCodeConfig
+from edgesim.learning.algorithms import register_variants
 from edgesim.learning.algorithms.common import (
     arrived_updates,
     clone_state,
@@ -72,7 +72,7 @@ from edgesim.learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from edgesim.learning.algorithms import register_variants
+from edgesim.learning.algorithms.feddure_code.config import VARIANTS, FedDureCodeConfig
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles, training_passes
 from edgesim.learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View

@@ -35,13 +35,12 @@ C_fwd = C_tra/3) cycles, and uploads m bits.
 
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
+from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
-    step_metrics,
     accuracy_metrics,
     check_losses,
     evaluate_personal,
@@ -49,15 +48,15 @@ from edgesim.learning.algorithms.common import (
     labeling_accuracy,
     mean_loss,
     sample_clients,
+    step_metrics,
     to_cpu,
     to_device,
 )
-from edgesim.learning.costs import forward_cycles_per_sample
-from edgesim.learning.algorithms import register
+from edgesim.learning.algorithms.fedfomo.config import FedFomoConfig
 from edgesim.learning.context import Context
+from edgesim.learning.costs import forward_cycles_per_sample
 from edgesim.learning.inference import cross_entropy_losses
 from edgesim.learning.state import flatten_states
-from edgesim.learning.algorithms.fedfomo.config import FedFomoConfig  # noqa: F401 (re-exported)
 
 MIN_DISTANCE = 1e-12
 

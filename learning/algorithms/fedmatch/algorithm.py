@@ -43,26 +43,26 @@ import torch
 import torch.nn.functional as F
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
+from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
-    step_metrics,
     NO_STEPS,
     aux_metrics,
     mean_loss,
     sample_clients,
     server_labeled_set,
     shared_model_metrics,
+    step_metrics,
     to_cpu,
     to_device,
     train_at_server,
     train_devices,
 )
-from edgesim.learning.algorithms import register
+from edgesim.learning.algorithms.fedmatch.config import FedMatchConfig, FedMatchLCConfig
 from edgesim.learning.context import Context
-from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.costs import forward_cycles, task_cycles
 from edgesim.learning.executors import LocalTask, LocalTrainResult, Stream, View
+from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.objectives import kl_to_soft
-from edgesim.learning.algorithms.fedmatch.config import FedMatchConfig, FedMatchLCConfig  # noqa: F401 (re-exported)
 
 Params = dict[str, torch.Tensor]
 PSI = "psi/"

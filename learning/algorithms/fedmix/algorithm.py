@@ -43,27 +43,27 @@ import torch.nn.functional as F
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms import register_variants
 from edgesim.learning.algorithms.common import (
-    step_metrics,
     NO_STEPS,
-    mean_loss,
     aux_metrics,
+    mean_loss,
     sample_clients,
     server_labeled_set,
     shared_model_metrics,
+    step_metrics,
     to_cpu,
     to_device,
     train_at_server,
     train_devices,
     training_plan,
 )
-from edgesim.learning.algorithms import register_variants
+from edgesim.learning.algorithms.fedmix.config import SIGMA_STARTS, VARIANTS, WEIGHTINGS, FedMixConfig  # noqa: F401 (re-exported)
 from edgesim.learning.context import Context
-from edgesim.learning.label_quality import TRUTH, batch_label_aux
-from edgesim.learning.objectives import kl_to_soft, scaled_cross_entropy_loss
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, Stream, View
-from edgesim.learning.algorithms.fedmix.config import SIGMA_STARTS, WEIGHTINGS, FedMixConfig, VARIANTS  # noqa: F401 (re-exported)
+from edgesim.learning.label_quality import TRUTH, batch_label_aux
+from edgesim.learning.objectives import kl_to_soft, scaled_cross_entropy_loss
 
 Params = dict[str, torch.Tensor]
 ANCHOR = "anchor/"  # prefix of the pull's anchor (σ^t or θ^t) in a client's state (a frozen input)

@@ -9,7 +9,6 @@ from typing import Optional
 from edgesim.config import check_choice, check_int, check_number, fail
 from edgesim.learning.algorithms import ScenarioFacts, declare_variants, variant
 
-
 WEIGHTINGS = ("freq", "samples", "uniform")
 SIGMA_STARTS = ("theta", "persist")
 

@@ -7,22 +7,21 @@ round lasts as long as its slowest device computes.
 
 from __future__ import annotations
 
-
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
+from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
-    step_metrics,
     accuracy_metrics,
     check_losses,
     evaluate_personal,
     has_unlabeled,
     labeling_accuracy,
     mean_loss,
+    step_metrics,
     to_cpu,
     to_device,
 )
-from edgesim.learning.algorithms import register
+from edgesim.learning.algorithms.local.config import LocalConfig
 from edgesim.learning.context import Context
-from edgesim.learning.algorithms.local.config import LocalConfig  # noqa: F401 (re-exported)
 
 
 class Local:

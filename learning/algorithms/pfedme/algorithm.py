@@ -25,12 +25,12 @@ Defaults λ = 15, K = 5, η_p = 0.09, β = 1 (the official code's); η is
 
 from __future__ import annotations
 
-
 import torch.nn.functional as F
 from torch.func import grad
 
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
     arrived_updates,
     round_metrics,
@@ -39,12 +39,11 @@ from edgesim.learning.algorithms.common import (
     to_device,
     train_devices,
 )
-from edgesim.learning.algorithms import register
+from edgesim.learning.algorithms.pfedme.config import PFedMeConfig
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, StepInputs, Stream
 from edgesim.learning.optim import SGD
-from edgesim.learning.algorithms.pfedme.config import PFedMeConfig  # noqa: F401 (re-exported)
 
 W = "w:"  # prefix of the local model's keys in a client's state
 

@@ -11,15 +11,20 @@ nothing (``RoundOutcome.server_cut``): θ stays as it was (docs/labels_at_server
 from __future__ import annotations
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from edgesim.learning.algorithms.common import (
-    NO_STEPS, server_labeled_set, shared_model_metrics, to_cpu, to_device, train_at_server,
-)
 from edgesim.learning.algorithms import register
+from edgesim.learning.algorithms.common import (
+    NO_STEPS,
+    server_labeled_set,
+    shared_model_metrics,
+    to_cpu,
+    to_device,
+    train_at_server,
+)
+from edgesim.learning.algorithms.server_only.config import ServerOnlyConfig  # noqa: F401 (re-exported)
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, Stream
 from edgesim.learning.objectives import scaled_cross_entropy_loss
-from edgesim.learning.algorithms.server_only.config import ServerOnlyConfig  # noqa: F401 (re-exported)
 
 
 class ServerOnly:

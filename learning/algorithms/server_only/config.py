@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from edgesim.compression import SENDS_NOTHING
-
 from dataclasses import dataclass
 from typing import Optional
 
+from edgesim.compression import SENDS_NOTHING
 from edgesim.config import check_int, check_number
 from edgesim.learning.algorithms import ScenarioFacts, declare
 

@@ -57,27 +57,31 @@ from torch.func import grad
 from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.config import fail
 from edgesim.learning.aggregation import weighted_average
+from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
-    step_metrics,
     NO_STEPS,
     accuracy_metrics,
     mean_loss,
     sample_clients,
+    step_metrics,
     to_cpu,
     to_device,
     train_devices,
 )
-from edgesim.learning.algorithms import register
+from edgesim.learning.algorithms.um_pfssl.config import (  # noqa: F401 (re-exported)
+    FORMS,
+    HELPER_DEVICES,
+    LABEL_RULES,
+    LOCAL_STEPS,
+    UPDATE_RULES,
+    UMPFSSLConfig,
+)
 from edgesim.learning.context import Context
 from edgesim.learning.costs import forward_cycles, task_cycles
 from edgesim.learning.executors import LocalTask, LocalTrainResult, StepInputs, Stream
 from edgesim.learning.inference import entropy, evaluate, mc_dropout_proba
-from edgesim.learning.objectives import cross_entropy_loss, kl_to_soft
 from edgesim.learning.label_quality import label_rates, round_label_metrics
-from edgesim.learning.algorithms.um_pfssl.config import (  # noqa: F401 (re-exported)
-    FORMS, HELPER_DEVICES, LABEL_RULES, LOCAL_STEPS, UPDATE_RULES, UMPFSSLConfig,
-)
-
+from edgesim.learning.objectives import cross_entropy_loss, kl_to_soft
 
 # --------------------------------------------------------------------------- formulas
 

@@ -8,7 +8,6 @@ from typing import Optional
 from edgesim.config import check_choice, check_int, check_number, fail
 from edgesim.learning.algorithms import ScenarioFacts, declare
 
-
 FORMS = ("arxiv", "journal")
 HELPER_DEVICES = ("all", "sampled")
 UPDATE_RULES = ("every_nu", "from_nu")
