@@ -155,7 +155,7 @@ def _print_plan(scenario, plan) -> None:
     steps = plan_local_steps(scenario)
     echo(f"Local steps per device-round: I·⌈D/B⌉ = {steps['local_iterations']}·⌈{steps['samples_per_device']}/"
          f"{steps['batch_size']}⌉ = {steps['local_steps_per_device']} (one supervised stream of D samples; a "
-         "semi-supervised method's lead stream sets its count: rounds.csv's local_steps_per_device)")
+         f"semi-supervised method's lead stream sets its count: {ROUNDS}'s local_steps_per_device)")
     echo("")
     fits = sum(d.train_s + d.upload_s <= plan.round_budget_s for d in plan.devices)
     echo(f"Train + upload within T/G: {fits} of {plan.n_devices} devices (alone on the uplink)")
@@ -602,7 +602,7 @@ def report(
         "leader (repeatable), e.g. a method's floor."),
     sustain: Optional[int] = typer.Option(
         None, "--sustain", help="Rounds the accuracy must stay at or above a threshold for it to count as reached "
-        "(default: each run's run.sustain_rounds, 3 unless set: the rule of summary.json)."),
+        f"(default: each run's run.sustain_rounds, 3 unless set: the rule of {SUMMARY})."),
     rank_by: str = typer.Option("time", "--rank-by", help="Leaderboard order: time, energy or bits to the primary "
                                 "threshold, or final or best accuracy."),
     style: str = STYLE_OPT,

@@ -127,7 +127,7 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "run.tracking": ("send each round's metrics to a tracker as the run goes", "",
                      '"none", "mlflow" or "tensorboard" (extras)'),
     "run.sustain_rounds": ("a threshold counts as reached at the first round from which the accuracy stays at or "
-                           "above it for this many evaluated rounds (summary.json, edgesim report); unset: 3",
+                           "above it for this many evaluated rounds (the run summary, edgesim report); unset: 3",
                            "rounds", ">= 1, or unset"),
     "run.warm_start": ("{algorithm = NAME, rounds = R}: every algorithm starts from NAME's first R rounds", "",
                        "a table, or unset"),
