@@ -21,54 +21,15 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from importlib.metadata import entry_points
 
 from edgesim.config import ConfigError
-
-GROUPS = {
-    "algorithms": "edgesim.algorithms",
-    "models": "edgesim.models",
-    "datasets": "edgesim.datasets",
-    "partitions": "edgesim.partitions",
-    "policies": "edgesim.policies",
-}
-_loaded: set[tuple[str, str, str]] = set()
-_entry_records: list[dict] = []  # the entry points loaded in this process, for run.json (plugin_record)
-
-
-class PluginError(ConfigError):
-    """A plugin that cannot be loaded; the message names the entry point or module and the reason."""
-
-
-def _run(obj) -> None:
-    """An entry point's object: a module registers on import; a function is called to register."""
-    if callable(obj) and not isinstance(obj, type):
-        obj()
-
-
-def load_entry_points(*kinds: str) -> list[str]:
-    """Load the entry points of ``kinds`` (default: all) not loaded yet; returns their ``group:name``s."""
-    done = []
-    for kind in kinds or tuple(GROUPS):
-        group = GROUPS[kind]
-        for ep in entry_points(group=group):
-            key = (group, ep.name, ep.value)
-            if key in _loaded:
-                continue
-            _loaded.add(key)  # once, even if it fails: a broken plugin is reported once, not on every lookup
-            dist = getattr(getattr(ep, "dist", None), "name", None) or "an installed package"
-            try:
-                _run(ep.load())
-            except Exception as e:  # noqa: BLE001 - any failure of someone else's code is reported in one line
-                raise PluginError(f"plugin entry point {ep.name!r} = {ep.value!r} (group {group!r}, from {dist}): "
-                                  f"cannot be loaded ({type(e).__name__}: {e}); expected a module that registers "
-                                  f"{kind}, or uninstall {dist}") from None
-            done.append(f"{group}:{ep.name}")
-            module = ep.value.split(":", 1)[0]
-            _entry_records.append({"entry_point": f"{group}:{ep.name}", "module": module, "distribution": dist,
-                                   "version": getattr(getattr(ep, "dist", None), "version", None),
-                                   "path": getattr(sys.modules.get(module), "__file__", None)})
-    return done
+from edgesim.learning.entry_points import (  # noqa: F401 (GROUPS, PluginError, load_entry_points: re-exported)
+    GROUPS,
+    PluginError,
+    entry_records,
+    load_entry_points,
+    register_from,
+)
 
 
 def import_plugins(modules, where: str) -> None:
@@ -82,7 +43,7 @@ def import_plugins(modules, where: str) -> None:
     for name in modules:
         before = _registered()
         try:
-            _run(importlib.import_module(name))
+            register_from(importlib.import_module(name))
         except ConfigError:
             raise
         except (Exception, SystemExit) as e:  # noqa: BLE001 - sys.exit() on import must not end edgesim silently
@@ -132,4 +93,4 @@ def plugin_record(modules=()) -> list[dict]:
     ``version``, ``path``), so that a run names the code that produced it beside edgesim's own commit."""
     out = [{"module": name, "version": _module_version(name), "path": getattr(sys.modules.get(name), "__file__", None)}
            for name in modules]
-    return out + [dict(r) for r in _entry_records]
+    return out + [dict(r) for r in entry_records]

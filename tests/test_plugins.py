@@ -98,7 +98,7 @@ def test_a_missing_plugin_is_one_clear_line(tiny_scenario, tmp_path):
 
 
 def test_a_broken_entry_point_names_itself(monkeypatch):
-    from edgesim.learning import plugins
+    from edgesim.learning import entry_points as plugins
 
     class Broken:
         name, value, dist = "broken", "broken_pkg.mod", None

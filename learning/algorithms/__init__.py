@@ -235,7 +235,7 @@ def load_builders() -> dict[str, AlgorithmSpec]:
         _builders_loaded = True
         for folder in _folders():
             importlib.import_module(f"{__name__}.{folder}.algorithm")
-        from edgesim.learning.plugins import load_entry_points
+        from edgesim.learning.entry_points import load_entry_points
 
         load_entry_points("algorithms")
     return ALGORITHMS
