@@ -32,7 +32,7 @@ application refuses an algorithm without one in one line
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping
+from typing import Mapping
 
 import torch
 
