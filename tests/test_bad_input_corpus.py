@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_safety import PHYSICS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,10 +8,10 @@ import os
 import socket
 
 import pytest
+from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
 
 from edgesim.config import ConfigError
 from edgesim.results.writing import MANIFEST, lock_path, read_manifest
-from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
 
 
 @pytest.fixture
