@@ -10,8 +10,8 @@ from typing import List, Optional
 import typer
 
 from edgesim.config import ConfigError
-from edgesim.results.files import ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE
-from edgesim.results.reading import folder_kind, read_summary
+from edgesim.results.files import MARKER, ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE
+from edgesim.results.reading import expand, folder_kind, read_summary
 from edgesim.scenarios.signals import Terminated, exit_code, handle_signals  # noqa: F401 (Terminated re-exported)
 
 app = typer.Typer(
@@ -550,6 +550,11 @@ def plot(
     sweeps, runs, written = [], [], []
     for f in folders:
         kind = folder_kind(f)
+        if kind is None and (f / MARKER).is_file():  # an unfinished run: its reader's line says how to finish it
+            try:
+                expand([f], holders=False)
+            except ConfigError as e:
+                _fail(str(e))
         if kind is None:
             _fail(f"{f}: no such folder; expected a run folder ({ROUNDS}) or a sweep folder ({SWEEP_SPEC}, "
                   f"{SWEEP_TABLE})" if not f.exists() else

@@ -155,3 +155,14 @@ def test_a_diverged_algorithm_leaves_no_nan_in_summary_json(tiny_scenario, cwd):
     text = (cwd / "R" / "summary.json").read_text()
     summary = json.loads(text, parse_constant=lambda c: pytest.fail(f"summary.json holds {c}"))
     assert summary["algorithms"]["fedavg"]["diverged"]
+
+
+def test_report_on_a_killed_runs_folder_says_it_is_unfinished(phys, cwd):
+    from edgesim.results.writing import RunFolder
+
+    work = RunFolder(cwd / "R").work
+    work.mkdir()
+    RunFolder(cwd / "R").mark("started; the run has not finished.")
+    for command in ("report", "plot"):
+        line = one_error_line(run(command, work, "--out", cwd / "x"))
+        assert "an unfinished run" in line and "--resume" in line, line

@@ -29,7 +29,7 @@ from typing import Iterable, Optional
 import numpy as np
 
 from edgesim.config import ConfigError
-from edgesim.results.files import CONFIG, PROVENANCE, ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE, TABLES
+from edgesim.results.files import CONFIG, MARKER, PROVENANCE, ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE, TABLES
 from edgesim.results.fingerprint import dig, scenario_fingerprint
 from edgesim.results.metrics import crossing, sustain_rounds
 from edgesim.results.writing import is_finished
@@ -310,6 +310,9 @@ def expand(paths: Iterable[str | Path] | str | Path, *, holders: bool = True) ->
                                  f"({SWEEP_SPEC})")
         elif holders and p.is_dir() and any((c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file() for c in p.iterdir()):
             found += expand(sorted(c for c in p.iterdir() if (c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file()))
+        elif (p / MARKER).is_file():  # a killed or failed run: what it lacks is to be finished
+            raise RunFolderError(f"{p}: an unfinished run (its {MARKER} marker says why); finish it with the same "
+                                 f"edgesim run command and --resume, then use the finished folder")
         else:
             holding = ", nor a folder holding them" if holders else ""
             raise RunFolderError(f"{p}: neither a run folder ({ROUNDS}) nor a sweep folder ({SWEEP_SPEC}){holding}")
