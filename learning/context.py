@@ -17,7 +17,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from edgesim.compute import training_cycles
 from edgesim.config import WorkloadConfig
 from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 from edgesim.learning.data import partitions as P
@@ -152,10 +151,6 @@ class Context:
     @property
     def template_state(self) -> Params:
         return self.model.state_dict()
-
-    def train_cycles(self, n_samples: int) -> float:
-        """CPU cycles of local training on ``n_samples`` samples: ``I · C_tra · D`` (Eq. 7)."""
-        return training_cycles(self.workload.local_iterations, self.cycles_per_sample, n_samples)
 
 
 def make_partition(dataset: Dataset, cfg: DataConfig, n_devices: int, rng: np.random.Generator):

@@ -15,7 +15,8 @@ import torch
 
 from edgesim.backend import DeviceWork, Diverged, RoundPlan
 from edgesim.learning.context import Context
-from edgesim.learning.executors import LocalTask, LocalTrainResult
+from edgesim.learning.costs import task_cycles
+from edgesim.learning.executors import LocalTask, LocalTrainResult, Stream
 from edgesim.learning.inference import evaluate
 from edgesim.learning.label_quality import finish as finish_label_metrics
 
@@ -38,10 +39,40 @@ def sample_clients(ctx: Context, round_index: int, k: int, view=None) -> tuple[i
     return tuple(sorted(int(i) for i in ctx.rng("sample", round_index).choice(n, size=k, replace=False)))
 
 
+def sgd_task(ctx: Context, *, epochs: int | None = None, lr: float | None = None, momentum: float | None = None,
+             weight_decay: float | None = None, batch_size: int | None = None) -> LocalTask:
+    """Supervised local SGD as a :class:`LocalTask`: mean cross-entropy on one stream ``main`` of
+    ``(x, y[, w])``, plain SGD (``[train]`` lr, momentum, weight decay), ``batch_size`` samples per step
+    (default ``[train] batch_size``) and ``epochs`` passes (default I, ``workload.local_iterations``);
+    any of them given here replaces the run's. Local, FedFomo, FedBE and DoFed-SPP train with it.
+    """
+    from edgesim.learning.objectives import cross_entropy_loss
+    from edgesim.learning.optim import SGD
+
+    c = ctx.local_cfg
+
+    def pick(value, default):
+        return default if value is None else value
+
+    return LocalTask(
+        loss=cross_entropy_loss("x"),
+        optimizer=SGD(pick(lr, c.lr), pick(momentum, c.momentum), pick(weight_decay, c.weight_decay)),
+        epochs=pick(epochs, c.epochs),
+        streams=(Stream("main", pick(batch_size, c.batch_size)),),
+    )
+
+
+def sgd_cycles(ctx: Context, task: LocalTask, n_samples: int) -> float:
+    """Cycles of one round of a :func:`sgd_task` on ``n_samples`` samples (:func:`edgesim.learning.costs.task_cycles`:
+    ``epochs · C_tra · D``, Eq. 7)."""
+    return task_cycles(task, {"main": n_samples}, ctx.cycles_per_sample)
+
+
 def sampled_training_plan(ctx: Context, selected: Sequence[int]) -> RoundPlan:
     """The round plan of a FedAvg-style round: each selected device downloads the model (m bits),
     trains on its labelled data (I·C_tra·D cycles) and uploads it (m bits)."""
-    cycles = {d: ctx.train_cycles(ctx.clients[d].y_sup.shape[0]) for d in selected}
+    task = sgd_task(ctx)
+    cycles = {d: sgd_cycles(ctx, task, ctx.clients[d].y_sup.shape[0]) for d in selected}
     return training_plan(selected, cycles, ctx.model_bits, ctx.model_bits)
 
 

@@ -59,7 +59,6 @@ distances (P parameters).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Optional, Union
 
 import numpy as np
@@ -71,13 +70,15 @@ from edgesim.config import ConfigError
 from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
     accuracy_metrics,
-    check_losses,
     evaluate_personal,
     labeling_accuracy,
     mean_loss,
+    sgd_cycles,
+    sgd_task,
     step_metrics,
     to_cpu,
     to_device,
+    train_devices,
 )
 from edgesim.learning.algorithms.dofed_spp.config import DofedSppConfig
 from edgesim.learning.algorithms.dofed_spp.pca import compressed_bits
@@ -159,9 +160,9 @@ class DofedSpp:
         n = ctx.n_devices
         self.gamma = float(cfg.gamma if cfg.gamma is not None else ctx.train_cfg.lr)
         self.vectorize = cfg.vectorize == "on" or (cfg.vectorize == "auto" and ctx.device.type == "cuda")
-        self.rec_cfg = ctx.local_cfg
-        self.warmup_cfg = replace(ctx.local_cfg, epochs=cfg.warmup_rounds * ctx.local_cfg.epochs)
-        self.target_cfg = replace(ctx.local_cfg, epochs=cfg.target_epochs)
+        self.rec_task = sgd_task(ctx)
+        self.warmup_task = sgd_task(ctx, epochs=cfg.warmup_rounds * ctx.local_cfg.epochs)
+        self.target_task = sgd_task(ctx, epochs=cfg.target_epochs)
         rec0 = ctx.init_state()  # the run's common initial model (as every algorithm's)
         tar0 = ctx.init_state("target")
         self.rec = [rec0] * n  # θ_n^rec (never modified in place: training returns new tensors)
@@ -177,7 +178,7 @@ class DofedSpp:
         self.b = 0
         # Cycles per device and phase.
         c = ctx.cycles_per_sample
-        self.rec_cycles = [ctx.train_cycles(cl.y_train.shape[0]) for cl in ctx.clients]
+        self.rec_cycles = [sgd_cycles(ctx, self.rec_task, cl.y_train.shape[0]) for cl in ctx.clients]
         self.tar_cycles = [cfg.target_cycles(c, cl.x_unl.shape[0] + cl.y_lab.shape[0]) for cl in ctx.clients]
         self.warmup_cycles = [cfg.warmup_rounds * x for x in self.rec_cycles]
         w = ctx.workload
@@ -259,14 +260,12 @@ class DofedSpp:
             return self._cold_start(outcome)
         return self._round(outcome)
 
-    def _train(self, kind: str, round_index: int, starts, datasets, cfg):
+    def _train(self, kind: str, round_index: int, starts, datasets, task):
         ctx = self.ctx
         devices = list(range(ctx.n_devices))
         # the reciprocal model trains on what every algorithm's local training draws; the target model its own
-        gens = [ctx.generator("target" if kind == "target" else "train", round_index, d) for d in devices]
-        result = ctx.executor.train_with_stats(ctx.model, starts, datasets, gens, cfg)
-        check_losses(f"{self.name} ({kind} model)", round_index, devices, result)
-        return result
+        stream = "target" if kind == "target" else "train"
+        return train_devices(ctx, f"{self.name} ({kind} model)", round_index, devices, starts, datasets, task, stream)
 
     def _publish(self, devices) -> dict[int, int]:
         """The BS downsizes the uploads of ``devices``; returns {device: version id}."""
@@ -334,7 +333,7 @@ class DofedSpp:
     def _cold_start(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx = self.ctx
         init = self.rec
-        result = self._train("warmup", 0, init, [(c.x_train, c.y_train) for c in ctx.clients], self.warmup_cfg)
+        result = self._train("warmup", 0, init, [(c.x_train, c.y_train) for c in ctx.clients], self.warmup_task)
         self.rec, self.rec_prev = result.params, list(init)
         versions = self._publish(d for d in outcome.arrived)
         for i, v in versions.items():
@@ -376,11 +375,11 @@ class DofedSpp:
             datasets.append((torch.cat([c.x_unl[keep], c.x_lab]), torch.cat([p[keep].to(c.y_lab.dtype), c.y_lab])))
         # Phase 3: teacher–student step on pseudo ∪ labelled target data (Eq. 22).
         tar_before = self.tar
-        tar_result = self._train("target", r, self.tar, datasets, self.target_cfg)
+        tar_result = self._train("target", r, self.tar, datasets, self.target_task)
         self.tar = tar_result.params
         # Phase 4: similarity ratios with the copies each device holds (Eq. 19), then Eq. (15).
         extra = self._similarity(tar_before)
-        rec_result = self._train("rec", r, self.rec, [(c.x_train, c.y_train) for c in ctx.clients], self.rec_cfg)
+        rec_result = self._train("rec", r, self.rec, [(c.x_train, c.y_train) for c in ctx.clients], self.rec_task)
         self.rec_prev, self.rec = self.rec, rec_result.params
         self._gc()
         metrics = {**accuracy_metrics(evaluate_personal(ctx, self.tar))}

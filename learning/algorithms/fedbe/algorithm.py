@@ -54,14 +54,15 @@ from edgesim.learning.algorithms.common import (
     mean_loss,
     sample_clients,
     sampled_training_plan,
+    sgd_task,
     step_metrics,
     to_cpu,
     to_device,
+    train_devices,
 )
 from edgesim.learning.algorithms.fedbe.config import FedBEConfig
 from edgesim.learning.context import Context
 from edgesim.learning.costs import forward_cycles
-from edgesim.learning.executors import LocalTrainConfig
 from edgesim.learning.inference import predict_proba
 
 Params = dict[str, torch.Tensor]
@@ -139,8 +140,9 @@ class FedBE:
         size = server_set_size(ctx, cfg)
         idx = ctx.rng(self.name, "server").choice(ctx.pool_x.shape[0], size=size, replace=False)
         self.server_x = ctx.pool_x[torch.as_tensor(np.sort(idx), device=ctx.pool_x.device)]
-        self.distill_cfg = LocalTrainConfig(
-            lr=cfg.distill_lr, momentum=cfg.distill_momentum, weight_decay=cfg.distill_weight_decay,
+        self.task = sgd_task(ctx)
+        self.distill_task = sgd_task(  # the student's supervised step on the teachers' soft labels
+            ctx, lr=cfg.distill_lr, momentum=cfg.distill_momentum, weight_decay=cfg.distill_weight_decay,
             batch_size=cfg.distill_batch_size, epochs=cfg.distill_epochs,
         )
         self.selected: tuple[int, ...] = ()
@@ -170,10 +172,8 @@ class FedBE:
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, cfg, r = self.ctx, self.cfg, outcome.round_index
         sel = list(self.selected)
-        gens = [ctx.generator("train", r, d) for d in sel]
         data = [(ctx.clients[d].x_sup, ctx.clients[d].y_sup) for d in sel]
-        result = ctx.executor.train_with_stats(ctx.model, [self.global_state] * len(sel), data, gens, ctx.local_cfg)
-        check_losses(self.name, r, sel, result)
+        result = train_devices(ctx, self.name, r, sel, [self.global_state] * len(sel), data, self.task)
         arrived = set(outcome.arrived)
         ups = [(s, 1.0 if cfg.weighting == "uniform" else float(ctx.clients[d].y_sup.shape[0]))
                for d, s in zip(sel, result.params) if d in arrived]
@@ -184,9 +184,8 @@ class FedBE:
                                   vectorize=ctx.device.type == "cuda")
             target = sharpen(probs.mean(0), cfg.temperature)
             if cfg.distill_epochs > 0:
-                student = ctx.executor.train_with_stats(
-                    ctx.model, [avg], [(self.server_x, target)], [ctx.generator(self.name, "distill", r)], self.distill_cfg
-                )
+                student = ctx.executor.run(ctx.model, self.distill_task, [avg], [(self.server_x, target)],
+                                           [ctx.generator(self.name, "distill", r)])
                 check_losses(f"{self.name} (distillation)", r, [-1], student)
                 self.global_state = student.params[0]
                 metrics["distill_loss"] = student.mean_loss[0]

@@ -42,15 +42,17 @@ from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
     accuracy_metrics,
-    check_losses,
     evaluate_personal,
     has_unlabeled,
     labeling_accuracy,
     mean_loss,
     sample_clients,
+    sgd_cycles,
+    sgd_task,
     step_metrics,
     to_cpu,
     to_device,
+    train_devices,
 )
 from edgesim.learning.algorithms.fedfomo.config import FedFomoConfig
 from edgesim.learning.context import Context
@@ -123,6 +125,7 @@ class FedFomo:
     def __init__(self, ctx: Context, cfg: FedFomoConfig):
         self.ctx, self.cfg = ctx, cfg
         n = ctx.n_devices
+        self.task = sgd_task(ctx)
         first = ctx.init_state()
         self.models = [first] * n
         self.federated = [first] * n  # each device's model right after its last FedFomo update
@@ -159,7 +162,7 @@ class FedFomo:
             DeviceWork(
                 device=i,
                 compute_cycles={
-                    "train": ctx.train_cycles(self.train_sets[i][1].shape[0]),
+                    "train": sgd_cycles(ctx, self.task, self.train_sets[i][1].shape[0]),
                     "fomo_weights": (len(self.downloads[i]) + 1) * fwd * self.val_sets[i][1].shape[0],
                 },
                 upload_bits=ctx.model_bits,
@@ -191,9 +194,7 @@ class FedFomo:
         sel = list(self.selected)
         for d, start in zip(sel, starts):
             self.federated[d] = start
-        gens = [ctx.generator("train", r, d) for d in sel]
-        result = ctx.executor.train_with_stats(ctx.model, starts, [self.train_sets[d] for d in sel], gens, ctx.local_cfg)
-        check_losses(self.name, r, sel, result)
+        result = train_devices(ctx, self.name, r, sel, starts, [self.train_sets[d] for d in sel], self.task)
         arrived = set(outcome.arrived)
         for d, state in zip(sel, result.params):
             self.models[d] = state

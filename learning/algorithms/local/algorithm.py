@@ -11,14 +11,16 @@ from edgesim.backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
     accuracy_metrics,
-    check_losses,
     evaluate_personal,
     has_unlabeled,
     labeling_accuracy,
     mean_loss,
+    sgd_cycles,
+    sgd_task,
     step_metrics,
     to_cpu,
     to_device,
+    train_devices,
 )
 from edgesim.learning.algorithms.local.config import LocalConfig
 from edgesim.learning.context import Context
@@ -29,11 +31,12 @@ class Local:
         self.ctx, self.name = ctx, name
         first = ctx.init_state()
         self.states = [dict(first) for _ in range(ctx.n_devices)]
+        self.task = sgd_task(ctx)
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
         work = tuple(
-            DeviceWork(device=d, compute_cycles={"train": ctx.train_cycles(c.y_sup.shape[0])})
+            DeviceWork(device=d, compute_cycles={"train": sgd_cycles(ctx, self.task, c.y_sup.shape[0])})
             for d, c in enumerate(ctx.clients)
         )
         return RoundPlan(work)
@@ -42,9 +45,7 @@ class Local:
         ctx = self.ctx
         devices = list(range(ctx.n_devices))
         data = [(c.x_sup, c.y_sup) for c in ctx.clients]
-        gens = [ctx.generator("train", outcome.round_index, d) for d in devices]
-        result = ctx.executor.train_with_stats(ctx.model, self.states, data, gens, ctx.local_cfg)
-        check_losses(self.name, outcome.round_index, devices, result)
+        result = train_devices(ctx, self.name, outcome.round_index, devices, self.states, data, self.task)
         self.states = result.params
         metrics = {**accuracy_metrics(evaluate_personal(ctx, self.states)), "train_loss": mean_loss(result),
                    **step_metrics(result)}
