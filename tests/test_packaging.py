@@ -110,6 +110,19 @@ def test_pip_plans_to_install_edgesim_alone_keeping_the_torch_it_finds(installed
     assert version.startswith("2.13.0"), version
 
 
+def test_the_wheel_installs_edgesim_as_its_only_top_level_name(installed):
+    """The installed files (the wheel's RECORD) sit under ``edgesim/`` only, besides the dist-info and the script."""
+    python, _ = installed
+    code = ("import importlib.metadata as m, json\n"
+            "print(json.dumps(sorted({f.parts[0] for f in m.distribution('edgesim').files})))")
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout
+    names = [n for n in json.loads(out) if n != ".." and not n.endswith(".dist-info")]
+    assert names == ["edgesim"], names
+    listed = subprocess.run([str(python), "-c", "import edgesim.learning.algorithms as a, edgesim.results.reading; "
+                             "print(len(a.ALGORITHMS))"], capture_output=True, text=True, check=True).stdout
+    assert int(listed) >= 20  # the algorithm folders and the results module are in the wheel
+
+
 @pytest.mark.slow
 def test_the_installed_wheel_runs_a_scenario_beside_a_users_plots_learning_and_scenarios_folders(installed, tmp_path):
     python, _ = installed
