@@ -16,7 +16,7 @@ from edgesim.config import ConfigError, build_config, check_choice, check_int, c
 from edgesim.learning.algorithms import ALGORITHMS, check_fixed
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.learning.data.partitions import PARTITIONS
-from edgesim.learning.model_registry import MODELS
+from edgesim.learning.model_specs import MODELS
 
 Number = Union[int, float]
 
@@ -164,7 +164,7 @@ class TrainConfig:
     local steps of a round). Algorithms may override them in their own table.
     """
 
-    model: str = "cnn"  # a name of edgesim.learning.model_registry.MODELS
+    model: str = "cnn"  # a name of edgesim.learning.model_specs.MODELS
     lr: Number = 0.05
     momentum: Number = 0.9
     weight_decay: Number = 0.0

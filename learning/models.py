@@ -10,7 +10,7 @@
 - :class:`ResNet9` — UM-pFSSL's model (§2.5) with MC-dropout; its
   predictions over T passes (Eqs. 9–10) are :func:`edgesim.learning.inference.mc_dropout_proba`.
 
-Names and input kinds live in the torch-free :data:`edgesim.learning.model_registry.MODELS`;
+Names and input kinds live in the torch-free :data:`edgesim.learning.model_specs.MODELS`;
 its entries name the ``build_*`` functions below, which :func:`build_model` calls.
 
 Randomness is explicit: :func:`build_model` takes a ``seed`` and initialises
@@ -29,9 +29,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from edgesim.learning.layers import BatchNorm2d, Dropout, name_layers
-from edgesim.learning.model_registry import MODELS
+from edgesim.learning.model_specs import MODELS
 
-MODEL_NAMES = MODELS.names  # the registry's names (edgesim.learning.model_registry), kept for callers
+MODEL_NAMES = MODELS.names  # the registry's names (edgesim.learning.model_specs), kept for callers
 
 _DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 
@@ -229,7 +229,7 @@ def stochastic_modules(model: nn.Module) -> list[str]:
 
 
 # --------------------------------------------------------------------------- build & size
-# Builders named by edgesim.learning.model_registry.MODELS: (input_shape, n_classes, vocab_size) -> nn.Module.
+# Builders named by edgesim.learning.model_specs.MODELS: (input_shape, n_classes, vocab_size) -> nn.Module.
 
 
 def build_cnn(shape: tuple, n_classes: int, vocab_size: int | None = None) -> nn.Module:
@@ -295,7 +295,7 @@ def build_model(
     *,
     seed: int | None = None,
 ) -> nn.Module:
-    """Model ``name`` (a name of :data:`edgesim.learning.model_registry.MODELS`) for inputs of ``input_shape``.
+    """Model ``name`` (a name of :data:`edgesim.learning.model_specs.MODELS`) for inputs of ``input_shape``.
 
     ``input_shape`` is one sample's shape: ``(C, H, W)`` for image models,
     ``(length,)`` for text models (which also need ``vocab_size``). With ``seed``

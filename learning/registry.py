@@ -16,7 +16,7 @@ than numpy, or names its builders lazily:
   entry holds its loader);
 - partitions: :data:`edgesim.learning.data.partitions.PARTITIONS` (numpy-only; each
   entry holds its split function and the ``DataConfig`` fields it reads);
-- models: :data:`edgesim.learning.model_registry.MODELS` (stdlib-only; each entry
+- models: :data:`edgesim.learning.model_specs.MODELS` (stdlib-only; each entry
   names its builder in ``edgesim.learning.models`` as ``"module:attribute"``, imported
   on first use, so torch is loaded only when a model is built);
 - algorithms: :data:`edgesim.learning.algorithms.ALGORITHMS` (torch-free: names,

@@ -93,7 +93,7 @@ def catalog(kind: str) -> list[Entry]:
         return [Entry(s.name, s.summary, f"display: {s.display}", dataclass_options(s.config_cls))
                 for s in REGISTRY.values()]
     if kind == "models":
-        from edgesim.learning.model_registry import MODELS
+        from edgesim.learning.model_specs import MODELS
 
         return [Entry(s.name, s.summary, f"input: {s.input}") for s in MODELS.values()]
     if kind == "datasets":

@@ -340,7 +340,7 @@ def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: st
     and ``edgesim run`` refuse the same things, before any data is loaded.
     """
     from edgesim.learning.algorithms import ALGORITHMS, ScenarioFacts
-    from edgesim.learning.model_registry import MODELS
+    from edgesim.learning.model_specs import MODELS
 
     run, data, train = learned["run"], learned["data"], learned["train"]
     facts = ScenarioFacts(system.n_devices, run.clients_per_round, data, train,

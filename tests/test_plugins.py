@@ -115,7 +115,7 @@ def test_a_broken_entry_point_names_itself(monkeypatch):
 
 MODEL_PLUGIN = '''
 """A model plugin: registered torch-free, its builder imported (with torch) only to build."""
-from edgesim.learning.model_registry import MODELS, ModelSpec
+from edgesim.learning.model_specs import MODELS, ModelSpec
 
 MODELS.add(ModelSpec("tiny_mlp", "image", "my_models:build", "a one-hidden-layer MLP (a plugin)"))
 

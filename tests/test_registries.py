@@ -21,7 +21,7 @@ from edgesim.learning.context import make_partition
 from edgesim.learning.data import partitions as P
 from edgesim.learning.data.datasets import _MEDMNIST, DATASETS, Dataset, DatasetError, load_dataset
 from edgesim.learning.data.partitions import PARTITIONS
-from edgesim.learning.model_registry import MODELS
+from edgesim.learning.model_specs import MODELS
 from edgesim.learning.models import build_model
 from edgesim.learning.registry import Registry, resolve
 from edgesim.scenarios.schema import load_scenario
@@ -209,7 +209,7 @@ def test_each_medmnist_flag_validates_in_a_scenario_and_loads(flag, tmp_path):
 def test_model_weight_layers_match_the_built_models():
     """``ModelSpec.weight_layers`` (read torch-free by LG-FedAvg's check) is what the built model has."""
     from edgesim.learning.algorithms.fedavg.algorithm import _weight_layers
-    from edgesim.learning.model_registry import MODELS
+    from edgesim.learning.model_specs import MODELS
 
     for name, spec in MODELS.items():
         shape = (20,) if spec.input == "text" else (3, 32, 32)

@@ -33,7 +33,7 @@ SCENARIO_PROBE = """
 import sys
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.learning.data.partitions import PARTITIONS
-from edgesim.learning.model_registry import MODELS
+from edgesim.learning.model_specs import MODELS
 from edgesim.scenarios.schema import load_scenario
 sc = load_scenario(sys.argv[1], learning=True)
 assert sc.learning["data"].dataset == "bloodmnist" and sc.learning["train"].model == "resnet9"

@@ -1,4 +1,4 @@
-"""The model registry: every ``[train] model`` name, its input kind and its builder — torch-free.
+"""The models by name: every ``[train] model``, its input kind and its builder (a ``ModelSpec`` each) — torch-free.
 
 Scenario validation (``edgesim.learning.config``) reads the names from here without
 importing torch, so each entry names its builder lazily as
