@@ -67,7 +67,7 @@ def _registered() -> int:
     from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.data.datasets import DATASETS
     from edgesim.learning.data.partitions import PARTITIONS
-    from edgesim.learning.model_registry import MODELS
+    from edgesim.learning.model_specs import MODELS
 
     return len(ALGORITHMS) + len(DATASETS) + len(PARTITIONS) + len(MODELS)
 
