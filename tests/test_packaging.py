@@ -115,11 +115,13 @@ def test_the_wheel_installs_edgesim_as_its_only_top_level_name(installed):
     python, _ = installed
     code = ("import importlib.metadata as m, json\n"
             "print(json.dumps(sorted({f.parts[0] for f in m.distribution('edgesim').files})))")
-    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True,
+                         cwd=python.parent).stdout  # not the checkout, whose edgesim.egg-info lists the sources
     names = [n for n in json.loads(out) if n != ".." and not n.endswith(".dist-info")]
     assert names == ["edgesim"], names
     listed = subprocess.run([str(python), "-c", "import edgesim.learning.algorithms as a, edgesim.results.reading; "
-                             "print(len(a.ALGORITHMS))"], capture_output=True, text=True, check=True).stdout
+                             "print(len(a.ALGORITHMS))"], capture_output=True, text=True, check=True,
+                            cwd=python.parent).stdout
     assert int(listed) >= 20  # the algorithm folders and the results module are in the wheel
 
 
