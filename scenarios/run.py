@@ -21,6 +21,7 @@ and torch is never imported.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -166,8 +167,13 @@ class LiveTables:
     def __init__(self, folder: RunFolder, sc: Scenario):
         self.rounds, self.devices = LiveCsv(folder.path(ROUNDS)), LiveCsv(folder.path(DEVICES))
         self.device_header = ("algorithm", *device_fields(sc))
+        self.lock = threading.Lock()  # with --jobs, this process's rounds and the workers' (a relay thread) meet here
 
     def on_round(self, name: str, rec) -> None:
+        with self.lock:
+            self._append(name, rec)
+
+    def _append(self, name: str, rec) -> None:
         metric_keys, info_keys = round_columns([rec])
         header = ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys)
         self.rounds.append(header, [dict(zip(header, round_row(name, rec, metric_keys, info_keys)))])
@@ -289,7 +295,7 @@ def run_scenario(
     from edgesim.scenarios.parallel import workers_for
 
     with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
-            workers_for(sc, jobs, on_round is not None or sc.learning["run"].tracking != "none") as workers:
+            workers_for(sc, jobs, True) as workers:  # every round comes back: rounds.csv grows as the run goes
         return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, workers=workers,
                              formats=formats, argv=argv)
 
