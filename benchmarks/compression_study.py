@@ -5,7 +5,8 @@ run of the arena's labels-at-clients scenario (``benchmarks/compression_study.sh
 markdown table per bandwidth: per setting the bits of one upload, the rounds that fit in the 600 s, the
 accuracy at the budget, the mean of the last five rounds and of the five rounds that every run of the bandwidth
 completed (rounds are 1-based), the mean paired difference of accuracy to the 32-bit run of the same seed
-over those rounds (the same devices train in the same rounds on the same batches), the best accuracy, the time to 70 % and 75 %
+over those rounds (the same devices train in the same rounds on the same batches), the best accuracy,
+the time to 70 % and 75 %
 (mean over seeds, with a 95 % t-interval when there are several) and the mean compression error; and draws
 accuracy against cumulative uplink bits and against simulated time for ``--figure-bandwidth``.
 
@@ -83,18 +84,19 @@ def main() -> None:
         common = min(r["rounds"] for s in runs[bw] for _, r in runs[bw][s])  # rounds every run of bw completed
         print(f"\n### {float(bw) / 1e6:g} MHz\n")
         print(f"| uplink | bits per upload | rounds in 600 s | accuracy at 600 s | mean of last 5 rounds | "
-              f"mean of rounds {common - 4}–{common} | paired Δ to 32-bit, rounds 1–{common} | best | time to 70 % (s) | "
-              f"time to 75 % (s) | compression error | seeds |")
+              f"mean of rounds {common - 4}–{common} | paired Δ to 32-bit, rounds 1–{common} | best | "
+              f"time to 70 % (s) | time to 75 % (s) | compression error | seeds |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
         base = {seed: r for seed, r in runs[bw].get("none", [])}
         for s in [s for s in ORDER if s in runs[bw]]:
-            rs = [r for _, r in sorted(runs[bw][s], key=lambda x: x[0])]
+            ordered = sorted(runs[bw][s], key=lambda x: x[0])
+            rs = [r for _, r in ordered]
             seeds = ",".join(str(seed) for seed, _ in sorted(runs[bw][s], key=lambda x: x[0]))
             nan = float("nan")
             print(f"| {LABEL[s]} | {rs[0]['bits_per_upload']:.4g} | {mean_ci([r['rounds'] for r in rs])} | "
                   f"{mean_ci([r['acc_budget'] for r in rs])} | {mean_ci([r['acc_last5'] for r in rs])} | "
                   f"{mean_ci([statistics.mean(r['acc'][common - 5:common]) for r in rs])} | "
-                  f"{mean_ci([paired(r, base.get(seed), common) for seed, r in sorted(runs[bw][s], key=lambda x: x[0])])} | "
+                  f"{mean_ci([paired(r, base.get(seed), common) for seed, r in ordered])} | "
                   f"{mean_ci([r['best'] for r in rs])} | "
                   f"{mean_ci([r['tta70'] if r['tta70'] is not None else nan for r in rs])} | "
                   f"{mean_ci([r['tta75'] if r['tta75'] is not None else nan for r in rs])} | "
