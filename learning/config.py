@@ -24,6 +24,8 @@ EXECUTORS = ("auto", "sequential", "vmap")
 OPTIMIZERS = ("sgd", "adam")
 SCHEDULES = ("constant", "cosine")
 BACKENDS = ("torch", "parametric")
+PRECISIONS = ("float32", "bfloat16")  # edgesim.learning.numerics
+MEMORY_FORMATS = ("channels_last", "contiguous")
 PARAMETRIC = "parametric"  # the one "algorithm" of a physics-only run
 DEFAULT_ALGORITHMS = ["fedavg", "fedprox", "local"]
 
@@ -162,6 +164,12 @@ class TrainConfig:
     ``weight_decay``) or ``"adam"`` (β = (0.9, 0.999), L2 ``weight_decay``);
     ``schedule``: ``"constant"`` or ``"cosine"`` (FixMatch's decay over the
     local steps of a round). Algorithms may override them in their own table.
+
+    ``precision``: ``"float32"`` or ``"bfloat16"`` (the forward pass and the loss under bfloat16 autocast;
+    weights, gradients, optimizer and aggregation in float32; refused on hardware without bfloat16
+    arithmetic). ``memory_format``: ``"channels_last"`` (convolution weights and inputs in NHWC order
+    while a client trains, the default) or ``"contiguous"`` (NCHW, the format of runs before it; it
+    reproduces them bit for bit). Both: :mod:`edgesim.learning.numerics`, docs/executors.md.
     """
 
     model: str = "cnn"  # a name of edgesim.learning.model_specs.MODELS
@@ -175,6 +183,8 @@ class TrainConfig:
     executor: str = "auto"
     device: str = "auto"
     eval_batch_size: int = 2048
+    precision: str = "float32"
+    memory_format: str = "channels_last"
 
     def __post_init__(self):
         check_choice("model", self.model, MODELS.names)
@@ -193,6 +203,8 @@ class TrainConfig:
         check_choice("executor", self.executor, EXECUTORS)
         check_choice("device", self.device, ("auto", "cpu", "cuda"))
         check_int("eval_batch_size", self.eval_batch_size, 1)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("memory_format", self.memory_format, MEMORY_FORMATS)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,14 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from edgesim.config import WorkloadConfig
+from edgesim.config import ConfigError, WorkloadConfig
 from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 from edgesim.learning.data import partitions as P
 from edgesim.learning.data.datasets import DATASETS, Dataset, dataset_record, load_dataset
 from edgesim.learning.device import compute_device
 from edgesim.learning.executors import LocalTrainConfig, make_executor
 from edgesim.learning.models import build_model, flops_per_sample, model_bits
+from edgesim.learning.numerics import Numerics, bfloat16_unsupported
 
 Params = dict[str, torch.Tensor]
 
@@ -153,6 +154,16 @@ class Context:
         return self.model.state_dict()
 
 
+def training_numerics(train_cfg: TrainConfig) -> Numerics:
+    """``[train]``'s precision and memory format; :class:`ConfigError` for bfloat16 where the hardware has none."""
+    numerics = Numerics(train_cfg.precision, train_cfg.memory_format)
+    if numerics.precision == "bfloat16":
+        reason = bfloat16_unsupported(compute_device(train_cfg.device))
+        if reason is not None:
+            raise ConfigError(f'[train] precision = "bfloat16": {reason}; expected "float32" on this machine')
+    return numerics
+
+
 def make_partition(dataset: Dataset, cfg: DataConfig, n_devices: int, rng: np.random.Generator):
     """The clients' index sets (and the server's labelled indices, for labels-at-server).
 
@@ -209,7 +220,11 @@ def build_context(
     n_devices: int,
     dataset: Optional[Dataset] = None,
 ) -> Context:
-    """Load (or take) the data set, partition it over ``n_devices``, move it to the device, build the model."""
+    """Load (or take) the data set, partition it over ``n_devices``, move it to the device, build the model.
+
+    ``[train] precision = "bfloat16"`` on hardware without bfloat16 arithmetic: :class:`ConfigError` (nothing loaded).
+    """
+    numerics = training_numerics(train_cfg)
     ds = dataset if dataset is not None else load_dataset(data_cfg.dataset, data_cfg.data_dir, **data_cfg.loader_options())
     record = dataset_record(ds) if ds.source is not None else None  # a user's own files: what was read
     val = None
@@ -289,7 +304,7 @@ def build_context(
         model_bits=bits,
         cycles_per_sample=cycles,
         local_cfg=local_cfg,
-        executor=make_executor(train_cfg.executor, device),
+        executor=make_executor(train_cfg.executor, device, numerics),
         server_x=server_x,
         server_y=server_y,
         val_x=val_x,

@@ -69,6 +69,7 @@ from torch.func import functional_call, grad, vmap
 
 from edgesim.learning.layers import ForwardState, forward_state, mix64, name_layers
 from edgesim.learning.models import draw_seed, seeded_torch_rng, stochastic_modules
+from edgesim.learning.numerics import Numerics, as_contiguous
 from edgesim.learning.optim import SGD, Constant, Optimizer, Schedule
 from edgesim.learning.state import Params, stack_params, unstack_params  # noqa: F401  (re-exported for callers)
 
@@ -232,9 +233,10 @@ class Net:
     """
 
     def __init__(self, model: nn.Module, params: Params, fixed: Params, start: Params, fs: ForwardState,
-                 padded: bool, has_bn: bool, model_keys: frozenset):
+                 padded: bool, has_bn: bool, model_keys: frozenset, numerics: Numerics = Numerics()):
         self.model, self.params, self.fixed, self.start = model, params, fixed, start
         self._fs, self._padded, self._has_bn, self._model_keys = fs, padded, has_bn, model_keys
+        self._numerics = numerics
 
     def apply(self, params: Params, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
               rows: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -244,6 +246,8 @@ class Net:
         fs = self._fs
         fs.mask, fs.rows = mask, rows
         state = {k: v for k, v in {**self.fixed, **params}.items() if k in self._model_keys}
+        if not self._padded:  # the sequential step (vmap trains in the contiguous format: edgesim.learning.numerics)
+            x = self._numerics.input(x)
         try:
             return functional_call(self.model, state, (x,))
         finally:
@@ -496,7 +500,7 @@ def _has_bn(model: nn.Module) -> bool:
 class _Plan:
     """Everything about a call that does not depend on the executor: keys, schedules, checks."""
 
-    def __init__(self, model: nn.Module, task: LocalTask, starts, data, generators):
+    def __init__(self, model: nn.Module, task: LocalTask, starts, data, generators, numerics: Numerics = Numerics()):
         if not (len(starts) == len(data) == len(generators)):
             raise ValueError(
                 f"start_params, datasets and generators must have one entry per client "
@@ -544,6 +548,9 @@ class _Plan:
         self.keys = [step_keys(s, n) for s, n in zip(self.seeds, self.n_steps)]
         self.has_bn = _has_bn(model)
         self.report = task.report_stream or self.streams[0]
+        self.numerics = numerics
+        first = next(iter(starts[0].values()), None) if starts else None
+        self.device = first.device if first is not None else torch.device("cpu")
 
     @staticmethod
     def _order(trainable, starts) -> list[str]:
@@ -611,9 +618,10 @@ def _step_loss(plan: _Plan, padded: bool, s: int = 0):
     def fn(train: Params, fixed: Params, start: Params, batch: dict, key: torch.Tensor):
         fs = ForwardState(key=key if plan.stochastic else None)
         with forward_state(fs):
-            net = Net(model, train, fixed, start, fs, padded, plan.has_bn, plan.model_key_set)
+            net = Net(model, train, fixed, start, fs, padded, plan.has_bn, plan.model_key_set, plan.numerics)
             b = Batch(batch, plan.stream_of, plan.slot_of, padded, s)
-            loss, aux = task.loss(net, b, key)
+            with plan.numerics.autocast(plan.device):
+                loss, aux = task.loss(net, b, key)
         aux = dict(aux)
         aux.setdefault("loss", loss)
         return loss, ({k: v.detach() for k, v in aux.items()}, fs.buffers)
@@ -627,9 +635,10 @@ def _custom_step(plan: _Plan, padded: bool, s: int):
     def fn(train: Params, fixed: Params, start: Params, opt_state: dict, batch: dict, key: torch.Tensor, lr_scale):
         fs = ForwardState(key=key if plan.stochastic else None)
         with forward_state(fs):
-            net = Net(model, train, fixed, start, fs, padded, plan.has_bn, plan.model_key_set)
+            net = Net(model, train, fixed, start, fs, padded, plan.has_bn, plan.model_key_set, plan.numerics)
             b = Batch(batch, plan.stream_of, plan.slot_of, padded, s)
-            new, new_opt, aux = task.step(StepInputs(net, train, opt_state, b, key, s, lr_scale))
+            with plan.numerics.autocast(plan.device):
+                new, new_opt, aux = task.step(StepInputs(net, train, opt_state, b, key, s, lr_scale))
         aux = {k: v.detach() for k, v in dict(aux).items()}
         return new, new_opt, aux, fs.buffers
 
@@ -649,13 +658,17 @@ class SequentialExecutor(_Base):
     """One client after another: ``functional_call`` + autograd + the task's functional optimizer.
 
     ``model`` is only a template (its structure and train/eval behaviour); its
-    own tensors are never touched.
+    own tensors are never touched. ``numerics``: memory format and precision
+    (:mod:`edgesim.learning.numerics`).
     """
 
     name = "sequential"
 
+    def __init__(self, numerics: Numerics = Numerics()) -> None:
+        self.numerics = numerics
+
     def run(self, model: nn.Module, task: LocalTask, start_params: list[Params], data: list, generators: list) -> LocalTrainResult:
-        plan = _Plan(model, task, start_params, data, generators)
+        plan = _Plan(model, task, start_params, data, generators, self.numerics)
         out, means, auxes = [], [], []
         with _mode(model, True):
             for c in range(len(start_params)):
@@ -669,9 +682,9 @@ class SequentialExecutor(_Base):
     @staticmethod
     def _one(plan: _Plan, c: int, sp: Params):
         task = plan.task
-        start = {k: sp[k].detach() for k in plan.trainable}
+        start = plan.numerics.params_in({k: sp[k].detach() for k in plan.trainable})
         train = {k: v.clone() for k, v in start.items()}  # this client's own tensors, updated in place
-        fixed = {k: sp[k] for k in plan.fixed}
+        fixed = plan.numerics.params_in({k: sp[k] for k in plan.fixed})
         buffers = {k: sp[k] for k in plan.buffer_keys}
         opt_state = task.optimizer.init(train)
         device = next(iter(sp.values())).device if sp else torch.device("cpu")
@@ -687,6 +700,7 @@ class SequentialExecutor(_Base):
                 train, opt_state, buffers, loss_sum, rows = SequentialExecutor._step(
                     plan, c, s, train, start, fixed, buffers, opt_state, loss_sum, rows, aux_sums, device,
                     {name: moved[name][s] for name in plan.streams}, keys[s])
+        train = as_contiguous(train)
         state = {k: (train[k] if k in train else buffers[k] if k in buffers else sp[k]) for k in sp}
         return plan.collect(c, state, float(loss_sum), rows, aux_sums)
 
@@ -714,6 +728,7 @@ class SequentialExecutor(_Base):
         else:
             fn = _custom_step(plan, False, s)
             train, opt_state, aux, new_buf = fn(train, {**fixed, **buffers}, start, opt_state, batch, key, scale)
+            train = plan.numerics.params_in(train)  # a step's new tensors in the training format (a no-op if they are)
         buffers = {**buffers, **{k: v.detach() for k, v in new_buf.items()}}
         n = max(widths[plan.report], 1)  # an empty report stream (a device without labels): each step weighs 1
         loss_sum = loss_sum + aux["loss"].detach().double() * n
@@ -741,13 +756,15 @@ class VmapExecutor(_Base):
 
     name = "vmap"
 
-    def __init__(self, fallback: str = "sequential", max_clients: int | None = None) -> None:
+    def __init__(self, fallback: str = "sequential", max_clients: int | None = None,
+                 numerics: Numerics = Numerics()) -> None:
         if fallback not in ("sequential", "error"):
             raise ValueError(f"fallback(={fallback!r}) must be 'sequential' or 'error'")
         if max_clients is not None and max_clients < 1:
             raise ValueError(f"max_clients(={max_clients}) must be >= 1 or None")
         self.fallback = fallback
         self.max_clients = max_clients
+        self.numerics = numerics
 
     @staticmethod
     def unsupported_reason(model: nn.Module) -> str | None:
@@ -769,9 +786,9 @@ class VmapExecutor(_Base):
                 raise ValueError(f"VmapExecutor cannot vectorise {type(model).__name__}: {reason}")
             warnings.warn(f"VmapExecutor: {type(model).__name__}: {reason}; training it with SequentialExecutor",
                           stacklevel=2)
-            return SequentialExecutor().run(model, task, start_params, data, generators)
+            return SequentialExecutor(self.numerics).run(model, task, start_params, data, generators)
         k = len(start_params)
-        plan = _Plan(model, task, start_params, data, generators)
+        plan = _Plan(model, task, start_params, data, generators, self.numerics)
         if k == 0:
             return LocalTrainResult([], [], [])
         chunk = self.max_clients or k
@@ -934,12 +951,13 @@ def _tree_where(active, new, old):
 # --------------------------------------------------------------------------- choice
 
 
-def make_executor(name: str, device: torch.device | str = "cpu") -> SequentialExecutor | VmapExecutor:
-    """Executor by name: "sequential", "vmap", or "auto" (vmap on a GPU, sequential on a CPU)."""
+def make_executor(name: str, device: torch.device | str = "cpu",
+                  numerics: Numerics = Numerics()) -> SequentialExecutor | VmapExecutor:
+    """Executor by name: "sequential", "vmap", or "auto" (vmap on a GPU, sequential on a CPU), training in ``numerics``."""
     if name == "auto":
         name = "vmap" if torch.device(device).type == "cuda" else "sequential"
     if name == "sequential":
-        return SequentialExecutor()
+        return SequentialExecutor(numerics)
     if name == "vmap":
-        return VmapExecutor()
+        return VmapExecutor(numerics=numerics)
     raise ValueError(f"executor(={name!r}) must be one of 'auto', 'sequential', 'vmap'")

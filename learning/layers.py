@@ -139,6 +139,9 @@ class BatchNorm2d(nn.BatchNorm2d):
             rm, rv = rm.clone(), rv.clone()
             out = F.batch_norm(x, rm, rv, self.weight, self.bias, True, mom, self.eps)
         else:
+            dtype = x.dtype
+            if dtype in (torch.bfloat16, torch.float16):  # statistics in float32, as torch's own batch_norm keeps them
+                x = x.float()
             mask = st.mask if st.mask is not None else x.new_ones(x.shape[0])
             m = mask.to(x.dtype).reshape(-1, *([1] * (x.dim() - 1)))
             dims = [0] + list(range(2, x.dim()))
@@ -157,6 +160,7 @@ class BatchNorm2d(nn.BatchNorm2d):
             moved = count > 1  # one value per channel: no variance to learn from (torch refuses such a batch)
             rm = torch.where(moved, rm * (1.0 - mom) + mean.detach() * mom, rm)
             rv = torch.where(moved, rv * (1.0 - mom) + unbiased * mom, rv)
+            out = out.to(dtype)
         st.buffers[keys[0]], st.buffers[keys[1]], st.buffers[keys[2]] = rm, rv, nbt + 1
         return out
 

@@ -291,6 +291,8 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         )
     except DatasetError as e:
         raise ConfigError(f"{sc.path}: [data] {e}") from None
+    except ConfigError as e:  # [train] precision on hardware without it
+        raise ConfigError(f"{sc.path}: {e}") from None
     except ValueError as e:
         raise ConfigError(f"{sc.path}: [data] partition {data_cfg.partition!r}: {e}") from None
 

@@ -340,6 +340,13 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
     run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now(), argv=argv,
                           plugins=sc.learning["run"].plugins)
+    if not sc.physics_only:  # how training rounded and laid out its numbers, on what hardware
+        from edgesim.learning.context import training_numerics
+        from edgesim.learning.device import compute_device
+        from edgesim.learning.numerics import describe
+
+        run_json["numerics"] = describe(training_numerics(sc.learning["train"]),
+                                        compute_device(sc.learning["train"].device))
     if resuming and folder.path(RUN_JSON).is_file():  # the first start's provenance, and when it was resumed
         try:
             old = json.loads(folder.path(RUN_JSON).read_text())

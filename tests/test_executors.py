@@ -25,6 +25,7 @@ from edgesim.learning.executors import (
 from edgesim.learning.inference import evaluate, predict_proba
 from edgesim.learning.models import build_model, draw_seed
 from edgesim.learning.optim import SGD
+from edgesim.learning.numerics import Numerics
 
 SIZES = (37, 64, 5, 0, 50)  # unequal, one client without data
 TOL = 1e-5
@@ -138,13 +139,18 @@ def test_functional_sgd_step_is_torch_sgd_bit_for_bit(momentum, wd):
         assert torch.equal(p["p"], p_ref.detach())
 
 
-def test_sequential_executor_is_the_plain_torch_loop(cnn, clients):
-    """One client: load_state_dict + torch.optim.SGD over randperm batches gives identical bits."""
+@pytest.mark.parametrize("memory_format", ["channels_last", "contiguous"])
+def test_sequential_executor_is_the_plain_torch_loop(cnn, clients, memory_format):
+    """One client: load_state_dict + torch.optim.SGD over randperm batches gives identical bits (the plain loop's
+    model and inputs in the same memory format)."""
     cfg = LocalTrainConfig(lr=0.05, momentum=0.9, weight_decay=1e-3, batch_size=16, epochs=2)
     x, y = clients[0]
     sp = starts(cnn, 1)[0]
     model = build_model("cnn", (1, 8, 8), 10)
     model.load_state_dict(sp)
+    fmt = torch.channels_last if memory_format == "channels_last" else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    x = x.to(memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     # the batch order is the first stream's sub-stream of the one seed drawn from the client's generator
     gen = torch.Generator().manual_seed(derive_seed(draw_seed(torch.Generator().manual_seed(5)), BATCHES, 0))
@@ -155,8 +161,10 @@ def test_sequential_executor_is_the_plain_torch_loop(cnn, clients):
             opt.zero_grad()
             F.cross_entropy(model(x[idx]), y[idx]).backward()
             opt.step()
-    got = SequentialExecutor().train(cnn, [sp], [(x, y)], [torch.Generator().manual_seed(5)], cfg)[0]
+    got = SequentialExecutor(Numerics(memory_format=memory_format)).train(
+        cnn, [sp], [(x, y)], [torch.Generator().manual_seed(5)], cfg)[0]
     assert all(torch.equal(got[k], model.state_dict()[k]) for k in got)
+    assert all(v.is_contiguous() for v in got.values())  # handed back in the default format
 
 
 def test_vmap_step_on_one_client_is_torch_sgd(cnn, clients):
