@@ -35,6 +35,14 @@ with ``s_per_round``, ``startup_s`` (process start -> round 0 begins), ``warmup_
     .venv/bin/python benchmarks/peer_fedavg.py --executor vmap --device cuda   # on a GPU (also sequential)
     .venv/bin/python benchmarks/peer_fedavg.py --summarize runs/peer-bench   # table of an interleaved run
     .venv/bin/python benchmarks/peer_fedavg.py --ab-clients 40 --mallopt     # in-process A/B of one client
+    .venv/bin/python benchmarks/peer_fedavg.py --ab-numerics 12 --threads 1  # bare loops and edgesim, 4 formats
+
+``--ab-numerics`` times one client's local training in every memory format and precision
+(NCHW/channels-last × float32/bfloat16), each by a bare PyTorch loop (the peers' ``train_client``
+with the model and inputs in that format and, for bfloat16, ``torch.autocast`` around the forward
+pass and the loss) and by edgesim's ``SequentialExecutor`` with the same
+:class:`edgesim.learning.numerics.Numerics`: eight variants in rotating order, one interleaved set,
+so the ratio edgesim ÷ best bare loop is measured on the same hardware at the same moment.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ except ImportError as e:  # pragma: no cover - depends on the checkout
     raise SystemExit(f"peer_fedavg: cannot import fl_workload from {PEERS} ({e}); set PEERS_DIR") from None
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig  # noqa: E402
 from edgesim.engine import Simulation  # noqa: E402
@@ -64,6 +73,7 @@ from edgesim.learning.context import ClientData, Context  # noqa: E402
 from edgesim.learning.data.partitions import ClientSplit  # noqa: E402
 from edgesim.learning.executors import LocalTrainConfig, SequentialExecutor, VmapExecutor  # noqa: E402
 from edgesim.learning.models import PeerCNN, flops_per_sample, model_bits  # noqa: E402
+from edgesim.learning.numerics import Numerics  # noqa: E402
 
 
 class PeerSeededContext(Context):
@@ -299,6 +309,99 @@ def ab_clients(pairs: int) -> str:
             f"max |diff| of the trained models {diff:.1e}")
 
 
+def edgesim_order() -> torch.Tensor:
+    """The sample order edgesim's executor draws from the generator of :func:`edgesim_client` (its batch stream's
+    sub-seed, ``edgesim.learning.executors`` "Common random numbers"), so both sides train on the same batches."""
+    from edgesim.learning.executors import BATCHES, derive_seed
+    from edgesim.learning.models import draw_seed
+
+    seed = draw_seed(torch.Generator().manual_seed(W.SEED * 1_000_003 + 0))
+    return torch.randperm(W.SAMPLES_PER_CLIENT, generator=torch.Generator().manual_seed(derive_seed(seed, BATCHES, 0)))
+
+
+NUMERICS = [Numerics("float32", "contiguous"), Numerics("float32", "channels_last"),
+            Numerics("bfloat16", "contiguous"), Numerics("bfloat16", "channels_last")]
+
+
+def bare_client(numerics: Numerics, start: dict):
+    """The peers' ``train_client`` in ``numerics`` from ``start``: model and inputs in its memory format, bfloat16
+    autocast around the forward pass and the loss; returns the trained state (contiguous, float32)."""
+    x, y = W.make_partition(0)
+    net = W.initial_model()
+    fmt = torch.channels_last if numerics.channels_last else torch.contiguous_format
+    xf = x.to(memory_format=fmt)
+    perm = edgesim_order()
+
+    def run():
+        net.load_state_dict(start)
+        net.to(memory_format=fmt)
+        opt = torch.optim.SGD(net.parameters(), lr=W.LR, momentum=W.MOMENTUM)
+        net.train()
+        for _ in range(W.LOCAL_EPOCHS):
+            for i in range(0, W.SAMPLES_PER_CLIENT, W.BATCH_SIZE):
+                idx = perm[i: i + W.BATCH_SIZE]
+                opt.zero_grad(set_to_none=True)
+                with numerics.autocast("cpu"):
+                    loss = F.cross_entropy(net(xf[idx]), y[idx])
+                loss.backward()
+                opt.step()
+        return {k: v.detach().contiguous().clone() for k, v in net.state_dict().items()}
+
+    return run
+
+
+def edgesim_client(numerics: Numerics, start: dict):
+    """``SequentialExecutor(numerics)`` on the same client, start and sample order as :func:`bare_client`."""
+    x, y = W.make_partition(0)
+    template = PeerCNN(W.NUM_CLASSES)
+    cfg = LocalTrainConfig(lr=W.LR, momentum=W.MOMENTUM, batch_size=W.BATCH_SIZE, epochs=W.LOCAL_EPOCHS)
+    ex = SequentialExecutor(numerics)
+
+    def run():
+        g = torch.Generator().manual_seed(W.SEED * 1_000_003 + 0)  # = fl_workload.client_perm(0, 0)'s
+        return ex.train_with_stats(template, [start], [(x, y)], [g], cfg).params[0]
+
+    return run
+
+
+def ab_numerics(rounds: int) -> str:
+    """Markdown: one client's training by the bare loop and by edgesim in each of :data:`NUMERICS`, ``rounds``
+    rotations of all eight (the order shifts by one each rotation); medians and q25, edgesim ÷ the bare loop of the
+    same numerics, and ÷ the best bare loop; max |diff| of each pair's trained models."""
+    import statistics
+
+    variants = []
+    start = {k: v.detach().clone() for k, v in W.initial_model().state_dict().items()}
+    for n in NUMERICS:
+        name = f"{'NCHW' if not n.channels_last else 'channels-last'}, {n.precision}"
+        variants += [("bare", name, n, bare_client(n, start)), ("edgesim", name, n, edgesim_client(n, start))]
+    out = {v[:2]: v[3]() for v in variants}  # warm-up, and the models compared
+    times: dict = {v[:2]: [] for v in variants}
+    for r in range(rounds):
+        for j in range(len(variants)):
+            kind, name, _, f = variants[(j + r) % len(variants)]
+            t0 = W.now()
+            f()
+            times[(kind, name)].append(W.now() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    q25 = {k: float(np.quantile(v, 0.25)) for k, v in times.items()}
+    best = min((k for k in med if k[0] == "bare"), key=lambda k: med[k])
+    steps = -(-W.SAMPLES_PER_CLIENT // W.BATCH_SIZE) * W.LOCAL_EPOCHS
+    flops = flops_per_sample(PeerCNN(W.NUM_CLASSES), W.IMG_SHAPE) * W.SAMPLES_PER_CLIENT * W.LOCAL_EPOCHS
+    lines = [f"{rounds} rotations of 8 variants, {torch.get_num_threads()} thread(s), one client ({steps} steps of "
+             f"{W.BATCH_SIZE}, {flops / 1e9:.2f} GFLOP), {W.env_info().get('cpu', '')}; best bare loop: {best[1]}",
+             "", "| layout, precision | bare loop s (median, q25) | edgesim s (median, q25) | GFLOP/s edgesim "
+             "| edgesim ÷ bare, same (median, q25) | edgesim ÷ best bare (median) | max \|diff\| of the models |",
+             "|---|---|---|---|---|---|---|"]
+    for n in NUMERICS:
+        name = f"{'NCHW' if not n.channels_last else 'channels-last'}, {n.precision}"
+        b, e = ("bare", name), ("edgesim", name)
+        diff = W.max_abs_diff(out[b], out[e])
+        lines.append(f"| {name} | {med[b]:.3f}, {q25[b]:.3f} | {med[e]:.3f}, {q25[e]:.3f} | {flops / med[e] / 1e9:.1f} "
+                     f"| {med[e] / med[b]:.3f}, {q25[e] / q25[b]:.3f} | {med[e] / med[best]:.3f} | {diff:.1e} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     if len(sys.argv) >= 2 and sys.argv[1] == "--summarize":
         print(summarize_results(sys.argv[2] if len(sys.argv) > 2 else W.RESULTS_DIR), end="")
@@ -321,6 +424,9 @@ def main() -> None:
     ap.add_argument("--ab-clients", type=int, metavar="PAIRS", default=0,
                     help="instead of the run: alternate one client's training by the bare loop and by "
                          "SequentialExecutor PAIRS times in this process and print the time ratios")
+    ap.add_argument("--ab-numerics", type=int, metavar="ROUNDS", default=0,
+                    help="instead of the run: one client by the bare loop and by edgesim in NCHW/channels-last x "
+                         "float32/bfloat16, ROUNDS rotations of the eight, and print the table")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
     mallopt = keep_freed_memory() if args.mallopt else False
@@ -329,6 +435,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.ab_clients:
         print(ab_clients(args.ab_clients) + f"; mallopt {mallopt}")
+        return
+    if args.ab_numerics:
+        print(ab_numerics(args.ab_numerics))
         return
     mem = W.MemSampler().start()
 
