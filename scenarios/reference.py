@@ -106,6 +106,12 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                        '"auto", "sequential" or "vmap"'),
     "train.device": ("where torch trains; \"auto\": a GPU when one is visible", "", '"auto", "cpu" or "cuda"'),
     "train.eval_batch_size": ("batch size of evaluation", "samples", ">= 1"),
+    "train.precision": ("arithmetic of the forward pass and the loss; \"bfloat16\": autocast, float32 weights, "
+                        "optimizer and aggregation, refused without bfloat16 hardware (docs/numerics.md)", "",
+                        '"float32" or "bfloat16"'),
+    "train.memory_format": ("memory order of convolution weights and inputs while a client trains; "
+                            "\"contiguous\" reproduces earlier runs bit for bit (docs/numerics.md)", "",
+                            '"channels_last" or "contiguous"'),
     # [run]
     "run.algorithms": ("the algorithms the run compares (`edgesim list algorithms`)", "", "registered names"),
     "run.clients_per_round": ("devices selected each round (K)", "devices", "1..n_devices"),
