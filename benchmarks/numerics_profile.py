@@ -32,7 +32,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from edgesim.engine import Simulation
-from edgesim.scenarios.run import _make_backends
+from edgesim.scenarios.algorithm_run import make_backends as _make_backends
 from edgesim.scenarios.schema import load_scenario
 
 MODEL_OPS = ("conv", "mkldnn", "addmm", "aten::mm", "aten::bmm", "aten::linear", "aten::matmul")

@@ -22,7 +22,7 @@ import time
 import torch
 
 from edgesim.engine import Simulation
-from edgesim.scenarios.run import _make_backends
+from edgesim.scenarios.algorithm_run import make_backends as _make_backends
 from edgesim.scenarios.schema import load_scenario
 
 
