@@ -14,10 +14,13 @@ choice) and round 1 under ``torch.profiler`` (CPU, one thread). Reported per met
   losses, copies), and **Python/host**: the round's wall time minus all op time.
 
 The FLOP/s reached: the FLOPs the clock charged this round (each device's compute seconds × its
-clock rate, plus the server phase's seconds × the server's, × ``workload.flops_per_cycle``) over the round's host seconds, beside the core's peak
+clock rate, plus the server phase's seconds × the server's, × ``workload.flops_per_cycle``)
+over the round's host seconds, beside the
+core's peak
 (``--peak-gflops``, float32; bfloat16 is twice that on AVX512-BF16).
 
-    EDGESIM_DATA=../shared/data .venv/bin/python benchmarks/numerics_profile.py scenarios/arena_labels_at_clients.toml \\
+    EDGESIM_DATA=../shared/data .venv/bin/python benchmarks/numerics_profile.py \\
+        scenarios/arena_labels_at_clients.toml \\
         --methods fixavg um_pfssl feddure --variant channels_last/float32
 """
 
@@ -147,7 +150,7 @@ def main() -> None:
         cycles = sum(d.compute_s * (freq[d.device] if isinstance(freq, (list, tuple)) else freq) for d in rec.devices)
         cycles += (rec.server_before_s + rec.server_after_s) * sc.system.server_freq_hz
         gflops = cycles * sc.workload.flops_per_cycle / wall / 1e9
-        pct = lambda k: f"{100 * sh[k] / wall:.0f} %"  # noqa: E731
+        pct = {k: f"{100 * v / wall:.0f} %" for k, v in sh.items()}.__getitem__
         print(f"| {m} | {wall:.2f} | {pct('model')} | {pct('augment')} | {pct('evaluate')} | {pct('other_ops')} "
               f"| {pct('python_host')} | {gflops:.1f} | {100 * gflops / peak:.1f} % |", flush=True)
         with contextlib.suppress(Exception):

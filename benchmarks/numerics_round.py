@@ -66,7 +66,8 @@ def main() -> None:
             total[v] += med[v]
         lines.append(f"| {m} | " + " | ".join(f"{med[v]:.2f}" + ("" if v == base else f" ({med[v] / med[base]:.2f})")
                                             for v in a.variants) + " |")
-    lines.append("| **sum** | " + " | ".join(f"**{total[v]:.1f}**" + ("" if v == base else f" (**{total[v] / total[base]:.2f}**)")
+    ratio = {v: "" if v == base else f" (**{total[v] / total[base]:.2f}**)" for v in a.variants}
+    lines.append("| **sum** | " + " | ".join(f"**{total[v]:.1f}**" + ratio[v]
                                            for v in a.variants) + " |")
     print("\n".join(lines))
 

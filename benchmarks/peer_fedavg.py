@@ -391,7 +391,7 @@ def ab_numerics(rounds: int) -> str:
     lines = [f"{rounds} rotations of 8 variants, {torch.get_num_threads()} thread(s), one client ({steps} steps of "
              f"{W.BATCH_SIZE}, {flops / 1e9:.2f} GFLOP), {W.env_info().get('cpu', '')}; best bare loop: {best[1]}",
              "", "| layout, precision | bare loop s (median, q25) | edgesim s (median, q25) | GFLOP/s edgesim "
-             "| edgesim ÷ bare, same (median, q25) | edgesim ÷ best bare (median) | max \|diff\| of the models |",
+             r"| edgesim ÷ bare, same (median, q25) | edgesim ÷ best bare (median) | max \|diff\| of the models |",
              "|---|---|---|---|---|---|---|"]
     for n in NUMERICS:
         name = f"{'NCHW' if not n.channels_last else 'channels-last'}, {n.precision}"

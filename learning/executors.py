@@ -69,7 +69,7 @@ from torch.func import functional_call, grad, vmap
 
 from edgesim.learning.layers import ForwardState, forward_state, mix64, name_layers
 from edgesim.learning.models import draw_seed, seeded_torch_rng, stochastic_modules
-from edgesim.learning.numerics import Numerics, as_contiguous
+from edgesim.learning.numerics import DEFAULT_NUMERICS, Numerics, as_contiguous
 from edgesim.learning.optim import SGD, Constant, Optimizer, Schedule
 from edgesim.learning.state import Params, stack_params, unstack_params  # noqa: F401  (re-exported for callers)
 
@@ -233,7 +233,7 @@ class Net:
     """
 
     def __init__(self, model: nn.Module, params: Params, fixed: Params, start: Params, fs: ForwardState,
-                 padded: bool, has_bn: bool, model_keys: frozenset, numerics: Numerics = Numerics()):
+                 padded: bool, has_bn: bool, model_keys: frozenset, numerics: Numerics = DEFAULT_NUMERICS):
         self.model, self.params, self.fixed, self.start = model, params, fixed, start
         self._fs, self._padded, self._has_bn, self._model_keys = fs, padded, has_bn, model_keys
         self._numerics = numerics
@@ -500,7 +500,7 @@ def _has_bn(model: nn.Module) -> bool:
 class _Plan:
     """Everything about a call that does not depend on the executor: keys, schedules, checks."""
 
-    def __init__(self, model: nn.Module, task: LocalTask, starts, data, generators, numerics: Numerics = Numerics()):
+    def __init__(self, model: nn.Module, task: LocalTask, starts, data, generators, numerics: Numerics = DEFAULT_NUMERICS):
         if not (len(starts) == len(data) == len(generators)):
             raise ValueError(
                 f"start_params, datasets and generators must have one entry per client "
@@ -664,7 +664,7 @@ class SequentialExecutor(_Base):
 
     name = "sequential"
 
-    def __init__(self, numerics: Numerics = Numerics()) -> None:
+    def __init__(self, numerics: Numerics = DEFAULT_NUMERICS) -> None:
         self.numerics = numerics
 
     def run(self, model: nn.Module, task: LocalTask, start_params: list[Params], data: list, generators: list) -> LocalTrainResult:
@@ -757,7 +757,7 @@ class VmapExecutor(_Base):
     name = "vmap"
 
     def __init__(self, fallback: str = "sequential", max_clients: int | None = None,
-                 numerics: Numerics = Numerics()) -> None:
+                 numerics: Numerics = DEFAULT_NUMERICS) -> None:
         if fallback not in ("sequential", "error"):
             raise ValueError(f"fallback(={fallback!r}) must be 'sequential' or 'error'")
         if max_clients is not None and max_clients < 1:
@@ -952,7 +952,7 @@ def _tree_where(active, new, old):
 
 
 def make_executor(name: str, device: torch.device | str = "cpu",
-                  numerics: Numerics = Numerics()) -> SequentialExecutor | VmapExecutor:
+                  numerics: Numerics = DEFAULT_NUMERICS) -> SequentialExecutor | VmapExecutor:
     """Executor by name: "sequential", "vmap", or "auto" (vmap on a GPU, sequential on a CPU), training in ``numerics``."""
     if name == "auto":
         name = "vmap" if torch.device(device).type == "cuda" else "sequential"

@@ -74,6 +74,9 @@ class Numerics:
         return x
 
 
+DEFAULT_NUMERICS = Numerics()  # float32, channels-last: the executors' default
+
+
 def _to_channels_last(t: torch.Tensor) -> torch.Tensor:
     """``t`` with channels-last strides, also where they are ambiguous (one channel, 1x1 maps: ``contiguous``
     would keep NCHW strides there, and the convolution then picks the NCHW kernel); ``t`` itself if it has them."""
@@ -112,15 +115,19 @@ def bfloat16_unsupported(device: torch.device | str) -> Optional[str]:
     if device.type == "cuda":
         if torch.cuda.is_bf16_supported():
             return None
-        return f"the GPU {torch.cuda.get_device_name(device)} has no bfloat16 arithmetic (needs compute capability 8.0+)"
+        name = torch.cuda.get_device_name(device)
+        return f"the GPU {name} has no bfloat16 arithmetic (needs compute capability 8.0+)"
     if device.type != "cpu":
         return f"bfloat16 training is supported on the CPU and on CUDA GPUs, not on {device.type!r}"
     if hardware_bfloat16(device) is not None:
         return None
-    return f"the CPU ({_cpuinfo().get('model name', 'unknown model')}) has neither AVX512-BF16 nor AMX-BF16 instructions"
+    cpu = _cpuinfo().get("model name", "unknown model")
+    return f"the CPU ({cpu}) has neither AVX512-BF16 nor AMX-BF16 instructions"
+
 
 def hardware_bfloat16(device: torch.device | str) -> Optional[str]:
-    """What gives ``device`` its bfloat16 arithmetic: ``"amx_bf16"``/``"avx512_bf16"`` (CPU), ``"cuda"``, or ``None``."""
+    """What gives ``device`` its bfloat16 arithmetic: ``"amx_bf16"``/``"avx512_bf16"`` (CPU), ``"cuda"``, or
+    ``None``."""
     device = torch.device(device)
     if device.type == "cuda":
         return "cuda" if torch.cuda.is_bf16_supported() else None

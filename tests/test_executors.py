@@ -24,8 +24,8 @@ from edgesim.learning.executors import (
 )
 from edgesim.learning.inference import evaluate, predict_proba
 from edgesim.learning.models import build_model, draw_seed
-from edgesim.learning.optim import SGD
 from edgesim.learning.numerics import Numerics
+from edgesim.learning.optim import SGD
 
 SIZES = (37, 64, 5, 0, 50)  # unequal, one client without data
 TOL = 1e-5
