@@ -134,8 +134,9 @@ def test_algorithm_without_state_dict_cannot_be_checkpointed(tiny_scenario, tmp_
     assert result.exit_code == 2
     assert "algorithm 'fedavg' (Opaque) has no state_dict() or load_state_dict()" in result.stderr
     assert "run.checkpoint_every = 0" in result.stderr
-    # without checkpoints it runs
-    ok = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "r"), "-q",
+    assert (tmp_path / "r.incomplete").is_dir()  # a failing run keeps its unfinished folder (docs/run_folders.md)
+    # without checkpoints it runs (starting that folder again)
+    ok = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "r"), "-q", "--overwrite",
                              "--set", "run.algorithms=['fedavg']", "--set", "budget.rounds=1"])
     assert ok.exit_code == 0, ok.output
 
