@@ -3,11 +3,12 @@ current, every key of the shipped scenarios in it, and `edgesim list` showing th
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 
-from edgesim.scenarios.catalog import catalog
-from edgesim.scenarios.reference import KEY_DOCS, reference_markdown, scenario_keys
+from edgesim.scenarios.catalog import catalog, dataclass_options
+from edgesim.scenarios.reference import KEY_DOCS, field_meaning, reference_markdown, scenario_keys
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,6 +52,44 @@ def test_edgesim_list_gives_each_data_key_its_meaning():
     assert npz.options[0].meaning.startswith("the .npz archive")
     fedprox = next(e for e in catalog("algorithms") if e.name == "fedprox")
     assert next(o for o in fedprox.options if o.name == "weighting").meaning.startswith("weighting: \"samples\"")
+
+
+def test_every_option_that_edgesim_list_shows_has_a_one_line_meaning():
+    """Every option of every registered algorithm, partition and resource policy, read from the registries, so an
+    option or an algorithm added later is held to it too; a resource policy's option means what the reference says."""
+    missing = [f"{kind} {e.name}: {o.name}" for kind in ("algorithms", "partitions", "policies")
+               for e in catalog(kind) for o in e.options if not o.meaning.strip()]
+    assert not missing, ("options without a meaning: write a line ``name``: meaning. in the docstring of their "
+                         f"config class (learning/algorithms/NAME/config.py): {missing}")
+    for entry in catalog("policies"):
+        for option in entry.options:
+            assert option.meaning == KEY_DOCS[f"resources.{option.name}"][0], (entry.name, option.name)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cfg:
+    """Options, one a line.
+
+    ``rate_hz``: how often, in Hz (Eq. 3).
+    ``alpha``: α of the mix; ``beta`` is its partner.
+    ``beta``: β, the other weight.
+    """
+
+    rate_hz: float = 1.0
+    alpha: float = 0.5
+    beta: float = 0.5
+    gamma: float = 0.0
+
+
+def test_an_options_meaning_is_the_first_sentence_of_its_class_docstring_that_names_it():
+    assert field_meaning(_Cfg, "rate_hz") == "rate_hz: how often, in Hz (Eq. 3)."
+    assert field_meaning(_Cfg, "alpha") == "alpha: α of the mix"
+    assert field_meaning(_Cfg, "beta") == "beta is its partner."  # the first sentence that names it wins
+    assert field_meaning(_Cfg, "gamma") == ""  # undocumented: the test above would name it
+    assert [o.meaning for o in dataclass_options(_Cfg)][-1] == ""
+    variant = dataclasses.dataclass(frozen=True)(type("_Variant", (_Cfg,), {"__doc__": "A variant: ``gamma``: 1."}))
+    assert field_meaning(variant, "gamma") == "A variant: gamma: 1."  # its own docstring first, then its bases'
+    assert field_meaning(variant, "rate_hz") == "rate_hz: how often, in Hz (Eq. 3)."
 
 
 def test_list_scenarios_gives_each_shipped_one_its_description_scale_and_host_time():

@@ -16,16 +16,30 @@ LOCAL = ("none", "batchnorm", "head", "lg")
 
 @dataclass(frozen=True)
 class FedAvgConfig:
-    """Options of the FedAvg family (module docstring; defaults and sources in docs/fedavg_family.md).
+    """Options of the FedAvg family (module docstring; defaults and sources in docs/fedavg_family.md), one a line.
 
-    ``weighting``: ``"samples"`` (by the samples a device trained on) or
-    ``"uniform"``. ``threshold``, ``lambda_u``, ``unlabeled_ratio`` (μ):
-    FixMatch's τ, λ_u and unlabelled batch ratio; ``uda_threshold``,
-    ``uda_temperature``, ``uda_lambda``, ``uda_ramp_steps``: UDA's β, T, λ and
-    ramp. ``optimizer``, ``lr``, ``nesterov``, ``schedule``: override
-    ``[train]`` for this algorithm (unset: ``[train]``'s). ``server_optimizer``,
-    ``server_lr`` (η), ``server_momentum`` (β, β₁), ``server_beta2`` (β₂),
-    ``server_tau`` (τ): the server step (:mod:`edgesim.learning.server_optim`).
+    ``weighting``: ``"samples"`` (by the samples a device trained on) or ``"uniform"``: the average's weights.
+    ``mu``: μ of FedProx's proximal term (μ/2)‖w − w_global‖² (Li et al., MLSys 2020, Eq. 2), 0 is FedAvg.
+    ``objective``: the local loss, ``"supervised"`` (cross-entropy), ``"fixmatch"`` or ``"uda"`` (+ unlabelled data).
+    ``data``: what a supervised device trains on, ``"labeled"`` or ``"all_labels"`` (the -SL bound: true labels).
+    ``local``: keys that never leave a device, ``"none"``, ``"batchnorm"``, ``"head"`` or ``"lg"`` (LG-FedAvg).
+    ``lg_global_layers``: with ``local = "lg"``, how many last weight layers are global (averaged, sent to all).
+    ``threshold``: FixMatch's τ, the confidence max q a pseudo-label needs (Sohn et al., NeurIPS 2020).
+    ``lambda_u``: FixMatch's λ_u, the unlabelled loss's weight.
+    ``unlabeled_ratio``: μ, unlabelled rows per labelled row in a step (μB, B = ``[train] batch_size``).
+    ``uda_threshold``: UDA's β, the confidence max p an unlabelled row needs to count (Xie et al., NeurIPS 2020).
+    ``uda_temperature``: UDA's T, the sharpening temperature of the weak view's target.
+    ``uda_lambda``: UDA's λ, the consistency term's weight once ramped up.
+    ``uda_ramp_steps``: local steps over which UDA's λ grows linearly from 0 to its full value.
+    ``optimizer``: the local optimizer, ``"sgd"`` or ``"adam"`` (unset: ``[train] optimizer``).
+    ``lr``: the local learning rate (unset: ``[train] lr``).
+    ``nesterov``: Nesterov momentum for the local SGD (unset: ``[train] nesterov``).
+    ``schedule``: the local learning-rate schedule, ``"constant"`` or ``"cosine"`` (unset: ``[train] schedule``).
+    ``server_optimizer``: the server step after averaging, ``"sgd"``, ``"momentum"``, ``"adam"`` or ``"yogi"``.
+    ``server_lr``: the server step's η (Reddi et al., ICLR 2021, Algorithm 2), 1 with ``"sgd"`` is FedAvg.
+    ``server_momentum``: FedAvgM's momentum β, or β₁ of FedAdam and FedYogi.
+    ``server_beta2``: β₂ of FedAdam and FedYogi, the second moment's decay.
+    ``server_tau``: τ of FedAdam and FedYogi, the adaptivity added to √v.
     """
 
     weighting: str = "samples"
@@ -83,7 +97,7 @@ FedAvgConfig.DEFINING = ("objective", "data", "local", "server_optimizer")
 # [compression] (docs/compression.md): the global keys' update up, the global keys' model down.
 FedAvgConfig.COMPRESSION = "the global keys' update (uplink) and model (downlink)"
 
-FedProxConfig = variant(FedAvgConfig, "FedProxConfig", "FedProx: ``mu`` = 0.01 (docs/fedavg_family.md).", mu=0.01)
+FedProxConfig = variant(FedAvgConfig, "FedProxConfig", "FedProx: μ = 0.01 (docs/fedavg_family.md).", mu=0.01)
 FedBNConfig = variant(FedAvgConfig, "FedBNConfig", "FedBN: BatchNorm kept local.", local="batchnorm")
 # Server optimizers (Reddi et al., ICLR 2021; FedAvgM: Hsu et al. 2019): η, β₁, β₂, τ as Reddi et al.'s defaults
 # (β₁ = 0.9, β₂ = 0.99, τ = 1e-3); η = 0.01 for the adaptive ones is a start to tune (their Table 8 grid).

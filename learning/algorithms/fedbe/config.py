@@ -11,7 +11,24 @@ from edgesim.learning.algorithms import declare
 
 @dataclass(frozen=True)
 class FedBEConfig:
-    """See the module docstring; defaults are FedBE's (``run.sh``) except ``distill_epochs`` (20 there)."""
+    """FedBE's options (the algorithm's module docstring), one a line; defaults FedBE's ``run.sh`` but one.
+
+    ``server_fraction``: the server's unlabelled set as a fraction of the train split (drawn from no device's data).
+    ``server_samples``: the server set's size in samples (unset: ``server_fraction`` of the train split).
+    ``n_samples``: models sampled around the global model per round, teachers beside w̄ and the client models.
+    ``mode``: how a model is sampled, ``"gaussian"`` (SWAG around w_prev) or ``"dirichlet"`` (Σ π_i w_i).
+    ``var_scale``: SWAG's scale of σ in w_s = w_prev + stepsize·ν·(μ + var_scale·σ·ε).
+    ``swag_stepsize``: SWAG's step along the clients' mean normalised update (the factor of ν).
+    ``dirichlet_alpha``: α of the Dir(α·1) weights π over the client models (``mode = "dirichlet"``).
+    ``temperature``: T that sharpens the teachers' mean softmax into the target, p^(1/T) renormalised.
+    ``distill_epochs``: epochs of the student's distillation on the server set (FedBE's ``run.sh``: 20).
+    ``distill_lr``: the distillation SGD's learning rate.
+    ``distill_momentum``: the distillation SGD's momentum.
+    ``distill_weight_decay``: the distillation SGD's weight decay.
+    ``distill_batch_size``: the distillation's batch of server samples.
+    ``weighting``: the weights of w̄'s average, ``"samples"`` (labelled samples of a device) or ``"uniform"``.
+    ``server_on_clock``: the server's ensemble and distillation take clock time (false: free, DoFed-SPP §3.1).
+    """
 
     server_fraction: float = 0.05
     server_samples: Optional[int] = None

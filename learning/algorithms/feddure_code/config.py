@@ -19,8 +19,9 @@ from edgesim.learning.algorithms import declare_variants
 class FedDureCodeConfig:
     """The release's options (module docstring).
 
-    ``lr`` the local model's ("teacher") Adam rate, ``student_lr`` the
-    student's (both ``optimizer.lr`` in the release); ``labeled_batch`` B;
+    ``lr`` the local model's ("teacher") learning rate, ``student_lr`` the
+    student's (both ``optimizer.lr`` in the release). ``optimizer``: both
+    models' optimizer, ``"adam"`` (the release's) or ``"sgd"`` (no momentum). ``labeled_batch`` B;
     ``unlabeled_ratio`` μ (μB unlabelled rows per step); ``finetune_epochs``:
     supervised-only epochs on the labelled data before the round's MPL steps
     (the release's ``fine_tune_steps`` = 5 is one epoch of 50 labels at

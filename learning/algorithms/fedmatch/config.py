@@ -11,14 +11,24 @@ from edgesim.learning.algorithms import ScenarioFacts, declare, unused_options
 
 @dataclass(frozen=True)
 class FedMatchConfig:
-    """FedMatch (module docstring); defaults: the official labels-at-server ``config.py``.
+    """FedMatch (module docstring); defaults: the official labels-at-server ``config.py``; one option a line.
 
-    ``labels``: ``"server"`` or ``"client"``. ``lambda_s, lambda_i, lambda_a, lambda_l1, lambda_l2``:
-    the loss weights; ``l1_threshold``: ψ's hard threshold; ``threshold``: τ; ``n_helpers``: H;
-    ``helper_interval``: helpers every that many rounds; ``psi_factor``: ψ's start as a multiple of σ;
-    ``server_epochs``/``server_batch_size``: the server's σ training (labels at the server);
-    ``batch_size``: the unlabelled batch; ``labeled_batch_size``: the clients' labelled batch (labels at
-    the clients). ``lr`` overrides ``[train] lr``.
+    ``labels``: where the labelled data are, ``"server"`` (σ trained there) or ``"client"`` (σ and ψ on the clients).
+    ``lambda_s``: λ_s, the weight of σ's supervised loss λ_s·CE.
+    ``lambda_i``: λ_i, the weight of the helpers' KL consistency term (1/H)Σ_h KL(p_h ‖ p).
+    ``lambda_a``: λ_a, the weight of the CE to the agreement vote on the RandAug view.
+    ``lambda_l1``: λ_L1, the weight of ψ's sparsity term ‖ψ‖₁.
+    ``lambda_l2``: λ_L2, the weight of ‖σ − ψ‖², which keeps ψ near σ.
+    ``l1_threshold``: ψ's hard threshold at evaluation, entries with |ψ| at or below it count as 0.
+    ``threshold``: τ, the confidence max p an unlabelled row needs to enter ψ's loss.
+    ``n_helpers``: H, the helpers (other clients' ψ, nearest by output) a client receives.
+    ``helper_interval``: helpers are sent and used in every that many rounds ((r+1) % interval = 0).
+    ``psi_factor``: ψ's start as a multiple of σ's initialisation (ψ = factor·σ).
+    ``server_epochs``: epochs of σ's training at the server per round (labels at the server).
+    ``server_batch_size``: the server's labelled batch for σ's training (labels at the server).
+    ``batch_size``: B, the clients' unlabelled batch.
+    ``labeled_batch_size``: the clients' labelled batch for σ (labels at the clients).
+    ``lr``: the learning rate of clients and server (unset: ``[train] lr``).
     """
 
     labels: str = "server"

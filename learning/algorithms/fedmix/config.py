@@ -15,23 +15,25 @@ SIGMA_STARTS = ("theta", "persist")
 
 @dataclass(frozen=True)
 class FedMixConfig:
-    """FedMix + FedFreq (module docstring); defaults: the reconstruction of docs/labels_at_server.md.
+    """FedMix + FedFreq (module docstring); defaults: the reconstruction of docs/labels_at_server.md; one a line.
 
-    ``alpha, beta, gamma``: the weights of ψ̄, σ and θ^t in Eq. 9 (sum 1).
-    ``weighting``: the clients' weights p_k in ψ̄ — ``"freq"`` (FedFreq),
-    ``"samples"`` (unlabelled samples held) or ``"uniform"``. ``freq_power``:
-    the exponent of 1/c_k. ``lambda_s``: the server's loss weight (Eq. 6).
-    Client loss (Eq. 7): ``lambda_1`` weighs the pseudo-label term, ``lambda_c``
-    the optional KL consistency term, ``lambda_2`` the pull toward the anchor,
-    a mean over the P parameter entries (stiffness μ = 2·λ₂/P per entry).
-    ``n_views``: A, the random flip∘shift copies whose mean prediction labels
-    a sample (Eq. 8); ``threshold``: τ. ``sigma_start``: where the server's σ^t
-    starts — ``"theta"`` (the global θ^t) or ``"persist"`` (its own σ^{t−1}).
-    ``send_sigma``: also broadcast σ^t (m more bits per client) and pull ψ
-    toward it; otherwise only θ^t goes down and is the anchor.
-    ``server_epochs``/``server_batch_size``: the server's training per round;
-    ``batch_size``: the clients' unlabelled batch. ``lr``: overrides
-    ``[train] lr`` for clients and server.
+    ``alpha``: α, the weight of the clients' average ψ̄ in θ^{t+1} = α·ψ̄ + β·σ + γ·θ^t (Eq. 9, α + β + γ = 1).
+    ``beta``: β, the weight of the server's supervised model σ^t in Eq. 9's mix.
+    ``gamma``: γ, the weight of the previous global model θ^t in Eq. 9's mix.
+    ``weighting``: the clients' weights p_k in ψ̄, ``"freq"`` (FedFreq, Eq. 10), ``"samples"`` or ``"uniform"``.
+    ``freq_power``: FedFreq's exponent, p_k ∝ (1/c_k)^power with c_k the rounds client k has trained in.
+    ``lambda_s``: λ_s, the weight of the server's loss λ_s·CE(y, f_σ(x)) (Eq. 6).
+    ``lambda_1``: λ₁, the weight of the clients' pseudo-label term (Eq. 7).
+    ``lambda_c``: λ_c, the weight of the optional KL consistency term KL(q ‖ f_ψ(π(u))) (0: off).
+    ``lambda_2``: λ₂, the pull of ψ toward the anchor, a mean over the P entries (stiffness 2·λ₂/P each).
+    ``n_views``: A, the random flip∘shift copies whose mean prediction q labels a sample (Eq. 8).
+    ``threshold``: τ, the confidence max q a pseudo-label needs (Eq. 8).
+    ``sigma_start``: where the server's σ^t starts, ``"theta"`` (the global θ^t) or ``"persist"`` (its σ^{t−1}).
+    ``send_sigma``: also broadcast σ^t (m more bits per client) as ψ's anchor (false: θ^t is the anchor).
+    ``server_epochs``: epochs of σ's training on the server's labelled set per round.
+    ``server_batch_size``: the server's labelled batch.
+    ``batch_size``: the clients' unlabelled batch.
+    ``lr``: the learning rate of clients and server (unset: ``[train] lr``).
     """
 
     alpha: float = 0.5
