@@ -167,16 +167,17 @@ def test_list_every_kind_with_options_types_and_defaults():
     out = result.stdout
     assert re.search(r"^fedadam\s+FedAdam: FedAvg with Adam as the server optimizer", out, re.M)
     block = out.split("\nfedadam ", 1)[1].split("\nfedyogi ", 1)[0]
-    assert re.search(r"^    server_optimizer\s+str\s+\"adam\"\s+server_optimizer, ", block, re.M)
-    assert re.search(r"^    server_lr\s+float\s+0.01\s+server_optimizer, server_lr \(η\)", block, re.M)
-    assert re.search(r"^    lr\s+Optional\[float\]\s+\(unset\)\s+optimizer, lr, nesterov", block, re.M)
+    assert re.search(r"^    server_optimizer\s+str\s+\"adam\"\s+server_optimizer: the server step after ", block, re.M)
+    assert re.search(r"^    server_lr\s+float\s+0.01\s+server_lr: the server step's η", block, re.M)
+    assert re.search(r"^    lr\s+Optional\[float\]\s+\(unset\)\s+lr: the local learning rate", block, re.M)
     for kind, line in (("models", r"^resnet9\s+UM-pFSSL's ResNet-9"), ("datasets", r"^    vocab_size\s+int\s+199000\b"),
                        ("partitions", r"^dirichlet\s+.*\n    alpha\s+Number\s+0.5\s+Dirichlet concentration")):
         result = runner.invoke(app, ["list", kind])
         assert result.exit_code == 0 and re.search(line, result.stdout, re.M), (kind, result.stdout[:500])
     as_json = json.loads(runner.invoke(app, ["list", "--json"]).stdout)
     assert set(as_json) == {"algorithms", "models", "datasets", "partitions", "scenarios", "policies"}
-    assert {"name": "mu", "type": "float", "default": 0.01, "meaning": "FedProx: mu = 0.01 (docs/fedavg_family.md)."} in next(
+    assert {"name": "mu", "type": "float", "default": 0.01, "meaning": (
+        "mu: μ of FedProx's proximal term (μ/2)‖w − w_global‖² (Li et al., MLSys 2020, Eq. 2), 0 is FedAvg.")} in next(
         e for e in as_json["algorithms"] if e["name"] == "fedprox")["options"]
     bad = runner.invoke(app, ["list", "algorithm"])
     assert bad.exit_code == 2 and bad.stderr.strip() == (
