@@ -32,7 +32,7 @@ from edgesim.plots.style import (  # noqa: F401 - COLUMN_WIDTH_IN, PAGE_WIDTH_IN
     fs,
 )
 from edgesim.plots.style import lw as line_width
-from edgesim.results.reading import display_names, read_rounds
+from edgesim.results.reading import display_names, read_divergence, read_rounds
 
 X_AXES = {
     "time_s": ("Simulated time (s)", 1.0),
@@ -172,11 +172,16 @@ def plot_accuracy(
 
     Accuracy is the mean over devices of each device's test accuracy, in percent.
     An algorithm that never moves along ``x`` (Local never uploads) is named in
-    a note instead of drawn as a vertical line at zero.
+    a note instead of drawn as a vertical line at zero. An algorithm whose
+    training diverged (:func:`edgesim.results.reading.read_divergence`) is drawn
+    up to the round it diverged in and marked "(diverged)" in the legend, or
+    named in the note when it has no result at all.
     """
     run_dirs = list(run_dirs)
     series = collect(run_dirs, x, metric)
     names = display_names(run_dirs)
+    diverged = sorted({a for d in run_dirs for a in read_divergence(d)})  # drawn up to it, marked in the legend
+    names = {**names, **{a: display_name(a, names) + " (diverged)" for a in diverged}}
     colors = algorithm_colors(series)
     many = len(series) > 6  # the legend goes beside the axes, which keep the column's width
     fig, ax = plt.subplots(figsize=figure_size(COLUMN_WIDTH_IN * (1.45 if many else 1.0), 2.5), dpi=200)
@@ -190,14 +195,17 @@ def plot_accuracy(
     ax.set_xlim(left=0)
     if title:
         ax.set_title(title, fontsize=fs(8))
-    if skipped:
-        ax.text(0.98, 0.03, "not shown (no uplink): " + ", ".join(display_name(a, names) for a in skipped),
-                transform=ax.transAxes, ha="right", va="bottom", fontsize=fs(6), color="0.35")
+    unseen = [a for a in diverged if a not in series]  # diverged before its first result in every run
+    notes = (["not shown (no uplink): " + ", ".join(display_name(a, names) for a in skipped)] if skipped else []) + (
+        ["no result: " + ", ".join(display_name(a, names) for a in unseen)] if unseen else [])
+    if notes:
+        ax.text(0.98, 0.03, "\n".join(notes), transform=ax.transAxes, ha="right", va="bottom", fontsize=fs(6),
+                color="0.35")
     if ax.get_legend_handles_labels()[0]:
         if many:
             ax.legend(fontsize=fs(6), frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         else:
-            ax.legend(fontsize=fs(6.5), frameon=False, loc="lower right" if not skipped else "center right")
+            ax.legend(fontsize=fs(6.5), frameon=False, loc="lower right" if not notes else "center right")
     fig.tight_layout()
     return save_figures(fig, out_png, formats)[0]
 

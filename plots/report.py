@@ -33,17 +33,21 @@ Ranking rule (``--rank-by``, :data:`RANK_BY`): by the time (default), device
 energy or uplink bits to a threshold T: algorithms that reach T in every seed,
 by mean cost; then those that reach it in some seeds (more seeds first, then
 mean cost over those); those that never reach it are unranked. By final or best
-accuracy: highest mean first.
+accuracy: highest mean first. An algorithm whose training diverged in some seed
+of a group (:func:`edgesim.results.reading.read_divergence`) is marked there,
+with each seed's round, and never ranked or paired: its rounds before it
+diverged fill its cells.
 """
 
 from __future__ import annotations
 
 import io
+from math import nan
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from edgesim.results.metrics import THRESHOLD_METRICS, algorithm_metrics, sustain_rounds
-from edgesim.results.reading import RunFolderError, expand, load_run
+from edgesim.results.reading import Divergence, RunFolderError, divergence_notes, expand, load_run
 from edgesim.results.stats import Group, Interval, group_runs, mean_interval, paired_difference
 
 BANDWIDTH_KEY = "system.bandwidth_hz"
@@ -140,20 +144,26 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
     display = {}
     for r in runs:
         display.update(r.display)
-    tables, ranks, paired = [], [], []
+    tables, ranks, paired, diverged = [], [], [], []
     for g in groups:
         per_seed = group_metrics(g, thresholds, sustain)
         stats = {alg: {k: mean_interval([v[s] for s in g.seeds if s in v]) for k, v in m.items()}
                  for alg, m in per_seed.items()}
         for alg in stats:  # n_total counts the seeds of the group (an algorithm absent from a run counts as missing)
             stats[alg] = {k: Interval(iv.mean, iv.low, iv.high, iv.n, len(g.seeds)) for k, iv in stats[alg].items()}
-        r = {t: rank_by_time(stats, t) for t in thresholds}
-        by_final = sorted((a for a in stats if stats[a][("final_accuracy", None)].n),
-                          key=lambda a: -stats[a][("final_accuracy", None)].mean)
+        div = group_divergences(g)
+        keys = next(iter(stats.values())).keys()  # a run holds a result of some algorithm (scan_rounds)
+        for alg in div:  # diverged before any result in every seed: a row of its own, nothing in it
+            stats.setdefault(alg, {k: Interval(nan, nan, nan, 0, len(g.seeds)) for k in keys})
+        ranked = {a: s for a, s in stats.items() if a not in div}  # a diverged algorithm is marked, never ranked
+        r = {t: rank_by_time(ranked, t) for t in thresholds}
+        by_final = sorted((a for a in ranked if ranked[a][("final_accuracy", None)].n),
+                          key=lambda a: -ranked[a][("final_accuracy", None)].mean)
         r[None] = by_final
         for t in (thresholds if RANK_BY[rank_by][1] else [None]):
-            r[(rank_by, t)] = rank(stats, RANK_BY[rank_by][0], t)
+            r[(rank_by, t)] = rank(ranked, RANK_BY[rank_by][0], t)
         tables.append(stats)
+        diverged.append(div)
         ranks.append(r)
         pairs = {}
         extra = [(RANK_BY[rank_by][0], t) for t in (thresholds if RANK_BY[rank_by][1] else [None])]
@@ -161,15 +171,37 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
             order = r[(rank_by, key[1])] if key[0] == RANK_BY[rank_by][0] else r[key[1]]
             if not order:
                 continue
-            for ref, role in [(order[0], "leader")] + [(b, "baseline") for b in baselines if b in stats]:
-                for alg in stats:
+            for ref, role in [(order[0], "leader")] + [(b, "baseline") for b in baselines if b in ranked]:
+                for alg in ranked:
                     if alg != ref:
                         pairs[(key, alg, ref, role)] = paired_difference(per_seed[alg][key], per_seed[ref][key])
         paired.append(pairs)
     rules = sorted({sustain_rounds(r.config) for r in runs}) if sustain is None else [sustain]
+    ranked_tables = [{a: s for a, s in stats.items() if a not in div} for stats, div in zip(tables, diverged)]
     return {"groups": groups, "thresholds": thresholds, "stats": tables, "ranks": ranks, "paired": paired,
-            "display": display, "primary": primary_threshold(tables, thresholds), "rank_by": rank_by,
-            "sustain": rules}
+            "display": display, "primary": primary_threshold(ranked_tables, thresholds), "rank_by": rank_by,
+            "sustain": rules, "diverged": diverged}
+
+
+def group_divergences(group: Group) -> dict[str, list[Divergence]]:
+    """{algorithm: its :class:`Divergence` in each run of the group where it diverged} (the readers' one rule,
+    :func:`edgesim.results.reading.read_divergence`), in the group's seed order."""
+    out: dict[str, list[Divergence]] = {}
+    for run in group.runs:
+        for alg, d in run.diverged.items():
+            out.setdefault(alg, []).append(d)
+    return out
+
+
+def report_divergence_notes(report: dict) -> list[str]:
+    """One line per algorithm that diverged somewhere in the report: in which runs, from which round."""
+    return divergence_notes((d for div in report["diverged"] for ds in div.values() for d in ds),
+                            "marked in the leaderboard, not ranked")
+
+
+def divergence_cell(divs: list[Divergence], seeds: dict) -> str:
+    """Where an algorithm diverged, for a table: ``seed 1 from round 0, seed 2 from round 4``."""
+    return ", ".join(f"seed {seeds.get(d.run, '?')} from round {d.round}" for d in divs)
 
 
 def leaders(report: dict, ranks: dict) -> list[str]:
@@ -182,9 +214,10 @@ def leaderboard_rows(report: dict) -> tuple[list[str], list[list]]:
     """(header, rows) of ``leaderboard.csv``: one row per group × algorithm × metric (× threshold)."""
     point_keys = sorted({k for g in report["groups"] for k in g.point})
     header = ["fingerprint", "scenario", *point_keys, "algorithm", "display", "metric", "threshold", "n_seeds", "n",
-              "mean", "ci_low", "ci_high", "rank"]
+              "mean", "ci_low", "ci_high", "rank", "diverged"]
     rows = []
-    for g, stats, ranks in zip(report["groups"], report["stats"], report["ranks"]):
+    for g, stats, ranks, div in zip(report["groups"], report["stats"], report["ranks"], report["diverged"]):
+        seeds = {r.path: r.seed for r in g.runs}
         for alg in ranks[None] + [a for a in stats if a not in ranks[None]]:
             for (metric, t), iv in stats[alg].items():
                 by = report["rank_by"]
@@ -193,7 +226,7 @@ def leaderboard_rows(report: dict) -> tuple[list[str], list[list]]:
                 rank = order.index(alg) + 1 if alg in order else ""
                 rows.append([g.fingerprint, g.config.get("name", ""), *[g.point.get(k, "") for k in point_keys], alg,
                              report["display"].get(alg, alg), metric, "" if t is None else t, iv.n_total, iv.n,
-                             iv.mean, iv.low, iv.high, rank])
+                             iv.mean, iv.low, iv.high, rank, divergence_cell(div.get(alg, []), seeds)])
     return header, rows
 
 
@@ -240,10 +273,12 @@ def markdown(report: dict) -> str:
       f"from which the mean device accuracy stays at or above the threshold for {rounds} (a touch that falls back "
       "does not count); “(k/n seeds)” when only k of the n seeds reach it; "
       f"final accuracy by the run's plateau rule. {order_text}\n\n")
-    for g, stats, ranks, pairs in zip(report["groups"], report["stats"], report["ranks"], report["paired"]):
+    for g, stats, ranks, pairs, div in zip(report["groups"], report["stats"], report["ranks"], report["paired"],
+                                           report["diverged"]):
         w(f"## {g.label}\n\n")
         w(f"Scenario `{g.config.get('name', '')}` (fingerprint `{g.fingerprint[:12]}`), seeds "
           f"{', '.join(map(str, g.seeds))}.\n\n")
+        seeds = {r.path: r.seed for r in g.runs}
         order = leaders(report, ranks) if (primary is not None or not RANK_BY[by][1]) else []
         rest = [a for a in ranks[None] if a not in order] + [a for a in stats if a not in order and a not in ranks[None]]
         cols = [f"time to {t:g} (s)" for t in thresholds] + [label for _, label, _ in TABLE_METRICS]
@@ -252,7 +287,11 @@ def markdown(report: dict) -> str:
         for i, alg in enumerate(order + rest):
             s = stats[alg]
             cells = [fmt(s[(TIME, t)]) for t in thresholds] + [fmt(s[(m, None)], scale) for m, _, scale in TABLE_METRICS]
-            w(f"| {i + 1 if alg in order else ''} | {name(alg)} | " + " | ".join(cells) + " |\n")
+            mark = " (diverged)" if alg in div else ""
+            w(f"| {i + 1 if alg in order else ''} | {name(alg)}{mark} | " + " | ".join(cells) + " |\n")
+        if div:
+            w("\nDiverged, so not ranked (its cells hold its rounds before that): "
+              + "; ".join(f"{name(a)} in {divergence_cell(ds, seeds)}" for a, ds in div.items()) + ".\n")
         for role in ("leader", "baseline"):
             shown = [(k, iv) for k, iv in pairs.items() if k[3] == role and not (k[0][1] is not None and k[0][1] != primary)]
             if not shown:

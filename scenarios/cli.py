@@ -591,6 +591,11 @@ def plot(
         _fail(str(e))
     except OSError as e:
         _fail(f"cannot write the figures: {e.filename or out}: {e.strerror or e}")
+    from edgesim.results.reading import divergence_notes, read_divergence
+
+    diverged = (d for f in expand(folders) for d in read_divergence(f.folder).values())
+    for line in divergence_notes(diverged, "drawn up to that round, marked (diverged) in the legend"):
+        typer.echo(f"warning: {line}", err=True)
     for p in written:
         typer.echo(str(p))
 
@@ -623,7 +628,8 @@ def report(
     out = out if out is not None else Path("reports") / folders[0].resolve().name
     try:
         out = check_out_path(out)
-        written = write_report(folders, out, thresholds or None, tuple(baseline or ()), sustain, rank_by)
+        written = write_report(folders, out, thresholds or None, tuple(baseline or ()), sustain, rank_by,
+                               say=lambda line: typer.echo(f"warning: {line}", err=True))
     except ConfigError as e:  # RunFolderError is one
         _fail(str(e))
     except OSError as e:  # a full disk, a quota: the file it could not write

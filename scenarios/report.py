@@ -10,7 +10,7 @@ temporary name, so a failure never leaves a half-written one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from edgesim.results.reading import RunFolderError
 from edgesim.results.writing import add_to_manifest, atomic_write_bytes, csv_text
@@ -51,16 +51,20 @@ def check_report_out(out: Path) -> None:
 
 
 def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None,
-                 baselines: Sequence[str] = (), sustain: Optional[int] = None, rank_by: str = "time") -> list[Path]:
+                 baselines: Sequence[str] = (), sustain: Optional[int] = None, rank_by: str = "time",
+                 say: Optional[Callable[[str], None]] = None) -> list[Path]:
     """Build the report of ``paths`` (run and sweep folders) and write it into ``out``; returns the files written.
     ``baselines``: algorithms every other is also paired against (``--baseline``); ``sustain``, ``rank_by``: the
-    crossing rule's k (``--sustain``) and the order (``--rank-by``) of :func:`edgesim.plots.report.build`."""
-    from edgesim.plots.report import build, leaderboard_rows, markdown, paired_rows
+    crossing rule's k (``--sustain``) and the order (``--rank-by``) of :func:`edgesim.plots.report.build`;
+    ``say`` gets one line per algorithm that diverged in some run (which runs, from which round)."""
+    from edgesim.plots.report import build, leaderboard_rows, markdown, paired_rows, report_divergence_notes
     from edgesim.plots.report_figures import plot_accuracy_extremes, plot_tta_vs_bandwidth
 
     out = Path(out)
     check_report_out(out)
     report = build(paths, thresholds, baselines, sustain, rank_by)
+    for line in report_divergence_notes(report) if say is not None else []:
+        say(line)
     out.mkdir(parents=True, exist_ok=True)
     add_to_manifest(out, *OUTPUTS)  # listed before they are written: a later report may replace them
     written = []

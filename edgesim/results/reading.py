@@ -2,6 +2,9 @@
 
 - :func:`read_rounds`: ``rounds.csv`` → ``{algorithm: {column: array}}``, every
   value checked (one line naming the file, line, column and value);
+- :func:`read_divergence`: the algorithms whose training diverged, from which
+  round (``summary.json``'s mark, or a non-finite accuracy or an infinite loss
+  in ``rounds.csv``): every reader keeps their rows before it and names them;
 - :class:`Run`: a finished run folder (its scenario, summary, provenance,
   display names, fingerprint and seed; its rounds as arrays and its tables as
   tidy pandas frames);
@@ -19,7 +22,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import re
 import tomllib
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
@@ -33,6 +39,10 @@ from edgesim.results.files import CONFIG, MARKER, PROVENANCE, ROUNDS, SUMMARY, S
 from edgesim.results.fingerprint import dig, scenario_fingerprint
 from edgesim.results.metrics import crossing, sustain_rounds
 from edgesim.results.writing import is_finished
+
+
+class DivergedWarning(UserWarning):
+    """:func:`load_runs` read a run in which an algorithm diverged (one warning per algorithm and run)."""
 
 
 class RunFolderError(ConfigError):
@@ -146,28 +156,74 @@ def check_round_value(path: Path, line: int, column: str, text: str, value: floa
         raise RunFolderError(f"{path}: line {line}, column {column} = {text!r}; expected {expected}")
 
 
-def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
-    """``rounds.csv`` of a run → {algorithm: {column: array}} (text columns as NaN): the one reader.
+# A row shows that training diverged when its accuracy is a number that is not finite (a literal nan or inf: edgesim
+# writes an accuracy a round did not evaluate as empty) or a loss column (a name ending in "loss") is infinite. A NaN
+# loss is not divergence: edgesim writes it for a round that trained nothing (a server phase the deadline cut).
+LOSS_SUFFIX = "loss"
 
-    :class:`RunFolderError` (one line: file, line, column, value) for a file
-    that is missing, header-only, lacks a column edgesim writes, or holds a
-    non-numeric value where a number belongs.
-    """
+
+@dataclass(frozen=True)
+class Divergence:
+    """An algorithm whose training diverged in a run: its rows before ``round`` are its results; that round and
+    any later one are not. ``why``: the run's note in ``summary.json``, or the ``rounds.csv`` value showing it."""
+
+    run: Path
+    algorithm: str
+    round: int
+    why: str
+
+    def line(self) -> str:
+        """One line for a user: which algorithm, which run, from which round, and why."""
+        why = self.why.removeprefix(f"{self.algorithm}: ")
+        return f"{self.algorithm} diverged in {self.run} from round {self.round} ({why})"
+
+
+def divergence_notes(divergences: Iterable[Divergence], then: str) -> list[str]:
+    """One line per diverged algorithm: in which runs it diverged, from which round, then what the reader did
+    (``then``) — the words ``report``, ``plot`` and :func:`load_runs` say."""
+    runs: dict[str, list[Divergence]] = {}
+    for d in divergences:
+        runs.setdefault(d.algorithm, []).append(d)
+    return [f"{alg} diverged in {', '.join(f'{d.run} (from round {d.round})' for d in ds)}: {then}"
+            for alg, ds in runs.items()]
+
+
+def _diverged_value(column: str, text: str) -> bool:
+    """Whether ``text`` in ``column`` of a ``rounds.csv`` row shows divergence (the rule above)."""
+    if text == "" or not (column == "accuracy" or column.endswith(LOSS_SUFFIX)):
+        return False
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return math.isinf(value) or (column == "accuracy" and math.isnan(value))
+
+
+def _read_round_rows(run_dir: Path) -> tuple[Path, dict[str, dict[str, list]], dict[str, Divergence]]:
+    """(path, {algorithm: {column: values}}, {algorithm: Divergence shown in rounds.csv}) of a run's rounds.csv,
+    every value checked; an algorithm's row that shows divergence and its later rows are left out."""
     path = Path(run_dir) / ROUNDS
     if not path.is_file():
         raise RunFolderError(f"{path}: no {ROUNDS} — is {run_dir} a finished run folder?")
     header, rows = read_csv_rows(path)
     missing = [c for c in REQUIRED_ROUND_COLUMNS if c not in header]
-    if missing:
+    if missing and rows:  # header-only (every algorithm stopped before a result): named by scan_rounds
         raise RunFolderError(f"{path}: no column {missing[0]!r}; expected the {ROUNDS} edgesim wrote "
                             f"(columns {', '.join(REQUIRED_ROUND_COLUMNS)}, ...)")
-    if not rows:
-        raise RunFolderError(f"{path}: a header and no rounds; expected one row per algorithm and round")
     cols: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    shown: dict[str, Divergence] = {}
     for line, row in enumerate(rows, start=2):
         alg = row["algorithm"]
         if not alg:
             raise RunFolderError(f"{path}: line {line}, column algorithm is empty; expected an algorithm name")
+        if alg in shown:  # after its divergence: no result
+            continue
+        bad = next((k for k, v in row.items() if _diverged_value(k, v)), None)
+        if bad is not None:
+            round_index = number_field(path, line, "round", row["round"], empty_ok=False)
+            check_round_value(path, line, "round", row["round"], round_index)
+            shown[alg] = Divergence(Path(run_dir), alg, int(round_index), f"{ROUNDS} line {line}: {bad} = {row[bad]}")
+            continue
         for k, v in row.items():
             if k == "algorithm":
                 continue
@@ -180,9 +236,65 @@ def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
                 cols[alg][k].append(float(v) if v != "" else np.nan)
             except ValueError:  # a text column
                 cols[alg][k].append(np.nan)
+    return path, cols, shown
+
+
+def _with_summary(run_dir: Path, shown: dict[str, Divergence], cols: dict) -> dict[str, Divergence]:
+    """``shown`` merged with what ``summary.json`` marks diverged: its note, from the round the note names (else
+    the one after the algorithm's last row); where both say, the earlier round."""
+    out = dict(shown)
+    algorithms = read_summary(run_dir).get("algorithms")
+    for alg, info in (algorithms if isinstance(algorithms, dict) else {}).items():
+        note = info.get("diverged") if isinstance(info, dict) else None
+        if not isinstance(note, str) or not note:
+            continue
+        named = re.search(r"\bin round (\d+)\b", note)
+        done = cols[alg]["round"] if alg in cols else []
+        round_index = int(named.group(1)) if named else (int(max(done)) + 1 if done else 0)
+        if alg not in out or round_index < out[alg].round:
+            out[alg] = Divergence(Path(run_dir), alg, round_index, note)
+    return out
+
+
+def read_divergence(run_dir: Path) -> dict[str, Divergence]:
+    """{algorithm: :class:`Divergence`} of a run: what ``summary.json`` marks diverged and what ``rounds.csv``
+    shows (the rule of :data:`LOSS_SUFFIX`); {} when no algorithm diverged."""
+    _, cols, shown = _read_round_rows(run_dir)
+    return _with_summary(run_dir, shown, cols)
+
+
+def scan_rounds(run_dir: Path) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, Divergence]]:
+    """``rounds.csv`` of a run → ``({algorithm: {column: array}}, {algorithm: Divergence})``: the one reader.
+
+    Text columns read as NaN. An algorithm that diverged (:func:`read_divergence`)
+    keeps only its rows before the round it diverged in. :class:`RunFolderError`
+    (one line: file, line, column, value) for a file that is missing,
+    header-only, lacks a column edgesim writes, or holds a non-numeric value
+    where a number belongs; a run whose every algorithm diverged before its
+    first result is named as such.
+    """
+    path, cols, shown = _read_round_rows(run_dir)
+    diverged = _with_summary(run_dir, shown, cols)
+    for alg, d in diverged.items():  # summary.json's round may be earlier than what rounds.csv shows
+        keep = [i for i, r in enumerate(cols.get(alg, {}).get("round", [])) if r < d.round]
+        if alg in cols and len(keep) < len(cols[alg]["round"]):
+            cols[alg] = {k: [v[i] for i in keep] for k, v in cols[alg].items()}
+        if alg in cols and not keep:
+            del cols[alg]
+    if not cols:
+        if diverged:
+            raise RunFolderError(f"{run_dir}: every algorithm of this run diverged before its first result, nothing "
+                                 f"to read ({'; '.join(d.line() for d in diverged.values())})")
+        raise RunFolderError(f"{path}: a header and no rounds; expected one row per algorithm and round")
     if all(np.isnan(v).all() for c in cols.values() for v in [np.asarray(c["accuracy"], dtype=float)]):
         raise RunFolderError(f"{path}: the accuracy column has no value; expected an accuracy in some round")
-    return {alg: {k: np.asarray(v, dtype=float) for k, v in c.items()} for alg, c in cols.items()}
+    return {alg: {k: np.asarray(v, dtype=float) for k, v in c.items()} for alg, c in cols.items()}, diverged
+
+
+def read_rounds(run_dir: Path) -> dict[str, dict[str, np.ndarray]]:
+    """``rounds.csv`` of a run → {algorithm: {column: array}}: :func:`scan_rounds` without the divergences (an
+    algorithm that diverged keeps only its rows before it)."""
+    return scan_rounds(run_dir)[0]
 
 
 # --------------------------------------------------------------------------- one run
@@ -235,9 +347,19 @@ class Run:
         return display_names([self.path])
 
     @cached_property
+    def _scanned(self) -> tuple[dict, dict]:
+        return scan_rounds(self.path)
+
+    @property
     def series(self) -> dict[str, dict[str, np.ndarray]]:
-        """``rounds.csv`` as ``{algorithm: {column: array}}`` (:func:`read_rounds`)."""
-        return read_rounds(self.path)
+        """``rounds.csv`` as ``{algorithm: {column: array}}`` (:func:`read_rounds`: a diverged algorithm's rows
+        before it diverged)."""
+        return self._scanned[0]
+
+    @property
+    def diverged(self) -> dict[str, Divergence]:
+        """{algorithm: :class:`Divergence`} of the algorithms whose training diverged ({} when none did)."""
+        return self._scanned[1]
 
     @property
     def algorithms(self) -> list[str]:
@@ -271,9 +393,9 @@ def load_run(folder: Path) -> Run:
     """A finished run folder, its ``config.toml`` and ``rounds.csv`` read and checked (:class:`RunFolderError`,
     one line naming the file, when either cannot be read)."""
     config = read_config(folder)  # first: a folder without config.toml is named by it
-    series = read_rounds(folder)
+    scanned = scan_rounds(folder)
     run = Run(folder)
-    run.config, run.series = config, series  # the cached properties, read once
+    run.config, run._scanned = config, scanned  # the cached properties, read once
     return run
 
 
@@ -427,21 +549,25 @@ def _parse(text: str):
 
 
 def _read_table(folder: Path, table: str):
-    """One run's table as a DataFrame, read by the rules ``plot`` and ``report`` apply: ``rounds.csv`` is checked
-    value by value first (:func:`read_rounds`: an ``accuracy = nan`` or a negative time is refused alike
-    everywhere); any file pandas cannot read (empty, ragged, not UTF-8) is one :class:`RunFolderError` naming it."""
+    """(One run's table as a DataFrame, its divergences), read by the rules ``plot`` and ``report`` apply:
+    ``rounds.csv`` is checked value by value first (:func:`scan_rounds`: a negative time is refused alike
+    everywhere, a diverged algorithm's rows from the round it diverged in are left out alike); any file pandas
+    cannot read (empty, ragged, not UTF-8) is one :class:`RunFolderError` naming it."""
     import pandas as pd
 
     path = folder / TABLES[table]
-    if table == "rounds":
-        read_rounds(folder)
+    diverged = scan_rounds(folder)[1]  # every value checked by the one reader, divergence by its rule
     try:
-        return pd.read_csv(path)
+        df = pd.read_csv(path)
     except FileNotFoundError:
         raise RunFolderError(f"{path}: missing; expected the {TABLES[table]} edgesim wrote") from None
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
         raise RunFolderError(f"{path}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e}); "
                              f"expected the {TABLES[table]} edgesim wrote") from None
+    if "round" in df and "algorithm" in df:  # a diverged algorithm: its rows before it, as read_rounds keeps
+        start = df["algorithm"].map(lambda a: diverged[a].round if a in diverged else np.inf)
+        df = df[df["round"] < start].reset_index(drop=True)
+    return df, diverged
 
 
 def load_runs(paths, table: str = "rounds"):
@@ -453,7 +579,10 @@ def load_runs(paths, table: str = "rounds"):
     (:func:`edgesim.results.fingerprint.scenario_fingerprint`: equal for runs that differ only in the
     seed), one column per grid key of the sweeps (``system.bandwidth_hz``,
     its value in each run's ``config.toml``), ``seed``, ``algorithm``,
-    ``display`` (the figures' name), then every column of the run's
+    ``display`` (the figures' name), ``diverged_round`` (the round from
+    which the algorithm's training diverged in that run, NaN where it did
+    not: :func:`read_divergence`; its rows from that round on are left out,
+    and a :class:`DivergedWarning` names it), then every column of the run's
     ``rounds.csv`` (``round``, ``time_s``, ``accuracy``, bits, energy, …).
     ``table="devices"`` or ``"events"`` reads those files instead.
     """
@@ -467,15 +596,19 @@ def load_runs(paths, table: str = "rounds"):
     for f in folders:
         config = read_config(f.folder)
         display = {a: s.get("display", a) for a, s in read_summary(f.folder).get("algorithms", {}).items()}
-        df = _read_table(f.folder, table)
+        df, diverged = _read_table(f.folder, table)
+        for line in divergence_notes(diverged.values(), "its rows from that round on are left out; column "
+                                                         "diverged_round marks it"):
+            warnings.warn(line, DivergedWarning, stacklevel=2)
         meta = {"run": str(f.folder), "sweep": str(f.sweep) if f.sweep else "", "scenario": config.get("name"),
                 "fingerprint": scenario_fingerprint(config), **{k: dig(config, k) for k in grid_keys},
                 "seed": config.get("seed")}
         head = pd.DataFrame({k: [v] * len(df) for k, v in meta.items()}, index=df.index)
         head["algorithm"] = df["algorithm"]
         head["display"] = df["algorithm"].map(lambda a, names=display: names.get(a, a))
+        head["diverged_round"] = df["algorithm"].map(lambda a, d=diverged: d[a].round if a in d else np.nan)
         frames.append(pd.concat([head, df.drop(columns=["algorithm"])], axis=1))
     if not frames:
         return pd.DataFrame(columns=["run", "sweep", "scenario", "fingerprint", *grid_keys, "seed", "algorithm",
-                                     "display"])
+                                     "display", "diverged_round"])
     return pd.concat(frames, ignore_index=True)
