@@ -70,7 +70,7 @@ from torch.func import functional_call, grad, vmap
 from edgesim.learning.layers import ForwardState, forward_state, mix64, name_layers
 from edgesim.learning.models import draw_seed, seeded_torch_rng, stochastic_modules
 from edgesim.learning.numerics import DEFAULT_NUMERICS, Numerics, as_contiguous
-from edgesim.learning.optim import SGD, Constant, Optimizer, Schedule
+from edgesim.learning.optim import SGD, Constant, Optimizer, Schedule, ema_update
 from edgesim.learning.state import Params, stack_params, unstack_params  # noqa: F401  (re-exported for callers)
 
 GeneratorLike = Union[torch.Generator, int]
@@ -138,6 +138,11 @@ class LocalTask:
     loss of each step (default: the first). ``passes``: training passes
     (forward + backward) per row of each stream per step, what the clock
     charges (``edgesim.learning.costs.task_cycles``; default 1 per stream).
+    ``ema_decay``: keep an exponential moving average of the trainable
+    parameters over the client's steps (``edgesim.learning.optim.ema_update``,
+    from the start values, once after every step; ``None``: none is kept) and
+    return it as :attr:`LocalTrainResult.ema` — FixMatch's evaluation model.
+    The sequential executor keeps it; the vectorised one refuses such a task.
     """
 
     loss: Optional[Callable[["Net", "Batch", torch.Tensor], tuple[torch.Tensor, Mapping[str, torch.Tensor]]]]
@@ -151,10 +156,14 @@ class LocalTask:
     step: Optional[Callable[[StepInputs], tuple[Params, dict, Mapping[str, torch.Tensor]]]] = None
     report_stream: Optional[str] = None
     passes: Optional[Mapping[str, float]] = None
+    ema_decay: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.loss is None and self.step is None:
             raise ValueError("a LocalTask needs a loss or a step")
+        if self.ema_decay is not None and not (isinstance(self.ema_decay, (int, float))
+                                               and not isinstance(self.ema_decay, bool) and 0 <= self.ema_decay < 1):
+            raise ValueError(f"ema_decay(={self.ema_decay!r}) must be a number in [0, 1) or None")
         if not (isinstance(self.epochs, int) and self.epochs >= 0):
             raise ValueError(f"epochs(={self.epochs}) must be an int >= 0")
         if not self.prox_mu >= 0:
@@ -171,13 +180,17 @@ class LocalTrainResult:
     """Per client: final state, mean reported loss over its steps (weighted by rows), steps taken, aux means.
 
     ``mean_loss`` is NaN for a client that took no step; ``aux[name]`` the
-    mean of that aux value over the client's steps.
+    mean of that aux value over the client's steps. ``ema``: per client, its
+    final state with the trainable keys replaced by their moving average
+    (``LocalTask.ema_decay``; the buffers, e.g. BatchNorm statistics, are the
+    trained model's); ``None`` when the task keeps none.
     """
 
     params: list[Params]
     mean_loss: list[float]
     n_steps: list[int]
     aux: dict = field(default_factory=dict)
+    ema: Optional[list[Params]] = None
 
 
 # --------------------------------------------------------------------------- batches and the net
@@ -669,15 +682,17 @@ class SequentialExecutor(_Base):
 
     def run(self, model: nn.Module, task: LocalTask, start_params: list[Params], data: list, generators: list) -> LocalTrainResult:
         plan = _Plan(model, task, start_params, data, generators, self.numerics)
-        out, means, auxes = [], [], []
+        out, means, auxes, emas = [], [], [], []
         with _mode(model, True):
             for c in range(len(start_params)):
-                state, mean, aux = self._one(plan, c, start_params[c])
+                state, mean, aux, ema = self._one(plan, c, start_params[c])
                 out.append(state)
                 means.append(mean)
                 auxes.append(aux)
+                emas.append(ema)
         names = sorted({k for a in auxes for k in a})
-        return LocalTrainResult(out, means, plan.n_steps, {k: [a.get(k, float("nan")) for a in auxes] for k in names})
+        return LocalTrainResult(out, means, plan.n_steps, {k: [a.get(k, float("nan")) for a in auxes] for k in names},
+                                ema=None if task.ema_decay is None else emas)
 
     @staticmethod
     def _one(plan: _Plan, c: int, sp: Params):
@@ -693,6 +708,7 @@ class SequentialExecutor(_Base):
         moved = {name: _to_device_split(plan.schedules[c][name], device) if plan.schedules[c][name] else []
                  for name in plan.streams}
         keys = plan.keys[c].to(device)
+        ema = None if task.ema_decay is None else {k: v.clone() for k, v in start.items()}
         # torch's own dropout layers (not edgesim.learning.layers') draw from the global RNG: seed it from the client
         rng = seeded_torch_rng(plan.seeds[c], device) if plan.stochastic else contextlib.nullcontext()
         with rng:
@@ -700,9 +716,14 @@ class SequentialExecutor(_Base):
                 train, opt_state, buffers, loss_sum, rows = SequentialExecutor._step(
                     plan, c, s, train, start, fixed, buffers, opt_state, loss_sum, rows, aux_sums, device,
                     {name: moved[name][s] for name in plan.streams}, keys[s])
+                if ema is not None:
+                    ema = ema_update(ema, train, task.ema_decay)
         train = as_contiguous(train)
         state = {k: (train[k] if k in train else buffers[k] if k in buffers else sp[k]) for k in sp}
-        return plan.collect(c, state, float(loss_sum), rows, aux_sums)
+        if ema is not None:
+            ema = as_contiguous(ema)
+            ema = {k: (ema[k] if k in ema else state[k]) for k in sp}
+        return (*plan.collect(c, state, float(loss_sum), rows, aux_sums), ema)
 
     @staticmethod
     def _step(plan, c, s, train, start, fixed, buffers, opt_state, loss_sum, rows, aux_sums, device, idx, key):
@@ -780,6 +801,9 @@ class VmapExecutor(_Base):
         return None
 
     def run(self, model: nn.Module, task: LocalTask, start_params: list[Params], data: list, generators: list) -> LocalTrainResult:
+        if task.ema_decay is not None:
+            raise ValueError(f"LocalTask.ema_decay(={task.ema_decay}): the weights' moving average is kept by the "
+                             f"sequential executor only; expected ema_decay=None with VmapExecutor")
         reason = self.unsupported_reason(model)
         if reason is not None:
             if self.fallback == "error":

@@ -16,6 +16,9 @@ client's result is bit-identical to it (tested). :class:`Adam` follows
 ``torch.optim.Adam`` (bias-corrected moments, L2 weight decay added to the
 gradient; Kingma & Ba, ICLR 2015, Algorithm 1) to float rounding.
 
+:func:`ema_update` is one step of an exponential moving average of the weights (the evaluation model
+FixMatch reports, Sohn et al., NeurIPS 2020, §4: decay 0.999 per step).
+
 Schedules map a local step to a learning-rate factor: :class:`Constant`
 (1) and :class:`Cosine` — FixMatch's ``cos(7π·s / (16·S))`` (Sohn et al.,
 NeurIPS 2020, §4 and Appendix), with the cycle fraction 7/16 as an option.
@@ -47,6 +50,22 @@ def _descend(p: torch.Tensor, d: torch.Tensor, lr) -> torch.Tensor:
     if torch.is_tensor(lr):
         return p - lr.to(p.dtype).reshape(-1, *([1] * (p.dim() - 1))) * d
     return p.add(d, alpha=-lr)
+
+
+def ema_update(ema: Params, params: Params, decay: float) -> Params:
+    """One step of an exponential moving average of the weights, key by key (new tensors):
+
+        ema ← decay·ema + (1 − decay)·params        (decay ∈ [0, 1), dimensionless)
+
+    computed as ``torch.lerp(ema, params, 1 − decay)``, so decay 0 returns ``params`` exactly. FixMatch
+    evaluates such an average of its model's weights, updated after every optimizer step with decay 0.999
+    (Sohn et al., "FixMatch", NeurIPS 2020, §4 "Implementation details"; Polyak & Juditsky, SIAM J. Control
+    Optim. 30(4), 1992, for averaging the iterates). ``ema``'s keys are the ones averaged; a tensor that is not
+    floating point (a BatchNorm layer's batch counter) takes ``params``' value.
+    """
+    _check("decay", decay, 0.0, 1.0)
+    return {k: (torch.lerp(v, params[k].to(v.dtype), 1.0 - decay) if v.is_floating_point() else params[k].clone())
+            for k, v in ema.items()}
 
 
 @dataclass(frozen=True)

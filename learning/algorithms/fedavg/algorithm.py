@@ -43,7 +43,12 @@ its own model. Compression off, nothing of this runs.
 
 Evaluation: the model each device would use — the global model with its own
 local keys — on its test set (mean and spread over devices), and as the
-labeller of its unlabelled data.
+labeller of its unlabelled data. With ``ema_decay = d`` the global part is an
+exponential moving average of the global model instead, kept by the server
+and updated after every aggregation, ``ē ← d·ē + (1 − d)·w`` from ``ē = w₀``
+(:func:`edgesim.learning.optim.ema_update`): FixMatch's evaluation model
+(Sohn et al., NeurIPS 2020, §4) with a round for a step. Training never sees
+it; it is checkpointed with the run.
 """
 
 from __future__ import annotations
@@ -82,7 +87,7 @@ from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, Stream, View
 from edgesim.learning.label_quality import TRUTH
 from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
-from edgesim.learning.optim import make_schedule
+from edgesim.learning.optim import ema_update, make_schedule
 from edgesim.learning.server_optim import ServerOptimizer
 
 # --------------------------------------------------------------------------- which keys stay on the device
@@ -188,6 +193,7 @@ class FedAvg:
         self.selected: tuple[int, ...] = ()
         self.server_opt = ServerOptimizer(cfg.server_optimizer, cfg.server_lr, cfg.server_momentum, cfg.server_beta2,
                                           cfg.server_tau, trainable=(n for n, _ in ctx.model.named_parameters()))
+        self.ema = None if cfg.ema_decay is None else clone_state(self.global_state)
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
@@ -215,9 +221,21 @@ class FedAvg:
             extra = t.metrics(up_errors, down_error)
         weights = [1.0 if self.cfg.weighting == "uniform" else float(sum(self.sizes[d].values())) for d in sel]
         self.server_step(arrived_updates(outcome, sel, shared, weights))
+        self.advance_ema()
+        return {**self.metrics(result), **extra}
+
+    def advance_ema(self) -> None:
+        """After an aggregation: the evaluation model's step ``ē ← d·ē + (1 − d)·w`` (nothing without ``ema_decay``)."""
+        if self.ema is not None:
+            self.ema = ema_update(self.ema, self.global_state, self.cfg.ema_decay)
+
+    def metrics(self, result) -> dict[str, float]:
+        """The round's metrics (:func:`round_metrics`) of the evaluated model: the global part (or its moving
+        average, ``ema_decay``) with each device's local keys."""
+        evaluated = self.global_state if self.ema is None else self.ema
         if any(self.personal):
-            return {**round_metrics(ctx, [merge(self.global_state, p) for p in self.personal], result), **extra}
-        return {**round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state), **extra}
+            return round_metrics(self.ctx, [merge(evaluated, p) for p in self.personal], result)
+        return round_metrics(self.ctx, [evaluated] * self.ctx.n_devices, result, shared=evaluated)
 
     def server_step(self, updates: list[tuple[dict, float]]) -> None:
         """The aggregation hook: the round's arrived uploads, ``(global keys' state, weight)`` each (none when
@@ -240,6 +258,8 @@ class FedAvg:
                "server": self.server_opt.state_dict()}
         if self.transfers is not None:
             out["transfers"] = self.transfers.state_dict()
+        if self.ema is not None:
+            out["ema"] = to_cpu(self.ema)
         return out
 
     def load_state_dict(self, state: dict) -> None:
@@ -249,6 +269,8 @@ class FedAvg:
             self.server_opt.load_state_dict(state["server"], self.ctx.device)
         if self.transfers is not None and "transfers" in state:
             self.transfers.load_state_dict(state["transfers"])
+        if self.ema is not None:
+            self.ema = to_device(self.ctx, state["ema"])
 
 
 # --------------------------------------------------------------------------- the registered variants

@@ -39,7 +39,7 @@ import torch
 from edgesim.asynchrony import Aggregation
 from edgesim.backend import DeviceWork
 from edgesim.learning.aggregation import merge, split_keys
-from edgesim.learning.algorithms.common import round_metrics, to_cpu, to_device, train_devices
+from edgesim.learning.algorithms.common import to_cpu, to_device, train_devices
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTrainResult
 
@@ -122,12 +122,10 @@ class AsyncFedAvg:
         live = {v for _, v in self.in_flight.values()}
         self.versions = {v: s for v, s in self.versions.items() if v in live}
         self.versions[self.version] = inner.global_state
+        inner.advance_ema()  # the evaluation model's step, once per aggregation (ema_decay)
         if not agg.evaluate:
             return {}
-        result = _joined(results)
-        if any(inner.personal):
-            return round_metrics(ctx, [merge(inner.global_state, p) for p in inner.personal], result)
-        return round_metrics(ctx, [inner.global_state] * ctx.n_devices, result, shared=inner.global_state)
+        return inner.metrics(_joined(results))
 
     # -- checkpoints: the family's state, the versions in flight
     def state_dict(self) -> dict:

@@ -40,6 +40,7 @@ class FedAvgConfig:
     ``server_momentum``: FedAvgM's momentum β, or β₁ of FedAdam and FedYogi.
     ``server_beta2``: β₂ of FedAdam and FedYogi, the second moment's decay.
     ``server_tau``: τ of FedAdam and FedYogi, the adaptivity added to √v.
+    ``ema_decay``: evaluate a moving average of the global model, ē ← d·ē + (1 − d)·w per aggregation (unset: w).
     """
 
     weighting: str = "samples"
@@ -64,6 +65,7 @@ class FedAvgConfig:
     server_momentum: float = 0.9
     server_beta2: float = 0.99
     server_tau: float = 1e-3
+    ema_decay: Optional[float] = None
 
     def __post_init__(self):
         check_choice("weighting", self.weighting, ("samples", "uniform"))
@@ -91,6 +93,9 @@ class FedAvgConfig:
         if self.schedule is not None:
             check_choice("schedule", self.schedule, ("constant", "cosine"))
         check_server_options(self)
+        check_number("ema_decay", self.ema_decay, minimum=0, allow_none=True)
+        if self.ema_decay is not None and self.ema_decay >= 1:
+            fail("ema_decay", self.ema_decay, "a decay in [0, 1) (1 would never move from the initial model)")
 
 
 FedAvgConfig.DEFINING = ("objective", "data", "local", "server_optimizer")
