@@ -40,7 +40,7 @@ class FedAvgConfig:
     ``server_momentum``: FedAvgM's momentum β, or β₁ of FedAdam and FedYogi.
     ``server_beta2``: β₂ of FedAdam and FedYogi, the second moment's decay.
     ``server_tau``: τ of FedAdam and FedYogi, the adaptivity added to √v.
-    ``ema_decay``: evaluate a moving average of the global model, ē ← d·ē + (1 − d)·w per aggregation (unset: w).
+    ``ema_decay``: d, evaluate the moving average ē ← d·ē + (1 − d)·w of the global model (unset: w itself).
     """
 
     weighting: str = "samples"
