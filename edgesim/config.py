@@ -68,6 +68,32 @@ def check_path_gains(intercept_db: float, slope_db: float, min_distance_m: float
                  f"(it is {gain_db:.6g} dB at {d:g} m)")
 
 
+# An option of an algorithm ([algorithms.NAME]) may be at most this many times its default's magnitude (1 for a
+# default of 0 or none): beyond, a number is no setting of the method but a typo that overflows later (pFedMe's
+# beta = 1e300 made the training diverge, blamed on the learning rate). Every default and every shipped scenario is
+# far inside (the largest ratio shipped is 3,000: FedBE's server_samples = 3000, its default unset).
+OPTION_SCALE_MAX = 1e6
+
+
+def option_bound(default) -> float:
+    """The largest magnitude :func:`check_option_scale` accepts for an option whose default is ``default``:
+    ``OPTION_SCALE_MAX · max(1, |default|)``."""
+    scale = abs(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else 0.0
+    return OPTION_SCALE_MAX * max(1.0, scale if math.isfinite(scale) else 0.0)
+
+
+def check_option_scale(name: str, value, default, meaning: str = "") -> None:
+    """An algorithm option's number within :func:`option_bound` of its default, else ``ValueError`` naming the
+    key, the value, the plausible range and (``meaning``) what the option is. Not a number: nothing to check."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return
+    bound = option_bound(default)
+    if abs(value) > bound:
+        shown = "none" if default is None else repr(default)
+        fail(name, value, f"a plausible value, |{name}| <= {bound:g} ({OPTION_SCALE_MAX:g} times its default's "
+             f"magnitude, the default being {shown})" + (f"; {meaning}" if meaning else ""))
+
+
 def check_range(name: str, value, low: float, high: float, unit: str, hint: str = ""):
     """A finite number in ``[low, high]`` (a physically plausible value), else ``ValueError`` with ``hint``."""
     check_number(name, value)

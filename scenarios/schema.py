@@ -351,13 +351,28 @@ def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: st
                                 f"{', '.join(sorted(ALGORITHMS))}")
         spec = ALGORITHMS[name]
         cfg = learned["algorithms"].get(name) or spec.config_cls()
-        if spec.check is not None:
-            try:
+        table = f"[algorithms.{name}]" if name in learned["algorithms"] else f"{name} (defaults; [algorithms.{name}])"
+        try:
+            check_option_scales(cfg)
+            if spec.check is not None:
                 spec.check(cfg, facts)
-            except ValueError as e:
-                table = f"[algorithms.{name}]" if name in learned["algorithms"] else f"{name} (defaults; [algorithms.{name}])"
-                raise ScenarioError(f"{where}: {table}: {e}") from None
+        except ValueError as e:
+            raise ScenarioError(f"{where}: {table}: {e}") from None
         check_compression(name, spec.config_cls, learned.get("compression", {}), where)
+
+
+def check_option_scales(cfg) -> None:
+    """Every number of an algorithm's options within :func:`edgesim.config.option_bound` of its default (one rule
+    for all algorithms and plugins); ``ValueError`` naming the first that is not, with the option's meaning (its
+    config class's docstring, as ``edgesim list`` shows it)."""
+    from edgesim.config import check_option_scale
+    from edgesim.scenarios.reference import field_meaning
+
+    for f in dataclasses.fields(cfg):
+        default = f.default if f.default is not dataclasses.MISSING else None
+        value = getattr(cfg, f.name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            check_option_scale(f.name, value, default, field_meaning(type(cfg), f.name))
 
 
 def check_compression(name: str, config_cls: type, settings: Mapping[str, Any], where: str) -> None:
@@ -438,7 +453,10 @@ def load_scenario(
 
 
 def _culprit(file_raw: dict, overrides: list[str], options: list[str], where: str, learning: bool, message: str):
-    """The last override (``"--set KEY=VALUE"``) without which ``message`` is not raised, else ``None``."""
+    """The override (``"--set KEY=VALUE"``) to blame for ``message``: of those without which it is not raised, the
+    last whose KEY the message names (``[algorithms.pfedme]: beta =`` for ``algorithms.pfedme.beta``; ``run.algorithms``
+    that brought pFedMe in is needed too, but is not what to change), else the last; ``None`` when none is needed."""
+    needed = []
     for i in reversed(range(len(overrides))):
         rest = overrides[:i] + overrides[i + 1:]
         try:
@@ -446,5 +464,13 @@ def _culprit(file_raw: dict, overrides: list[str], options: list[str], where: st
         except ScenarioError as e:
             if str(e) == message:
                 continue
-        return f"{options[i]} {overrides[i]}"
-    return None
+        needed.append(i)
+        if _names_key(message, overrides[i]):
+            return f"{options[i]} {overrides[i]}"
+    return f"{options[needed[0]]} {overrides[needed[0]]}" if needed else None
+
+
+def _names_key(message: str, override: str) -> bool:
+    """Whether ``message`` names the key of ``override`` (``KEY=VALUE``) as a table and a key: ``[a.b]: c =``."""
+    *table, key = override.split("=", 1)[0].strip().split(".")
+    return bool(table) and f"[{'.'.join(table)}]" in message and f" {key} = " in f" {message}"

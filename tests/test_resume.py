@@ -146,12 +146,12 @@ def test_divergence_is_one_clear_line_and_keeps_the_other_algorithms(tiny_scenar
     message blames the learning rate in effect (the algorithm's own lr when it sets one)."""
     out = tmp_path / "r"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "-q",
-                                 "--set", "algorithms.fedprox.lr=1e12", "--set", "run.algorithms=['fedavg', 'fedprox']"])
+                                 "--set", "algorithms.fedprox.lr=1e6", "--set", "run.algorithms=['fedavg', 'fedprox']"])
     assert result.exit_code == 1
     lines = [line for line in result.stderr.strip().splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and result.stderr.strip().splitlines()[-1] == lines[0]  # notes first, the error last
     assert lines[0].startswith("error: fedprox: training diverged on device ")
-    assert "lower [algorithms.fedprox] lr (= 1e+12)" in lines[0] and "train.lr" not in lines[0]
+    assert "lower [algorithms.fedprox] lr (= 1e+06)" in lines[0] and "train.lr" not in lines[0]
     assert " in round " in lines[0] and str(out) in lines[0]
     assert "Traceback" not in result.output
     summary = json.loads((out / "summary.json").read_text())["algorithms"]
