@@ -107,6 +107,23 @@ class RoundOutcome:
         return self.end_time_s - self.start_time_s
 
 
+@dataclass(frozen=True)
+class DeviceLoss:
+    """One device's training-loss statistic of a round: what Oort's statistical utility needs.
+
+    ``sum_sq_loss``: ``Σ_{k∈B_i} L(k)²``, the sum over the samples ``B_i`` the
+    device trained on of each sample's squared loss (nats²); ``n_samples``:
+    ``|B_i|``. The utility is ``|B_i| sqrt(Σ L(k)² / |B_i|)`` (Lai et al., OSDI
+    2021, §4.2; :func:`edgesim.resources.formulas.oort_statistical_utility`).
+    A backend reports it through ``device_losses()`` (see
+    :class:`LearningBackend`); the built-in algorithms record it where their
+    local training passes (``edgesim.learning.algorithms.common.train_devices``).
+    """
+
+    sum_sq_loss: float
+    n_samples: int
+
+
 class Diverged(RuntimeError):
     """A backend's training produced a NaN or infinite loss (``complete_round`` raises it).
 
@@ -127,3 +144,10 @@ class LearningBackend(Protocol):
     def complete_round(self, outcome: RoundOutcome) -> Mapping[str, float]:
         """Learn from the uploads that arrived; return metrics (e.g. ``{"accuracy": 0.81}``)."""
         ...
+
+    # Optional, read with getattr (not part of the runtime check):
+    #   expected_work() -> (cycles, upload_bits): what each device would do in a round, before it has taken part;
+    #   device_losses() -> Mapping[int, DeviceLoss]: the loss statistic of each device trained since the last
+    #   call (the engine calls it after every complete_round when a [resources] scheduling policy is set, and
+    #   hands it to the policy: Oort's statistical utility). Simulation(device_losses=...) gives the engine
+    #   another source (the built-in algorithms' shared log, edgesim.learning.algorithms.common).

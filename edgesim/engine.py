@@ -57,7 +57,7 @@ import simpy
 
 from ._checks import count, finite, non_negative, positive
 from .availability import Availability
-from .backend import DeviceWork, LearningBackend, RoundOutcome, RoundPlan, SystemView
+from .backend import DeviceLoss, DeviceWork, LearningBackend, RoundOutcome, RoundPlan, SystemView
 from .budget import REL_TOL
 from .channel import ChannelModel
 from .compute import compute_time_s
@@ -289,7 +289,10 @@ class Simulation:
     :attr:`event_count` (long benchmarks); ``keep_records=False`` does not
     keep the :class:`RoundRecord` s (they are still returned). ``resources``: the
     ``[resources]`` policies (:mod:`edgesim.resources`); ``None`` or the defaults
-    run the engine exactly as without them.
+    run the engine exactly as without them. ``device_losses``: a callable giving the
+    :class:`edgesim.backend.DeviceLoss` of each device trained since its last call, read
+    after every round when a scheduling policy is set (default: the backend's own
+    ``device_losses``, if it has one).
     """
 
     def __init__(
@@ -303,6 +306,7 @@ class Simulation:
         keep_records: bool = True,
         availability: Optional[Availability] = None,
         resources: Optional[ResourcesConfig] = None,
+        device_losses: Optional[Callable[[], Mapping[int, DeviceLoss]]] = None,
     ):
         if budget.round_mode not in ("sync", "deadline"):
             raise ValueError(f"budget.round_mode(={budget.round_mode!r}) has no rounds: run it with "
@@ -329,6 +333,9 @@ class Simulation:
             expected = getattr(backend, "expected_work", None)
             self._scheduler = Scheduler(self.resources, system, budget, self.seed,
                                         expected() if callable(expected) else None)
+        # Where each round's per-device loss statistics come from (Oort's utility): the run's source, else the
+        # backend's own device_losses(), else none (Oort then ranks by its system half, docs/resource_policies.md).
+        self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)
         self._events: list[Event] = []
         self._records: list[RoundRecord] = []
         self._event_count = 0
@@ -435,8 +442,8 @@ class Simulation:
             rnd.devices = None
         record = self._finish_round(rnd, plan, *rows)
         if self._scheduler is not None:
-            self._scheduler.observe(record.round_index, record.devices, {w.device: w for w in plan.work},
-                                    getattr(self.backend, "device_utility", None))
+            losses = self._device_losses() if callable(self._device_losses) else None
+            self._scheduler.observe(record.round_index, record.devices, {w.device: w for w in plan.work}, losses)
         self.channel.advance(record.duration_s)
         return record
 

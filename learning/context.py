@@ -70,6 +70,9 @@ class Context:
     initialisation (a warm start's result, :mod:`edgesim.scenarios.warm_start`).
     ``compression``: the algorithm's :class:`edgesim.compression.CompressionConfig`
     (``None``: nothing compressed; set per algorithm by the run, ``edgesim.learning.compression``).
+    ``loss_log``: where the local training records each trained device's loss statistic for a
+    ``[resources]`` scheduling policy (:class:`edgesim.learning.algorithms.common.LossLog`; ``None``:
+    nothing is computed, the default run's path).
     """
 
     seed: int
@@ -100,6 +103,7 @@ class Context:
     start_state: Optional[Params] = None
     compression: Optional[object] = None
     hflip_preserves_labels: bool = True
+    loss_log: Optional[object] = None
 
     @property
     def n_devices(self) -> int:

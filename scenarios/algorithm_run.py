@@ -126,7 +126,7 @@ def run_algorithm(
             for rec in out.records:
                 on_round(name, rec)
     backend = build_backend(name) if warm is None else build_backend(name, warm.model)
-    sim = make_simulation(sc, backend, name)
+    sim = make_simulation(sc, backend, name, device_losses=getattr(build_backend, "device_losses", None))
     backend = sim.backend
     if every:
         checkpoint.check_resumable(backend, name)
@@ -172,7 +172,7 @@ def run_algorithm(
     return out
 
 
-def make_simulation(sc: Scenario, backend, name: str):
+def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Callable] = None):
     """The clock of one algorithm, with the scenario's ``[availability]``: rounds (:class:`Simulation`) or, for
     ``round_mode = "fedasync"``/``"fedbuff"``, :class:`edgesim.asynchrony.AsyncSimulation` with its ``[async]``
     table (the backend's own ``asynchronous()`` mode — the FedAvg family has one — unless it is the torch-free
@@ -182,7 +182,7 @@ def make_simulation(sc: Scenario, backend, name: str):
     availability = make_availability(sc.availability, sc.system.n_devices, sc.seed)
     if not sc.asynchronous:
         return Simulation(sc.system, sc.budget, backend, seed=sc.seed, availability=availability,
-                          resources=sc.resources)
+                          resources=sc.resources, device_losses=device_losses)
     from edgesim.asynchrony import AsyncBackend, AsyncSimulation
 
     if not isinstance(backend, AsyncBackend):
@@ -308,6 +308,11 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         return REGISTRY[name].build(dataclasses.replace(own, start_state=to_device(ctx, start)), cfg)
 
     check_data(sc, ctx)
+    if sc.resources.scheduling != "random":  # a scheduling policy may rank by the devices' losses (Oort)
+        from edgesim.learning.algorithms.common import LossLog
+
+        ctx.loss_log = LossLog()
+        build.device_losses = ctx.loss_log.take  # read by run_algorithm's Simulation after every round
 
     held = [len(c.x_sup) + len(c.x_unl) for c in ctx.clients]
     extra = {"samples_per_device": {

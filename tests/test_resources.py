@@ -433,3 +433,123 @@ def test_a_sweep_over_a_policy_and_its_report(tmp_path):
     assert report.exit_code == 0, report.output
     page = (tmp_path / "rep" / "leaderboard.md").read_text()
     assert "## resources.bandwidth=equal" in page and "## resources.bandwidth=proportional" in page
+
+
+# --- Oort's statistical utility from the learning side (the loss statistic each trained device reports) -----------
+
+
+def test_oort_statistical_utility_by_hand_limit_and_property():
+    assert F.oort_statistical_utility(8.0, 2) == pytest.approx(4.0)  # |B| sqrt(Σ L² / |B|) = 2 sqrt(4)
+    assert F.oort_statistical_utility(0.0, 0) == 0.0  # no samples, nothing to learn from
+    assert F.oort_statistical_utility(0.0, 5) == 0.0  # every loss 0
+    for bad in ((-1.0, 2), (math.nan, 2), (1.0, -1)):
+        with pytest.raises(ValueError):
+            F.oort_statistical_utility(*bad)
+
+
+@given(st.lists(st.floats(0, 20), min_size=1, max_size=50))
+@SETTINGS
+def test_oort_statistical_utility_is_sqrt_n_times_the_sum_of_squares(losses):
+    sq = sum(x * x for x in losses)
+    assert F.oort_statistical_utility(sq, len(losses)) == pytest.approx(math.sqrt(len(losses) * sq), rel=1e-12)
+    # equal losses L on n samples: n L, the utility grows with both the data and the loss
+    assert F.oort_statistical_utility(len(losses) * 4.0, len(losses)) == pytest.approx(2.0 * len(losses))
+
+
+class _Reporting(ParametricBackend):
+    """The physics-only backend with known per-device losses: device d trained on n_d samples of loss l_d each."""
+
+    LOSSES = {0: (4, 1.0), 1: (1, 3.0), 2: (1, 4.0)}  # (|B|, L): utilities |B| L = 4, 3, 4
+
+    def device_losses(self):
+        from edgesim.backend import DeviceLoss
+
+        return {d: DeviceLoss(n * loss * loss, n) for d, (n, loss) in self.LOSSES.items()}
+
+
+def _oort_sim(backend_cls, **kw):
+    system = SystemConfig(n_devices=3, bandwidth_hz=2e6, tx_power_dbm=23.0, cpu_freq_hz=1e9, access="fdma",
+                          cell_radius_m=300, min_distance_m=10)
+    budget = BudgetConfig(total_time_s=100.0, rounds=4)
+    return Simulation(system, budget, backend_cls(3, 3, WORK, seed=1), seed=3,
+                      resources=ResourcesConfig(scheduling="oort", oort_exploration=0.0), **kw)
+
+
+def test_oort_ranks_by_the_reported_losses_by_hand():
+    """Three devices all take part in round 0 and report (|B|, L) = (4, 1), (1, 3), (1, 4): utilities
+    |B| sqrt(Σ L²/|B|) = 4, 3, 4 → with the same staleness bonus and no straggler penalty (rounds within τ = 25 s),
+    round 1 ranks device 0 and 2 (4 + bonus) before device 1 (3 + bonus); the tie between 0 and 2 goes by the
+    round's common random numbers."""
+    sim = _oort_sim(_Reporting)
+    sim.run_round()
+    assert sim._scheduler.utility.tolist() == pytest.approx([4.0, 3.0, 4.0])
+    order = sim.system_view().schedule
+    assert set(order[:2]) == {0, 2} and order[2] == 1
+    # the scores are the formula's: U + sqrt(0.1 ln R / L), R = 2 (round 1, 1-based), L = 1
+    bonus = math.sqrt(0.1 * math.log(2) / 1.0)
+    util = F.oort_utility(sim._scheduler.utility, sim._scheduler.duration_s, sim._scheduler.last_round, 1, 25.0, 2.0)
+    assert util.tolist() == pytest.approx([4 + bonus, 3 + bonus, 4 + bonus])
+
+
+def test_oort_without_reported_losses_falls_back_to_its_system_half():
+    """A backend that reports nothing (here the physics-only one): the utilities stay unknown and Oort ranks the
+    explored devices by the staleness bonus × straggler penalty alone — the same for all three here, so the round's
+    common random numbers order them."""
+    sim = _oort_sim(ParametricBackend)
+    sim.run_round()
+    assert np.isnan(sim._scheduler.utility).all()
+    uniform = np.random.default_rng((3, 1, 0x5C)).random(3)
+    assert sim.system_view().schedule == tuple(int(d) for d in np.lexsort((uniform, np.zeros(3))))
+
+
+def test_a_learning_run_reports_each_trained_devices_loss_to_oort(tiny_scenario):
+    """FedAvg on the tiny scenario with Oort: after round 0 each trained device's utility is sqrt(|B| Σ L²) of the
+    per-sample cross-entropy of the global model it started from on its labelled samples, computed here by hand;
+    the other devices' stay unknown. The log is read and emptied every round."""
+    import torch
+    import torch.nn.functional as TF
+
+    from edgesim.learning.models import build_model
+    from edgesim.scenarios.algorithm_run import make_backends, make_simulation
+    from edgesim.scenarios.schema import load_scenario
+
+    sc = load_scenario(tiny_scenario, ["run.algorithms=fedavg", "system.access=fdma", "resources.scheduling=oort"])
+    build = make_backends(sc)[0]
+    backend = build("fedavg")
+    start = {k: v.clone() for k, v in backend.global_state.items()}
+    sim = make_simulation(sc, backend, "fedavg", device_losses=build.device_losses)
+    rec = sim.run_round()
+    trained = sorted(d.device for d in rec.devices)
+    ctx = backend.ctx
+    net = build_model(sc.learning["train"].model, ctx.input_shape, ctx.n_classes, ctx.vocab_size, seed=0)
+    net.load_state_dict(start)
+    net.eval()
+    for d in range(sc.system.n_devices):
+        u = sim._scheduler.utility[d]
+        if d not in trained:
+            assert math.isnan(u)
+            continue
+        c = ctx.clients[d]
+        with torch.no_grad():
+            losses = TF.cross_entropy(net(c.x_sup), c.y_sup, reduction="none").double()
+        assert u == pytest.approx(math.sqrt(len(losses) * float((losses ** 2).sum())), rel=1e-5)
+    assert build.device_losses() == {}  # taken by the engine after the round
+
+
+def test_oort_learning_runs_are_deterministic_and_the_default_run_computes_no_losses(tiny_scenario, tmp_path):
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.algorithm_run import make_backends
+    from edgesim.scenarios.cli import app
+    from edgesim.scenarios.schema import load_scenario
+
+    def run(name):
+        out = tmp_path / name
+        result = CliRunner().invoke(app, ["run", str(tiny_scenario), "--out", str(out), "-q", "--set",
+                                          "run.algorithms=fedavg,fixavg", "--set", "resources.scheduling=oort",
+                                          "--set", "budget.rounds=4"])
+        assert result.exit_code == 0, result.output
+        return [(out / f).read_bytes() for f in ("rounds.csv", "devices.csv")]
+
+    assert run("a") == run("b")
+    assert not hasattr(make_backends(load_scenario(tiny_scenario, []))[0], "device_losses")

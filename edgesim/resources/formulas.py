@@ -297,6 +297,18 @@ def tdma_schedule_s(ready_s, airtime_s, shortest_first: bool = False) -> tuple[n
     return ends, order
 
 
+def oort_statistical_utility(sum_sq_loss: float, n_samples: int) -> float:
+    """Oort's statistical utility of a device's last update (Lai et al., OSDI 2021, §4.2, the utility
+    ``U(i) = |B_i| sqrt((1/|B_i|) Σ_{k∈B_i} Loss(k)²)``): ``sum_sq_loss`` = ``Σ Loss(k)²`` over the
+    ``n_samples`` = ``|B_i|`` samples it trained on (nats²). Equals ``sqrt(|B_i| Σ Loss(k)²)``; 0 for a device
+    with no samples. Units: samples · nats."""
+    n = int(n_samples)
+    if n < 0 or not sum_sq_loss >= 0 or not math.isfinite(sum_sq_loss):
+        raise ValueError(f"oort_statistical_utility: sum_sq_loss={sum_sq_loss!r}, n_samples={n_samples!r}; "
+                         f"expected a finite sum >= 0 and a count >= 0")
+    return n * math.sqrt(sum_sq_loss / n) if n > 0 else 0.0
+
+
 def oort_utility(utility, duration_s, last_round, round_index: int, deadline_s: float, alpha: float) -> np.ndarray:
     """Oort's utility of an explored device (Lai et al., OSDI 2021, Alg. 1, lines 6-9):
 

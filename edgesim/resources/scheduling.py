@@ -203,8 +203,10 @@ class Scheduler:
                               f"expected {self.n} numbers, one per device (-inf: not this round), none nan")
         return ranked(scores, uniform)
 
-    def observe(self, round_index: int, rows, work_by_device, utility=None) -> None:
-        """After a round: who took part (a device with cycles or an upload), its work and its time."""
+    def observe(self, round_index: int, rows, work_by_device, losses=None) -> None:
+        """After a round: who took part (a device with cycles or an upload), its work and its time; ``losses``
+        (device → :class:`edgesim.backend.DeviceLoss`, the backend's report) set each reported device's
+        statistical utility (:func:`formulas.oort_statistical_utility`), kept until it reports again."""
         taken = 0
         for row in rows:
             work = work_by_device.get(row.device)
@@ -221,8 +223,8 @@ class Scheduler:
             self.upload_bits[d] = float(work.upload_bits)
             self.duration_s[d] = row.download_s + row.compute_s + row.upload_airtime_s
         self.pointer = (self.pointer + taken) % self.n
-        for d, u in (utility or {}).items():
-            self.utility[int(d)] = float(u)
+        for d, loss in (losses or {}).items():
+            self.utility[int(d)] = formulas.oort_statistical_utility(loss.sum_sq_loss, loss.n_samples)
 
     def state_dict(self) -> dict:
         return {"last_round": self.last_round.tolist(), "rounds_taken": self.rounds_taken.tolist(),

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from edgesim.backend import DeviceWork, Diverged, RoundPlan
+from edgesim.backend import DeviceLoss, DeviceWork, Diverged, RoundPlan
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, LocalTrainResult, Stream
@@ -115,12 +115,62 @@ def train_devices(
     orders, dropout and augmentations for a device in a round (common random
     numbers, docs/metrics.md), and a device's randomness never depends on
     which other devices train with it. ``name`` only names the algorithm in a
-    divergence error.
+    divergence error. With a ``ctx.loss_log`` (a ``[resources]`` scheduling policy is set) each device's
+    loss statistic is recorded first (:func:`device_losses`): every algorithm that trains here feeds Oort.
     """
+    if ctx.loss_log is not None:
+        ctx.loss_log.record(devices, device_losses(ctx, devices, starts))
     gens = [ctx.generator(stream, round_index, d) for d in devices]
     result = ctx.executor.run(ctx.model, task, list(starts), list(data), gens)
     check_losses(name, round_index, devices, result)
     return result
+
+
+class LossLog:
+    """Each trained device's :class:`edgesim.backend.DeviceLoss` since the last :meth:`take` — the run's source of
+    ``Simulation(device_losses=...)``, read by the engine after every round. A device trained twice in a round
+    (two models, two groups) keeps its first statistic: the round's first local training."""
+
+    def __init__(self) -> None:
+        self._losses: dict[int, DeviceLoss] = {}
+
+    def record(self, devices: Sequence[int], losses: Sequence[DeviceLoss]) -> None:
+        for d, loss in zip(devices, losses):
+            self._losses.setdefault(int(d), loss)
+
+    def take(self) -> dict[int, DeviceLoss]:
+        out, self._losses = self._losses, {}
+        return out
+
+
+def device_losses(ctx: Context, devices: Sequence[int], starts: Sequence[Mapping[str, torch.Tensor]]
+                  ) -> list[DeviceLoss]:
+    """Oort's input per device (Lai et al., OSDI 2021, §4.2): ``Σ_k L(k)²`` and ``|B_i|`` over the device's
+    labelled training samples ``B_i`` (``ctx.clients[d].x_sup``), ``L(k)`` the cross-entropy (nats) of sample k
+    under the model the device starts its local training from — the per-sample losses of the first pass of its
+    training, taken in one forward pass before it (eval mode: BatchNorm on running statistics, no dropout; no
+    random stream is drawn, so the training is the same with or without it). Oort records them during training
+    at no cost; here the pass costs host time only, never simulated time. A device without labelled samples
+    reports ``(0, 0)``; a semi-supervised method's unlabelled samples have no loss of their own and do not count.
+    """
+    import torch.nn.functional as F
+
+    from edgesim.learning.inference import logits
+
+    keys = ctx.model.state_dict().keys()
+    out = []
+    for d, start in zip(devices, starts):
+        c = ctx.clients[d]
+        n = int(c.y_sup.shape[0])
+        if n == 0:
+            out.append(DeviceLoss(0.0, 0))
+            continue
+        with torch.no_grad():
+            z = logits(ctx.model, [{k: start[k] for k in keys}], c.x_sup,
+                       batch_size=ctx.train_cfg.eval_batch_size, vectorize=False)[0]
+            loss = F.cross_entropy(z.float(), c.y_sup, reduction="none").double()
+        out.append(DeviceLoss(float((loss * loss).sum()), n))
+    return out
 
 
 def arrived_updates(
