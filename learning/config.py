@@ -211,8 +211,10 @@ class TrainConfig:
 class RunConfig:
     """What a run does: which algorithms, how many clients per round, when to stop, what to report.
 
-    ``rounds`` defaults to the budget's G; ``max_time_s`` stops an algorithm
-    once its simulated clock passes it. ``plateau_tol`` is the paper's
+    ``rounds`` defaults to the budget's G; with ``max_time_s`` an algorithm
+    starts no round once its simulated clock is at or past it (``>=``: a
+    round that ends exactly then is the last); the round in progress ends as
+    it would, so the last round may end after ``max_time_s``. ``plateau_tol`` is the paper's
     final-accuracy rule (mean accuracy changes by less than it between
     rounds), held for ``plateau_patience`` consecutive rounds (1 = the
     paper's literal rule; see docs/metrics.md); ``stop_on_plateau`` also

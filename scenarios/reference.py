@@ -117,7 +117,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "run.clients_per_round": ("devices selected each round (K)", "devices", "1..n_devices"),
     "run.rounds": ("rounds the run lasts; unset: budget.rounds (which also sets the per-round budget T/G)",
                    "rounds", ">= 1, or unset"),
-    "run.max_time_s": ("stop an algorithm once its simulated clock passes this", "s", "> 0, or unset"),
+    "run.max_time_s": ("no round starts once the algorithm's simulated clock is at or past this; the round in "
+                       "progress ends as it would", "s", "> 0, or unset"),
     "run.accuracy_thresholds": ("accuracies whose time to reach the run summary and the report give", "",
                                 "each in (0, 1]"),
     "run.plateau_tol": ("final-accuracy rule: mean accuracy changes by less than this between rounds", "",

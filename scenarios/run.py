@@ -3,7 +3,8 @@
 Each algorithm gets its own clock (an :class:`edgesim.engine.Simulation`)
 over the same channel realisation (same seed) and the same data partition,
 so their curves are comparable point for point. Rounds stop at ``run.rounds``
-(default: the budget's G), at ``run.max_time_s`` of simulated time, or — with
+(default: the budget's G), before a round would start at or past ``run.max_time_s`` of simulated time (the
+round in progress ends as it would), or — with
 ``run.stop_on_plateau`` — when the paper's final-accuracy rule is met.
 
 With ``run.checkpoint_every = N`` each algorithm saves its engine and learning
