@@ -44,7 +44,7 @@ from __future__ import annotations
 import io
 from math import nan
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 from edgesim.results.metrics import THRESHOLD_METRICS, algorithm_metrics, sustain_rounds
 from edgesim.results.reading import Divergence, RunFolderError, divergence_notes, expand, load_run
@@ -144,9 +144,10 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
     display = {}
     for r in runs:
         display.update(r.display)
-    tables, ranks, paired, diverged = [], [], [], []
+    tables, ranks, paired, diverged, per_seeds = [], [], [], [], []
     for g in groups:
         per_seed = group_metrics(g, thresholds, sustain)
+        per_seeds.append(per_seed)
         stats = {alg: {k: mean_interval([v[s] for s in g.seeds if s in v]) for k, v in m.items()}
                  for alg, m in per_seed.items()}
         for alg in stats:  # n_total counts the seeds of the group (an algorithm absent from a run counts as missing)
@@ -179,6 +180,7 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
     rules = sorted({sustain_rounds(r.config) for r in runs}) if sustain is None else [sustain]
     ranked_tables = [{a: s for a, s in stats.items() if a not in div} for stats, div in zip(tables, diverged)]
     return {"groups": groups, "thresholds": thresholds, "stats": tables, "ranks": ranks, "paired": paired,
+            "per_seed": per_seeds,
             "display": display, "primary": primary_threshold(ranked_tables, thresholds), "rank_by": rank_by,
             "sustain": rules, "diverged": diverged}
 
@@ -341,3 +343,145 @@ def _point_key(g: Group) -> tuple:
 
     keys = [POWER_KEY] * (POWER_KEY in g.point) + [k for k in sorted(g.point) if k != POWER_KEY]
     return tuple(num(g.point.get(k)) for k in keys)
+
+
+# --------------------------------------------------------------------------- against a reference grid point
+
+ENERGY = THRESHOLD_METRICS["energy_j"]
+
+
+def parse_reference(texts: Sequence[str]) -> dict:
+    """``--reference KEY=VALUE`` (repeatable) → ``{key: value}``; each value read as TOML, else as a plain word."""
+    import tomllib
+
+    out = {}
+    for text in texts:
+        key, sep, value = (part.strip() for part in text.partition("="))
+        if not sep or not key or not value:
+            raise RunFolderError(f"--reference {text!r}: expected KEY=VALUE, a scenario key and the reference "
+                                 f"point's value, e.g. --reference resources.bandwidth=equal")
+        try:
+            out[key] = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value
+    return out
+
+
+def _same(a, b) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def algorithm_threshold(report: dict, alg: str) -> Optional[float]:
+    """The highest threshold ``alg`` reaches in every seed of every group that holds it (else the lowest threshold
+    some seed reaches; ``None``: never reached)."""
+    held = [stats[alg] for stats in report["stats"] if alg in stats]
+    for t in sorted(report["thresholds"], reverse=True):
+        if held and all(s[(TIME, t)].n == s[(TIME, t)].n_total > 0 for s in held):
+            return t
+    reached = [t for t in report["thresholds"] if any(s[(TIME, t)].n > 0 for s in held)]
+    return min(reached) if reached else None
+
+
+def comparison(report: dict, reference: Mapping) -> dict:
+    """Every group against its reference group — the group whose scenario equals its own except that the keys of
+    ``reference`` take its values (``--reference``, e.g. the default policies) — per algorithm, paired by seed
+    (the seeds of a sweep share devices, data and channels: common random numbers). Time and device energy are to
+    the algorithm's own threshold (:func:`algorithm_threshold`). Returns ``{"reference", "others", "thresholds":
+    {alg: T}, "rows": [...]}``, a row per group × algorithm: ``point`` (the other varying keys), ``policy`` (the
+    reference keys' values), the intervals ``time``, ``energy``, ``final`` and the paired differences ``d_time``,
+    ``d_energy``, ``d_final`` (``None`` where the group has no reference group)."""
+    from edgesim.results.fingerprint import scenario_keys
+
+    groups = report["groups"]
+    flat = [scenario_keys(g.config) for g in groups]
+    unknown = [k for k in reference if not any(k in f for f in flat)]
+    if unknown:
+        raise RunFolderError(f"--reference {unknown[0]}=...: not a key of these runs' scenarios; expected a scenario "
+                             f"key such as {', '.join(sorted(groups[0].point)[:3]) or 'resources.bandwidth'}")
+    others = sorted({k for g in groups for k in g.point if k not in reference})
+    policy_keys = list(reference)
+
+    def other_of(i):
+        return tuple(str(flat[i].get(k)) for k in others)
+
+    refs = {other_of(i): i for i in range(len(groups))
+            if all(_same(flat[i].get(k), v) for k, v in reference.items())}
+    if not refs:
+        shown = ", ".join(f"{k} = {v!r}" for k, v in reference.items())
+        raise RunFolderError(f"--reference: no group of these runs has {shown}; expected the values of one grid point")
+    diverged = report.get("diverged") or [{} for _ in groups]
+    algs = sorted({a for stats in report["stats"] for a in stats})
+    thresholds = {a: algorithm_threshold(report, a) for a in algs}
+    rows = []
+    for i in range(len(groups)):
+        j = refs.get(other_of(i))
+        for alg in algs:
+            t = thresholds[alg]
+            if t is None or alg not in report["per_seed"][i] or alg in diverged[i]:
+                continue
+            s, seeds = report["stats"][i][alg], report["per_seed"][i][alg]
+            row = {"point": {k: flat[i].get(k) for k in others}, "policy": {k: flat[i].get(k) for k in policy_keys},
+                   "algorithm": alg, "threshold": t, "is_reference": j == i, "time": s[(TIME, t)],
+                   "energy": s[(ENERGY, t)], "final": s[("final_accuracy", None)],
+                   "d_time": None, "d_energy": None, "d_final": None}
+            ref = report["per_seed"][j].get(alg) if j is not None and alg not in diverged[j] else None
+            if ref is not None:
+                row.update(d_time=paired_difference(seeds[(TIME, t)], ref[(TIME, t)]),
+                           d_energy=paired_difference(seeds[(ENERGY, t)], ref[(ENERGY, t)]),
+                           d_final=paired_difference(seeds[("final_accuracy", None)], ref[("final_accuracy", None)]))
+            rows.append(row)
+    return {"reference": dict(reference), "others": others, "thresholds": thresholds, "rows": rows}
+
+
+def comparison_rows(comp: dict) -> tuple[list[str], list[list]]:
+    """(header, rows) of ``against_reference.csv``: one row per group × algorithm × metric."""
+    others, keys = comp["others"], list(comp["reference"])
+    header = [*others, *keys, "algorithm", "metric", "threshold", "n_seeds", "n", "mean", "ci_low", "ci_high",
+              "difference_n", "difference_mean", "difference_ci_low", "difference_ci_high", "excludes_zero"]
+    out = []
+    for r in comp["rows"]:
+        for metric, iv, d in ((TIME, r["time"], r["d_time"]), (ENERGY, r["energy"], r["d_energy"]),
+                              ("final_accuracy", r["final"], r["d_final"])):
+            diff = [d.n, d.mean, d.low, d.high, d.excludes_zero] if d is not None else ["", "", "", "", ""]
+            out.append([*[r["point"][k] for k in others], *[r["policy"][k] for k in keys], r["algorithm"], metric,
+                        "" if metric == "final_accuracy" else r["threshold"], iv.n_total, iv.n, iv.mean, iv.low,
+                        iv.high, *diff])
+    return header, out
+
+
+def policy_label(policy: Mapping) -> str:
+    """A combination of the reference keys' values as a figure or table names it: the values, ``/``-separated."""
+    return " / ".join(str(v) for v in policy.values())
+
+
+def comparison_markdown(comp: dict, display: Mapping[str, str]) -> str:
+    """The paired table of every group against its reference group, per algorithm (Markdown)."""
+    out = io.StringIO()
+    w = out.write
+    ref = ", ".join(f"{k} = {v}" for k, v in comp["reference"].items())
+    w("## Against the reference point\n\n")
+    w(f"Each grid point against the one with {ref} and the same other values ({', '.join(comp['others']) or '—'}), "
+      "per algorithm: mean over seeds [95 % interval], and Δ = the point minus the reference, paired by seed "
+      "(the seeds see the same devices, data and channels), mean [95 % interval]. Time and device energy to each "
+      "algorithm's threshold: the highest it reaches in every seed of every group. Policy: "
+      f"{' / '.join(comp['reference'])}.\n\n")
+    for alg, t in comp["thresholds"].items():
+        rows = [r for r in comp["rows"] if r["algorithm"] == alg]
+        if t is None or not rows:
+            continue
+        w(f"### {display.get(alg, alg)}: to {t:g}\n\n")
+        w(f"| grid point | policy | time to {t:g} (s) | energy to {t:g} (J) | final accuracy (%) | Δ time (s) | "
+          "Δ energy (J) | Δ final accuracy (points) |\n")
+        w("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+        for r in rows:
+            point = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r["point"].items()) or "—"
+            name = policy_label(r["policy"]) + (" (reference)" if r["is_reference"] else "")
+            diffs = ["0" if r["is_reference"] else ("—" if d is None else fmt(d, scale))
+                     for d, scale in ((r["d_time"], 1.0), (r["d_energy"], 1.0), (r["d_final"], 100.0))]
+            w(f"| {point} | {name} | {fmt(r['time'])} | {fmt(r['energy'])} | {fmt(r['final'], 100.0)} | "
+              + " | ".join(diffs) + " |\n")
+        w("\n")
+    return out.getvalue()

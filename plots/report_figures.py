@@ -24,7 +24,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from edgesim.plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes
-from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME
+from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME, policy_label
 from edgesim.plots.style import algorithm_styles, figure_size, fs, lw
 from edgesim.results.stats import mean_interval
 
@@ -183,4 +183,60 @@ def plot_accuracy_extremes(report: dict, out_png: Path) -> Optional[Path]:
         fig.tight_layout(rect=(0, 0.04 * math.ceil(len(labels) / 5) / len(panels), 1, 1))
     else:
         fig.tight_layout()
+    return save_figures(fig, out_png)[0]
+
+
+def plot_energy_vs_time(report: dict, comp: dict, out_png: Path) -> Optional[Path]:
+    """Device energy against time to accuracy, one point per grid point (``edgesim report --reference``): a panel
+    per algorithm (columns) and per value of the other varying keys (rows, e.g. the band), a colour and marker per
+    combination of the reference keys (the policy), the 95 % intervals over seeds as bars on both axes (hollow:
+    not every seed reached the algorithm's threshold). Logarithmic axes where the points span more than 20×."""
+    rows = comp["rows"]
+    if not rows:
+        return None
+    names = report["display"]
+    algs = [a for a, t in comp["thresholds"].items() if t is not None and any(r["algorithm"] == a for r in rows)]
+    points = list(dict.fromkeys(tuple(r["point"].items()) for r in rows))
+    points.sort(key=lambda p: tuple((_float(v) is None, _float(v) or 0.0, str(v)) for _, v in p))
+    policies = list(dict.fromkeys(policy_label(r["policy"]) for r in rows))
+    cmap = plt.get_cmap("tab10" if len(policies) <= 10 else "tab20")
+    markers = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+    color = {p: cmap(i % cmap.N) for i, p in enumerate(policies)}
+    marker = {p: markers[i % len(markers)] for i, p in enumerate(policies)}
+    fig, axes = plt.subplots(len(points), len(algs), dpi=200, squeeze=False,
+                             figsize=figure_size(PAGE_WIDTH_IN if len(algs) > 1 else COLUMN_WIDTH_IN * 1.45,
+                                                 2.1 * len(points) + 0.5))
+    for ri, point in enumerate(points):
+        for ci, alg in enumerate(algs):
+            ax = axes[ri][ci]
+            t = comp["thresholds"][alg]
+            xs, ys = [], []
+            for r in rows:
+                if r["algorithm"] != alg or tuple(r["point"].items()) != point:
+                    continue
+                tx, en = r["time"], r["energy"]
+                if tx.n == 0 or en.n == 0:
+                    continue
+                p = policy_label(r["policy"])
+
+                def bar(iv):
+                    return [[iv.mean - max(iv.low, 0.0)], [iv.high - iv.mean]] if iv.n >= 2 else None
+
+                complete = tx.n == tx.n_total
+                ax.errorbar([tx.mean], [en.mean], xerr=bar(tx), yerr=bar(en), color=color[p], marker=marker[p],
+                            ms=fs(4), mfc=color[p] if complete else "white", lw=lw(0.8), capsize=1.5, ls="none")
+                xs.append(tx.mean)
+                ys.append(en.mean)
+            for values, setter in ((xs, ax.set_xscale), (ys, ax.set_yscale)):
+                if values and min(values) > 0 and max(values) / min(values) > 20:
+                    setter("log")
+            style_axes(ax, f"Time to {t * 100:g} % accuracy (s)", f"Device energy to {t * 100:g} % (J)")
+            title = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in point)
+            ax.set_title(f"{names.get(alg, alg)}" + (f" — {title}" if title else ""), fontsize=fs(6.5))
+    handles = [Line2D([], [], color=color[p], marker=marker[p], ls="none", ms=fs(4), label=p) for p in policies]
+    ncol = min(4, len(handles))
+    fig.legend(handles=handles, fontsize=fs(5.5), frameon=False, loc="lower center", ncol=ncol,
+               bbox_to_anchor=(0.5, 0.0), title=" / ".join(comp["reference"]), title_fontsize=fs(5.5))
+    legend_rows = math.ceil(len(handles) / ncol) + 1
+    fig.tight_layout(rect=(0, min(0.3, 0.13 * legend_rows / len(points)), 1, 1))
     return save_figures(fig, out_png)[0]

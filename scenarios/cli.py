@@ -615,6 +615,10 @@ def report(
         f"(default: each run's run.sustain_rounds, 3 unless set: the rule of {SUMMARY})."),
     rank_by: str = typer.Option("time", "--rank-by", help="Leaderboard order: time, energy or bits to the primary "
                                 "threshold, or final or best accuracy."),
+    reference: Optional[List[str]] = typer.Option(
+        None, "--reference", help="KEY=VALUE (repeatable): pair every grid point, seed by seed, with the point that "
+        "has these values and the same others, e.g. --reference resources.bandwidth=equal (against_reference.csv, "
+        "energy_vs_time.png)."),
     style: str = STYLE_OPT,
     width: Optional[float] = WIDTH_OPT,
 ) -> None:
@@ -629,7 +633,7 @@ def report(
     try:
         out = check_out_path(out)
         written = write_report(folders, out, thresholds or None, tuple(baseline or ()), sustain, rank_by,
-                               say=lambda line: typer.echo(f"warning: {line}", err=True))
+                               say=lambda line: typer.echo(f"warning: {line}", err=True), reference=reference or ())
     except ConfigError as e:  # RunFolderError is one
         _fail(str(e))
     except OSError as e:  # a full disk, a quota: the file it could not write

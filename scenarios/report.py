@@ -17,6 +17,7 @@ from edgesim.results.writing import add_to_manifest, atomic_write_bytes, csv_tex
 
 OUTPUTS = ("leaderboard.csv", "paired.csv", "leaderboard.md", "tta_vs_bandwidth.png", "accuracy_vs_time_extremes.png",
            "tta_vs_bandwidth.csv", "accuracy_vs_time_extremes.csv")  # each figure's data beside it
+REFERENCE_OUTPUTS = ("against_reference.csv", "energy_vs_time.png", "energy_vs_time.csv")  # with --reference
 MARK = "# Leaderboard"
 
 
@@ -52,26 +53,42 @@ def check_report_out(out: Path) -> None:
 
 def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None,
                  baselines: Sequence[str] = (), sustain: Optional[int] = None, rank_by: str = "time",
-                 say: Optional[Callable[[str], None]] = None) -> list[Path]:
+                 say: Optional[Callable[[str], None]] = None, reference: Sequence[str] = ()) -> list[Path]:
     """Build the report of ``paths`` (run and sweep folders) and write it into ``out``; returns the files written.
     ``baselines``: algorithms every other is also paired against (``--baseline``); ``sustain``, ``rank_by``: the
     crossing rule's k (``--sustain``) and the order (``--rank-by``) of :func:`edgesim.plots.report.build`;
-    ``say`` gets one line per algorithm that diverged in some run (which runs, from which round)."""
-    from edgesim.plots.report import build, leaderboard_rows, markdown, paired_rows, report_divergence_notes
-    from edgesim.plots.report_figures import plot_accuracy_extremes, plot_tta_vs_bandwidth
+    ``say`` gets one line per algorithm that diverged in some run (which runs, from which round). ``reference``
+    (``--reference KEY=VALUE``, e.g. the default policies): every grid point is also paired, seed by seed, with the
+    point that has these values and the same others (``against_reference.csv``, a section of ``leaderboard.md``)
+    and drawn as device energy against time to accuracy (``energy_vs_time.png``)."""
+    from edgesim.plots.report import (
+        build,
+        comparison,
+        comparison_markdown,
+        comparison_rows,
+        leaderboard_rows,
+        markdown,
+        paired_rows,
+        parse_reference,
+        report_divergence_notes,
+    )
+    from edgesim.plots.report_figures import plot_accuracy_extremes, plot_energy_vs_time, plot_tta_vs_bandwidth
 
     out = Path(out)
     check_report_out(out)
     report = build(paths, thresholds, baselines, sustain, rank_by)
+    comp = comparison(report, parse_reference(reference)) if reference else None
     for line in report_divergence_notes(report) if say is not None else []:
         say(line)
     out.mkdir(parents=True, exist_ok=True)
-    add_to_manifest(out, *OUTPUTS)  # listed before they are written: a later report may replace them
+    add_to_manifest(out, *OUTPUTS, *(REFERENCE_OUTPUTS if comp else ()))  # listed before they are written
     written = []
-    for name, (header, rows) in (("leaderboard.csv", leaderboard_rows(report)), ("paired.csv", paired_rows(report))):
+    tables = [("leaderboard.csv", leaderboard_rows(report)), ("paired.csv", paired_rows(report))]
+    tables += [("against_reference.csv", comparison_rows(comp))] if comp else []
+    for name, (header, rows) in tables:
         atomic_write_bytes(out / name, csv_text(header, rows).encode())
         written.append(out / name)
-    text = markdown(report)
+    text = markdown(report) + (comparison_markdown(comp, report["display"]) if comp else "")
     assert text.startswith(MARK)
     atomic_write_bytes(out / "leaderboard.md", text.encode())
     written.append(out / "leaderboard.md")
@@ -80,4 +97,7 @@ def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence
         figure = draw(report, out / name)  # all or nothing (edgesim.plots.save)
         if figure is not None:
             written += [figure, figure.with_suffix(".csv")]
+    figure = plot_energy_vs_time(report, comp, out / "energy_vs_time.png") if comp else None
+    if figure is not None:
+        written += [figure, figure.with_suffix(".csv")]
     return written

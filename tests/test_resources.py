@@ -553,3 +553,52 @@ def test_oort_learning_runs_are_deterministic_and_the_default_run_computes_no_lo
 
     assert run("a") == run("b")
     assert not hasattr(make_backends(load_scenario(tiny_scenario, []))[0], "device_losses")
+
+
+def test_report_pairs_each_policy_with_the_reference_point_and_draws_energy_against_time(tmp_path):
+    """`edgesim report --reference`: each grid point minus the point with the reference values and the same other
+    values (here the band), seed by seed — checked against the runs' own summaries — and the figure."""
+    import csv
+    import json
+    import statistics
+
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "resource_policies.toml"
+    runner = CliRunner()
+    sweep = runner.invoke(app, ["sweep", str(scenario), "--grid", "system.bandwidth_hz=1e6,1e7", "--grid",
+                                "resources={bandwidth='equal'},{cpu_freq='min_energy'}", "--seeds", "2",
+                                "--set", "run.rounds=6", "--out", str(tmp_path / "sw"), "-q", "--no-plots"])
+    assert sweep.exit_code == 0, sweep.output
+    args = ["report", str(tmp_path / "sw"), "--out", str(tmp_path / "rep"), "--threshold", "0.5",
+            "--reference", "resources.bandwidth=equal", "--reference", "resources.cpu_freq=max"]
+    report = runner.invoke(app, args)
+    assert report.exit_code == 0, report.output
+    rows = list(csv.DictReader((tmp_path / "rep" / "against_reference.csv").open()))
+    assert {r["resources.cpu_freq"] for r in rows} == {"max", "min_energy"}
+
+    def summary(band, arm, seed):
+        name = f"system.bandwidth_hz={band},resources=_{arm}_,seed={seed}"
+        algs = json.loads((tmp_path / "sw" / name / "summary.json").read_text())["algorithms"]
+        return next(iter(algs.values()))
+
+    def row(value, cpu, metric):
+        return next(r for r in rows if float(r["system.bandwidth_hz"]) == value and r["resources.cpu_freq"] == cpu
+                    and r["metric"] == metric)
+
+    for band, value in (("1e6", 1e6), ("1e7", 1e7)):
+        by_hand = [summary(band, "cpu_freq=min_energy", s)["time_to_accuracy_s"]["0.5"]
+                   - summary(band, "bandwidth=equal", s)["time_to_accuracy_s"]["0.5"] for s in (0, 1)]
+        got = row(value, "min_energy", "time_to_accuracy_s")
+        assert float(got["difference_mean"]) == pytest.approx(statistics.fmean(by_hand))
+        assert float(got["difference_mean"]) > 0  # DVFS stretches the rounds ...
+        assert float(row(value, "min_energy", "energy_to_accuracy_j")["difference_mean"]) < 0  # ... and saves energy
+        assert float(row(value, "max", "energy_to_accuracy_j")["difference_mean"]) == 0.0  # the reference itself
+    assert (tmp_path / "rep" / "energy_vs_time.png").stat().st_size > 0
+    assert "## Against the reference point" in (tmp_path / "rep" / "leaderboard.md").read_text()
+    bad = runner.invoke(app, ["report", str(tmp_path / "sw"), "--out", str(tmp_path / "rep2"),
+                              "--reference", "resources.bandwidth=min_max_time"])
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+    assert "--reference: no group of these runs has resources.bandwidth = 'min_max_time'" in bad.stderr
