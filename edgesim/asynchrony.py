@@ -5,7 +5,9 @@
 SimPy process that loops:
 
 1. draw a device among those idle and online (uniformly, from the run's
-   stream ``(seed, STREAM_ASYNC_DRAW)``; none: wait until one is);
+   stream ``(seed, STREAM_ASYNC_DRAW)``, or the first of them in the
+   ``[resources]`` scheduling policy's ranking, :class:`~edgesim.resources.Scheduler`;
+   none: wait until one is);
 2. the device **downloads** the current global model (version ``τ``, the
    number of aggregations so far) on the BS broadcast, **computes** its
    cycles and **uploads** on the shared uplink — the engine's own links
@@ -67,12 +69,28 @@ from .channel import ChannelModel
 from .config import BudgetConfig, SystemConfig, check_choice, check_int, check_number
 from .engine import Event, RoundRecord, cyclic_gc_paused
 from .links import Downlink, Transfer, make_uplink
-from .radio import unchecked_shannon_rate_bps
+from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
+from .resources import ResourcesConfig
+from .resources.scheduling import Scheduler, ranked
 
 ASYNC_MODES = ("fedasync", "fedbuff")
 STALENESS_FUNCTIONS = ("constant", "polynomial", "hinge")
 STREAM_ASYNC_DRAW = 0xA6
 DROP_REASONS = ("", "offline")
+
+# What of [resources] an asynchronous run applies (docs/asynchrony.md): every scheduling policy (plugins too) picks
+# a free slot's device; these bandwidth, power and CPU-frequency policies; the others plan a round, refused with why.
+ASYNC_RESOURCES = {"bandwidth": ("equal", "shortest_first"), "power": ("fixed",), "cpu_freq": ("max",)}
+_NOT_ASYNC = {
+    "bandwidth": "its bands are planned for one round's set of uploaders, and an asynchronous band's uploaders change "
+                 "with every start and arrival",
+    "power": "it plans each upload's power for a round's deadline on its round band, and an asynchronous upload has "
+             "neither (its FDMA share changes with every arrival)",
+    "cpu_freq": "it plans each device's frequency for a round's deadline and its uploads' schedule, and an "
+                "asynchronous update has neither",
+}
+# Scheduling policies that use the budget τ (a round's; in an asynchronous run [budget] deadline_s, an update's).
+SCHEDULING_WITH_DEADLINE = ("deadline_feasible", "oort")
 
 
 # --------------------------------------------------------------------------- formulas
@@ -108,6 +126,20 @@ def fedasync_mixing_weight(alpha: float, weight: float) -> float:
     if alpha > 1 or weight > 1:
         raise ValueError(f"alpha(={alpha}) and weight(={weight}) must be at most 1")
     return alpha * weight
+
+
+def check_async_resources(resources: ResourcesConfig, budget: BudgetConfig) -> None:
+    """The ``[resources]`` table for an asynchronous ``budget.round_mode``: a ``ValueError`` of one line naming the
+    key, its value and why when a policy does not apply (:data:`ASYNC_RESOURCES`, docs/asynchrony.md)."""
+    for kind, applied in ASYNC_RESOURCES.items():
+        value = getattr(resources, kind)
+        if value not in applied:
+            raise ValueError(f"{kind} = {value!r} does not apply to round_mode = {budget.round_mode!r}: "
+                             f"{_NOT_ASYNC[kind]}; expected {' or '.join(map(repr, applied))}")
+    if resources.scheduling in SCHEDULING_WITH_DEADLINE and budget.deadline_s is None:
+        raise ValueError(f"scheduling = {resources.scheduling!r} with round_mode = {budget.round_mode!r} needs "
+                         f"[budget] deadline_s (its τ: the longest an update should take, s; an asynchronous run "
+                         f"has no round budget T/G); expected deadline_s set")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -282,7 +314,10 @@ class AsyncSimulation:
     :class:`edgesim.engine.Simulation` with an aggregation where that has a round.
 
     ``availability`` (default: every device always online) says when devices
-    may be drawn and when they drop out.
+    may be drawn and when they drop out. ``resources``: the ``[resources]``
+    table (:func:`check_async_resources`); its scheduling policy picks each free
+    slot's device (``"random"``, the default: the uniform draw), its bandwidth
+    policy ``"shortest_first"`` orders the TDMA queue.
     """
 
     def __init__(
@@ -296,6 +331,7 @@ class AsyncSimulation:
         *,
         availability: Optional[Availability] = None,
         keep_records: bool = True,
+        resources: Optional[ResourcesConfig] = None,
     ):
         if budget.round_mode not in ASYNC_MODES:
             raise ValueError(f"budget.round_mode(={budget.round_mode!r}) must be one of {ASYNC_MODES} for an "
@@ -317,6 +353,9 @@ class AsyncSimulation:
         self._cpu_freqs_hz = tuple(positive("cpu_freq_hz", f) for f in system.cpu_freqs_hz)
         self._tx_power_w = tuple(positive("tx_power_w", p) for p in system.tx_power_w)
         self._work_cache: dict[int, tuple[DeviceWork, float]] = {}
+        self.resources = ResourcesConfig() if resources is None else resources
+        check_async_resources(self.resources, budget)
+        self._utility_log: list[tuple[int, int, float]] = []  # (aggregation, device, utility) the backend reported
         self._start(0.0)
 
     def _start(self, now_s: float) -> None:
@@ -324,7 +363,8 @@ class AsyncSimulation:
         n = self.system.n_devices
         self.channel = ChannelModel(self.system, self.seed)
         self._env = env = simpy.Environment(initial_time=now_s)
-        self._uplink = make_uplink(env, self.system.access, self.system.bandwidth_hz, self.system.noise_psd_w_per_hz)
+        self._uplink = make_uplink(env, self.system.access, self.system.bandwidth_hz, self.system.noise_psd_w_per_hz,
+                                   "shortest_first" if self.resources.bandwidth == "shortest_first" else "arrival")
         self._downlink = Downlink(self.system.downlink_rate_bps)
         self._rng = np.random.default_rng((self.seed, STREAM_ASYNC_DRAW))
         self._busy = np.zeros(n, dtype=bool)
@@ -338,6 +378,14 @@ class AsyncSimulation:
         self._last_agg_s = now_s
         self._last_advance_s = now_s
         self._gains_version, self._gains = -1, np.zeros(0)
+        self._rates_version, self._rates = -1, np.zeros(0)
+        self._scheduler: Optional[Scheduler] = None  # "random": the uniform draw, no ranking asked
+        if self.resources.scheduling != "random":
+            work = [self._work_of(d) for d in range(n)]
+            deadline = self.budget.deadline_s
+            self._scheduler = Scheduler(self.resources, self.system, self.budget, self.seed,
+                                        ([c for _, c in work], [w.upload_bits for w, _ in work]),
+                                        deadline_s=math.inf if deadline is None else deadline)
         self._events: list[Event] = []
         self._records: list[RoundRecord] = []
         self._event_count = 0
@@ -424,10 +472,14 @@ class AsyncSimulation:
             cached = self._work_cache[d] = (w, float(cycles))
         return cached
 
-    def _gain(self, d: int, version: int) -> float:
+    def _gains_of(self, version: int) -> np.ndarray:
+        """The channel gains of round ``version`` (a synchronous run's round ``version``), kept while it lasts."""
         if self._gains_version != version:
             self._gains, self._gains_version = self.channel.gains(version), version
-        return float(self._gains[d])
+        return self._gains
+
+    def _gain(self, d: int, version: int) -> float:
+        return float(self._gains_of(version)[d])
 
     def _draw(self, env: simpy.Environment):
         """Process step: ``d = yield from self._draw(env)``: an idle online device (``None``: never again)."""
@@ -440,8 +492,13 @@ class AsyncSimulation:
                 self._refresh_online(env.now)
                 candidates = np.flatnonzero(free & self._online)
             if len(candidates):
-                return int(candidates[self._rng.integers(len(candidates))])
-            # Nobody can start now: wait for an idle device to come online or a busy one to be freed.
+                if self._scheduler is None:
+                    return int(candidates[self._rng.integers(len(candidates))])
+                d = self._pick(candidates)
+                if d is not None:
+                    return d
+            # Nobody can start now (or the policy ranks none of those who can): wait for an idle device to come
+            # online or a busy one to be freed (an arrival also moves the model version, the policy's view).
             now = env.now
             waiting = self._state_until[free & ~self._online]
             soonest = float(waiting.min()) if len(waiting) else math.inf
@@ -451,6 +508,23 @@ class AsyncSimulation:
             if math.isfinite(soonest):
                 wait.append(env.timeout(soonest - now))
             yield env.any_of(wait)
+
+    def _pick(self, candidates: np.ndarray) -> Optional[int]:
+        """The scheduling policy's device for a free slot: the first of ``candidates`` (idle, online) in its ranking
+        for update ``updates_started`` (ties by that update's common random numbers); ``None`` if it ranks none
+        of them. A policy handing over no ranking gets the uniform draw."""
+        version = self._version
+        gains = self._gains_of(version)  # the channel of the version the update would download
+        if self._rates_version != version:
+            self._rates = shannon_rate_bps(float(self.system.bandwidth_hz), gains, np.asarray(self._tx_power_w),
+                                           self.system.noise_psd_w_per_hz)
+            self._rates_version = version
+        answer = self._scheduler.scores(self._n_started, gains, self._rates)
+        if answer is None:
+            return int(candidates[self._rng.integers(len(candidates))])
+        scores, uniform = answer
+        order = ranked(scores[candidates], uniform[candidates])
+        return int(candidates[order[0]]) if order else None
 
     def _refresh_online(self, now: float) -> None:
         """Bring the online states up to ``now`` for the devices whose state has changed since (O(changes))."""
@@ -481,6 +555,8 @@ class AsyncSimulation:
                         self._full_band_rate(d, gain), cycles / self._cpu_freqs_hz[d], cycles)
             self._n_started += 1
             self._busy[d] = True
+            if self._scheduler is not None:
+                self._scheduler.started(u.index, d)
             if not self._replay:
                 self.backend.start_update(u.index, d, version)
             off_s = self.availability.online_until_s(d, env.now)
@@ -493,6 +569,9 @@ class AsyncSimulation:
             self._release(d)
             self._finished.append(u)
             if u.arrived:
+                if self._scheduler is not None:
+                    self._scheduler.finished(d, cycles, float(work.upload_bits), u.download_s + u.compute_s
+                                             + (u.transfer.airtime_s if u.transfer is not None else 0.0))
                 self._arrive(env, u)
             yield env.timeout(0)  # same-instant arrivals are taken in before the next download
 
@@ -569,6 +648,8 @@ class AsyncSimulation:
                 index=t, time_s=now, mode=self.mode, arrivals=arrivals, lost=lost, alpha=float(self.cfg.alpha),
                 server_lr=float(self.cfg.server_lr), evaluate=(t + 1) % self.cfg.eval_every == 0))
         self._emit(now, t, -1, "aggregate")
+        if self._scheduler is not None:
+            self._observe_utility(t)
         rows = self._rows(t, finished, staleness)
         totals = {k: float(sum(getattr(r, k) for r in rows)) for k in
                   ("bits_up", "bits_down", "wasted_bits", "radio_energy_j", "compute_energy_j")}
@@ -595,6 +676,23 @@ class AsyncSimulation:
             self._records.append(record)
         if self._agg_done is not None and not self._agg_done.triggered:
             self._agg_done.succeed()
+
+    def _observe_utility(self, t: int) -> None:
+        """The statistical utility the backend reports per device after aggregation ``t`` (Oort's), kept in a log:
+        the clock's replay (no training) hands the scheduler the same values at the same aggregations."""
+        if self._replay:
+            log, i = self._utility_log, self._utility_at
+            while i < len(log) and log[i][0] == t:
+                self._scheduler.utility[log[i][1]] = log[i][2]
+                i += 1
+            self._utility_at = i
+            return
+        reported = getattr(self.backend, "device_utility", None) or {}
+        known = self._scheduler.utility
+        for d, u in sorted((int(d), float(u)) for d, u in reported.items()):
+            if not (known[d] == u):  # new, or changed since (nan never equals)
+                known[d] = u
+                self._utility_log.append((t, d, u))
 
     def _rows(self, index: int, finished: list[_Update], staleness: Mapping[int, int]) -> list[UpdateRow]:
         rows = []
@@ -630,6 +728,7 @@ class AsyncSimulation:
             "cum_bits_down": self._cum["bits_down"],
             "cum_wasted_bits": self._cum["wasted_bits"],
             "cum_energy_j": self._cum["energy_j"],
+            **({"utility_log": [list(x) for x in self._utility_log]} if self._utility_log else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -647,6 +746,8 @@ class AsyncSimulation:
         target = count("round_index", state["round_index"])
         record_events = self.record_events
         self._start(0.0)
+        self._utility_log = [(int(t), int(d), float(u)) for t, d, u in state.get("utility_log", ())]
+        self._utility_at = 0
         self._replay, self.record_events = True, False
         try:
             while self._version < target:

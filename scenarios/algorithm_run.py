@@ -194,7 +194,8 @@ def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Ca
                 f"fedavg_uda, fedadam, ...) does; its round couples the devices (or the server) in ways an "
                 f"arrival-by-arrival server does not have")
         backend = backend.asynchronous()
-    return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability)
+    return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability,
+                           resources=sc.resources)
 
 
 def check_record(sc: Scenario, name: str, rec) -> None:

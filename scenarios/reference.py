@@ -52,7 +52,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                       "length unless run.rounds is set", "rounds", ">= 1"),
     "budget.round_mode": ("when a round ends: at the last upload, at a deadline, or asynchronous aggregation", "",
                           '"sync", "deadline", "fedasync" or "fedbuff"'),
-    "budget.deadline_s": ('a round\'s deadline under round_mode = "deadline"; unset: T/G', "s", "> 0, or unset"),
+    "budget.deadline_s": ('a round\'s deadline under round_mode = "deadline"; unset: T/G (fedasync/fedbuff: the '
+                          'update time τ of the scheduling policies deadline_feasible and oort)', "s", "> 0, or unset"),
     # [workload]
     "workload.local_iterations": ("local epochs I a device trains per round (Eq. 7)", "epochs", ">= 1"),
     "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample", "> 0"),
@@ -161,7 +162,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "availability.trace": ("CSV of online/offline times (the trace model); relative to the scenario file", "",
                            "a file path, or unset"),
     # [resources]
-    "resources.scheduling": ("who takes part in a round (the algorithm takes the first K of the ranking)", "",
+    "resources.scheduling": ("who takes part in a round (the algorithm takes the first K of the ranking; "
+                             "fedasync/fedbuff: a free slot takes the first idle online device)", "",
                              '"random", "round_robin", "best_channel", "fastest", "deadline_feasible", "age", '
                              '"oort" or a plugin'),
     "resources.bandwidth": ("how the uplink band is shared", "",

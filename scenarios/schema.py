@@ -289,10 +289,15 @@ SELF_SCHEDULING = ("dofed_spp", "um_pfssl")
 
 def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, run, where: str) -> None:
     """``[resources]``: every policy known (installed policy plugins loaded first when one is not), fit for the
-    access scheme and the algorithms (:func:`edgesim.resources.check_config`); rounds only (no asynchronous run)."""
-    if budget.round_mode in ASYNC_MODES and not resources.is_default:
-        raise ScenarioError(f"{where}: [resources] applies to rounds; [budget] round_mode = {budget.round_mode!r} "
-                            f"has none: expected the table left out (or round_mode 'sync' or 'deadline')")
+    access scheme and the algorithms (:func:`edgesim.resources.check_config`); in an asynchronous run, the policies
+    that apply to one (:func:`edgesim.asynchrony.check_async_resources`)."""
+    if budget.round_mode in ASYNC_MODES:
+        from edgesim.asynchrony import check_async_resources
+
+        try:
+            check_async_resources(resources, budget)
+        except ValueError as e:
+            raise ScenarioError(f"{where}: [resources] {e}") from None
     from edgesim.learning.plugins import load_entry_points
     from edgesim.resources import KINDS, POLICIES, check_config
 

@@ -104,6 +104,28 @@ def test_bad_async_tables_are_one_line(tmp_path, override, expected):
     assert "\n" not in str(info.value)
 
 
+def test_a_scheduling_policy_fills_free_slots_in_an_async_run_folder(tmp_path):
+    plain = run_scenario(load_scenario(write(tmp_path, PHYSICS)), tmp_path / "plain")
+    fast = run_scenario(load_scenario(write(tmp_path, PHYSICS), ["resources.scheduling=fastest"]), tmp_path / "fast")
+    assert "[resources]" in (fast / "config.toml").read_text()
+    starts = [int(x["device"]) for x in sorted(rows(fast / "devices.csv"), key=lambda x: int(x["update"]))]
+    assert starts != [int(x["device"]) for x in sorted(rows(plain / "devices.csv"), key=lambda x: int(x["update"]))]
+    assert starts.count(11) > starts.count(0)  # the 2 GHz device is chosen more often than the 0.5 GHz one
+
+
+@pytest.mark.parametrize("override, expected", [
+    (["resources.bandwidth=min_max_time"], r"s.toml: \[resources\] bandwidth = 'min_max_time' does not apply to "
+                                           r"round_mode = 'fedbuff'"),
+    (["resources.scheduling=oort"], r"s.toml: \[resources\] scheduling = 'oort' with round_mode = 'fedbuff' needs "
+                                    r"\[budget\] deadline_s"),
+    (["resources.scheduling=nobody"], r"s.toml: \[resources\] scheduling = 'nobody': expected one of"),
+])
+def test_resources_refused_in_async_runs_are_one_line(tmp_path, override, expected):
+    with pytest.raises(ConfigError, match=expected) as info:
+        load_scenario(write(tmp_path, PHYSICS), override)
+    assert "\n" not in str(info.value)
+
+
 def test_trace_file_relative_to_the_scenario_and_its_errors(tmp_path):
     (tmp_path / "avail.csv").write_text("device,start_s,end_s\n0,0,100\n13,0,5\n")
     text = PHYSICS.replace('model = "markov"', 'model = "trace"\ntrace = "avail.csv"')
@@ -169,20 +191,24 @@ def _start_async_run(scenario: Path, out: Path, *extra: str):
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def test_killed_async_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path):
-    """SIGKILL during the first algorithm, again during the second after --resume; the last --resume finishes."""
+@pytest.mark.parametrize("policy", [pytest.param([], id="uniform"),
+                                    pytest.param(["resources.scheduling=age"], id="age", marks=pytest.mark.slow)])
+def test_killed_async_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path, policy):
+    """SIGKILL during the first algorithm, again during the second after --resume; the last --resume finishes
+    (with the uniform draw and with a scheduling policy choosing each free slot's device)."""
     from test_resume import OUTPUTS, _kill_when, runner
 
     from edgesim.scenarios.cli import app
 
-    reference = run_scenario(load_scenario(tiny_scenario, ASYNC_CKPT), tmp_path / "reference")
+    reference = run_scenario(load_scenario(tiny_scenario, ASYNC_CKPT + policy), tmp_path / "reference")
     out = tmp_path / "killed"
     ckpts = tmp_path / "killed.incomplete" / "checkpoints"
+    extra = [a for s in policy for a in ("--set", s)]
     # A shared machine may take minutes to import torch and load the data: wait long for the first checkpoint.
-    _kill_when(_start_async_run(tiny_scenario, out), ckpts / "fedavg.pt", timeout_s=900)
-    _kill_when(_start_async_run(tiny_scenario, out, "--resume"), ckpts / "fedprox.pt", timeout_s=900)
+    _kill_when(_start_async_run(tiny_scenario, out, *extra), ckpts / "fedavg.pt", timeout_s=900)
+    _kill_when(_start_async_run(tiny_scenario, out, "--resume", *extra), ckpts / "fedprox.pt", timeout_s=900)
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--resume", "-q",
-                                 *[a for s in ASYNC_CKPT for a in ("--set", s)]])
+                                 *[a for s in ASYNC_CKPT + policy for a in ("--set", s)]])
     assert result.exit_code == 0, result.output
     for name in OUTPUTS:
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name

@@ -3,6 +3,7 @@ FedBuff ≡ synchronous FedAvg property, lost work, checkpoints."""
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from edgesim.asynchrony import (
     AsyncConfig,
     AsyncSimulation,
+    check_async_resources,
     fedasync_mixing_weight,
     hinge_staleness,
     polynomial_staleness,
@@ -20,6 +22,8 @@ from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
 from edgesim.curve import ParametricBackend
 from edgesim.engine import Simulation
 from edgesim.radio import shannon_rate_bps
+from edgesim.resources import ResourcesConfig, register_policy
+from edgesim.resources.scheduling import STREAM_SCHEDULE
 
 UPLOAD_S = 0.4  # every hand-computed timeline below uploads for 0.4 s on the whole band (TDMA)
 
@@ -77,11 +81,12 @@ def cell(cpu_freq_hz, access="tdma"):
     return system, workload
 
 
-def async_sim(cpu_freq_hz, mode, cfg, rounds=10, availability=None, access="tdma"):
+def async_sim(cpu_freq_hz, mode, cfg, rounds=10, availability=None, access="tdma", resources=None, deadline_s=None):
     system, workload = cell(cpu_freq_hz, access)
     n = len(cpu_freq_hz)
-    return AsyncSimulation(system, BudgetConfig(rounds=rounds, round_mode=mode), ParametricBackend(n, n, workload),
-                           cfg, seed=0, availability=availability)
+    return AsyncSimulation(system, BudgetConfig(rounds=rounds, round_mode=mode, deadline_s=deadline_s),
+                           ParametricBackend(n, n, workload), cfg, seed=0, availability=availability,
+                           resources=resources)
 
 
 def rederive_clock(records):
@@ -153,6 +158,171 @@ def test_events_of_an_update_carry_its_model_version():
     kinds = [(e.device, e.kind, e.round_index) for e in sim.events if e.device == 1]
     assert kinds[:3] == [(1, "compute_start", 0), (1, "compute_end", 0), (1, "upload_start", 0)]
     assert [e.round_index for e in sim.events if e.kind == "aggregate"] == [0, 1, 2, 3]
+
+
+# --------------------------------------------------------------------------- a free slot by the scheduling policy
+
+
+def starts(records):
+    """The devices in update (start) order, from the run's rows."""
+    return [row.device for row in sorted((row for r in records for row in r.devices), key=lambda row: row.update)]
+
+
+def test_fastest_fills_each_free_slot_with_the_quickest_idle_device_by_hand():
+    # Compute 1, 2.5 and 4 s, 0.4 s uploads (predicted 1.4, 2.9, 4.4 s), two slots. At 0: d0, then d1 (d0 busy).
+    # d0 arrives at 1.4 and is the quickest idle device again (d2 never is): the two-device timeline exactly —
+    # d0 1.4-2.4, up 2.4-2.8; d1 queued 2.5-2.8, up 2.8-3.2 (v0 at v2); d0 from v2 2.8-3.8, up 3.8-4.2 (stale 1);
+    # at 3.2 d1 (idle: d1, d2) from v3: 3.2-5.7, up 5.7-6.1; d0 from v4 4.2-5.2, up 5.2-5.6 (stale 0);
+    # d1 arrives at 6.1 at v5 (stale 2).
+    sim = async_sim([1e9, 0.4e9, 0.25e9], "fedasync", AsyncConfig(concurrency=2), rounds=6,
+                    resources=ResourcesConfig(scheduling="fastest"))
+    recs = sim.run()
+    assert timeline(recs) == [(1.4, (0,), [0]), (2.8, (0,), [0]), (3.2, (1,), [2]), (4.2, (0,), [1]),
+                              (5.6, (0,), [0]), (6.1, (1,), [2])]
+    assert 2 not in starts(recs)
+    rederive_clock(recs)
+
+
+def test_age_fills_each_free_slot_with_the_device_longest_since_it_started_by_hand():
+    # Same devices, two slots, "age": never started first (ties by the update's common random numbers), then the
+    # one whose last start is the oldest. Seed 0's numbers rank d2 first for update 0 and d0 before d1 for update 1.
+    first = [np.argsort(np.random.default_rng((0, i, STREAM_SCHEDULE)).random(3)).tolist() for i in (0, 1)]
+    assert first[0][0] == 2 and first[1].index(0) < first[1].index(1)
+    # d2 (u0, v0) computes 0-4; d0 (u1, v0) 0-1, up 1.0-1.4 -> agg 0. Free: d1 never started -> d1 (u2, v1)
+    # 1.4-3.9, up 3.9-4.3 -> agg 1 (stale 0); d2 queued 4.0-4.3, up 4.3-4.7. At 4.3 idle d0 (started u1), d1
+    # (u2): d0 (u3, v2) 4.3-5.3, up 5.3-5.7. d2 arrives 4.7 -> agg 2 (v0 at v2: stale 2); idle d1 (u2), d2 (u0):
+    # d2 (u4, v3) 4.7-8.7. d0 arrives 5.7 -> agg 3 (stale 1); idle d0 (u3), d1 (u2): d1 (u5, v4) 5.7-8.2,
+    # up 8.2-8.6 -> agg 4 (stale 0); idle d0 (u3), d1 (u5): d0 (u6, v5) 8.6-9.6, up 9.6-10.0. d2, ready at 8.7
+    # on a free band, up 8.7-9.1 -> agg 5 (v3 at v5: stale 2); d0 -> agg 6 at 10.0 (v5 at v6: stale 1).
+    sim = async_sim([1e9, 0.4e9, 0.25e9], "fedasync", AsyncConfig(concurrency=2), rounds=7,
+                    resources=ResourcesConfig(scheduling="age"))
+    recs = sim.run()
+    assert timeline(recs) == [(1.4, (0,), [0]), (4.3, (1,), [0]), (4.7, (2,), [2]), (5.7, (0,), [1]),
+                              (8.6, (1,), [0]), (9.1, (2,), [2]), (10.0, (0,), [1])]
+    assert starts(recs)[:7] == [2, 0, 1, 0, 2, 1, 0]
+    rederive_clock(recs)
+
+
+def test_the_random_policy_is_the_uniform_draw_and_a_policy_changes_only_who_starts():
+    plain = async_sim([1e9, 0.4e9, 0.25e9, 0.8e9], "fedbuff", AsyncConfig(concurrency=2, buffer_size=2), rounds=12)
+    default = async_sim([1e9, 0.4e9, 0.25e9, 0.8e9], "fedbuff", AsyncConfig(concurrency=2, buffer_size=2),
+                        rounds=12, resources=ResourcesConfig())
+    assert plain.run() == default.run() and plain.events == default.events
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "best_channel", "fastest", "deadline_feasible", "age", "oort"])
+def test_offline_devices_are_never_chosen_by_a_policy_and_runs_repeat(policy):
+    def run():
+        system, workload = cell([2e9, 0.8e9, 1.2e9, 0.5e9, 1.5e9], access="fdma")
+        avail = Availability(5, markov=(3.0, 2.0, 7))
+        sim = AsyncSimulation(system, BudgetConfig(rounds=150, round_mode="fedasync", deadline_s=3.0),
+                              ParametricBackend(5, 5, workload), AsyncConfig(concurrency=3), seed=2,
+                              availability=avail, resources=ResourcesConfig(scheduling=policy))
+        return sim, avail, sim.run()
+
+    _, avail, recs = run()
+    rows = [row for r in recs for row in r.devices]
+    assert len(recs) == 150
+    for row in rows:
+        assert avail.online(row.device, row.start_time_s)
+    for d in range(5):  # a device trains one update at a time
+        spans = sorted((row.start_time_s, row.end_time_s) for row in rows if row.device == d)
+        assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+    again = run()[2]
+    assert again == recs  # determinism: same scenario and seed, same records
+    rederive_clock(recs)
+
+
+def test_a_policy_that_ranks_no_idle_device_leaves_the_slot_waiting():
+    # deadline_feasible with tau = 2 s: only d0 (1.4 s) is feasible; two slots, but one device ever trains.
+    sim = async_sim([1e9, 0.4e9, 0.25e9], "fedasync", AsyncConfig(concurrency=2), rounds=3,
+                    resources=ResourcesConfig(scheduling="deadline_feasible"), deadline_s=2.0)
+    recs = sim.run()
+    assert timeline(recs) == [(1.4, (0,), [0]), (2.8, (0,), [0]), (4.2, (0,), [0])]
+
+
+def test_a_plugin_policy_picks_free_slots_too():
+    @register_policy("scheduling", "test_slowest_first")
+    class Slowest:
+        """The slowest CPU first (a test plugin)."""
+
+        def allocate(self, v):
+            return -v.cpu_freq_hz
+
+    sim = async_sim([1e9, 0.4e9, 0.25e9], "fedasync", AsyncConfig(concurrency=1), rounds=2,
+                    resources=ResourcesConfig(scheduling="test_slowest_first"))
+    recs = sim.run()
+    assert starts(recs) == [2, 2]  # d2 alone: compute 4 s, up 0.4 s, and again
+    assert [r.end_time_s for r in recs] == pytest.approx([4.4, 8.8])
+
+
+@pytest.mark.parametrize("mode", ["fedasync", "fedbuff"])
+@pytest.mark.parametrize("policy", ["age", "oort"])
+def test_resume_with_a_policy_replays_to_identical_records(mode, policy):
+    def make():
+        system, workload = cell([1e9, 0.8e9, 1.2e9, 0.5e9, 2e9], access="tdma")
+        backend = ParametricBackend(5, 5, workload)
+        return AsyncSimulation(system, BudgetConfig(rounds=40, round_mode=mode, deadline_s=2.0), backend,
+                               AsyncConfig(concurrency=3, buffer_size=2), seed=3,
+                               availability=Availability(5, markov=(3.0, 2.0, 3)),
+                               resources=ResourcesConfig(scheduling=policy, bandwidth="shortest_first"))
+
+    whole = make()
+    full = whole.run()
+    first = make()
+    first.run(rounds=17)
+    again = make()
+    again.load_state_dict(first.state_dict())
+    again.backend.load_state_dict(first.backend.state_dict())
+    assert again.run() == full[17:]
+    assert again.event_count == whole.event_count
+
+
+def test_oort_utility_reported_by_the_backend_is_replayed_on_resume():
+    class Reporting(ParametricBackend):
+        """Reports a made-up statistical utility per device after each aggregation (as a learning backend would)."""
+
+        def aggregate(self, aggregation):
+            self.device_utility = {a.device: float((a.update * 7919) % 13) for a in aggregation.arrivals}
+            return super().aggregate(aggregation)
+
+    def make(backend=Reporting):
+        system, workload = cell([1e9, 0.8e9, 1.2e9, 0.5e9, 2e9, 1.5e9, 0.7e9, 0.9e9], access="fdma")
+        return AsyncSimulation(system, BudgetConfig(rounds=40, round_mode="fedasync", deadline_s=2.0),
+                               backend(8, 8, workload), AsyncConfig(concurrency=4), seed=1,
+                               resources=ResourcesConfig(scheduling="oort", oort_exploration=0.3))
+
+    whole = make()
+    full = whole.run()
+    assert starts(make(ParametricBackend).run()) != starts(full)  # the utility steers Oort's picks
+    first = make()
+    first.run(rounds=23)
+    state = first.state_dict()
+    assert state["utility_log"]
+    again = make()
+    again.load_state_dict(state)
+    again.backend.load_state_dict(first.backend.state_dict())
+    assert again.run() == full[23:]
+
+
+@pytest.mark.parametrize("table, match", [
+    (dict(bandwidth="proportional"), r"bandwidth = 'proportional' does not apply to round_mode = 'fedbuff': its "
+                                     r"bands are planned for one round's set of uploaders.*expected 'equal' or "
+                                     r"'shortest_first'"),
+    (dict(bandwidth="min_max_time"), r"bandwidth = 'min_max_time' does not apply"),
+    (dict(power="min_energy"), r"power = 'min_energy' does not apply to round_mode = 'fedbuff'.*expected 'fixed'"),
+    (dict(cpu_freq="min_energy"), r"cpu_freq = 'min_energy' does not apply.*expected 'max'"),
+    (dict(scheduling="deadline_feasible"), r"scheduling = 'deadline_feasible' with round_mode = 'fedbuff' needs "
+                                           r"\[budget\] deadline_s"),
+    (dict(scheduling="oort"), r"scheduling = 'oort' with round_mode = 'fedbuff' needs \[budget\] deadline_s"),
+])
+def test_resources_that_plan_a_round_are_refused_in_one_line(table, match):
+    with pytest.raises(ValueError, match=match) as info:
+        check_async_resources(ResourcesConfig(**table), BudgetConfig(round_mode="fedbuff"))
+    assert "\n" not in str(info.value)
+    check_async_resources(ResourcesConfig(scheduling="age", bandwidth="shortest_first"),
+                          BudgetConfig(round_mode="fedbuff"))
+    check_async_resources(ResourcesConfig(scheduling="oort"), BudgetConfig(round_mode="fedasync", deadline_s=5.0))
 
 
 # --------------------------------------------------------------------------- FedBuff reduces to synchronous rounds

@@ -134,10 +134,13 @@ class Scheduler:
     """The ``[resources] scheduling`` policy with what it remembers of past rounds (checkpointed with the engine).
 
     ``expected_work``: the backend's ``(cycles, upload_bits)`` per device before a
-    device has taken part (sequences of N numbers), or ``None``.
+    device has taken part (sequences of N numbers), or ``None``. ``deadline_s``: the
+    policies' budget τ (s); ``None``: the round's (``[budget] deadline_s`` in
+    ``"deadline"`` rounds, else T/G). An asynchronous run asks it for one free slot's
+    device (:meth:`scores`; :mod:`edgesim.asynchrony`, docs/asynchrony.md).
     """
 
-    def __init__(self, config, system, budget, seed: int, expected_work=None):
+    def __init__(self, config, system, budget, seed: int, expected_work=None, deadline_s=None):
         from .policies import POLICIES
 
         self.config = config
@@ -148,7 +151,9 @@ class Scheduler:
         self.n = n
         self.access = system.access
         self.bandwidth_hz = float(system.bandwidth_hz)
-        self.deadline_s = budget.round_deadline_s if budget.round_mode == "deadline" else budget.round_budget_s
+        if deadline_s is None:
+            deadline_s = budget.round_deadline_s if budget.round_mode == "deadline" else budget.round_budget_s
+        self.deadline_s = float(deadline_s)
         self.cpu_freq_hz = np.asarray(system.cpu_freqs_hz, dtype=float)
         if expected_work is not None:
             self.expected_cycles = np.asarray(expected_work[0], dtype=float).reshape(n)
@@ -174,6 +179,12 @@ class Scheduler:
 
     def schedule(self, round_index: int, gains, rates) -> Optional[tuple[int, ...]]:
         """The round's ranking of the devices (``None``: the algorithm's own draw)."""
+        answer = self.scores(round_index, gains, rates)
+        return None if answer is None else ranked(*answer)
+
+    def scores(self, round_index: int, gains, rates) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        """The policy's score of every device and the round's common random numbers (ties), checked; ``None``:
+        the algorithm's own draw. ``round_index`` keys the random numbers (an asynchronous run: the update's)."""
         from .round import PolicyError
 
         uniform = np.random.default_rng((self.seed, round_index, STREAM_SCHEDULE)).random(self.n)
@@ -201,7 +212,7 @@ class Scheduler:
         if scores.size != self.n or np.isnan(scores).any():
             raise PolicyError(f"{where}: returned {scores.size} scores (nan: {int(np.isnan(scores).sum())}); "
                               f"expected {self.n} numbers, one per device (-inf: not this round), none nan")
-        return ranked(scores, uniform)
+        return scores, uniform
 
     def observe(self, round_index: int, rows, work_by_device, losses=None) -> None:
         """After a round: who took part (a device with cycles or an upload), its work and its time; ``losses``
@@ -225,6 +236,19 @@ class Scheduler:
         self.pointer = (self.pointer + taken) % self.n
         for d, loss in (losses or {}).items():
             self.utility[int(d)] = formulas.oort_statistical_utility(loss.sum_sq_loss, loss.n_samples)
+
+    def started(self, index: int, device: int) -> None:
+        """An asynchronous run started update ``index`` on ``device``: its age counts from here; round robin's
+        pointer moves past it."""
+        self.last_round[device] = index
+        self.rounds_taken[device] += 1
+        self.pointer = (device + 1) % self.n
+
+    def finished(self, device: int, cycles: float, upload_bits: float, duration_s: float) -> None:
+        """An asynchronous update of ``device`` arrived: its work and its download + compute + airtime (s)."""
+        self.cycles[device] = cycles
+        self.upload_bits[device] = upload_bits
+        self.duration_s[device] = duration_s
 
     def state_dict(self) -> dict:
         return {"last_round": self.last_round.tolist(), "rounds_taken": self.rounds_taken.tolist(),
