@@ -71,6 +71,7 @@ from .engine import Event, RoundRecord, cyclic_gc_paused
 from .links import Downlink, Transfer, make_uplink
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 from .resources import ResourcesConfig
+from .resources.formulas import oort_statistical_utility
 from .resources.scheduling import Scheduler, ranked
 
 ASYNC_MODES = ("fedasync", "fedbuff")
@@ -317,7 +318,9 @@ class AsyncSimulation:
     may be drawn and when they drop out. ``resources``: the ``[resources]``
     table (:func:`check_async_resources`); its scheduling policy picks each free
     slot's device (``"random"``, the default: the uniform draw), its bandwidth
-    policy ``"shortest_first"`` orders the TDMA queue.
+    policy ``"shortest_first"`` orders the TDMA queue. ``device_losses``: as
+    :class:`~edgesim.engine.Simulation`'s (the devices' loss statistics, Oort's
+    utility), read after every aggregation when a scheduling policy is set.
     """
 
     def __init__(
@@ -332,6 +335,7 @@ class AsyncSimulation:
         availability: Optional[Availability] = None,
         keep_records: bool = True,
         resources: Optional[ResourcesConfig] = None,
+        device_losses: Optional[Callable[[], Mapping[int, Any]]] = None,
     ):
         if budget.round_mode not in ASYNC_MODES:
             raise ValueError(f"budget.round_mode(={budget.round_mode!r}) must be one of {ASYNC_MODES} for an "
@@ -355,7 +359,8 @@ class AsyncSimulation:
         self._work_cache: dict[int, tuple[DeviceWork, float]] = {}
         self.resources = ResourcesConfig() if resources is None else resources
         check_async_resources(self.resources, budget)
-        self._utility_log: list[tuple[int, int, float]] = []  # (aggregation, device, utility) the backend reported
+        self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)
+        self._utility_log: list[tuple[int, int, float]] = []  # (aggregation, device, Oort's utility) as reported
         self._start(0.0)
 
     def _start(self, now_s: float) -> None:
@@ -678,8 +683,9 @@ class AsyncSimulation:
             self._agg_done.succeed()
 
     def _observe_utility(self, t: int) -> None:
-        """The statistical utility the backend reports per device after aggregation ``t`` (Oort's), kept in a log:
-        the clock's replay (no training) hands the scheduler the same values at the same aggregations."""
+        """Oort's statistical utility of each device whose loss statistic (:class:`edgesim.backend.DeviceLoss`) was
+        reported since the last aggregation (:func:`~edgesim.resources.formulas.oort_statistical_utility`), kept in
+        a log: the clock's replay (no training) hands the scheduler the same values at the same aggregations."""
         if self._replay:
             log, i = self._utility_log, self._utility_at
             while i < len(log) and log[i][0] == t:
@@ -687,9 +693,10 @@ class AsyncSimulation:
                 i += 1
             self._utility_at = i
             return
-        reported = getattr(self.backend, "device_utility", None) or {}
+        losses = self._device_losses() if callable(self._device_losses) else None
         known = self._scheduler.utility
-        for d, u in sorted((int(d), float(u)) for d, u in reported.items()):
+        for d, loss in sorted((int(d), loss) for d, loss in (losses or {}).items()):
+            u = oort_statistical_utility(loss.sum_sq_loss, loss.n_samples)
             if not (known[d] == u):  # new, or changed since (nan never equals)
                 known[d] = u
                 self._utility_log.append((t, d, u))

@@ -195,7 +195,7 @@ def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Ca
                 f"arrival-by-arrival server does not have")
         backend = backend.asynchronous()
     return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability,
-                           resources=sc.resources)
+                           resources=sc.resources, device_losses=device_losses)
 
 
 def check_record(sc: Scenario, name: str, rec) -> None:

@@ -158,6 +158,19 @@ def test_fedbuff_with_equal_devices_learns_exactly_sync_fedavg(tiny_scenario):
     assert ga.keys() == gb.keys() and all(torch.equal(ga[k], gb[k]) for k in ga)
 
 
+def test_oort_in_an_async_run_ranks_by_the_devices_losses(tiny_scenario):
+    """The devices' loss statistics reach the free slot's policy (Oort's utility) and its checkpoint's log."""
+    sc = load_scenario(tiny_scenario, ["budget.round_mode=fedasync", "run.algorithms=fedavg", "budget.rounds=4",
+                                       "resources.scheduling=oort", "budget.deadline_s=5"])
+    build, _, _ = make_backends(sc)
+    sim = make_simulation(sc, build("fedavg"), "fedavg", device_losses=build.device_losses)
+    recs = sim.run()
+    trained = {a for r in recs for a in r.arrived}
+    utility = sim._scheduler.utility  # noqa: SLF001 - what the policy sees
+    assert trained and all(utility[d] > 0 for d in trained)
+    assert {d for _, d, _ in sim.state_dict()["utility_log"]} == trained
+
+
 def test_fedasync_and_fedbuff_learn_with_stale_updates(tiny_scenario):
     for mode in ("fedasync", "fedbuff"):
         sc = load_scenario(tiny_scenario, ["budget.rounds=8", "run.algorithms=fedavg,fixavg",

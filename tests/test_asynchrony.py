@@ -18,6 +18,7 @@ from edgesim.asynchrony import (
     staleness_weight,
 )
 from edgesim.availability import Availability
+from edgesim.backend import DeviceLoss
 from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
 from edgesim.curve import ParametricBackend
 from edgesim.engine import Simulation
@@ -278,13 +279,17 @@ def test_resume_with_a_policy_replays_to_identical_records(mode, policy):
     assert again.event_count == whole.event_count
 
 
-def test_oort_utility_reported_by_the_backend_is_replayed_on_resume():
+def test_oort_utility_from_the_devices_losses_is_replayed_on_resume():
     class Reporting(ParametricBackend):
-        """Reports a made-up statistical utility per device after each aggregation (as a learning backend would)."""
+        """Reports made-up loss statistics of the devices it trained (as a learning backend's device_losses())."""
 
         def aggregate(self, aggregation):
-            self.device_utility = {a.device: float((a.update * 7919) % 13) for a in aggregation.arrivals}
+            self.trained = {a.device: DeviceLoss(float((a.update * 7919) % 13), 4) for a in aggregation.arrivals}
             return super().aggregate(aggregation)
+
+        def device_losses(self):
+            out, self.trained = self.trained, {}
+            return out
 
     def make(backend=Reporting):
         system, workload = cell([1e9, 0.8e9, 1.2e9, 0.5e9, 2e9, 1.5e9, 0.7e9, 0.9e9], access="fdma")
