@@ -443,6 +443,8 @@ class Simulation:
         record = self._finish_round(rnd, plan, *rows)
         if self._scheduler is not None:
             losses = self._device_losses() if callable(self._device_losses) else None
+            arrived = set(record.arrived)  # the server hears a device's loss with its update (Oort, §4.2)
+            losses = {d: loss for d, loss in (losses or {}).items() if d in arrived}
             self._scheduler.observe(record.round_index, record.devices, {w.device: w for w in plan.work}, losses)
         self.channel.advance(record.duration_s)
         return record

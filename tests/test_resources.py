@@ -467,10 +467,11 @@ class _Reporting(ParametricBackend):
         return {d: DeviceLoss(n * loss * loss, n) for d, (n, loss) in self.LOSSES.items()}
 
 
-def _oort_sim(backend_cls, **kw):
+def _oort_sim(backend_cls, deadline_s=None, **kw):
     system = SystemConfig(n_devices=3, bandwidth_hz=2e6, tx_power_dbm=23.0, cpu_freq_hz=1e9, access="fdma",
                           cell_radius_m=300, min_distance_m=10)
-    budget = BudgetConfig(total_time_s=100.0, rounds=4)
+    budget = BudgetConfig(total_time_s=100.0, rounds=4, round_mode="deadline" if deadline_s else "sync",
+                          deadline_s=deadline_s)
     return Simulation(system, budget, backend_cls(3, 3, WORK, seed=1), seed=3,
                       resources=ResourcesConfig(scheduling="oort", oort_exploration=0.0), **kw)
 
@@ -489,6 +490,19 @@ def test_oort_ranks_by_the_reported_losses_by_hand():
     bonus = math.sqrt(0.1 * math.log(2) / 1.0)
     util = F.oort_utility(sim._scheduler.utility, sim._scheduler.duration_s, sim._scheduler.last_round, 1, 25.0, 2.0)
     assert util.tolist() == pytest.approx([4 + bonus, 3 + bonus, 4 + bonus])
+
+
+def test_oort_hears_only_the_devices_whose_update_arrived():
+    """A deadline that the slowest upload misses: its device's loss never reaches the server, so its utility stays
+    unknown while the others' are set."""
+    probe = _oort_sim(_Reporting).run_round()  # the last upload ends the sync round
+    sim = _oort_sim(_Reporting, deadline_s=probe.end_time_s * 0.999)
+    rec = sim.run_round()
+    assert rec.dropped == probe.arrived[-1:] and len(rec.arrived) == 2
+    u = sim._scheduler.utility
+    assert math.isnan(u[rec.dropped[0]])
+    assert [u[d] for d in sorted(rec.arrived)] == pytest.approx([_Reporting.LOSSES[d][0] * _Reporting.LOSSES[d][1]
+                                                                   for d in sorted(rec.arrived)])
 
 
 def test_oort_without_reported_losses_falls_back_to_its_system_half():
