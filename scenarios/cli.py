@@ -504,6 +504,10 @@ def sweep(
     except KeyboardInterrupt as e:
         _fail(f"interrupted: finished runs are kept in {out}, unfinished ones are marked interrupted; run the same "
               f"command again to go on (unfinished runs resume from their checkpoints)", code=exit_code(e))
+    except OSError as e:  # a full disk (one run found it, or sweep.csv): the sweep stopped, its folders resumable
+        _fail(f"cannot write {e.filename or out}: {e.strerror or e}; the sweep stopped: finished runs are kept in "
+              f"{out}, unfinished ones resume from their checkpoints (free some space, then run the same command "
+              f"again)", code=1)
     n_ok = len(result.runs) - len(result.failed)
     typer.echo(f"sweep folder: {result.out} ({n_ok} of {len(result.runs)} runs finished; {result.jobs} at a time "
                f"on {executor}, {result.threads} torch thread(s) each)")

@@ -34,7 +34,7 @@ from edgesim.learning.config import PARAMETRIC
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, ROUNDS, SUMMARY
 from edgesim.results.files import PROVENANCE as RUN_JSON
 from edgesim.results.metrics import DEFAULT_SUSTAIN_ROUNDS, final_accuracy, time_to_accuracy
-from edgesim.results.writing import LiveCsv, RunFolder, RunLock, check_out, is_finished
+from edgesim.results.writing import LiveCsv, RunFolder, RunLock, check_out, is_finished, is_started_run
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.algorithm_run import check_budgets, make_backends, resolved_config, run_algorithm
 from edgesim.scenarios.checkpoint import AlgorithmRun
@@ -322,7 +322,9 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             checkpoint.check_same_scenario(folder.final / CONFIG, config)
             say(f"{folder.final} has already finished; nothing to resume")
             return folder.final
-        if folder.work.is_dir() and any(folder.work.iterdir()):
+        if is_started_run(folder.work):  # stopped before it wrote its scenario: nothing to go on from
+            say(f"{folder.work} was stopped before it wrote its {CONFIG}: starting from scratch in it")
+        elif folder.work.is_dir() and any(folder.work.iterdir()):
             checkpoint.check_same_scenario(folder.work / CONFIG, config)
             resuming = True
             # read (and so check) every checkpoint before anything is written

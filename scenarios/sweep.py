@@ -24,6 +24,7 @@ accuracy threshold, bits up/down and energy, read from its ``summary.json``).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import json
@@ -196,7 +197,7 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
     """Load every combination's scenario (clear error naming the run); check finished runs match it.
 
     Returns the runs and the most torch threads any of them trains with (its scenario's ``run.threads``)."""
-    from edgesim.results.writing import check_out, is_finished
+    from edgesim.results.writing import check_out, is_finished, is_started_run
     from edgesim.scenarios import checkpoint
     from edgesim.scenarios.algorithm_run import resolved_config
 
@@ -222,7 +223,7 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
         folder = Path(out) / run.name
         check_out(folder, resume=True)
         for where in ([folder] if is_finished(folder) else []) + [RunFolder(folder).work]:
-            if where.is_dir() and any(where.iterdir()):
+            if where.is_dir() and any(where.iterdir()) and not is_started_run(where):
                 try:
                     checkpoint.check_same_scenario(where / CONFIG, resolved_config(sc),
                                                    "Use another --out for this sweep")
@@ -232,6 +233,18 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
 
 
 # --------------------------------------------------------------------------- running
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # a full disk or quota: no later run of the sweep could write either
+
+
+def stop_if_disk_full(result: dict) -> None:
+    """A run that found the disk full stops the sweep: ``OSError`` (its errno, message and file) is raised where the
+    sweep collects results, which stops every worker (their runs are marked interrupted, resumable) and is said in
+    one line by the caller (``edgesim sweep``: ``cannot write FILE: No space left on device; ...``)."""
+    if result.get("disk_full"):
+        code, message, filename = result["disk_full"]
+        raise OSError(code, message, filename)
 
 
 def run_one(task: dict) -> dict:
@@ -254,6 +267,11 @@ def run_one(task: dict) -> dict:
             sc = load_scenario(task["scenario"], list(task["overrides"]))
             run_scenario(sc, Path(task["out"]), resume=True, argv=task.get("argv"))
         status = "ok"
+    except OSError as e:  # a full disk ends the sweep (every other run would hit it too): said once, by the sweep
+        status = f"failed: {type(e).__name__}: {e}"
+        if e.errno in DISK_FULL:
+            return {"name": task["name"], "status": status, "seconds": time.monotonic() - t0,
+                    "disk_full": (e.errno, e.strerror or str(e), e.filename or task["out"])}
     except Exception as e:  # noqa: BLE001 - one run's failure must not end the sweep
         status = f"failed: {type(e).__name__}: {e}"
     return {"name": task["name"], "status": status, "seconds": time.monotonic() - t0}
@@ -295,9 +313,10 @@ def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dic
         futures = {pool.submit(run_one, t): t for t in tasks}
         for fut in as_completed(futures):
             try:
-                on_done(fut.result())
+                result = fut.result()
             except Exception as e:  # a worker died (killed, out of memory)
-                on_done({"name": futures[fut]["name"], "status": f"failed: {type(e).__name__}: {e}", "seconds": 0.0})
+                result = {"name": futures[fut]["name"], "status": f"failed: {type(e).__name__}: {e}", "seconds": 0.0}
+            on_done(result)  # may stop the sweep (a full disk): never taken for a worker's death
     except BaseException:
         stop_pool(pool)
         raise
@@ -359,9 +378,10 @@ def run_ray(
             for ref in done:
                 task = pending.pop(ref)
                 try:
-                    on_done(ray.get(ref))
+                    result = ray.get(ref)
                 except Exception as e:  # the worker died
-                    on_done({"name": task["name"], "status": f"failed: {type(e).__name__}: {e}", "seconds": 0.0})
+                    result = {"name": task["name"], "status": f"failed: {type(e).__name__}: {e}", "seconds": 0.0}
+                on_done(result)
     finally:
         ray.shutdown()
     return jobs
@@ -528,6 +548,7 @@ def run_sweep(
     def on_done(result: dict) -> None:
         status[result["name"]] = result["status"]
         bar.update(result)
+        stop_if_disk_full(result)
 
     try:
         if executor == "ray":

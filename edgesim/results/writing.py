@@ -218,6 +218,15 @@ def is_run_folder(folder: Path) -> bool:
     return folder.is_dir() and (folder / CONFIG).is_file() and foreign_entry(folder) is None
 
 
+def is_started_run(folder: Path) -> bool:
+    """An unfinished run that edgesim began and stopped before it wrote its ``config.toml`` (killed, or a sweep
+    stopped, in its first instants): its ``INCOMPLETE`` marker and nothing its manifest does not list. Nothing in it
+    to resume: a run of that ``--out`` starts it again, as it would a run without checkpoints."""
+    folder = Path(folder)
+    return folder.is_dir() and not (folder / CONFIG).exists() and (folder / MARKER).is_file() \
+        and foreign_entry(folder) is None
+
+
 def is_finished(folder: Path) -> bool:
     """A finished run folder: ``summary.json`` present, no ``INCOMPLETE`` marker."""
     folder = Path(folder)
@@ -338,7 +347,7 @@ def check_out(out: Path, *, overwrite: bool = False, resume: bool = False, holdi
             raise ConfigError(f"--out {text!r}: {folder.final} holds a finished run; add --overwrite to replace it, "
                               f"or choose another --out")
     if folder.work.is_dir() and any(folder.work.iterdir()):
-        if not is_run_folder(folder.work) or not (folder.work / MARKER).is_file():
+        if not (is_run_folder(folder.work) and (folder.work / MARKER).is_file()) and not is_started_run(folder.work):
             _refuse_folder(folder.work, "is not an unfinished edgesim run",
                            "choose another --out; edgesim never deletes what it did not write", out=out)
         if not (overwrite or resume):
@@ -369,7 +378,7 @@ class RunFolder:
         """
         try:
             if self.work.exists() and not resume:
-                if not is_run_folder(self.work) and any(self.work.iterdir()):
+                if not is_run_folder(self.work) and not is_started_run(self.work) and any(self.work.iterdir()):
                     _refuse_folder(self.work, "is not an unfinished edgesim run", "choose another --out")
                 shutil.rmtree(set_aside(self.work))
             self.work.mkdir(parents=True, exist_ok=True)
