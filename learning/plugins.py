@@ -43,9 +43,20 @@ def import_plugins(modules, where: str) -> None:
     for name in modules:
         before = _registered()
         try:
-            register_from(importlib.import_module(name))
+            with _old_names_refused():
+                register_from(importlib.import_module(name))
         except ConfigError:
             raise
+        except ModuleNotFoundError as e:
+            moved = moved_name(e.name)
+            if moved is None:
+                raise PluginError(f"{where}: [run] plugins: cannot import {name!r} ({type(e).__name__}: {e}); expected "
+                                  f"a module on the Python path (the current folder or PYTHONPATH) that registers "
+                                  f"algorithms, models, data sets or partitions") from None
+            raise PluginError(f"{where}: [run] plugins: {name!r} imports {e.name!r}, which is now {moved!r} (edgesim's "
+                              f"packages moved under it: learning -> edgesim.learning, scenarios -> "
+                              f"edgesim.scenarios, plots -> edgesim.plots); expected the plugin to import the new "
+                              f"names") from None
         except (Exception, SystemExit) as e:  # noqa: BLE001 - sys.exit() on import must not end edgesim silently
             raise PluginError(f"{where}: [run] plugins: cannot import {name!r} ({type(e).__name__}: {e}); expected "
                               f"a module on the Python path (the current folder or PYTHONPATH) that registers "
@@ -56,6 +67,51 @@ def import_plugins(modules, where: str) -> None:
             _noted.add(name)
             print(f"note: {where}: [run] plugins: {name!r} registered no algorithm, model, data set or partition "
                   f"(a module imported before, or not a plugin?)", file=sys.stderr)
+
+
+OLD_PACKAGES = ("learning", "scenarios", "plots")  # top-level before the namespace moved under edgesim
+
+
+def moved_name(module) -> str | None:
+    """``edgesim.learning.algorithms`` for ``learning.algorithms`` (a name of the old top-level packages, which a
+    plugin written before the move imports), else ``None``."""
+    if not isinstance(module, str) or module.split(".")[0] not in OLD_PACKAGES:
+        return None
+    return f"edgesim.{module}"
+
+
+class _OldNames:
+    """A meta-path finder, first while a plugin is imported: the old top-level name of one of edgesim's own packages
+    (``learning`` found in edgesim's own folder, as from a source checkout on the path) is refused as not found,
+    naming it, instead of importing a second copy of the package (whose registrations then clash)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in OLD_PACKAGES:
+            return None
+        import importlib.util
+
+        ours = importlib.util.find_spec(f"edgesim.{fullname}")
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is None:
+                continue
+            same = ours is not None and set(spec.submodule_search_locations or ()) & set(
+                ours.submodule_search_locations or ())
+            if same:
+                raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+            return spec
+        return None
+
+
+class _old_names_refused:
+    def __enter__(self):
+        self.finder = _OldNames()
+        sys.meta_path.insert(0, self.finder)
+
+    def __exit__(self, *exc):
+        sys.meta_path.remove(self.finder)
 
 
 _registering: set[str] = set()  # plugin modules that registered something (a later import of theirs adds nothing)
