@@ -192,3 +192,14 @@ def test_an_async_run_stopped_by_sigterm_and_sigkill_resumes_and_its_rows_are_ne
     assert done.returncode == 0, done.stderr
     for f in OUTPUTS:
         assert (out / f).read_bytes() == (reference / f).read_bytes(), f
+
+
+def test_an_async_runs_trace_with_overlapping_intervals_is_one_line(cwd):
+    """tests/test_availability.py reads such traces; here the whole command, asynchronous: one line, nothing written."""
+    (cwd / "trace.csv").write_text("device,start_s,end_s\n0,0,5\n0,4,6\n")
+    (cwd / "p.toml").write_text(PHYSICS + '\n[availability]\nmodel = "trace"\ntrace = "trace.csv"\n')
+    for command in ("plan", "run"):
+        args = ["--out", "R"] if command == "run" else []
+        line = one_error_line(run(command, "p.toml", *args, "--set", "budget.round_mode=fedasync"))
+        assert f"{cwd / 'trace.csv'}: row 3: start_s = 4.0: device 0's interval overlaps [0.0, 5.0) of row 2" in line
+    assert not list(cwd.glob("R*"))
