@@ -8,7 +8,9 @@ in their name; the ``*_w``/``*_w_per_hz`` properties give the linear values.
 
 from __future__ import annotations
 
+import inspect
 import math
+import re
 from dataclasses import dataclass, fields
 from typing import Optional, Union
 
@@ -92,6 +94,18 @@ def check_option_scale(name: str, value, default, meaning: str = "") -> None:
         shown = "none" if default is None else repr(default)
         fail(name, value, f"a plausible value, |{name}| <= {bound:g} ({OPTION_SCALE_MAX:g} times its default's "
              f"magnitude, the default being {shown})" + (f"; {meaning}" if meaning else ""))
+
+
+def field_meaning(cls: type, name: str) -> str:
+    """The sentence of ``cls``'s docstrings (its own, then its bases') that names ````name````: an algorithm
+    option's one-line meaning for ``edgesim list`` (``""`` when no docstring names it)."""
+    for klass in getattr(cls, "__mro__", (cls,)):
+        doc = " ".join((inspect.getdoc(klass) or "").split())
+        for sentence in re.split(r"(?<!Eq\.)(?<!e\.g\.)(?<!i\.e\.)(?<!cf\.)(?<=[.;])\s+", doc):
+            if f"``{name}``" in sentence:
+                sentence = sentence.replace("``", "").rstrip(";")
+                return sentence if len(sentence) <= 110 else sentence[:107].rstrip() + "..."
+    return ""
 
 
 def check_range(name: str, value, low: float, high: float, unit: str, hint: str = ""):

@@ -10,10 +10,10 @@ when ``docs/scenario_reference.md`` differs from :func:`reference_markdown` — 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import re
 import typing
 from typing import Any
+
+from edgesim.config import field_meaning  # noqa: F401 - edgesim list's meanings (defined in the core: schema uses it)
 
 # key -> (meaning, unit, allowed values). "" unit: none (a count, a name, a flag).
 KEY_DOCS: dict[str, tuple[str, str, str]] = {
@@ -243,18 +243,6 @@ def scenario_keys() -> dict[str, tuple[str, Any]]:
 def key_meaning(key: str) -> str:
     """The one-line meaning of a scenario key (``""`` when it has none)."""
     return KEY_DOCS.get(key, ("", "", ""))[0]
-
-
-def field_meaning(cls: type, name: str) -> str:
-    """The sentence of ``cls``'s docstrings (its own, then its bases') that names ````name````: an algorithm
-    option's one-line meaning for ``edgesim list`` (``""`` when no docstring names it)."""
-    for klass in getattr(cls, "__mro__", (cls,)):
-        doc = " ".join((inspect.getdoc(klass) or "").split())
-        for sentence in re.split(r"(?<!Eq\.)(?<!e\.g\.)(?<!i\.e\.)(?<!cf\.)(?<=[.;])\s+", doc):
-            if f"``{name}``" in sentence:
-                sentence = sentence.replace("``", "").rstrip(";")
-                return sentence if len(sentence) <= 110 else sentence[:107].rstrip() + "..."
-    return ""
 
 
 def _toml(value: Any) -> str:

@@ -370,8 +370,7 @@ def check_option_scales(cfg) -> None:
     """Every number of an algorithm's options within :func:`edgesim.config.option_bound` of its default (one rule
     for all algorithms and plugins); ``ValueError`` naming the first that is not, with the option's meaning (its
     config class's docstring, as ``edgesim list`` shows it)."""
-    from edgesim.config import check_option_scale
-    from edgesim.scenarios.reference import field_meaning
+    from edgesim.config import check_option_scale, field_meaning
 
     for f in dataclasses.fields(cfg):
         default = f.default if f.default is not dataclasses.MISSING else None

@@ -219,12 +219,13 @@ def is_run_folder(folder: Path) -> bool:
 
 
 def is_started_run(folder: Path) -> bool:
-    """An unfinished run that edgesim began and stopped before it wrote its ``config.toml`` (killed, or a sweep
-    stopped, in its first instants): its ``INCOMPLETE`` marker and nothing its manifest does not list. Nothing in it
-    to resume: a run of that ``--out`` starts it again, as it would a run without checkpoints."""
+    """An unfinished run that edgesim began and stopped before it wrote anything but its marker (killed, or a sweep
+    stopped, in its first instants): ``INCOMPLETE`` and a manifest that lists only it. Nothing in it to resume: a run
+    of that ``--out`` starts it again, as it would a run without checkpoints. (A folder that lost its ``config.toml``
+    later is no such folder: it is refused, its checkpoints kept.)"""
     folder = Path(folder)
-    return folder.is_dir() and not (folder / CONFIG).exists() and (folder / MARKER).is_file() \
-        and foreign_entry(folder) is None
+    return (folder.is_dir() and (folder / MARKER).is_file() and read_manifest(folder) == {MARKER}
+            and {p.name for p in folder.iterdir()} == {MARKER, MANIFEST})
 
 
 def is_finished(folder: Path) -> bool:
