@@ -183,11 +183,16 @@ class Transfers:
     def download(self, round_index: int, state: Mapping[str, torch.Tensor]) -> tuple[Params, Optional[float]]:
         """What every device of the round receives of ``state`` (decoded) and the relative error (``None``
         when the downlink is not compressed: ``state`` itself)."""
-        codec = self.cfg.downlink
-        if codec.is_none:
+        if self.cfg.downlink.is_none:
             return dict(state), None
+        return self.received(state, self._generator("downlink", round_index))
+
+    def received(self, state: Mapping[str, torch.Tensor], generator: torch.Generator) -> tuple[Params, float]:
+        """``state`` through the downlink's codec (QSGD's draws from ``generator``): the decoded state a device
+        receives (the non-float keys as sent) and the relative error. :meth:`download` is the round's broadcast;
+        an algorithm that sends each device its own models (UM-pFSSL's helpers) calls this with its own stream."""
         true = [state[k] for k in self.keys]
-        dec = decode(encode(codec, true, self._generator("downlink", round_index)))
+        dec = decode(encode(self.cfg.downlink, true, generator))
         out = dict(state)
         for k, piece in zip(self.keys, dec.split([t.numel() for t in true])):
             out[k] = piece.view_as(state[k]).to(state[k].dtype)
@@ -203,15 +208,34 @@ class Transfers:
             delta = _flat([state[k] - start[k] for k in self.keys])
             if codec.error_feedback and d in self.residual:
                 delta = delta + self.residual[d]
-            dec = decode(encode(codec, list(delta.split(self.sizes)), self._generator("uplink", round_index, d)))
+            rebuilt, dec, error = self._send_up(round_index, d, delta, state, server)
             if codec.error_feedback:
                 self.residual[d] = delta - dec  # what was not sent (Stich et al. 2018, Alg. 1, line 6)
-            errors.append(relative_error(dec, delta))
-            rebuilt = dict(state)
-            for k, piece in zip(self.keys, dec.split(self.sizes)):
-                rebuilt[k] = server[k] + piece.view_as(server[k]).to(server[k].dtype)
+            errors.append(error)
             out.append(rebuilt)
         return out, errors
+
+    def upload_difference(self, round_index: int, device: int, trained: Mapping[str, torch.Tensor],
+                          copy: Mapping[str, torch.Tensor]) -> tuple[Params, float]:
+        """A device's model sent as its difference from ``copy``, the server's copy of that device's model (which
+        the device mirrors: it knows what it sent): the server's new copy ``copy + decode(encode(trained − copy))``
+        (the non-float keys as trained) and the relative error. No residual is added here: what was not sent is
+        ``trained`` − the new copy, and goes with the next upload if the device keeps ``trained`` (UM-pFSSL with
+        error feedback, docs/compression.md)."""
+        delta = _flat([trained[k] - copy[k] for k in self.keys])
+        rebuilt, _, error = self._send_up(round_index, device, delta, trained, copy)
+        return rebuilt, error
+
+    def _send_up(self, round_index: int, device: int, delta: torch.Tensor, state: Mapping[str, torch.Tensor],
+                 base: Mapping[str, torch.Tensor]) -> tuple[Params, torch.Tensor, float]:
+        """``delta`` through the uplink's codec (stream ``("compress", "uplink", round, device)``): ``state`` with
+        its sent keys rebuilt as ``base`` + the decoded delta, the decoded delta and the relative error."""
+        gen = self._generator("uplink", round_index, device)
+        dec = decode(encode(self.cfg.uplink, list(delta.split(self.sizes)), gen))
+        rebuilt = dict(state)
+        for k, piece in zip(self.keys, dec.split(self.sizes)):
+            rebuilt[k] = base[k] + piece.view_as(base[k]).to(base[k].dtype)
+        return rebuilt, dec, relative_error(dec, delta)
 
     def metrics(self, up_errors: Sequence[float], down_error: Optional[float]) -> dict[str, float]:
         """``compression_error`` (mean relative L2 error of the round's uploads) and, with a compressed

@@ -41,6 +41,18 @@ data) and evaluates again only a model it has not seen; the aggregation's
 M·|w| multiply-adds are not charged. A device dropped at a deadline did
 nothing this round: its list, its model and the server's copy stay as they
 were.
+
+Compression (``[compression]``, docs/compression.md): round 0's w_0 is a
+broadcast (stream ``("compress", "downlink", 0)``); every decoded model a
+device holds is what it received. Each helper or candidate download is that
+device's own encoding of the pool's model (stream ``("compress", "downlink",
+"model", j, version + 1, k)``): it evaluates, labels with and aggregates its
+decoded copies; its own model it never downloads. The upload is the device's
+model as its difference from the server's copy of it (which the device
+mirrors), and the pool holds what the server rebuilt. With error feedback the
+device keeps its own model, so what an upload left out (its model − the
+server's copy) goes with its next upload (Stich et al.'s memory); without, its
+model becomes the server's copy.
 """
 
 from __future__ import annotations
@@ -76,6 +88,7 @@ from edgesim.learning.algorithms.um_pfssl.config import (  # noqa: F401 (re-expo
     UPDATE_RULES,
     UMPFSSLConfig,
 )
+from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
 from edgesim.learning.costs import forward_cycles, task_cycles
 from edgesim.learning.executors import LocalTask, LocalTrainResult, StepInputs, Stream
@@ -264,6 +277,13 @@ class UMPFSSL:
         self.ce_epoch = LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, streams=(Stream("lab", t.batch_size),))
         self.kl_epoch = LocalTask(loss=kl_loss("u"), optimizer=opt, streams=(Stream("unl", t.batch_size),))
         w0 = ctx.init_state()
+        self.transfers = t = transfers_for(ctx, list(w0))
+        self._w0_error = None
+        if t is not None:  # round 0's broadcast of w_0: what every device holds, and the server knows it sent
+            w0, self._w0_error = t.download(0, w0)
+        self.own: dict[int, dict] = {}  # with error feedback: a device's own model where it differs from the server's copy
+        self._received: dict[tuple[int, int, int], tuple[dict, float]] = {}  # this round's decoded copies (memo)
+        self._down_errors: list[float] = []  # this round's downloads' relative errors
         self.pool: dict[tuple[int, int], dict] = {(j, -1): w0 for j in range(n)}  # (device, version) → model
         self.latest = [-1] * n  # the version of each device's model on the server (= on the device)
         self.lists: list[dict[int, int]] = [{k: -1} for k in range(n)]  # H_k: helper → version held
@@ -288,7 +308,7 @@ class UMPFSSL:
         n_s, n_u = self.sizes[k]
         x = torch.cat([c.x_sup, c.x_unl])
         seeds = [ctx.seed_for("um_mc", k, j, v + 1) for j, v in models]
-        probs = mc_dropout_proba(ctx.model, [self.pool[m] for m in models], x, self.cfg.mc_passes, seeds,
+        probs = mc_dropout_proba(ctx.model, [self._model_on(k, j, v) for j, v in models], x, self.cfg.mc_passes, seeds,
                                  batch_size=ctx.train_cfg.eval_batch_size, vectorize=self.vectorize)
         mu = labeled_share(n_s, n_u)
         out = {}
@@ -298,6 +318,27 @@ class UMPFSSL:
             h = float(entropy(p_u).mean()) if n_u else 0.0
             out[j] = _Seen(v, corr(h, acc, mu, ctx.n_classes, self.cfg.corr_form), p_u)
         return out
+
+    def _own_model(self, k: int) -> dict:
+        """Device k's own model: the server's copy of it, or with error feedback the one k kept."""
+        return self.own[k] if k in self.own else self.pool[(k, self.latest[k])]
+
+    def _model_on(self, k: int, j: int, v: int) -> dict:
+        """Model (j, v) as device k holds it: its own model (j = k), else its decoded download of the pool's copy."""
+        if j == k:
+            return self._own_model(k)
+        if self.transfers is None or self.transfers.cfg.downlink.is_none:
+            return self.pool[(j, v)]
+        return self._receive(k, j, v)[0]
+
+    def _receive(self, k: int, j: int, v: int) -> tuple[dict, float]:
+        """Device k's download of model (j, v): the decoded state and its relative error (stream ``("compress",
+        "downlink", "model", j, v + 1, k)``: a device downloading one version twice receives the same encoding)."""
+        key = (k, j, v)
+        if key not in self._received:
+            gen = self.ctx.generator("compress", "downlink", "model", j, v + 1, k)  # versions start at -1
+            self._received[key] = self.transfers.received(self.pool[(j, v)], gen)
+        return self._received[key]
 
     def _corr_of(self, k: int, members: Mapping[int, int], seen: dict[int, _Seen]) -> tuple[dict[int, float], int]:
         """Corr of every member at the version k holds, evaluating the unseen ones; (Corr, models evaluated)."""
@@ -310,12 +351,14 @@ class UMPFSSL:
         cfg, n = self.cfg, self.ctx.n_devices
         members, seen = dict(self.lists[k]), dict(self.seen[k])
         counts = {"replace": 0, "update": 0, "fill": 0, "evaluated": 0}
+        downloads: list[tuple[int, int]] = []
         rng = self.ctx.rng("um_pfssl", t, k)
         if replace:
             outside = [j for j in range(n) if j not in members]
             cands = sorted(int(j) for j in rng.choice(outside, size=min(cfg.replace, len(outside)), replace=False))
             counts["replace"] += len(cands)
             everyone = {**members, **{j: self.latest[j] for j in cands}}
+            downloads += [(j, everyone[j]) for j in cands]
             corr_of, e = self._corr_of(k, everyone, seen)
             counts["evaluated"] += e
             kept = replace_helpers(list(members), k, corr_of, cands, cfg.replace, cfg.helpers)
@@ -327,16 +370,20 @@ class UMPFSSL:
                 if self.latest[j] > members[j]:
                     members[j] = self.latest[j]
                     counts["update"] += 1
+                    downloads.append((j, members[j]))
         if sampled and len(members) < cfg.helpers:
             outside = [j for j in range(n) if j not in members]
             for j in rng.choice(outside, size=cfg.helpers - len(members), replace=False):
                 members[int(j)] = self.latest[int(j)]
                 counts["fill"] += 1
+                downloads.append((int(j), members[int(j)]))
         members[k] = self.latest[k]
         if sampled:
             _, e = self._corr_of(k, members, seen)
             counts["evaluated"] += e
         seen = {j: s for j, s in seen.items() if j in members and s.version == members[j]}
+        if self.transfers is not None and not self.transfers.cfg.downlink.is_none:
+            self._down_errors += [self._receive(k, j, v)[1] for j, v in downloads]
         return members, seen, counts
 
     # ----------------------------------------------------------------- the round
@@ -344,11 +391,12 @@ class UMPFSSL:
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx, cfg, t = self.ctx, self.cfg, view.round_index
         n, bits = ctx.n_devices, float(ctx.model_bits)
-        self._pending, self._train = {}, {}
+        up_bits, down_bits = (bits, bits) if self.transfers is None else (self.transfers.up_bits, self.transfers.down_bits)
+        self._pending, self._train, self._received, self._down_errors = {}, {}, {}, []
         if t == 0:  # warm-up: everyone receives w_0, trains on its labelled data, uploads
             self.selected = tuple(range(n))
             cycles = [task_cycles(self.warmup, {"lab": self.sizes[d][0]}, ctx.cycles_per_sample) for d in range(n)]
-            work = tuple(DeviceWork(d, {"train": cycles[d]}, upload_bits=bits, download_bits=bits) for d in range(n))
+            work = tuple(DeviceWork(d, {"train": cycles[d]}, upload_bits=up_bits, download_bits=down_bits) for d in range(n))
             self.transmissions += 2 * n
             return RoundPlan(work, info={"K": n, "transmissions": 2 * n, "transmissions_total": self.transmissions})
         self.selected = sample_clients(ctx, t, ctx.run_cfg.clients_per_round)
@@ -368,7 +416,7 @@ class UMPFSSL:
             if sampled:
                 cycles["train"] = self._train_cycles(n_s, n_u)
             downloads = counts["replace"] + counts["update"] + counts["fill"]
-            work.append(DeviceWork(k, cycles, upload_bits=bits if sampled else 0.0, download_bits=downloads * bits))
+            work.append(DeviceWork(k, cycles, upload_bits=up_bits if sampled else 0.0, download_bits=downloads * down_bits))
         sent = totals["replace"] + totals["update"] + totals["fill"] + len(self.selected)
         self.transmissions += sent
         info = {"K": len(self.selected), "downloads_replace": totals["replace"], "downloads_update": totals["update"],
@@ -421,7 +469,7 @@ class UMPFSSL:
                 members, seen = self.lists[k], self.seen[k]
                 helpers = sorted(members.items())
                 a = corr_weights([seen[j].corr for j, _ in helpers])
-                starts.append(weighted_average([(self.pool[(j, v)], w) for (j, v), w in zip(helpers, a)]))
+                starts.append(weighted_average([(self._model_on(k, j, v), w) for (j, v), w in zip(helpers, a)]))
                 c = ctx.clients[k]
                 if c.x_unl.shape[0]:
                     q = pseudo_labels(torch.stack([seen[j].probs for j, _ in helpers]), self.cfg.label_rule, a)
@@ -437,12 +485,30 @@ class UMPFSSL:
             result = self._train_per_epoch(t, train, starts, data)
         else:
             result = train_devices(ctx, self.name, t, train, starts, data, task) if train else None
+        up_errors = []
         for k, state in zip(train, result.params if result else []):
-            self.pool[(k, t)] = state
+            self.pool[(k, t)] = self._upload(t, k, state, up_errors)
             self.latest[k] = t
             self.lists[k][k] = t
         self._collect_garbage()
-        return self._metrics(result)
+        metrics = self._metrics(result)
+        if self.transfers is not None:
+            down = self._w0_error if t == 0 else (float(np.mean(self._down_errors)) if self._down_errors else None)
+            metrics.update(self.transfers.metrics(up_errors, down))
+        return metrics
+
+    def _upload(self, t: int, k: int, state: dict, errors: list[float]) -> dict:
+        """What the server's pool holds of device k's trained ``state``: ``state`` itself, or with a compressed
+        uplink the server's copy plus the decoded difference (module docstring); with error feedback k keeps
+        ``state`` as its own model."""
+        tr = self.transfers
+        if tr is None or tr.cfg.uplink.is_none:
+            return state
+        rebuilt, error = tr.upload_difference(t, k, state, self.pool[(k, self.latest[k])])
+        errors.append(error)
+        if tr.cfg.uplink.error_feedback:
+            self.own[k] = state
+        return rebuilt
 
     def _collect_garbage(self) -> None:
         live = {(j, v) for lst in self.lists for j, v in lst.items()} | {(j, v) for j, v in enumerate(self.latest)}
@@ -455,7 +521,7 @@ class UMPFSSL:
         for k, c in enumerate(ctx.clients):
             key = (k, self.latest[k])
             if key not in self._accuracy:
-                s = self.pool[key]
+                s = self._own_model(k)
                 bs = ctx.train_cfg.eval_batch_size
                 self._accuracy[key] = (evaluate(ctx.model, [s], c.x_test, c.y_test, bs)[0],
                                        evaluate(ctx.model, [s], c.x_unl, c.y_unl_hidden, bs)[0])
@@ -496,6 +562,7 @@ class UMPFSSL:
             "lists": [{str(j): v for j, v in lst.items()} for lst in self.lists],
             "seen": [{str(j): (s.version, s.corr, s.probs.cpu()) for j, s in seen.items()} for seen in self.seen],
             "transmissions": self.transmissions,
+            **({"own": {str(k): to_cpu(s) for k, s in sorted(self.own.items())}} if self.own else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -505,6 +572,7 @@ class UMPFSSL:
         dev = self.ctx.device
         self.seen = [{int(j): _Seen(int(v), float(c), p.to(dev)) for j, (v, c, p) in seen.items()} for seen in state["seen"]]
         self.transmissions = int(state["transmissions"])
+        self.own = {int(k): to_device(self.ctx, s) for k, s in state.get("own", {}).items()}
         self._accuracy = {}
 
 

@@ -78,8 +78,8 @@ def check_um_pfssl(cfg: UMPFSSLConfig, facts: ScenarioFacts) -> None:
         fail("helpers", cfg.helpers, f"at most {who} - 1 = {n - 1} (a device's helpers are other devices)")
 
 
-UMPFSSLConfig.COMPRESSION_REFUSED = (  # docs/compression.md
-    "its uploads fill a model pool whose versions devices download as helpers and score; compressed per-device copies of the pool are not implemented")
+UMPFSSLConfig.COMPRESSION = (  # docs/compression.md
+    "its model's difference from the server's copy (uplink) and every helper model it downloads (downlink)")
 
 declare("um_pfssl", UMPFSSLConfig, module="edgesim.learning.algorithms.um_pfssl.algorithm", display="UM-pFSSL", check=check_um_pfssl,
         summary="UM-pFSSL: helpers chosen by uncertainty pseudo-label each device's data")
