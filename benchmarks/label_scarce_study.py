@@ -1,0 +1,111 @@
+"""Tables of the label-scarce studies (issue 35; docs/ssl_limit.md), from the runs of label_scarce_study.sh.
+
+    python benchmarks/label_scarce_study.py choose TUNE_SWEEP... [--column val_accuracy]  # --set lines: best rates
+    python benchmarks/label_scarce_study.py final RUN_OR_SWEEP... [--baseline fedavg_labeled] [--last 3]
+
+``choose``: every run of the tuning sweeps (made with ``--set data.validation_size=N``: the accuracy column is
+the validation split's, never the test set; ``--column val_accuracy`` for runs with ``data.server_validation``)
+scored by its mean accuracy over the last 5 rounds, averaged over
+the tuning seeds; per algorithm, the learning rate with the highest score, printed as ``--set
+algorithms.NAME.lr=VALUE`` (one a line) and, to stderr, the whole grid.
+
+``final``: per data layout (``data.partition``) and algorithm, the final test accuracy (mean of the last
+``--last`` rounds) over the seeds, with a 95 % Student-t interval, and each algorithm's paired difference from
+``--baseline`` over the seeds both ran (``edgesim.results.stats``), as a Markdown table. A single seed prints the
+value and no interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+import numpy as np  # noqa: E402
+
+from edgesim.results.reading import load_runs  # noqa: E402
+
+
+def _layout(run: str) -> str:
+    import tomllib
+
+    with open(os.path.join(run, "config.toml"), "rb") as f:
+        return tomllib.load(f)["data"].get("partition", "?")
+
+
+def _scores(paths, last: int, column: str = "accuracy"):
+    """One row per run × algorithm: layout, seed, learning-rate columns and the mean accuracy of its last rounds."""
+    df = load_runs(paths)
+    df["layout"] = df["run"].map({r: _layout(r) for r in df["run"].unique()})
+    grid = [c for c in df.columns if c.endswith(".lr") or c == "train.lr"]
+    keys = ["run", "layout", "seed", "algorithm", *grid]
+    out = (df.sort_values("round").groupby(keys, dropna=False)[column]
+           .apply(lambda s: float(np.mean(s.to_numpy()[-last:]))).reset_index(name="score"))
+    return out, grid
+
+
+def _lr(row, grid) -> float | None:
+    """The rate the row's algorithm trained with: its own ``algorithms.NAME.lr`` grid value, else ``train.lr``'s."""
+    own = f"algorithms.{row['algorithm']}.lr"
+    for key in (own, "train.lr"):
+        if key in grid and row[key] == row[key]:
+            return float(row[key])
+    return None
+
+
+def choose(paths, column: str = "accuracy") -> None:
+    scores, grid = _scores(paths, 5, column)
+    scores["lr"] = [_lr(r, grid) for _, r in scores.iterrows()]
+    table = scores.groupby(["algorithm", "lr"])["score"].agg(["mean", "count"]).reset_index()
+    for alg, rows in table.groupby("algorithm"):
+        grid_line = ", ".join(f"{r.lr:g}: {100 * r['mean']:.1f} ({r['count']} seeds)" for _, r in rows.iterrows())
+        print(f"{alg}: {grid_line}", file=sys.stderr)
+        best = rows.loc[rows["mean"].idxmax()]
+        print(f"--set algorithms.{alg}.lr={best.lr:g}")
+
+
+def _interval(x: np.ndarray) -> str:
+    from scipy import stats
+
+    if len(x) < 2:
+        return f"{100 * x.mean():.1f}"
+    half = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+    return f"{100 * x.mean():.1f} ± {100 * half:.1f}"
+
+
+def final(paths, baseline: str, last: int) -> None:
+    scores, _ = _scores(paths, last)
+    print(f"| layout | algorithm | seeds | final accuracy (%), last {last} rounds | paired difference from "
+          f"{baseline} (points) |")
+    print("|---|---|---|---|---|")
+    for layout, rows in scores.groupby("layout"):
+        base = rows[rows.algorithm == baseline].set_index("seed")["score"]
+        for alg, r in rows.groupby("algorithm"):
+            acc = r.set_index("seed")["score"]
+            both = acc.index.intersection(base.index)
+            diff = "—" if alg == baseline or not len(both) else _interval((acc[both] - base[both]).to_numpy())
+            print(f"| {layout} | {alg} | {len(acc)} | {_interval(acc.to_numpy())} | {diff} |")
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("choose")
+    c.add_argument("paths", nargs="+")
+    c.add_argument("--column", default="accuracy")
+    f = sub.add_parser("final")
+    f.add_argument("paths", nargs="+")
+    f.add_argument("--baseline", default="fedavg_labeled")
+    f.add_argument("--last", type=int, default=3)
+    a = p.parse_args(argv)
+    if a.cmd == "choose":
+        choose(a.paths, a.column)
+    else:
+        final(a.paths, a.baseline, a.last)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+#!/bin/bash
+# The label-scarce studies of issue 35 (docs/ssl_limit.md), whole: run unchanged on a GPU or a bigger CPU.
+#  1. the label-scarce arena (scenarios/arena_label_scarce.toml), both of FedDure's Fashion-MNIST layouts:
+#     every method's learning rate tuned on a validation split (4 rates, tuning seeds 100 and 101), then 5 seeds,
+#     paired against FedAvg* (the floor);
+#  2. labels at the server with fewer labels (scenarios/las_fmnist_550.toml, 100 and 250 server labels): FedMatch,
+#     FedMix+FedFreq and supervised only, tuned the same way on held-out server labels, then 5 seeds.
+# Environment: SCENARIO (default the full arena; scenarios/arena_label_scarce_cpu.toml is the CPU cut), RUNS (out
+# folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las).
+# Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
+# fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
+set -eu
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
+PY=${PY:-python}
+SCENARIO=${SCENARIO:-scenarios/arena_label_scarce.toml}
+RUNS=${RUNS:-runs/label_scarce}
+JOBS=${JOBS:-1}
+SEEDS=${SEEDS:-5}
+STAGE=${STAGE:-all}
+METHODS='["fedavg_labeled","fixavg","feddure","fedmatch_lc","fedavg_sl"]'
+VALIDATION=${VALIDATION:-10000}  # train images outside the pool the tuning runs evaluate on (never the test set)
+sweep() { nice -n 10 $PY -m edgesim.scenarios.cli sweep "$@" --jobs "$JOBS" --threads 1 --no-plots; }
+
+for layout in iid dir; do
+  part=feddure_${layout}_${layout}
+  tune=(--set data.partition=\"$part\" --set data.validation_size=$VALIDATION --seeds 2 --set seed=100)
+  if [ "$STAGE" = all ] || [ "$STAGE" = tune ]; then
+    sweep "$SCENARIO" --grid train.lr=0.005,0.01,0.02,0.05 \
+      --set 'run.algorithms=["fedavg_labeled","fixavg","fedavg_sl"]' "${tune[@]}" --out "$RUNS/tune_${layout}_sgd"
+    sweep "$SCENARIO" --grid algorithms.feddure.lr=0.0005,0.001,0.002,0.004 \
+      --set 'run.algorithms=["feddure"]' "${tune[@]}" --out "$RUNS/tune_${layout}_feddure"
+    sweep "$SCENARIO" --grid algorithms.fedmatch_lc.lr=0.00025,0.0005,0.001,0.002 \
+      --set 'run.algorithms=["fedmatch_lc"]' "${tune[@]}" --out "$RUNS/tune_${layout}_fedmatch"
+  fi
+  if [ "$STAGE" = all ] || [ "$STAGE" = final ]; then
+    # the per-method rates chosen on validation; [algorithms.X] lr overrides [train] lr for that method alone
+    mapfile -t chosen < <($PY benchmarks/label_scarce_study.py choose "$RUNS"/tune_${layout}_* | sed 's/^--set //')
+    sets=(); for c in "${chosen[@]}"; do sets+=(--set "$c"); done
+    sweep "$SCENARIO" --set data.partition=\"$part\" --set "run.algorithms=$METHODS" "${sets[@]}" \
+      --seeds "$SEEDS" --out "$RUNS/final_${layout}"
+  fi
+done
+
+if [ "$STAGE" = all ] || [ "$STAGE" = las ]; then
+  for labels in 100 250; do
+    held=$((labels / 5))  # a fifth of the server's labels held out for tuning (20 of 100, 50 of 250)
+    for alg in fedmatch:0.002,0.005,0.01 fedmix:0.01,0.02,0.04 server_only:0.02,0.04,0.08; do
+      sweep scenarios/las_fmnist_550.toml --set data.server_labeled=$labels --set data.server_validation=$held \
+        --set "run.algorithms=[\"${alg%%:*}\"]" --grid algorithms.${alg%%:*}.lr=${alg#*:} --seeds 2 --set seed=100 \
+        --out "$RUNS/las_tune_${labels}_${alg%%:*}"
+    done
+    mapfile -t chosen < <($PY benchmarks/label_scarce_study.py choose --column val_accuracy "$RUNS"/las_tune_${labels}_* \
+                          | sed 's/^--set //')
+    sets=(); for c in "${chosen[@]}"; do sets+=(--set "$c"); done
+    sweep scenarios/las_fmnist_550.toml --set data.server_labeled=$labels "${sets[@]}" --seeds "$SEEDS" \
+      --out "$RUNS/las_$labels"
+  done
+fi
