@@ -17,6 +17,7 @@ FixMatch/UDA trains B + 2μB rows, of labelled-only B. The unlabelled stream lea
 
     .venv/bin/python benchmarks/ssl_limit.py --dataset mnist --labels 100 --epochs 3 --methods fixmatch
     .venv/bin/python benchmarks/ssl_limit.py --dataset fashion_mnist --labels 250 --json out.json
+    .venv/bin/python benchmarks/ssl_limit.py --table out.json   # the docs' Markdown table of those records
 
 ``--ema-decay d`` also keeps FixMatch's evaluation model, an exponential moving average of the weights updated
 after every step (``LocalTask.ema_decay``; FixMatch uses 0.999), and reports its test accuracy beside the raw
@@ -107,6 +108,30 @@ def run_one(ds, method: str, labels: int, epochs: int, seed: int, hflip: bool, b
             "threads": torch.get_num_threads()}
 
 
+NAMES = {"labelled": "labelled-only", "fixmatch": "FixMatch", "uda": "UDA", "mnist": "MNIST",
+         "fashion_mnist": "Fashion-MNIST"}
+
+
+def table(path: str) -> str:
+    """The Markdown table of a ``--json`` file: one row per data set, labels, method and seed (last record wins)."""
+    recs = {}
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            recs[(("mnist", "fashion_mnist").index(r["dataset"]), r["labels"], METHODS.index(r["method"]),
+                  r["seed"])] = r
+    rows = ["| data set, labels | method | seed | steps | test accuracy | EMA accuracy | mask rate | CPU s | host s |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for (_, labels, _, seed), r in sorted(recs.items()):
+        ds = r["dataset"]
+        def num(v, fmt):
+            return "—" if v is None else format(v, fmt)
+        rows.append(f"| {NAMES[ds]}, {labels} | {NAMES[r['method']]} | {seed} | {r['steps']:,} | "
+                    f"{r['test_accuracy']:.3f} | {num(r.get('ema_accuracy'), '.3f')} | {num(r['mask_rate'], '.2f')} | "
+                    f"{r['cpu_s']:.1f} | {r['host_s']:.1f} |")
+    return "\n".join(rows)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", default="mnist", choices=("mnist", "fashion_mnist"))
@@ -123,7 +148,11 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data-dir", default=os.environ.get("EDGESIM_DATA", os.path.join(REPO, "..", "shared", "data")))
     p.add_argument("--json", help="append each run's record as a JSON line here")
+    p.add_argument("--table", metavar="JSON", help="print the Markdown table of a --json file and stop")
     a = p.parse_args(argv)
+    if a.table:
+        print(table(a.table))
+        return
     torch.set_num_threads(a.threads)
     ds = load_dataset(a.dataset, a.data_dir)
     hflip = {"dataset": DATASETS.lookup(a.dataset).hflip_preserves_labels, "on": True, "off": False}[a.hflip]

@@ -15,6 +15,7 @@ from edgesim.scenarios.schema import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SCARCE = SCENARIOS / "arena_label_scarce.toml"
+SCARCE_CPU = SCENARIOS / "arena_label_scarce_cpu.toml"  # 2 devices, 20 rounds of 20 epochs (docs/ssl_limit.md)
 LAYOUTS = ['data.partition="feddure_iid_iid"', 'data.partition="feddure_dir_dir"']
 
 
@@ -26,11 +27,12 @@ def test_the_label_scarce_arena_plans(shared_data, layout):
     assert json.loads(result.stdout)["local_steps"]["local_steps_per_device"] == 8 * 60  # FedAvg-SL: 8·⌈600/10⌉
 
 
+@pytest.mark.parametrize("scenario", [SCARCE, SCARCE_CPU], ids=["full", "cpu"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_every_method_takes_two_thousand_local_steps_per_device_equivalent(shared_data, layout):
+def test_every_method_takes_two_thousand_local_steps_per_device_equivalent(shared_data, layout, scenario):
     """From the drawn partition: labelled-only E·⌈n_lab/B⌉, the FixMatch family E·max(⌈n_lab/B⌉, ⌈n_unl/μB⌉) a
     round (B = 10, μ = 7), every device every round; the mean over devices times the rounds is >= 2,000."""
-    sc = load_scenario(SCARCE, [layout, f'data.data_dir="{shared_data}"'])
+    sc = load_scenario(scenario, [layout, f'data.data_dir="{shared_data}"'])
     ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
                         sc.system.n_devices)
     e, g, b, mu = sc.workload.local_iterations, sc.budget.rounds, sc.learning["train"].batch_size, 7
@@ -38,7 +40,7 @@ def test_every_method_takes_two_thousand_local_steps_per_device_equivalent(share
     labelled = [e * math.ceil(c.x_sup.shape[0] / b) * g for c in ctx.clients]
     fixmatch = [e * max(math.ceil(c.x_sup.shape[0] / b), math.ceil(c.x_unl.shape[0] / (mu * b))) * g
                 for c in ctx.clients]
-    assert sum(c.x_sup.shape[0] for c in ctx.clients) == 500  # 50 labels per class over the 10 devices
+    assert sum(c.x_sup.shape[0] for c in ctx.clients) == 50 * sc.system.n_devices  # 5 per class a device
     assert sum(labelled) / len(labelled) >= 2000 and sum(fixmatch) / len(fixmatch) >= 2000
     if layout.endswith('iid_iid"'):
         assert set(labelled) == {2000} and set(fixmatch) == {3200}
