@@ -5,7 +5,7 @@
 #     paired against FedAvg* (the floor);
 #  2. labels at the server with fewer labels (scenarios/las_fmnist_550.toml, 100 and 250 server labels): FedMatch,
 #     FedMix+FedFreq and supervised only, tuned the same way on held-out server labels, then 5 seeds.
-# Environment: SCENARIO (default the full arena; scenarios/arena_label_scarce_cpu.toml is the CPU cut), RUNS (out
+# Environment: SCENARIO (default the full arena; scenarios/label_scarce_cpu.toml is the CPU cut), RUNS (out
 # folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las).
 # Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
 # fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
