@@ -91,21 +91,37 @@ def paired(runs: dict, alg: str, threshold: float, base: str = "sync") -> str:
     """Per arm and mode: time to ``threshold`` minus the same seed's ``base`` run's (seeds share data, channels,
     initial model and availability: the difference is the mode's), mean ± 95 % t-interval over the seeds
     where both reach it."""
-    out = [f"| arm | mode | Δ time to {threshold:g} vs {base} (s) | Δ energy to {threshold:g} vs {base} (J) |",
-           "|---|---|---|---|"]
+    out = [f"| arm | mode | Δ time to {threshold:g} vs {base} (s) | per seed (s) | Δ energy to {threshold:g} vs "
+           f"{base} (J) |", "|---|---|---|---|---|"]
     for arm in ARMS:
         ref = runs.get((alg, arm, base), [])
         for mode in MODES:
             seeds = runs.get((alg, arm, mode), [])
             if mode == base or not seeds or len(seeds) != len(ref):
                 continue
-            cols = []
+            cols, per_seed = [], ""
             for column in ("time_s", "cum_energy_j"):
                 diffs = [None if a is None or b is None else a - b for a, b in
                          ((first_reaching(s, threshold, column), first_reaching(r, threshold, column))
                           for s, r in zip(seeds, ref))]
                 cols.append(cell(diffs, len(seeds), "+.1f"))
-            out.append(f"| {ARMS[arm]} | {mode} | {cols[0]} | {cols[1]} |")
+                if column == "time_s":
+                    per_seed = ", ".join("—" if d is None else f"{d:+.1f}" for d in diffs)
+            out.append(f"| {ARMS[arm]} | {mode} | {cols[0]} | {per_seed} | {cols[1]} |")
+    return "\n".join(out)
+
+
+def staleness(runs: dict) -> str:
+    """Per algorithm and asynchronous mode, over all its runs: the mean of the aggregations' mean staleness and the
+    largest staleness (model versions)."""
+    out = ["| algorithm | mode | mean staleness over aggregations | max staleness | aggregations |",
+           "|---|---|---|---|---|"]
+    for alg in sorted({k[0] for k in runs}):
+        for mode in ("fedasync", "fedbuff"):
+            rows = [r for arm in ARMS for s in runs.get((alg, arm, mode), []) for r in s]
+            if rows:
+                out.append(f"| {alg} | {mode} | {statistics.fmean(float(r['staleness_mean']) for r in rows):.2f} | "
+                           f"{max(float(r['staleness_max']) for r in rows):.0f} | {len(rows)} |")
     return "\n".join(out)
 
 
@@ -166,6 +182,8 @@ def main() -> None:
         if any(k[0] == alg for k in runs):
             print(f"\n### {alg}: paired differences from sync\n")
             print(paired(runs, alg, float(thr)))
+    print("\n### staleness\n")
+    print(staleness(runs))
     args.out.mkdir(parents=True, exist_ok=True)
     figure(runs, algs, args.out / "asynchrony_accuracy_vs_time.png")
     print(f"\nfigure: {args.out / 'asynchrony_accuracy_vs_time.png'}")
