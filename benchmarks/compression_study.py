@@ -1,23 +1,21 @@
-"""Tables and a figure of the compression study (docs/compression.md, "The study") from its run folders.
+"""Tables and a figure of the compression study (docs/compression.md, "The study") from its sweep folder.
 
-Each run folder is named ``SETTING_bwBANDWIDTH_sSEED`` (e.g. ``qsgd8_bw1e5_s0``) and holds one algorithm's
-run of the arena's labels-at-clients scenario (``benchmarks/compression_study.sh`` makes them). Prints one
-markdown table per bandwidth: per setting the bits of one upload, the rounds that fit in the 600 s, the
-accuracy at the budget, the mean of the last five rounds and of the five rounds that every run of the bandwidth
-completed (rounds are 1-based), the mean paired difference of accuracy to the 32-bit run of the same seed
-over those rounds (the same devices train in the same rounds on the same batches), the best accuracy,
-the time to 70 % and 75 %
-(mean over seeds, with a 95 % t-interval when there are several) and the mean compression error; and draws
-accuracy against cumulative uplink bits and against simulated time for ``--figure-bandwidth``.
+Reads the run folders of ``benchmarks/compression_study.sh`` (``edgesim sweep`` over ``system.bandwidth_hz`` ×
+``compression.uplink`` × 3 seeds, each folder both FedAvg and FixAvg) and, with ``--retimed``, the folders of
+``benchmarks/compression_retime.py`` (the same learning on another bandwidth's clock; a real run folder of that
+bandwidth is preferred where one exists, and its accuracies are checked against the replay's). Prints one
+markdown table per algorithm and bandwidth: per uplink setting the bits of one upload, the accuracy in the last
+round and the mean of the last five, the paired difference of that mean to the 32-bit run of the same seed, the
+time and the uplink bits to the target accuracy, and the paired speed-up (32-bit time / this time, per seed);
+every cell the mean over seeds ± the half-width of the 95 % Student-t interval ("k/n": only k seeds reach it).
 
-    python benchmarks/compression_study.py /tmp/compression_study/runs --figure docs/figures/compression_0.1MHz.png
+    python benchmarks/compression_study.py SWEEP --retimed RETIMED --figure docs/figures/compression_study.png
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import re
 import statistics
@@ -27,105 +25,149 @@ from pathlib import Path
 ORDER = ["none", "fp16", "qsgd8", "qsgd4", "qsgd2", "top10", "top10ef", "top1", "top1ef"]
 LABEL = {"none": "32-bit", "fp16": "fp16", "qsgd8": "QSGD 8-bit", "qsgd4": "QSGD 4-bit", "qsgd2": "QSGD 2-bit",
          "top10": "top-10 %", "top10ef": "top-10 % + EF", "top1": "top-1 %", "top1ef": "top-1 % + EF"}
-NAME = re.compile(r"^(?P<setting>\w+?)_bw(?P<bw>[0-9.e+]+)_s(?P<seed>\d+)$")
+NAME = re.compile(r"^system\.bandwidth_hz=(?P<bw>[^,]+),compression\.uplink=(?P<up>.+),seed=(?P<seed>\d+)$")
+TARGET = {"fedavg": 0.8, "fixavg": 0.4}
+LAST = 5
+
+
+def setting(text: str) -> str:
+    """The folder name's uplink text (``_method=topk,fraction=0.01,error_feedback=true_``) → ``top1ef``."""
+    if text in ("none", "fp16"):
+        return text
+    kv = dict(p.split("=") for p in text.strip("_").split(","))
+    if kv["method"] == "qsgd":
+        return f"qsgd{kv['bits']}"
+    return f"top{round(float(kv['fraction']) * 100)}" + ("ef" if kv.get("error_feedback") == "true" else "")
 
 
 def t95(n: int) -> float:
     return {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(n, 1.96)
 
 
-def mean_ci(values: list[float]) -> str:
+def cell(values: list, digits: int = 3) -> str:
     v = [x for x in values if x is not None and not math.isnan(x)]
     if not v:
-        return "—"
+        return f"— (0/{len(values)})"
     m = statistics.mean(v)
-    if len(v) < 2:
-        return f"{m:.3g}" + ("" if len(v) == len(values) else f" ({len(v)}/{len(values)})")
-    h = t95(len(v)) * statistics.stdev(v) / math.sqrt(len(v))
-    return f"{m:.3g} ± {h:.2g}" + ("" if len(v) == len(values) else f" ({len(v)}/{len(values)})")
+    half = t95(len(v)) * statistics.stdev(v) / math.sqrt(len(v)) if len(v) > 1 else None
+    text = f"{m:.{digits}g}" if half is None else f"{m:.{digits}g} ± {half:.2g}"
+    return text + ("" if len(v) == len(values) else f" ({len(v)}/{len(values)})")
 
 
-def paired(run: dict, base: dict | None, rounds: int) -> float:
-    """Mean over rounds 1..``rounds`` of this run's accuracy minus the 32-bit run's of the same seed (NaN without)."""
-    if base is None:
-        return float("nan")
-    return statistics.mean(a - b for a, b in zip(run["acc"][:rounds], base["acc"][:rounds]))
-
-
-def read(folder: Path) -> dict:
+def read(folder: Path) -> dict[str, dict]:
     rows = list(csv.DictReader(open(folder / "rounds.csv")))
-    summary = json.loads((folder / "summary.json").read_text())
-    (alg,) = summary["algorithms"].values()
-    accs = [float(r["accuracy"]) for r in rows]
-    k = float(rows[0]["n_selected"])
-    errs = [float(r["compression_error"]) for r in rows if r.get("compression_error")]
-    return {
-        "bits_per_upload": float(rows[0]["bits_up"]) / k, "rounds": len(rows),
-        "acc_budget": alg["accuracy_at_budget"], "acc_last5": statistics.mean(accs[-5:]), "best": alg["best_accuracy"],
-        "tta70": alg["time_to_accuracy_within_budget_s"].get("0.7"),
-        "tta75": alg["time_to_accuracy_within_budget_s"].get("0.75"),
-        "error": statistics.mean(errs) if errs else 0.0,
-        "time": [float(r["time_s"]) for r in rows], "cum_bits": [float(r["cum_bits_up"]) for r in rows], "acc": accs,
-    }
+    out = {}
+    for name in dict.fromkeys(r["algorithm"] for r in rows):
+        mine = [r for r in rows if r["algorithm"] == name]
+        errs = [float(r["compression_error"]) for r in mine if r.get("compression_error")]
+        out[name] = {"acc": [float(r["accuracy"]) for r in mine], "time": [float(r["time_s"]) for r in mine],
+                     "cum_bits": [float(r["cum_bits_up"]) for r in mine],
+                     "bits": float(mine[0]["bits_up"]), "error": statistics.mean(errs) if errs else None}
+    return out
+
+
+def reach(run: dict, target: float) -> tuple[float | None, float | None]:
+    """(simulated time, cumulative uplink bits) at the end of the first round whose accuracy is ≥ ``target``."""
+    i = next((i for i, a in enumerate(run["acc"]) if a >= target), None)
+    return (None, None) if i is None else (run["time"][i], run["cum_bits"][i])
+
+
+def collect(sweep: Path, retimed: Path | None) -> tuple[dict, list[str]]:
+    """runs[bw][setting][seed] = {algorithm: run}; and the notes of real-vs-replay checks."""
+    runs: dict = defaultdict(lambda: defaultdict(dict))
+    notes = []
+    for folder in sorted(sweep.iterdir()):
+        m = NAME.match(folder.name)
+        if m and (folder / "rounds.csv").exists() and (folder / "summary.json").exists():
+            runs[float(m["bw"])][setting(m["up"])][int(m["seed"])] = read(folder)
+    for folder in sorted(retimed.iterdir()) if retimed else []:
+        m = NAME.match(folder.name)
+        if not m:
+            continue
+        bw, s, seed = float(m["bw"]), setting(m["up"]), int(m["seed"])
+        replay = read(folder)
+        real = runs[bw][s].get(seed)
+        if real is None:
+            runs[bw][s][seed] = replay
+            continue
+        same = all(real[a]["acc"] == replay[a]["acc"] and all(
+            abs(x - y) <= 1e-9 * x for x, y in zip(real[a]["time"], replay[a]["time"])) for a in real)
+        notes.append(f"{folder.name}: the real run and the replay {'agree' if same else 'DIFFER'}")
+    return runs, notes
+
+
+def table(runs: dict, bw: float, name: str) -> list[str]:
+    target = TARGET[name]
+    base = {seed: r[name] for seed, r in runs[bw].get("none", {}).items()}
+    n = min(len(r[name]["acc"]) for s in runs[bw].values() for r in s.values())
+    lines = [f"| uplink | bits per upload | accuracy, round {n} | mean of rounds {n - LAST + 1}–{n} | "
+             f"paired Δ to 32-bit | time to {target:.0%} (s) | paired speed-up | uplink Mbit to {target:.0%} | "
+             f"compression error | seeds |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for s in [s for s in ORDER if s in runs[bw]]:
+        seeds = sorted(runs[bw][s])
+        rs = [runs[bw][s][seed][name] for seed in seeds]
+        last = [statistics.mean(r["acc"][n - LAST:n]) for r in rs]
+        delta = [statistics.mean(r["acc"][n - LAST:n]) - statistics.mean(base[seed]["acc"][n - LAST:n])
+                 if seed in base else float("nan") for seed, r in zip(seeds, rs)]
+        reached = [reach(r, target) for r in rs]
+        speed = []
+        for seed, (t, _) in zip(seeds, reached):
+            t0 = reach(base[seed], target)[0] if seed in base else None
+            speed.append(t0 / t if t and t0 else float("nan"))
+        nan = float("nan")
+        lines.append(
+            f"| {LABEL[s]} | {rs[0]['bits'] / 5:.4g} | {cell([r['acc'][n - 1] for r in rs])} | {cell(last)} | "
+            f"{cell(delta, 2)} | {cell([t if t is not None else nan for t, _ in reached])} | {cell(speed)} | "
+            f"{cell([b / 1e6 if b is not None else nan for _, b in reached])} | "
+            f"{cell([r['error'] if r['error'] is not None else 0.0 for r in rs], 2)} | {','.join(map(str, seeds))} |")
+    return lines
+
+
+def figure(runs: dict, bw: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for row, name in zip(axes, ("fedavg", "fixavg")):
+        for s in [s for s in ORDER if s in runs[bw]]:
+            rs = [r[name] for r in runs[bw][s].values()]
+            n = min(len(r["acc"]) for r in rs)
+            acc = [statistics.mean(r["acc"][i] for r in rs) for i in range(n)]
+            style = "--" if s.startswith("top") and not s.endswith("ef") else "-"
+            bits = [statistics.mean(r["cum_bits"][i] for r in rs) / 1e6 for i in range(n)]
+            row[0].plot(bits, acc, style, label=LABEL[s])
+            row[1].plot([statistics.mean(r["time"][i] for r in rs) for i in range(n)], acc, style, label=LABEL[s])
+        row[0].set_xscale("log")
+        row[0].set_xlabel("cumulative uplink bits (Mbit)")
+        row[1].set_xlabel("simulated time (s)")
+        for ax in row:
+            ax.set_ylabel(f"{'FedAvg' if name == 'fedavg' else 'FixAvg'}: mean test accuracy")
+            ax.grid(alpha=0.3)
+    axes[0][1].legend(fontsize=8)
+    fig.suptitle(f"Uplink compression at {bw / 1e6:g} MHz (digits, arena cell): mean over seeds, per round")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("runs", type=Path)
+    ap.add_argument("sweep", type=Path)
+    ap.add_argument("--retimed", type=Path)
     ap.add_argument("--figure", type=Path)
-    ap.add_argument("--figure-bandwidth", default="1e5")
+    ap.add_argument("--figure-bandwidth", type=float, default=1e5)
     args = ap.parse_args()
-    runs = defaultdict(lambda: defaultdict(list))
-    for folder in sorted(args.runs.iterdir()):
-        m = NAME.match(folder.name)
-        if m and (folder / "summary.json").exists():
-            runs[m["bw"]][m["setting"]].append((int(m["seed"]), read(folder)))
-    for bw in sorted(runs, key=float):
-        common = min(r["rounds"] for s in runs[bw] for _, r in runs[bw][s])  # rounds every run of bw completed
-        print(f"\n### {float(bw) / 1e6:g} MHz\n")
-        print(f"| uplink | bits per upload | rounds in 600 s | accuracy at 600 s | mean of last 5 rounds | "
-              f"mean of rounds {common - 4}–{common} | paired Δ to 32-bit, rounds 1–{common} | best | "
-              f"time to 70 % (s) | time to 75 % (s) | compression error | seeds |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-        base = {seed: r for seed, r in runs[bw].get("none", [])}
-        for s in [s for s in ORDER if s in runs[bw]]:
-            ordered = sorted(runs[bw][s], key=lambda x: x[0])
-            rs = [r for _, r in ordered]
-            seeds = ",".join(str(seed) for seed, _ in sorted(runs[bw][s], key=lambda x: x[0]))
-            nan = float("nan")
-            print(f"| {LABEL[s]} | {rs[0]['bits_per_upload']:.4g} | {mean_ci([r['rounds'] for r in rs])} | "
-                  f"{mean_ci([r['acc_budget'] for r in rs])} | {mean_ci([r['acc_last5'] for r in rs])} | "
-                  f"{mean_ci([statistics.mean(r['acc'][common - 5:common]) for r in rs])} | "
-                  f"{mean_ci([paired(r, base.get(seed), common) for seed, r in ordered])} | "
-                  f"{mean_ci([r['best'] for r in rs])} | "
-                  f"{mean_ci([r['tta70'] if r['tta70'] is not None else nan for r in rs])} | "
-                  f"{mean_ci([r['tta75'] if r['tta75'] is not None else nan for r in rs])} | "
-                  f"{mean_ci([r['error'] for r in rs])} | {seeds} |")
+    runs, notes = collect(args.sweep, args.retimed)
+    for note in notes:
+        print(note)
+    for name in ("fedavg", "fixavg"):
+        for bw in sorted(runs):
+            print(f"\n#### {'FedAvg' if name == 'fedavg' else 'FixAvg'}, {bw / 1e6:g} MHz\n")
+            print("\n".join(table(runs, bw, name)))
     if args.figure:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-        data = runs[args.figure_bandwidth]
-        for s in [s for s in ORDER if s in data]:
-            seed, r = sorted(data[s], key=lambda x: x[0])[0]
-            style = "--" if s.startswith("top") and not s.endswith("ef") else "-"
-            a.plot([x / 1e6 for x in r["cum_bits"]], r["acc"], style, label=LABEL[s])
-            b.plot(r["time"], r["acc"], style, label=LABEL[s])
-        a.set_xscale("log")
-        a.set_xlabel("cumulative uplink bits (Mbit)")
-        b.set_xlabel("simulated time (s)")
-        for ax in (a, b):
-            ax.set_ylabel("mean test accuracy")
-            ax.grid(alpha=0.3)
-        b.legend(fontsize=8)
-        fig.suptitle(f"FedAvg* on the arena's cell at {float(args.figure_bandwidth) / 1e6:g} MHz, seed "
-                     f"{sorted(data[next(iter(data))], key=lambda x: x[0])[0][0]}: uplink compression")
-        fig.tight_layout()
-        args.figure.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.figure, dpi=120)
+        figure(runs, args.figure_bandwidth, args.figure)
 
 
 if __name__ == "__main__":

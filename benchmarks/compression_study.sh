@@ -1,35 +1,15 @@
 #!/bin/bash
-# The compression study of docs/compression.md: FedAvg* (fedavg_labeled) on the arena's labels-at-clients cell
-# (scenarios/arena_labels_at_clients.toml: 20 devices, TDMA, 600 s or 20 rounds), one run per
-# (uplink setting, bandwidth, seed), each in its own folder under $OUT (default /tmp/compression_study/runs).
-# A folder that exists (or is being written, .incomplete) is skipped: rerun to go on. Then:
-#   python benchmarks/compression_study.py $OUT --figure docs/figures/compression_0.1MHz.png
-# Usage: benchmarks/compression_study.sh [SEEDS (default "0")] [BANDWIDTHS (default "1e5")] [SETTINGS]
+# The compression study of docs/compression.md: FedAvg and FixAvg on the arena's cell with digits
+# (scenarios/compression_study.toml: 20 devices, TDMA, 40 rounds), at 0.1, 1 and 10 MHz, nine uplink settings,
+# three seeds: one `edgesim sweep` (81 run folders, each both algorithms) under $OUT (default
+# /tmp/compression_study/sweep). Started again with the same arguments it skips the finished runs. Then:
+#   python benchmarks/compression_study.py $OUT --figure docs/figures/compression_study.png
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-OUT=${OUT:-/tmp/compression_study/runs}
-SEEDS=${1:-0}
-BANDWIDTHS=${2:-1e5}
-SETTINGS=${3:-"none fp16 qsgd8 qsgd4 qsgd2 top1 top1ef top10 top10ef"}
-declare -A SET=(
-  [none]=""
-  [fp16]="--set compression.uplink=fp16"
-  [qsgd8]="--set compression.uplink.method=qsgd --set compression.uplink.bits=8"
-  [qsgd4]="--set compression.uplink.method=qsgd --set compression.uplink.bits=4"
-  [qsgd2]="--set compression.uplink.method=qsgd --set compression.uplink.bits=2"
-  [top1]="--set compression.uplink.method=topk --set compression.uplink.fraction=0.01"
-  [top1ef]="--set compression.uplink.method=topk --set compression.uplink.fraction=0.01 --set compression.uplink.error_feedback=true"
-  [top10]="--set compression.uplink.method=topk --set compression.uplink.fraction=0.1"
-  [top10ef]="--set compression.uplink.method=topk --set compression.uplink.fraction=0.1 --set compression.uplink.error_feedback=true"
-)
-mkdir -p "$OUT"
-for seed in $SEEDS; do for bw in $BANDWIDTHS; do for s in $SETTINGS; do
-  out=$OUT/${s}_bw${bw}_s${seed}
-  [ -d "$out" ] || [ -d "$out.incomplete" ] && continue
-  start=$(date +%s)
-  # shellcheck disable=SC2086
-  .venv/bin/edgesim run scenarios/arena_labels_at_clients.toml --set "run.algorithms=['fedavg_labeled']" \
-    --set system.bandwidth_hz="$bw" --seed "$seed" ${SET[$s]} --out "$out" -q
-  echo "$s $bw $seed rc=$? $(( $(date +%s) - start )) s"
-done; done; done
+OUT=${OUT:-/tmp/compression_study/sweep}
+UPLINKS='"none","fp16",{method="qsgd",bits=8},{method="qsgd",bits=4},{method="qsgd",bits=2}'
+UPLINKS+=',{method="topk",fraction=0.1},{method="topk",fraction=0.1,error_feedback=true}'
+UPLINKS+=',{method="topk",fraction=0.01},{method="topk",fraction=0.01,error_feedback=true}'
+exec .venv/bin/edgesim sweep scenarios/compression_study.toml --grid system.bandwidth_hz=1e5,1e6,1e7 \
+  --grid "compression.uplink=$UPLINKS" --seeds 3 --jobs 1 --threads 1 --no-plots --out "$OUT" "$@"
