@@ -12,7 +12,7 @@ import inspect
 import math
 import re
 from dataclasses import dataclass, fields
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 
@@ -36,7 +36,8 @@ MOBILITY_MODELS = ("static", "random_waypoint")
 
 
 def fail(field_name: str, value, expected: str):
-    raise ValueError(f"{field_name} = {value!r}: expected {expected}")
+    """Refuse ``value`` of ``field_name``: a :class:`ConfigError` (a ``ValueError``) with those parts."""
+    raise ConfigError(key=field_name, value=value, expected=expected)
 
 
 def check_number(name: str, value, *, minimum=None, strict=False, allow_none=False):
@@ -312,8 +313,69 @@ def field_names(cls) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
+MISSING = object()  # a ConfigError part that was not given
+
+# An option an error's advice names, marked in the message so that each front end words it in its own terms
+# (edgesim.scenarios.cli: ``--out``, ``add --overwrite``; edgesim.scenarios.api: ``out=``, ``pass overwrite=True``):
+# ``⟨name⟩`` the option, ``⟨+name⟩`` "add the option", ``⟨name=⟩VALUE`` the option given VALUE. ``name`` is the
+# option's name on the command line without its dashes (``out``, ``data-dir``); no layer below the front ends
+# spells a command-line flag.
+MARK = re.compile(r"⟨(\+?)([a-z][a-z-]*)(=?)⟩")
+
+
+def marked_options(text: str) -> tuple[str, ...]:
+    """The names of the options marked in ``text``, first mention first (``"⟨out=⟩r: ⟨+overwrite⟩"``: out,
+    overwrite)."""
+    return tuple(dict.fromkeys(m.group(2) for m in MARK.finditer(text)))
+
+
+def worded(text: str, word: Callable[[str, str], str]) -> str:
+    """``text`` with each option mark replaced by ``word(name, form)``, ``form`` one of ``""``, ``"+"``, ``"="``."""
+    return MARK.sub(lambda m: word(m.group(2), m.group(1) or m.group(3)), text)
+
+
 class ConfigError(ValueError):
-    """A configuration value is invalid; the message names where, the key, the value and what was expected."""
+    """A configuration value is invalid: one line naming where, the key, the value and what was expected.
+
+    Its parts are attributes: ``where`` (the file and table, or the option: ``"s.toml: [system]"``, ``"out"``),
+    ``key``, ``value`` (:data:`MISSING` when none), ``expected`` — each ``None`` where the message does not
+    have it — and ``options``, the names of the options its advice names (``("out", "overwrite")``). Those are
+    marked in the message (:data:`MARK`); ``str(error)`` keeps the marks, so that an error wrapped into another
+    keeps them, and each front end words them where it shows the message (:meth:`worded`). Built from parts
+    alone (``ConfigError(key=..., value=..., expected=...)``) the message is ``"[where: ]key = value: expected
+    ..."``.
+    """
+
+    def __init__(self, message: str = "", *, where: Optional[str] = None, key: Optional[str] = None,
+                 value=MISSING, expected: Optional[str] = None, options: Optional[tuple[str, ...]] = None):
+        if not message and key is not None:
+            message = f"{key} = {value!r}" if value is not MISSING else key
+            message = f"{message}: expected {expected}" if expected is not None else message
+            message = f"{where}: {message}" if where else message
+        super().__init__(message)
+        self.where, self.key, self.value, self.expected = where, key, value, expected
+        self.options = marked_options(message) if options is None else tuple(options)
+
+    @property
+    def message(self) -> str:
+        """The message as raised, option marks kept."""
+        return str(self.args[0]) if self.args else ""
+
+    def worded(self, word: Callable[[str, str], str]) -> str:
+        """The message with its options in a front end's words (:func:`worded`)."""
+        return worded(self.message, word)
+
+    def reworded(self, message: str) -> "ConfigError":
+        """The same error (class and parts) with ``message``: what a layer that adds to an error raises."""
+        out = type(self)(message, key=self.key, value=self.value, expected=self.expected)
+        out.where, out.options = self.where, tuple(dict.fromkeys((*self.options, *out.options)))
+        return out
+
+    def at(self, where: str) -> "ConfigError":
+        """The same error found at ``where`` (a file and table): its message prefixed, its parts kept."""
+        out = self.reworded(f"{where}: {self.message}")
+        out.where = f"{where}: {self.where}" if self.where else where
+        return out
 
 
 def build_config(cls: type, values, where: str):
@@ -333,5 +395,7 @@ def build_config(cls: type, values, where: str):
         )
     try:
         return cls(**values)
+    except ConfigError as e:
+        raise e.at(where) from None
     except (ValueError, TypeError) as e:
         raise ConfigError(f"{where}: {e}") from None

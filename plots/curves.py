@@ -135,10 +135,10 @@ def parse_formats(text: str | Iterable[str]) -> tuple[str, ...]:
     items = [f.strip().lower().lstrip(".") for f in (text.split(",") if isinstance(text, str) else text)]
     for f in items:
         if f not in FORMATS:
-            raise ConfigError(f"--format {f!r}: expected one or more of {', '.join(FORMATS)}, comma-separated "
-                              f"(e.g. --format png,pdf)")
+            raise ConfigError(f"⟨format=⟩{f!r}: expected one or more of {', '.join(FORMATS)}, comma-separated "
+                              f"(e.g. ⟨format=⟩png,pdf)")
     if not items:
-        raise ConfigError(f"--format: expected one or more of {', '.join(FORMATS)}")
+        raise ConfigError(f"⟨format⟩: expected one or more of {', '.join(FORMATS)}")
     return tuple(dict.fromkeys(items))
 
 

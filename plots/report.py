@@ -127,16 +127,16 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
     leaderboard's order, a key of :data:`RANK_BY` (``--rank-by``).
     """
     if rank_by not in RANK_BY:
-        raise RunFolderError(f"--rank-by {rank_by!r}: expected one of {', '.join(RANK_BY)}")
+        raise RunFolderError(f"⟨rank-by=⟩{rank_by!r}: expected one of {', '.join(RANK_BY)}")
     if sustain is not None and (not isinstance(sustain, int) or isinstance(sustain, bool) or sustain < 1):
-        raise RunFolderError(f"--sustain {sustain!r}: expected a number of rounds, an integer >= 1")
+        raise RunFolderError(f"⟨sustain=⟩{sustain!r}: expected a number of rounds, an integer >= 1")
     runs = [load_run(f.folder) for f in expand(paths)]
     if not runs:
         raise RunFolderError("no run folder given")
     held = sorted({a for r in runs for a in r.series})
     for b in baselines:
         if b not in held:
-            raise RunFolderError(f"--baseline {b!r}: no run given holds this algorithm; they hold: {', '.join(held)}")
+            raise RunFolderError(f"⟨baseline=⟩{b!r}: no run given holds this algorithm; they hold: {', '.join(held)}")
     if not thresholds:
         thresholds = sorted({float(t) for r in runs for t in r.config.get("run", {}).get("accuracy_thresholds", [])})
     thresholds = sorted(set(float(t) for t in thresholds))

@@ -55,11 +55,11 @@ def figure_style(name: str = "paper", width_in: Optional[float] = None) -> Figur
     """The style ``name`` (``paper`` or ``slides``), with its width set to ``width_in`` when given;
     :class:`ConfigError` naming the option for anything else."""
     if name not in STYLES:
-        raise ConfigError(f"--style {name!r}: expected one of {', '.join(STYLES)}")
+        raise ConfigError(f"⟨style=⟩{name!r}: expected one of {', '.join(STYLES)}")
     style = STYLES[name]
     if width_in is not None:
         if not (isinstance(width_in, (int, float)) and 1.0 <= width_in <= 20.0):
-            raise ConfigError(f"--width {width_in!r}: expected a figure width in inches between 1 and 20 (3.4 is an "
+            raise ConfigError(f"⟨width=⟩{width_in!r}: expected a figure width in inches between 1 and 20 (3.4 is an "
                               "IEEE column, 7.0 a page)")
         style = replace(style, width_in=float(width_in))
     return style

@@ -11,12 +11,11 @@ and pandas are imported inside the functions that need them, so
 from __future__ import annotations
 
 import copy
-import re
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from edgesim.config import ConfigError
+from edgesim.config import ConfigError, worded
 from edgesim.results.fingerprint import scenario_fingerprint as _fingerprint
 from edgesim.results.reading import Run, RunFolderError, load_runs
 
@@ -31,28 +30,35 @@ class SweepError(RuntimeError):
         self.failed, self.frame = failed, frame
 
 
-# --------------------------------------------------------------------------- errors without command-line advice
+# --------------------------------------------------------------------------- errors in Python's words
 
-_CLI_WORDS = (
-    (re.compile(r"add --overwrite"), "pass overwrite=True"),
-    (re.compile(r"add --resume"), "pass resume=True"),
-    (re.compile(r"--resume and --overwrite"), "resume=True and overwrite=True"),
-    (re.compile(r"--overwrite"), "overwrite=True"),
-    (re.compile(r"--resume"), "resume=True"),
-    (re.compile(r"--out (\S+?):"), r"out=\1:"),
-    (re.compile(r"--out\b"), "out"),
-    (re.compile(r"--set (\S+)"), r"override \1"),
-    (re.compile(r"--data-dir"), "data={'data_dir': ...}"),
-    (re.compile(r"--seed"), "seed="),
-    (re.compile(r"--format\b"), "formats"),
-)
+# How a Python caller gives an option an error advises, where it is not the option's own name (``jobs``, ``seeds``):
+# (the option, the option given a value). edgesim.config.MARK; the command line words them as --name.
+_PYTHON_OPTIONS = {
+    "out": ("out", "out="),
+    "overwrite": ("overwrite=True", "overwrite="),
+    "resume": ("resume=True", "resume="),
+    "set": ("override", "override "),
+    "data-dir": ("data={'data_dir': ...}", "data={'data_dir': ...} "),
+    "format": ("formats", "formats="),
+    "seed": ("seed=", "seed="),
+}
 
 
-def _for_python(message: str) -> str:
-    """A message written for the command line, reworded for a Python caller (``--overwrite`` → ``overwrite=True``)."""
-    for pattern, words in _CLI_WORDS:
-        message = pattern.sub(words, message)
-    return message
+def python_word(name: str, form: str) -> str:
+    """An option an error advises, in a Python caller's words: ``⟨out=⟩runs/a`` → ``out=runs/a``, ``⟨+overwrite⟩``
+    → ``pass overwrite=True``, ``⟨jobs⟩`` → ``jobs``."""
+    arg = name.replace("-", "_")
+    bare, given = _PYTHON_OPTIONS.get(name, (arg, f"{arg}="))
+    return {"": bare, "+": f"pass {bare}", "=": given}[form]
+
+
+def _reraise(e: ConfigError, cls: Optional[type] = None):
+    """``e`` for a Python caller: the same parts, the options it advises in Python's words (``cls``: as which
+    class, by default ``e``'s own)."""
+    out = (cls or type(e))(e.worded(python_word), key=e.key, value=e.value, expected=e.expected, options=e.options)
+    out.where = e.where
+    raise out from None
 
 
 def _check_arg(function: str, name: str, value: Any, ok: bool, expected: str) -> None:
@@ -82,10 +88,6 @@ def _check_formats(function: str, formats: Any) -> list[str]:
     _check_arg(function, "formats", formats, ok,
                "a sequence of figure formats such as ('png', 'pdf'), or the text 'png,pdf'")
     return list(formats)
-
-
-def _reraise(e: ConfigError, cls: type = ConfigError):
-    raise cls(_for_python(str(e))) from None
 
 
 # --------------------------------------------------------------------------- scenarios
@@ -305,7 +307,7 @@ def sweep(
     frame = load_runs([result.out] if len(result.failed) < len(result.runs) else [])  # [] : none finished
     frame.attrs["path"] = str(result.out)
     if result.failed:
-        lines = "; ".join(f"{name}: {status}" for name, status in list(result.failed.items())[:3])
+        lines = "; ".join(f"{name}: {worded(status, python_word)}" for name, status in list(result.failed.items())[:3])
         raise SweepError(f"{len(result.failed)} of {len(result.runs)} runs of the sweep in {result.out} failed "
                          f"({lines}); the finished ones are in this error's .frame", dict(result.failed), frame)
     return frame

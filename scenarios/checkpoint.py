@@ -74,13 +74,13 @@ def read_config(config_toml: Path) -> dict:
         config = tomllib.loads(config_toml.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{config_toml}: missing, so this folder's scenario is unknown; it is left as it is. "
-                          f"Choose another --out, or --overwrite to replace it") from None
+                          f"Choose another ⟨out⟩, or ⟨overwrite⟩ to replace it") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{config_toml}: unreadable ({e}), so this folder's scenario is unknown; it is left as "
-                          f"it is. Choose another --out, or --overwrite to replace it") from None
+                          f"it is. Choose another ⟨out⟩, or ⟨overwrite⟩ to replace it") from None
     if not isinstance(config.get("name"), str) or not isinstance(config.get("seed"), int):
         raise ConfigError(f"{config_toml}: not a {CONFIG} written by edgesim (no name and seed), so this "
-                          f"folder's scenario is unknown; it is left as it is. Choose another --out, or --overwrite")
+                          f"folder's scenario is unknown; it is left as it is. Choose another ⟨out⟩, or ⟨overwrite⟩")
     return config
 
 
@@ -104,12 +104,12 @@ def differences(old: dict, new: dict, limit: int = 5) -> list[str]:
     return lines
 
 
-def check_same_scenario(config_toml: Path, config: dict, hint: str = "Choose another --out, or --overwrite to replace it") -> None:
+def check_same_scenario(config_toml: Path, config: dict, hint: str = "Choose another ⟨out⟩, or ⟨overwrite⟩ to replace it") -> None:
     """Refuse (:class:`ConfigError`, naming the keys that differ) a run folder of another scenario."""
     try:
         old = read_config(config_toml)
     except ConfigError as e:
-        raise ConfigError(str(e).replace("Choose another --out, or --overwrite to replace it", hint)) from None
+        raise ConfigError(str(e).replace("Choose another ⟨out⟩, or ⟨overwrite⟩ to replace it", hint)) from None
     if normal_form(old) != normal_form(config):
         raise ConfigError(
             f"{config_toml.parent}: holds a run of a different scenario ({'; '.join(differences(old, config))}); "
@@ -194,14 +194,14 @@ def load(folder: Path, name: str, fingerprint: str) -> Optional[dict[str, Any]]:
             payload = pickle.loads(data)
     except Exception as e:  # noqa: BLE001 - truncated or garbled: whatever the unpickler raised
         raise ConfigError(f"{path}: corrupt checkpoint ({type(e).__name__}: {e}); it is left as it is. "
-                          f"Run with --overwrite to start afresh") from None
+                          f"Run with ⟨overwrite⟩ to start afresh") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise ConfigError(f"{path}: checkpoint format {found!r}, expected {FORMAT_VERSION}; "
-                          f"run with --overwrite to start afresh")
+                          f"run with ⟨overwrite⟩ to start afresh")
     if payload.get("fingerprint") != fingerprint:
         raise ConfigError(f"{path}: this checkpoint belongs to a different scenario or overrides; "
-                          f"run with --overwrite to start afresh")
+                          f"run with ⟨overwrite⟩ to start afresh")
     payload["records"] = [record_from_dict(d) for d in payload["records"]]
     payload["events"] = [Event(*e) for e in payload["events"]]
     payload.setdefault("graphs", [])

@@ -9,10 +9,10 @@ from typing import List, Optional
 
 import typer
 
-from edgesim.config import ConfigError
+from edgesim.config import ConfigError, worded
 from edgesim.results.files import MARKER, ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE
 from edgesim.results.reading import expand, folder_kind, read_summary
-from edgesim.scenarios.signals import Terminated, exit_code, handle_signals  # noqa: F401 (Terminated re-exported)
+from edgesim.scenarios.signals import exit_code, handle_signals
 
 app = typer.Typer(
     add_completion=False,
@@ -99,8 +99,15 @@ def _count_option(option: str, text: str) -> int:
     return int(text)
 
 
+def cli_word(name: str, form: str) -> str:
+    """An option an error advises, in the command line's words (:data:`edgesim.config.MARK`): ``⟨out⟩`` → ``--out``,
+    ``⟨+overwrite⟩`` → ``add --overwrite``, ``⟨out=⟩runs/a`` → ``--out runs/a``."""
+    return {"": f"--{name}", "+": f"add --{name}", "=": f"--{name} "}[form]
+
+
 def _fail(message: str, code: int = 2) -> None:
-    typer.echo(f"error: {message}", err=True)
+    """One line on stderr, the options it advises in the command line's words; exit ``code``."""
+    typer.echo(f"error: {worded(message, cli_word)}", err=True)
     raise typer.Exit(code)
 
 
@@ -336,16 +343,16 @@ def run(
             check_out_path(out, suffix_chars=RUN_SUFFIX_CHARS)  # before Path(out): '' is not '.'
         except ConfigError as e:
             _fail(str(e))
-    overrides, options = list(set_ or []), ["--set"] * len(set_ or [])
+    overrides, options = list(set_ or []), ["set"] * len(set_ or [])
     if seed is not None:
         overrides.append(f"seed={seed}")
-        options.append("--seed")
+        options.append("seed")
     if data_dir is not None:
         overrides.append(f"data.data_dir={json.dumps(str(data_dir))}")
-        options.append("--data-dir")
+        options.append("data-dir")
     for override in _threads_override(threads):
         overrides.append(override)
-        options.append("--threads")
+        options.append("threads")
     jobs = _count_option("--jobs", jobs)
     try:
         sc = load_scenario(scenario, overrides, options=options)
@@ -513,7 +520,7 @@ def sweep(
                f"on {executor}, {result.threads} torch thread(s) each)")
     typer.echo(f"  {result.out / SWEEP_TABLE}")
     for name, status in result.failed.items():
-        typer.echo(f"  {name}: {status}", err=True)
+        typer.echo(f"  {name}: {worded(status, cli_word)}", err=True)
     if result.failed:
         raise typer.Exit(1)
 

@@ -237,8 +237,8 @@ def _worker_error(e: BaseException) -> BaseException:
     from edgesim.config import ConfigError
 
     if isinstance(e, BrokenProcessPool):
-        return ConfigError("--jobs: a worker process died before its algorithm finished (killed, or out of "
-                           "memory?); the other workers were stopped; run with fewer --jobs, or --jobs 1")
+        return ConfigError("⟨jobs⟩: a worker process died before its algorithm finished (killed, or out of "
+                           "memory?); the other workers were stopped; run with fewer ⟨jobs⟩, or ⟨jobs=⟩1")
     return e
 
 

@@ -126,7 +126,7 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                         ">= 0"),
     "run.plateau_patience": ("rounds the plateau must hold", "rounds", ">= 1"),
     "run.stop_on_plateau": ("end an algorithm when it plateaus", "", "true or false"),
-    "run.checkpoint_every": ("checkpoint every this many rounds, for --resume; 0: never", "rounds", ">= 0"),
+    "run.checkpoint_every": ("checkpoint every this many rounds, for resuming a killed run; 0: never", "rounds", ">= 0"),
     "run.backend": ("real training, or the clock alone with a parametric accuracy curve", "",
                     '"torch" or "parametric"'),
     "run.threads": ("torch threads the run trains with; \"auto\": the cores", "threads", '>= 1 or "auto"'),

@@ -30,25 +30,25 @@ def check_report_out(out: Path) -> None:
 
     out = Path(out)
     if str(out).strip() == "":
-        raise RunFolderError("--out '': expected the path of a folder for the report, such as reports/arena")
+        raise RunFolderError("⟨out=⟩'': expected the path of a folder for the report, such as reports/arena")
     if out.exists() and not out.is_dir():
-        raise RunFolderError(f"--out {out}: exists and is not a folder; expected a folder for the report")
+        raise RunFolderError(f"⟨out=⟩{out}: exists and is not a folder; expected a folder for the report")
     if not out.is_dir():
         return
     kind = ("a sweep folder" if (out / SWEEP_SPEC).exists() else
             "a run folder" if (out / CONFIG).exists() or (out / MARKER).exists()
             or out.name.endswith(".incomplete") else None)
     if kind is not None:
-        raise RunFolderError(f"--out {out}: is {kind}; a report goes into a folder of its own (such as "
+        raise RunFolderError(f"⟨out=⟩{out}: is {kind}; a report goes into a folder of its own (such as "
                            f"reports/{out.name.removesuffix('.incomplete')}); edgesim never adds files to a run's "
                            f"or a sweep's folder")
     listed = read_manifest(out)
     if listed is None and (out / MANIFEST).exists():
-        raise RunFolderError(f"--out {out}: {out / MANIFEST} was not written by edgesim; choose another --out")
+        raise RunFolderError(f"⟨out=⟩{out}: {out / MANIFEST} was not written by edgesim; choose another ⟨out⟩")
     clash = [n for n in OUTPUTS if (out / n).exists() and n not in (listed or set())]
     if clash:
-        raise RunFolderError(f"--out {out}: holds {clash[0]}, which edgesim report did not write there (its "
-                           f"{MANIFEST} does not list it); it is left as it is: choose another --out")
+        raise RunFolderError(f"⟨out=⟩{out}: holds {clash[0]}, which edgesim report did not write there (its "
+                           f"{MANIFEST} does not list it); it is left as it is: choose another ⟨out⟩")
 
 
 def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None,

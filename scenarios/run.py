@@ -286,13 +286,13 @@ def run_scenario(
     writing the same bytes.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ConfigError(f"--jobs {jobs!r}: expected an integer >= 1")
+        raise ConfigError(f"⟨jobs=⟩{jobs!r}: expected an integer >= 1")
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"--out {out}: cannot create {out.parent}: {e.strerror or e}") from None
+        raise ConfigError(f"⟨out=⟩{out}: cannot create {out.parent}: {e.strerror or e}") from None
     from edgesim.scenarios.parallel import workers_for
 
     with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
@@ -306,7 +306,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
                   argv: Optional[list[str]]) -> Path:
     say = say or (lambda line: None)
     if resume and overwrite:
-        raise ConfigError("--resume and --overwrite: give one of them (go on with a run, or replace it)")
+        raise ConfigError("⟨resume⟩ and ⟨overwrite⟩: give one of them (go on with a run, or replace it)")
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume, holding_lock=True)
     _check_algorithms(sc)
@@ -396,9 +396,9 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         except OSError:  # a full disk may refuse the note too; the error itself is what the user needs
             pass
         if isinstance(e, ConfigError) and folder.work.is_dir():
-            how = ("; add --resume to go on from its checkpoints once the cause is fixed"
+            how = ("; ⟨+resume⟩ to go on from its checkpoints once the cause is fixed"
                    if sc.learning["run"].checkpoint_every else "")
-            raise ConfigError(f"{e} (the unfinished run is kept in {folder.work}{how})") from None
+            raise e.reworded(f"{e} (the unfinished run is kept in {folder.work}{how})") from None
         raise
     final = folder.finish()
     if tracker is not None:

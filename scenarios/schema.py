@@ -82,14 +82,14 @@ class Scenario:
         return run is not None and run.backend == PARAMETRIC
 
 
-def parse_override(text: str, option: str = "--set") -> tuple[list[str], Any]:
+def parse_override(text: str, option: str = "set") -> tuple[list[str], Any]:
     """``"system.bandwidth_hz=2e6"`` → (["system", "bandwidth_hz"], 2000000.0); ``option`` names it in errors."""
     if "=" not in text:
-        raise ScenarioError(f"{option} {text!r}: expected KEY=VALUE, e.g. {option} system.bandwidth_hz=2e6")
+        raise ScenarioError(f"⟨{option}=⟩{text!r}: expected KEY=VALUE, e.g. ⟨{option}=⟩system.bandwidth_hz=2e6")
     key, value_text = text.split("=", 1)
     key = key.strip()
     if not key or any(not part.strip() for part in key.split(".")):
-        raise ScenarioError(f"{option} {text!r}: expected a dotted key such as system.bandwidth_hz before '='")
+        raise ScenarioError(f"⟨{option}=⟩{text!r}: expected a dotted key such as system.bandwidth_hz before '='")
     return key.split("."), parse_value(value_text)
 
 
@@ -119,23 +119,24 @@ def list_keys() -> set[str]:
 def apply_overrides(raw: dict, overrides: list[str], options: list[str] | None = None) -> dict:
     """A deep copy of ``raw`` with each ``--set`` applied (tables are created as needed).
 
-    ``options`` names the command-line option of each override in errors (default ``--set``).
+    ``options`` names the option of each override in errors (default ``set``, marked for the front ends:
+    :data:`edgesim.config.MARK`).
     """
     import copy
 
     out = copy.deepcopy(raw)
-    for text, option in zip(overrides, options or ["--set"] * len(overrides)):
+    for text, option in zip(overrides, options or ["set"] * len(overrides)):
         path, value = parse_override(text, option)
         node = out
         for part in path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ScenarioError(f"{option} {text!r}: {part!r} is a value ({child!r}), not a table")
+                raise ScenarioError(f"⟨{option}=⟩{text!r}: {part!r} is a value ({child!r}), not a table")
             node = child
         if isinstance(value, str) and ".".join(path) in list_keys():
             value = [value]
         if isinstance(node.get(path[-1]), dict) and not isinstance(value, dict):
-            raise ScenarioError(f"{option} {text!r}: {'.'.join(path)} is a table, not a value; "
+            raise ScenarioError(f"⟨{option}=⟩{text!r}: {'.'.join(path)} is a table, not a value; "
                                 f"expected a key inside it, such as {'.'.join(path)}.KEY=VALUE")
         node[path[-1]] = value
     return out
@@ -437,12 +438,12 @@ def load_scenario(
     """Read, override and validate a scenario file (default: the bundled ``default.toml``).
 
     ``learning=False`` validates only the simulator sections (what ``edgesim plan`` needs).
-    ``options`` names the command-line option of each override (default ``--set``): an
+    ``options`` names the option of each override (default ``set``, marked for the front ends): an
     error caused by an override names that option first, then the file.
     """
     path = Path(path) if path is not None else DEFAULT_SCENARIO
     overrides = list(overrides or [])
-    options = list(options or ["--set"] * len(overrides))
+    options = list(options or ["set"] * len(overrides))
     file_raw = resolve_paths(read_toml(path), path)
     raw = apply_overrides(file_raw, overrides, options)
     if learning:
@@ -457,7 +458,7 @@ def load_scenario(
 
 
 def _culprit(file_raw: dict, overrides: list[str], options: list[str], where: str, learning: bool, message: str):
-    """The override (``"--set KEY=VALUE"``) to blame for ``message``: of those without which it is not raised, the
+    """The override (``"⟨set=⟩KEY=VALUE"``) to blame for ``message``: of those without which it is not raised, the
     last whose KEY the message names (``[algorithms.pfedme]: beta =`` for ``algorithms.pfedme.beta``; ``run.algorithms``
     that brought pFedMe in is needed too, but is not what to change), else the last; ``None`` when none is needed."""
     needed = []
@@ -470,8 +471,8 @@ def _culprit(file_raw: dict, overrides: list[str], options: list[str], where: st
                 continue
         needed.append(i)
         if _names_key(message, overrides[i]):
-            return f"{options[i]} {overrides[i]}"
-    return f"{options[needed[0]]} {overrides[needed[0]]}" if needed else None
+            return f"⟨{options[i]}=⟩{overrides[i]}"
+    return f"⟨{options[needed[0]]}=⟩{overrides[needed[0]]}" if needed else None
 
 
 def _names_key(message: str, override: str) -> bool:

@@ -86,18 +86,18 @@ def split_values(text: str) -> list[str]:
 def parse_grid(text: str) -> GridAxis:
     """Parse one ``--grid KEY=V1,V2,…`` (each value as TOML, else a plain string, as ``--set``)."""
     if "=" not in text:
-        raise ConfigError(f"--grid {text!r}: expected KEY=V1,V2,..., e.g. --grid system.bandwidth_hz=5e5,1e6,2e6")
+        raise ConfigError(f"⟨grid=⟩{text!r}: expected KEY=V1,V2,..., e.g. ⟨grid=⟩system.bandwidth_hz=5e5,1e6,2e6")
     key, values_text = (s.strip() for s in text.split("=", 1))
     if not key or any(not part.strip() for part in key.split(".")):
-        raise ConfigError(f"--grid {text!r}: expected a dotted key such as system.bandwidth_hz before '='")
+        raise ConfigError(f"⟨grid=⟩{text!r}: expected a dotted key such as system.bandwidth_hz before '='")
     texts = split_values(values_text)
     if any(t == "" for t in texts):
-        raise ConfigError(f"--grid {text!r}: an empty value; expected KEY=V1,V2,... with no empty item")
+        raise ConfigError(f"⟨grid=⟩{text!r}: an empty value; expected KEY=V1,V2,... with no empty item")
     values = []
     for t in texts:
-        path, value = parse_override(f"{key}={t}", "--grid")
+        path, value = parse_override(f"{key}={t}", "grid")
         if value in values:
-            raise ConfigError(f"--grid {text!r}: value {t} appears twice")
+            raise ConfigError(f"⟨grid=⟩{text!r}: value {t} appears twice")
         values.append(value)
     return GridAxis(".".join(path), tuple(values), tuple(texts))
 
@@ -119,7 +119,7 @@ class SweepRun:
     overrides: tuple[str, ...]
     values: tuple[tuple[str, Any], ...]  # (key, value) in grid order, the seed last
     seed: int
-    options: tuple[str, ...] = ()  # the option each override came from (--set, --grid, --seeds), for errors
+    options: tuple[str, ...] = ()  # the option each override came from (set, grid, seeds), for errors
 
 
 @dataclass(frozen=True)
@@ -154,12 +154,12 @@ class SweepSpec:
             name = ",".join(parts)
             if len(name) > MAX_NAME_CHARS:
                 name = name[: MAX_NAME_CHARS - 11] + "~" + hashlib.sha1(name.encode()).hexdigest()[:10]
-            options = ("--set",) * len(self.overrides) + ("--grid",) * len(points) + (() if has_seed_axis else ("--seeds",))
+            options = ("set",) * len(self.overrides) + ("grid",) * len(points) + (() if has_seed_axis else ("seeds",))
             out.append(SweepRun(name, tuple(self.overrides) + tuple(overrides), tuple(values), int(seed), options))
         names = [r.name for r in out]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
-            raise ConfigError(f"--grid: two runs would share the folder name {dup!r}; write the values differently")
+            raise ConfigError(f"⟨grid⟩: two runs would share the folder name {dup!r}; write the values differently")
         return out
 
     def to_json(self) -> dict:
@@ -177,17 +177,17 @@ def make_spec(scenario: Optional[Path], grid: Sequence[str], seeds: Optional[int
     keys = [a.key for a in axes]
     if len(set(keys)) != len(keys):
         dup = next(k for k in keys if keys.count(k) > 1)
-        raise ConfigError(f"--grid {dup}: the key is given twice; list all its values in one --grid")
+        raise ConfigError(f"⟨grid=⟩{dup}: the key is given twice; list all its values in one ⟨grid⟩")
     if "seed" in keys and seeds is not None:
-        raise ConfigError("--seeds and --grid seed=... both set the seeds; give one of them")
+        raise ConfigError("⟨seeds⟩ and ⟨grid=⟩seed=... both set the seeds; give one of them")
     if seeds is not None and seeds < 1:
-        raise ConfigError(f"--seeds {seeds}: expected an integer >= 1")
+        raise ConfigError(f"⟨seeds=⟩{seeds}: expected an integer >= 1")
     for axis in axes:
         if axis.key == "seed":
             bad = [t for v, t in zip(axis.values, axis.texts) if isinstance(v, bool) or not isinstance(v, int) or v < 0]
             if bad:
-                raise ConfigError(f"--grid seed={','.join(axis.texts)}: value {bad[0]} is not a seed; "
-                                  "expected integers >= 0, e.g. --grid seed=0,1,2")
+                raise ConfigError(f"⟨grid=⟩seed={','.join(axis.texts)}: value {bad[0]} is not a seed; "
+                                  "expected integers >= 0, e.g. ⟨grid=⟩seed=0,1,2")
     path = str(Path(scenario).resolve()) if scenario is not None else None
     base = load_scenario(path, list(overrides), learning=False).seed if "seed" not in keys else 0
     return SweepSpec(path, tuple(overrides), tuple(axes), tuple(base + i for i in range(seeds or 1)))
@@ -207,7 +207,7 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
         try:
             sc = load_scenario(spec.scenario, list(run.overrides), options=list(run.options))
         except ConfigError as e:
-            raise ConfigError(f"sweep run {run.name}: {e}") from None
+            raise e.at(f"sweep run {run.name}") from None
         if not sc.physics_only:
             most_threads = max(most_threads, resolve_threads(sc.learning["run"].threads))
         if not sc.physics_only:  # names and algorithm options were checked by load_scenario; the data folder here
@@ -226,9 +226,9 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
             if where.is_dir() and any(where.iterdir()) and not is_started_run(where):
                 try:
                     checkpoint.check_same_scenario(where / CONFIG, resolved_config(sc),
-                                                   "Use another --out for this sweep")
+                                                   "Use another ⟨out⟩ for this sweep")
                 except ConfigError as e:
-                    raise ConfigError(f"sweep run {run.name}: {e}") from None
+                    raise e.at(f"sweep run {run.name}") from None
     return runs, most_threads
 
 
@@ -337,7 +337,7 @@ def import_ray():
         import ray
     except ImportError:
         raise ConfigError(
-            "--executor ray needs Ray: pip install -c constraints.txt -e '.[ray]' (or: pip install ray)"
+            "⟨executor=⟩ray needs Ray: pip install -c constraints.txt -e '.[ray]' (or: pip install ray)"
         ) from None
     return ray
 
@@ -449,12 +449,12 @@ def check_sweep_out(out: Path) -> None:
     text = str(out)
     out = check_out_path(out)
     if out.name in ("", ".", "..") or out.resolve() in (Path.cwd(), *Path.cwd().parents):
-        raise ConfigError(f"--out {text!r}: expected the path of a sweep folder, such as sweeps/mine")
+        raise ConfigError(f"⟨out=⟩{text!r}: expected the path of a sweep folder, such as sweeps/mine")
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {text!r}: exists and is not a folder; expected a sweep folder")
+        raise ConfigError(f"⟨out=⟩{text!r}: exists and is not a folder; expected a sweep folder")
     if out.is_dir() and any(out.iterdir()) and not (out / SWEEP_JSON).is_file():
-        raise ConfigError(f"--out {text!r}: a folder that is not an edgesim sweep folder (no {SWEEP_JSON}); "
-                          f"choose another --out; edgesim never writes into a folder it did not make")
+        raise ConfigError(f"⟨out=⟩{text!r}: a folder that is not an edgesim sweep folder (no {SWEEP_JSON}); "
+                          f"choose another ⟨out⟩; edgesim never writes into a folder it did not make")
 
 
 def sweep_files(formats: Sequence[str]) -> list[str]:
@@ -486,17 +486,17 @@ def check_same_grid(spec: SweepSpec, out: Path) -> None:
         old = json.loads(path.read_text(encoding="utf-8"))
         old_grid = {"grid": old["grid"], "seeds": old["seeds"]}
     except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
-        raise ConfigError(f"--out {out}: {path} is unreadable; expected the {SWEEP_JSON} edgesim wrote "
-                          f"(choose another --out)") from None
+        raise ConfigError(f"⟨out=⟩{out}: {path} is unreadable; expected the {SWEEP_JSON} edgesim wrote "
+                          f"(choose another ⟨out⟩)") from None
     new = spec.to_json()
     if old_grid != {"grid": new["grid"], "seeds": new["seeds"]}:
         def describe(d: dict) -> str:
-            axes = " ".join(f"--grid {a.get('key')}={','.join(map(str, a.get('texts', a.get('values', []))))}"
+            axes = " ".join(f"⟨grid=⟩{a.get('key')}={','.join(map(str, a.get('texts', a.get('values', []))))}"
                             for a in d["grid"] if isinstance(a, dict))
-            return f"{axes or 'no --grid'} with seeds {d['seeds']}"
+            return f"{axes or 'no ⟨grid⟩'} with seeds {d['seeds']}"
 
-        raise ConfigError(f"--out {out}: holds a sweep of another grid ({describe(old_grid)}; this one: "
-                          f"{describe(new)}); choose another --out, or give the same --grid and --seeds to go on "
+        raise ConfigError(f"⟨out=⟩{out}: holds a sweep of another grid ({describe(old_grid)}; this one: "
+                          f"{describe(new)}); choose another ⟨out⟩, or give the same ⟨grid⟩ and ⟨seeds⟩ to go on "
                           f"with it")
 
 
@@ -515,13 +515,13 @@ def run_sweep(
 ) -> SweepResult:
     """Validate every run, run those not finished, write ``sweep.csv`` (and the sweep's figures)."""
     if executor not in EXECUTORS:
-        raise ConfigError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+        raise ConfigError(f"⟨executor=⟩{executor!r}: expected one of {', '.join(EXECUTORS)}")
     if ray_address and executor != "ray":
-        raise ConfigError("--ray-address needs --executor ray")
+        raise ConfigError("⟨ray-address⟩ needs ⟨executor=⟩ray")
     if jobs is not None and jobs < 1:
-        raise ConfigError(f"--jobs {jobs}: expected an integer >= 1")
+        raise ConfigError(f"⟨jobs=⟩{jobs}: expected an integer >= 1")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ConfigError(f"--threads {threads}: expected an integer >= 1")
+        raise ConfigError(f"⟨threads=⟩{threads}: expected an integer >= 1")
     if executor == "ray":
         import_ray()
     check_sweep_out(Path(out))

@@ -124,11 +124,11 @@ def load(folder: Path, fingerprint: str) -> Optional[WarmStart]:
         payload = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=False)
     except Exception as e:  # noqa: BLE001 - truncated or garbled: whatever the unpickler raised
         raise ConfigError(f"{path}: corrupt warm start ({type(e).__name__}: {e}); it is left as it is. "
-                          f"Run with --overwrite to start afresh") from None
+                          f"Run with ⟨overwrite⟩ to start afresh") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION \
             or payload.get("fingerprint") != fingerprint:
         raise ConfigError(f"{path}: this warm start belongs to a different scenario or format; "
-                          f"run with --overwrite to start afresh")
+                          f"run with ⟨overwrite⟩ to start afresh")
     return WarmStart(payload["algorithm"], [record_from_dict(d) for d in payload["records"]],
                      [Event(*e) for e in payload["events"]], payload["engine"], payload["model"])
 

@@ -476,8 +476,8 @@ def test_synthetic_is_deterministic_and_balanced():
 def test_load_dataset_errors(tmp_path):
     with pytest.raises(DatasetError, match=r"unknown dataset 'imagenet'; expected one of: .*fashion_mnist.*dbpedia"):
         load_dataset("imagenet", tmp_path)
-    with pytest.raises(DatasetError, match=r"dataset 'cifar10' needs files on disk: pass data_dir .*--data-dir.*"
-                                            r"data\.data_dir"):
+    with pytest.raises(DatasetError, match=r"dataset 'cifar10' needs files on disk: give their folder as "
+                                            r"⟨data-dir⟩, .*EDGESIM_DATA.*data\.data_dir"):
         load_dataset("cifar10", None)
     with pytest.raises(DatasetError, match=r"unknown option\(s\) vocab for dataset 'dbpedia'; expected: vocab_size"):
         load_dataset("dbpedia", tmp_path, vocab=5)

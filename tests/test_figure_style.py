@@ -13,7 +13,7 @@ import sys
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from test_figures import figures, make_sweep  # noqa: F401  (fixtures and hand-made sweeps)
+from test_figures import figures, make_sweep  # noqa: F401 - fixtures and hand-made sweeps
 from test_plots import fake_run
 
 from edgesim.config import ConfigError
@@ -102,9 +102,10 @@ def test_styles_scale_the_size_and_fonts_and_a_bad_style_or_width_is_one_line():
     with use_style("paper", 7.0):
         assert figure_size(3.4, 2.5)[0] == pytest.approx(7.0) and fs(8) == 8
     assert figure_size(3.4, 2.5) == (3.4, 2.5)  # nothing leaks out of the block
-    with pytest.raises(ConfigError, match=r"^--style 'poster': expected one of paper, slides$"):
+    # below the command line the option is marked (⟨style=⟩), each front end words it (tests/test_error_words.py)
+    with pytest.raises(ConfigError, match=r"^⟨style=⟩'poster': expected one of paper, slides$"):
         figure_style("poster")
-    with pytest.raises(ConfigError, match=r"^--width 0.2: expected a figure width in inches between 1 and 20"):
+    with pytest.raises(ConfigError, match=r"^⟨width=⟩0.2: expected a figure width in inches between 1 and 20"):
         figure_style("paper", 0.2)
 
 

@@ -114,7 +114,7 @@ def test_resume_refuses_checkpoints_of_another_scenario(tiny_scenario, tmp_path,
     after = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "r.incomplete").rglob("*") if p.is_file()}
     assert after == before  # refused and left untouched
     # without --resume or --overwrite the unfinished run is not touched either; --overwrite replaces it
-    with pytest.raises(ConfigError, match="holds an unfinished run; add --resume"):
+    with pytest.raises(ConfigError, match=r"holds an unfinished run; ⟨\+resume⟩"):
         run_scenario(load_scenario(tiny_scenario, [*overrides, "budget.rounds=1"]), tmp_path / "r")
     assert run_scenario(load_scenario(tiny_scenario, [*overrides, "budget.rounds=1"]), tmp_path / "r",
                         overwrite=True).exists()

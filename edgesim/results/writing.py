@@ -152,7 +152,7 @@ def _write_manifest(folder: Path, files: set[str]) -> None:
     atomic_write_bytes(folder / MANIFEST, text.encode())
 
 
-def claim_files(folder: Path, names: Iterable[str], option: str = "--out") -> None:
+def claim_files(folder: Path, names: Iterable[str], option: str = "out") -> None:
     """Let edgesim write ``names`` into ``folder``: each must be new or listed in its manifest; then list them.
 
     A file there that edgesim did not write (not in ``folder/manifest.json``)
@@ -162,12 +162,12 @@ def claim_files(folder: Path, names: Iterable[str], option: str = "--out") -> No
     names = list(names)
     listed = read_manifest(folder)
     if listed is None and (folder / MANIFEST).exists():
-        raise ConfigError(f"{option} {folder}: {folder / MANIFEST} was not written by edgesim; edgesim keeps "
-                          f"its list of what it wrote there; choose another {option}")
+        raise ConfigError(f"⟨{option}=⟩{folder}: {folder / MANIFEST} was not written by edgesim; edgesim keeps "
+                          f"its list of what it wrote there; choose another ⟨{option}⟩")
     for name in names:
         if (folder / name).exists() and name not in (listed or set()):
-            raise ConfigError(f"{option} {folder}: {folder / name} exists and edgesim did not write it; it is left "
-                              f"as it is: choose another {option}, or move it away")
+            raise ConfigError(f"⟨{option}=⟩{folder}: {folder / name} exists and edgesim did not write it; it is left "
+                              f"as it is: choose another ⟨{option}⟩, or move it away")
     if folder.is_dir():
         add_to_manifest(folder, *names)
 
@@ -234,25 +234,25 @@ def is_finished(folder: Path) -> bool:
     return (folder / SUMMARY).is_file() and not (folder / MARKER).exists()
 
 
-RUN_SUFFIX_CHARS = len(".incomplete.replaced-") + 9  # the longest name a run gives its --out (set_aside of .incomplete)
+RUN_SUFFIX_CHARS = len(".incomplete.replaced-") + 9  # the longest name a run gives (set_aside of .incomplete)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def check_out_path(out, option: str = "--out", *, suffix_chars: int = 0) -> Path:
+def check_out_path(out, option: str = "out", *, suffix_chars: int = 0) -> Path:
     """The one check of a path that ``run``, ``sweep``, ``report`` and ``plot`` will write to, before anything else
     touches it: not ``''``, no control character (a newline, a BEL), no name longer than the file system allows
     (``suffix_chars``: what the command adds to the last name, :data:`RUN_SUFFIX_CHARS` for a run), and a place we
     may write to (a folder we can create files in: read-only places and full disks are refused here). Returns
     ``Path(out)``; :class:`ConfigError` naming ``option``, the value and what was expected otherwise."""
     if not isinstance(out, (str, os.PathLike)):
-        raise ConfigError(f"{option} {out!r}: expected a path (a str or a pathlib.Path), not {type(out).__name__}")
+        raise ConfigError(f"⟨{option}=⟩{out!r}: expected a path (a str or a pathlib.Path), not {type(out).__name__}")
     text = os.fspath(out)
     if not isinstance(text, str) or text.strip() == "":
-        raise ConfigError(f"{option} {text!r}: expected the path of a folder, such as runs/mine")
+        raise ConfigError(f"⟨{option}=⟩{text!r}: expected the path of a folder, such as runs/mine")
     bad = _CONTROL.search(text)
     if bad:
-        raise ConfigError(f"{option} {text!r}: holds the control character {bad.group()!r} at position {bad.start()}; "
-                          f"expected a path of printable characters")
+        raise ConfigError(f"⟨{option}=⟩{text!r}: holds the control character {bad.group()!r} at position "
+                          f"{bad.start()}; expected a path of printable characters")
     path = Path(text)
     place = _existing_ancestor(path)
     try:
@@ -263,10 +263,10 @@ def check_out_path(out, option: str = "--out", *, suffix_chars: int = 0) -> Path
         room = name_max - (suffix_chars if i == len(path.parts) - 1 else 0)
         if len(os.fsencode(part)) > room:
             extra = f" (edgesim adds up to {suffix_chars} for its working names)" if suffix_chars else ""
-            raise ConfigError(f"{option} {text[:40]}...: the name {part[:20]}... is {len(os.fsencode(part))} bytes; "
+            raise ConfigError(f"⟨{option}=⟩{text[:40]}...: the name {part[:20]}... is {len(os.fsencode(part))} bytes; "
                               f"expected at most {room}{extra}: this file system allows {name_max}")
     if len(os.fsencode(os.path.abspath(text))) + suffix_chars >= 4096:
-        raise ConfigError(f"{option} {text[:40]}...: the path is {len(os.fsencode(os.path.abspath(text)))} bytes; "
+        raise ConfigError(f"⟨{option}=⟩{text[:40]}...: the path is {len(os.fsencode(os.path.abspath(text)))} bytes; "
                           f"expected under {4096 - suffix_chars} (the system's PATH_MAX)")
     _writable_parent(path / "x" if path.is_dir() else path, text, option)
     return path
@@ -286,15 +286,15 @@ def _existing_ancestor(path: Path) -> Path:
         probe = probe.parent
 
 
-def _writable_parent(path: Path, out: str, option: str = "--out") -> Path:
+def _writable_parent(path: Path, out: str, option: str = "out") -> Path:
     """The nearest existing ancestor of ``path``; a clear error unless it is a folder we may write to."""
     parent = _existing_ancestor(path.parent)
     if not parent.is_dir():
-        raise ConfigError(f"{option} {out}: {parent} is a file, not a folder; expected a path under a folder")
+        raise ConfigError(f"⟨{option}=⟩{out}: {parent} is a file, not a folder; expected a path under a folder")
     try:  # os.access says yes to root everywhere (/proc too): try it, with a folder of our own, removed at once
         os.rmdir(tempfile.mkdtemp(prefix=".edgesim-probe-", dir=parent))
     except OSError as e:
-        raise ConfigError(f"{option} {out}: cannot write in {parent} ({e.strerror or e}); "
+        raise ConfigError(f"⟨{option}=⟩{out}: cannot write in {parent} ({e.strerror or e}); "
                           f"expected a folder you may write to") from None
     return parent
 
@@ -314,7 +314,7 @@ def _refuse_folder(path: Path, what: str, hint: str, out: Optional[Path] = None)
         holding = f" (it has no {CONFIG}, so the run's scenario is unknown; it is left as it is)"
     else:
         holding = ""
-    where = f"--out {path}:" if out is None else f"--out {out}: {path}"
+    where = f"⟨out=⟩{path}:" if out is None else f"⟨out=⟩{out}: {path}"
     raise ConfigError(f"{where} {what}{holding}; {hint}")
 
 
@@ -326,34 +326,36 @@ def check_out(out: Path, *, overwrite: bool = False, resume: bool = False, holdi
     text = str(out)
     out = check_out_path(out, suffix_chars=RUN_SUFFIX_CHARS)
     if out.is_symlink():
-        raise ConfigError(f"--out {text!r} is a symbolic link (to {os.readlink(out)}); expected the real path of "
+        raise ConfigError(f"⟨out=⟩{text!r} is a symbolic link (to {os.readlink(out)}); expected the real path of "
                           f"a run folder (edgesim does not write through links)")
     if text.strip() == "" or out.name in ("", ".", ".."):
-        raise ConfigError(f"--out {text!r}: expected the path of a new run folder, such as runs/mine")
+        raise ConfigError(f"⟨out=⟩{text!r}: expected the path of a new run folder, such as runs/mine")
     resolved = out.resolve()
     cwd = Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
-        raise ConfigError(f"--out {text!r} is the current folder or one of its parents; expected a new run folder")
+        raise ConfigError(f"⟨out=⟩{text!r} is the current folder or one of its parents; expected a new run folder")
     if not holding_lock:
         check_unlocked(out, text)
     folder = RunFolder(out)
     for path, hint in ((folder.final, "the finished run"), (folder.work, "the unfinished run")):
         if path.is_symlink() or (path.exists() and not path.is_dir()):
-            raise ConfigError(f"--out {text!r}: {path} exists and is not a folder; expected a folder for {hint}")
+            raise ConfigError(f"⟨out=⟩{text!r}: {path} exists and is not a folder; expected a folder for {hint}")
     if folder.final.is_dir() and any(folder.final.iterdir()):
         if not is_run_folder(folder.final):
             _refuse_folder(folder.final, "exists and is not an edgesim run folder",
-                           "choose another --out; edgesim never deletes what it did not write")
+                           "choose another ⟨out⟩; edgesim never deletes what it did not write")
         if not (overwrite or resume):
-            raise ConfigError(f"--out {text!r}: {folder.final} holds a finished run; add --overwrite to replace it, "
-                              f"or choose another --out")
+            raise ConfigError(f"⟨out=⟩{text!r}: {folder.final} holds a finished run; ⟨+overwrite⟩ to replace it, "
+                              f"or choose another ⟨out⟩", where="out", key="out", value=text,
+                              expected="a new run folder")
     if folder.work.is_dir() and any(folder.work.iterdir()):
         if not (is_run_folder(folder.work) and (folder.work / MARKER).is_file()) and not is_started_run(folder.work):
             _refuse_folder(folder.work, "is not an unfinished edgesim run",
-                           "choose another --out; edgesim never deletes what it did not write", out=out)
+                           "choose another ⟨out⟩; edgesim never deletes what it did not write", out=out)
         if not (overwrite or resume):
-            raise ConfigError(f"--out {text!r}: {folder.work} holds an unfinished run; add --resume to go on with it, "
-                              f"or --overwrite to start it again")
+            raise ConfigError(f"⟨out=⟩{text!r}: {folder.work} holds an unfinished run; ⟨+resume⟩ to go on with it, "
+                              f"or ⟨overwrite⟩ to start it again", where="out", key="out", value=text,
+                              expected="a new run folder")
     _writable_parent(folder.work, text)
 
 
@@ -380,11 +382,11 @@ class RunFolder:
         try:
             if self.work.exists() and not resume:
                 if not is_run_folder(self.work) and not is_started_run(self.work) and any(self.work.iterdir()):
-                    _refuse_folder(self.work, "is not an unfinished edgesim run", "choose another --out")
+                    _refuse_folder(self.work, "is not an unfinished edgesim run", "choose another ⟨out⟩")
                 shutil.rmtree(set_aside(self.work))
             self.work.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise ConfigError(f"--out {self.final}: cannot create {self.work}: {e.strerror or e}") from None
+            raise ConfigError(f"⟨out=⟩{self.final}: cannot create {self.work}: {e.strerror or e}") from None
         self.mark(f"started {datetime.now(timezone.utc).isoformat(timespec='seconds')}; the run has not finished.")
 
     def mark(self, line: str) -> None:
@@ -470,7 +472,7 @@ def _holder(lock: Path) -> Optional[str]:
     folder, or a file in another format: the user's)."""
     if lock.is_symlink() or (lock.exists() and not lock.is_file()):
         raise ConfigError(f"{lock} is in the way: edgesim keeps a run's lock under that name and it is not an "
-                          f"edgesim lock (a folder or link of yours?); move it away, or choose another --out")
+                          f"edgesim lock (a folder or link of yours?); move it away, or choose another ⟨out⟩")
     try:
         text = lock.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -481,7 +483,7 @@ def _holder(lock: Path) -> Optional[str]:
     if not text.endswith("\n") or len(parts) not in (2, 3) or not parts[0].isdigit():
         raise ConfigError(f"{lock} is in the way: edgesim keeps a run's lock under that name and this file is not "
                           f"one it wrote (expected 'PID HOST START'); move it away if it is yours, or choose "
-                          f"another --out")
+                          f"another ⟨out⟩")
     pid, host = int(parts[0]), parts[1]
     if host == socket.gethostname():
         try:
@@ -501,8 +503,8 @@ def check_unlocked(out: Path, text: Optional[str] = None) -> None:
     """Refuse an ``--out`` that another live edgesim process is running in (touches nothing)."""
     holder = _holder(lock_path(out))
     if holder is not None:
-        raise ConfigError(f"--out {text if text is not None else out}: is in use by another edgesim process "
-                          f"({holder}, see {lock_path(out).name}); wait for it to finish, or choose another --out")
+        raise ConfigError(f"⟨out=⟩{text if text is not None else out}: is in use by another edgesim process "
+                          f"({holder}, see {lock_path(out).name}); wait for it to finish, or choose another ⟨out⟩")
 
 
 class RunLock:
@@ -549,10 +551,10 @@ class RunLock:
                 self.path.unlink(missing_ok=True)  # stale: its process is gone (or its pid reused)
                 continue
             except OSError as e:
-                raise ConfigError(f"--out {self.out}: cannot create the lock {self.path}: {e.strerror or e}") from None
+                raise ConfigError(f"⟨out=⟩{self.out}: cannot create the lock {self.path}: {e.strerror or e}") from None
             return self
         check_unlocked(self.out)
-        raise ConfigError(f"--out {self.out}: cannot take the lock {self.path}; expected no other run there")
+        raise ConfigError(f"⟨out=⟩{self.out}: cannot take the lock {self.path}; expected no other run there")
 
     def __exit__(self, *exc) -> None:
         try:

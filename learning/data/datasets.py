@@ -196,8 +196,8 @@ def _md5(data: bytes) -> str:
 
 def existing_dir(data_dir, what: str) -> Path:
     if data_dir is None:
-        raise DatasetError(f"{what} needs files on disk: pass data_dir (`--data-dir` on the command line, the "
-                           "EDGESIM_DATA environment variable, or the scenario key `data.data_dir`)")
+        raise DatasetError(f"{what} needs files on disk: give their folder as ⟨data-dir⟩, the "
+                           "EDGESIM_DATA environment variable, or the scenario key `data.data_dir`")
     path = Path(data_dir).expanduser()
     if not path.is_dir():
         raise DatasetError(f"data_dir {path} is not a directory; expected a folder holding the {what} files")
@@ -883,6 +883,6 @@ def load_dataset(name: str, data_dir: str | Path | None = None, **options) -> Da
         raise DatasetError(f"unknown option(s) {', '.join(unknown)} for dataset {name!r}; "
                            f"expected: {', '.join(spec.options) if spec.options else 'none'}")
     if spec.needs_files and data_dir is None:
-        raise DatasetError(f"dataset {name!r} needs files on disk: pass data_dir (`--data-dir` on the command line, "
-                           "the EDGESIM_DATA environment variable, or the scenario key `data.data_dir`)")
+        raise DatasetError(f"dataset {name!r} needs files on disk: give their folder as ⟨data-dir⟩, "
+                           "the EDGESIM_DATA environment variable, or the scenario key `data.data_dir`")
     return spec.load(data_dir, **options)
