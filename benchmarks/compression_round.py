@@ -21,19 +21,16 @@ import dataclasses
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
 
-import torch  # noqa: E402
-
-from edgesim.compression import Codec, CompressionConfig  # noqa: E402
-from edgesim.engine import Simulation  # noqa: E402
-from edgesim.learning.algorithms import REGISTRY  # noqa: E402
-from edgesim.learning.context import build_context  # noqa: E402
-from edgesim.scenarios.schema import load_scenario  # noqa: E402
+from edgesim.compression import Codec, CompressionConfig
+from edgesim.engine import Simulation
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.context import build_context
+from edgesim.scenarios.schema import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "fmnist_fedavg.toml"
 SETTINGS = {

@@ -56,7 +56,7 @@ def _instrument() -> None:
     """Label the views' ``apply`` and the inference functions, also where a module imported them by name."""
     import sys
 
-    import edgesim.learning.algorithms  # noqa: F401  (every algorithm module loaded, so their imports are seen)
+    import edgesim.learning.algorithms  # noqa: F401 - every algorithm module loaded, so their imports are seen
     from edgesim.learning import augment, inference
 
     for cls in vars(augment).values():

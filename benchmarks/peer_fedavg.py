@@ -47,33 +47,31 @@ so the ratio edgesim ÷ best bare loop is measured on the same hardware at the s
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
+from edgesim.engine import Simulation
+from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
+from edgesim.learning.context import ClientData, Context
+from edgesim.learning.data.partitions import ClientSplit
+from edgesim.learning.executors import LocalTrainConfig, SequentialExecutor, VmapExecutor
+from edgesim.learning.models import PeerCNN, flops_per_sample, model_bits
+from edgesim.learning.numerics import Numerics
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.environ.get("PEERS_DIR") or os.path.join(os.path.dirname(REPO), "shared", "bench", "peers")
-sys.path.insert(0, REPO)
 sys.path.insert(0, PEERS)
-
-import argparse  # noqa: E402
-
 try:
-    import fl_workload as W
+    import fl_workload as W  # the peers' module, found once PEERS is on sys.path
 except ImportError as e:  # pragma: no cover - depends on the checkout
     raise SystemExit(f"peer_fedavg: cannot import fl_workload from {PEERS} ({e}); set PEERS_DIR") from None
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
-from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig  # noqa: E402
-from edgesim.engine import Simulation  # noqa: E402
-from edgesim.learning.algorithms import REGISTRY  # noqa: E402
-from edgesim.learning.config import DataConfig, RunConfig, TrainConfig  # noqa: E402
-from edgesim.learning.context import ClientData, Context  # noqa: E402
-from edgesim.learning.data.partitions import ClientSplit  # noqa: E402
-from edgesim.learning.executors import LocalTrainConfig, SequentialExecutor, VmapExecutor  # noqa: E402
-from edgesim.learning.models import PeerCNN, flops_per_sample, model_bits  # noqa: E402
-from edgesim.learning.numerics import Numerics  # noqa: E402
 
 
 class PeerSeededContext(Context):
@@ -300,7 +298,9 @@ def ab_clients(pairs: int) -> str:
             t0 = W.now()
             f()
             t.append(W.now() - t0)
-    q = lambda v, p: float(np.quantile(v, p))  # noqa: E731
+    def q(v, p):
+        return float(np.quantile(v, p))
+
     return (f"{pairs} alternations, {torch.get_num_threads()} threads, one client (20 steps): "
             f"bare loop min {min(tp):.3f} s q10 {q(tp, .1):.3f} median {statistics.median(tp):.3f}; "
             f"edgesim min {min(te):.3f} s q10 {q(te, .1):.3f} median {statistics.median(te):.3f}; "

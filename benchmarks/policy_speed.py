@@ -12,15 +12,12 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from edgesim.resources import formulas as F  # noqa: E402
+from edgesim.resources import formulas as F
 
 
 def main(argv=None) -> None:

@@ -18,15 +18,12 @@ import csv
 import math
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from edgesim.curve import ParametricBackend  # noqa: E402
-from edgesim.engine import Simulation  # noqa: E402
-from edgesim.scenarios.schema import load_scenario  # noqa: E402
+from edgesim.curve import ParametricBackend
+from edgesim.engine import Simulation
+from edgesim.scenarios.schema import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "resource_policies.toml"
 DEFAULT = ("equal", "fixed", "max")

@@ -32,25 +32,22 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
 
+import numpy as np
+import torch
+
+from edgesim.learning.augment import make_augmentation
+from edgesim.learning.data.datasets import DATASETS, load_dataset
+from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View
+from edgesim.learning.inference import evaluate
+from edgesim.learning.label_quality import TRUTH
+from edgesim.learning.models import build_model
+from edgesim.learning.numerics import Numerics
+from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
+from edgesim.learning.optim import SGD, Cosine
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from edgesim.learning.augment import make_augmentation  # noqa: E402
-from edgesim.learning.data.datasets import DATASETS, load_dataset  # noqa: E402
-from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View  # noqa: E402
-from edgesim.learning.inference import evaluate  # noqa: E402
-from edgesim.learning.label_quality import TRUTH  # noqa: E402
-from edgesim.learning.models import build_model  # noqa: E402
-from edgesim.learning.numerics import Numerics  # noqa: E402
-from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss  # noqa: E402
-from edgesim.learning.optim import SGD, Cosine  # noqa: E402
-
 METHODS = ("labelled", "fixmatch", "uda")
 
 

@@ -22,20 +22,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+import torch
 
-import torch  # noqa: E402
-
-from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor  # noqa: E402
-from edgesim.learning.models import build_model, flops_per_sample  # noqa: E402
-from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss  # noqa: E402
-from edgesim.learning.optim import SGD  # noqa: E402
+from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor
+from edgesim.learning.models import build_model, flops_per_sample
+from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss
+from edgesim.learning.optim import SGD
 
 SHAPES = {"cnn": (3, 32, 32), "peer_cnn": (3, 32, 32), "resnet9": (3, 32, 32)}
 

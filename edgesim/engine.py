@@ -62,16 +62,7 @@ from .budget import REL_TOL
 from .channel import ChannelModel
 from .compute import compute_time_s
 from .config import BudgetConfig, SystemConfig
-from .links import (  # noqa: F401 (the links' names, re-exported: they lived here)
-    BandedFdmaUplink,
-    Downlink,
-    FdmaUplink,
-    OnAir,
-    TdmaUplink,
-    Transfer,
-    checked_transfer,
-    make_uplink,
-)
+from .links import BandedFdmaUplink, Downlink, Transfer, make_uplink
 from .radio import shannon_rate_bps
 from .resources import Allocator, ResourcesConfig
 from .resources.scheduling import Scheduler

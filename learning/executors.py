@@ -71,7 +71,7 @@ from edgesim.learning.layers import ForwardState, forward_state, mix64, name_lay
 from edgesim.learning.models import draw_seed, seeded_torch_rng, stochastic_modules
 from edgesim.learning.numerics import DEFAULT_NUMERICS, Numerics, as_contiguous
 from edgesim.learning.optim import SGD, Constant, Optimizer, Schedule, ema_update
-from edgesim.learning.state import Params, stack_params, unstack_params  # noqa: F401  (re-exported for callers)
+from edgesim.learning.state import Params, stack_params, unstack_params  # noqa: F401 - re-exported for callers
 
 GeneratorLike = Union[torch.Generator, int]
 ClientStreams = Mapping[str, Mapping[str, torch.Tensor]]

@@ -23,7 +23,7 @@ import os
 import sys
 
 from edgesim.config import ConfigError
-from edgesim.learning.entry_points import (  # noqa: F401 (GROUPS, PluginError, load_entry_points: re-exported)
+from edgesim.learning.entry_points import (  # noqa: F401 - GROUPS, PluginError, load_entry_points: re-exported
     GROUPS,
     PluginError,
     entry_records,

@@ -251,14 +251,18 @@ def fmt(iv: Interval, scale: float = 1.0, digits: int = 3) -> str:
     """``mean [low, high]`` (scaled), ``mean`` alone for one seed, ``—`` for none; ``k/n`` seeds when some lack it."""
     if iv.n == 0:
         return "—"
-    g = lambda x: f"{x * scale:.{digits}g}"  # noqa: E731
+    def g(x: float) -> str:
+        return f"{x * scale:.{digits}g}"
+
     text = g(iv.mean) if iv.n < 2 else f"{g(iv.mean)} [{g(iv.low)}, {g(iv.high)}]"
     return text + (f" ({iv.n}/{iv.n_total} seeds)" if iv.n < iv.n_total else "")
 
 
 def markdown(report: dict) -> str:
     thresholds, primary, display = report["thresholds"], report["primary"], report["display"]
-    name = lambda a: display.get(a, a)  # noqa: E731
+    def name(a: str) -> str:
+        return display.get(a, a)
+
     out = io.StringIO()
     w = out.write
     by, sustain = report["rank_by"], report["sustain"]

@@ -135,8 +135,10 @@ def record_to_dict(r: RoundRecord) -> dict:
 
 
 def record_from_dict(d: dict) -> RoundRecord:
-    row_type = lambda row: UpdateRow if len(row) == len(UpdateRow._fields) else DeviceRound  # noqa: E731 (async: a row per update)
-    return RoundRecord(**{**d, "devices": tuple(row_type(row)(*row) for row in d["devices"])})
+    def row(values) -> DeviceRound | UpdateRow:  # an asynchronous round has a row per update
+        return (UpdateRow if len(values) == len(UpdateRow._fields) else DeviceRound)(*values)
+
+    return RoundRecord(**{**d, "devices": tuple(row(values) for values in d["devices"])})
 
 
 def path_for(folder: Path, name: str) -> Path:

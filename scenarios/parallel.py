@@ -133,7 +133,7 @@ def _warm(raw: dict, path: str) -> None:
     from edgesim.scenarios.signals import busy
 
     with busy():
-        import edgesim.learning.algorithms  # noqa: F401
+        import edgesim.learning.algorithms  # noqa: F401 - imported for its cost: the worker warms up with it
 
         _context(raw, path)
 

@@ -44,13 +44,13 @@ def check_available(tracking: str, where: str) -> None:
     """Fail before the run when the tracker is not installed."""
     if tracking == "mlflow":
         try:
-            import mlflow  # noqa: F401
+            import mlflow  # noqa: F401 - imported only to see that it is installed
         except ImportError:
             raise ConfigError(f"{where}: [run] tracking = 'mlflow': MLflow is not installed; expected "
                               f"pip install \"edgesim[tracking]\" (or tracking = \"none\")") from None
     if tracking == "tensorboard":
         try:
-            import tensorboard  # noqa: F401
+            import tensorboard  # noqa: F401 - imported only to see that it is installed
         except ImportError:
             raise ConfigError(f"{where}: [run] tracking = 'tensorboard': TensorBoard is not installed; expected "
                               f"pip install \"edgesim[tensorboard]\" (or tracking = \"none\")") from None

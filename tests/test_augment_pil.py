@@ -28,7 +28,7 @@ from edgesim.learning.augment import (
 )
 
 PIL = pytest.importorskip("PIL")
-from PIL import Image, ImageEnhance, ImageOps  # noqa: E402
+from PIL import Image, ImageEnhance, ImageOps  # noqa: E402 - after importorskip: the module skips without Pillow
 
 
 def pil_images(mode: str, n: int = 6, size: int = 32, seed: int = 0):

@@ -15,7 +15,8 @@ import pytest
 from edgesim.backend import DeviceWork, RoundPlan
 from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
 from edgesim.curve import ParametricBackend
-from edgesim.engine import EVENT_KINDS, Event, FdmaUplink, Simulation, TdmaUplink, make_uplink
+from edgesim.engine import EVENT_KINDS, Event, Simulation
+from edgesim.links import FdmaUplink, TdmaUplink, make_uplink
 from edgesim.radio import shannon_rate_bps, shared_uplink_time_s
 from edgesim.units import dbm_to_w
 
@@ -623,7 +624,7 @@ class _ResourceTdma(TdmaUplink):
     def transmit(self, env, device, bits, channel_gain, tx_power_w, on_air=None, *, checked=False):
         import simpy
 
-        from edgesim.engine import Transfer
+        from edgesim.links import Transfer
 
         transfer = Transfer(device, bits, channel_gain, tx_power_w, env.now)
         rate = shannon_rate_bps(self.bandwidth_hz, channel_gain, tx_power_w, self.noise_psd_w_per_hz)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
+from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 - fixtures
 
 from edgesim.config import ConfigError, SystemConfig
 from edgesim.results.writing import MARKER

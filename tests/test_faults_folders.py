@@ -9,7 +9,7 @@ import re
 import socket
 
 import pytest
-from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
+from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 - fixtures
 
 from edgesim.config import ConfigError
 from edgesim.results.writing import MANIFEST, lock_path, read_manifest

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor
+from edgesim.learning.models import build_model
+from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss
+from edgesim.learning.optim import SGD
 
-from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor  # noqa: E402
-from edgesim.learning.models import build_model  # noqa: E402
-from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss  # noqa: E402
-from edgesim.learning.optim import SGD  # noqa: E402
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 CUDA = torch.device("cuda")
 
@@ -108,7 +108,9 @@ def test_executors_on_gpu_equal_the_cpu(model_name, objective, no_tf32):
                          views=(View("x_aug", "x", weak), View("u_weak", "u", weak), View("u_strong", "u", strong)))
         streams = [{"lab": {"x": d["x"], "y": d["y"]}, "unl": {"u": d["u"]}} for d in data]
     starts = [state(model)] * 3
-    gens = lambda: [torch.Generator().manual_seed(c) for c in range(3)]  # noqa: E731
+    def gens():
+        return [torch.Generator().manual_seed(c) for c in range(3)]
+
     cpu = SequentialExecutor().run(model, task, starts, streams, gens())
     gpu_model = build_model(model_name, shape, 10, seed=0).to(CUDA, dtype)
     gstreams = [{s: {k: v.to(CUDA) for k, v in t.items()} for s, t in st.items()} for st in streams]

@@ -9,6 +9,14 @@ import torch
 
 from edgesim.engine import Simulation
 from edgesim.learning.algorithms import REGISTRY
+from edgesim.learning.algorithms.fedmatch.algorithm import (
+    PSI,
+    FedMatchConfig,
+    agreement_vote,
+    choose_helpers,
+    compose,
+    hard_threshold,
+)
 from edgesim.learning.algorithms.fedmix.algorithm import (
     ANCHOR,
     FedMixConfig,
@@ -166,7 +174,9 @@ def test_fedmix_client_loss_terms_by_hand():
     cfg = FedMixConfig(lambda_1=2.0, lambda_c=0.5, lambda_2=0.1, n_views=2, threshold=0.75)
     total, aux = client_loss(cfg)(_FakeNet(lg, params, fixed), b, None)
     unsup = (1.0 * math.log(2) + 0.0) / 2  # CE(0, (0.5, 0.5)) on the confident row, mean over both rows
-    kl = lambda q: sum(qi * math.log(qi / 0.5) for qi in q)  # noqa: E731
+    def kl(q):
+        return sum(qi * math.log(qi / 0.5) for qi in q)
+
     consistency = (kl([0.8, 0.2]) + kl([0.4, 0.6])) / 2
     assert float(aux["loss_u"]) == pytest.approx(unsup, rel=1e-5)
     assert float(aux["loss_c"]) == pytest.approx(consistency, rel=1e-5)
@@ -263,14 +273,6 @@ def test_fedmix_resume_is_identical(tiny):
 
 # --------------------------------------------------------------------------- FedMatch
 
-from edgesim.learning.algorithms.fedmatch.algorithm import (  # noqa: E402
-    PSI,
-    FedMatchConfig,
-    agreement_vote,
-    choose_helpers,
-    compose,
-    hard_threshold,
-)
 
 
 def test_hard_threshold_and_compose_by_hand():

@@ -151,3 +151,30 @@ def test_the_walk_sees_the_imports_it_checks():
     assert "edgesim.scenarios.algorithm_run" in run and "edgesim.results.writing" in run
     assert floor("edgesim.results.reading") == "edgesim.results" and floor("edgesim.engine") == "edgesim"
     assert "edgesim.scenarios.api" in {t for _, t, _ in GRAPH[FACE]}
+
+
+NOQA = re.compile(r"#\s*noqa\b(?P<rest>.*)$")
+NOQA_WITH_REASON = re.compile(r"^: [A-Z]+[0-9]+(, [A-Z]+[0-9]+)* - \S.*$")  # "# noqa: E402 - why"
+
+
+def test_every_noqa_names_its_rules_and_says_why():
+    """A ``# noqa`` silences named rules and says why after them (``# noqa: E402 - after importorskip``); a bare
+    ``# noqa``, or one without a reason, is refused: fix the code instead where it can be fixed."""
+    import subprocess
+    import tokenize
+
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True).stdout.split()
+    assert tracked, "git ls-files found no Python files"
+    bad = []
+    for name in tracked:
+        path = REPO / name
+        if not path.is_file():
+            continue
+        with path.open("rb") as f:
+            comments = [t for t in tokenize.tokenize(f.readline) if t.type == tokenize.COMMENT]
+        for token in comments:
+            m = NOQA.search(token.string)
+            if m and not NOQA_WITH_REASON.match(m.group("rest")):
+                bad.append(f"{name}:{token.start[0]}: {token.line.strip()}")
+    assert not bad, "a # noqa without its rules and a reason ('# noqa: E402 - why'):\n" + "\n".join(bad)
+    assert NOQA_WITH_REASON.match(": F401, E402 - re-exported") and not NOQA_WITH_REASON.match(": E731")

@@ -22,6 +22,7 @@ from edgesim.budget import feasibility_constants
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig
 from edgesim.curve import ParametricBackend
 from edgesim.engine import Simulation, deadline_with_tolerance_s
+from edgesim.learning.algorithms import ALGORITHMS  # torch-free: the registry and the algorithms' configs
 from edgesim.radio import shannon_rate_bps
 from edgesim.units import dbm_to_w
 
@@ -221,8 +222,6 @@ def test_any_malformed_sweep_folder_reads_or_is_a_config_error(tmp_path, rows, s
 
 
 # --- [algorithms.*] tables of every registered algorithm, and the parametric backend ------------------------------
-
-from edgesim.learning.algorithms import ALGORITHMS  # noqa: E402  (torch-free)
 
 ALGORITHM_KEYS = {name: [f.name for f in __import__("dataclasses").fields(spec.config_cls)] + ["nope"]
                   for name, spec in ALGORITHMS.items()}

@@ -272,7 +272,9 @@ def test_shortest_first_serves_simultaneous_uploads_shortest_first():
     assert list(spt.arrived) == np.argsort(-rates, kind="stable").tolist()
     assert fifo.arrived == (0, 1, 2, 3)
     assert spt.duration_s == pytest.approx(fifo.duration_s, rel=1e-12)  # the band works as long either way
-    ends = lambda rec: [d.compute_s + d.upload_airtime_s + d.idle_s for d in rec.devices]  # noqa: E731
+    def ends(rec):
+        return [d.compute_s + d.upload_airtime_s + d.idle_s for d in rec.devices]
+
     assert np.mean(ends(spt)) <= np.mean(ends(fifo))
 
 

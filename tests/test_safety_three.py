@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 (fixtures)
+from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 - fixtures
 
 from edgesim.results.files import MANIFEST
 from edgesim.results.writing import lock_path

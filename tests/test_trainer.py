@@ -41,7 +41,9 @@ def data():
 
 
 def both(model, task, starts, streams, seed=0):
-    gens = lambda: [torch.Generator().manual_seed(seed + c) for c in range(len(starts))]  # noqa: E731
+    def gens():
+        return [torch.Generator().manual_seed(seed + c) for c in range(len(starts))]
+
     a = SequentialExecutor().run(model, task, starts, streams, gens())
     b = VmapExecutor().run(model, task, starts, streams, gens())
     return a, b

@@ -44,7 +44,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from edgesim.learning.algorithms.dofed_spp.config import BOUND_MODES, Bound, check_bound  # noqa: F401 (torch-free)
+from edgesim.learning.algorithms.dofed_spp.config import BOUND_MODES, Bound, check_bound  # noqa: F401 - torch-free
 from edgesim.learning.inference import cross_entropy_losses, eval_mode
 from edgesim.learning.state import flatten_states, stack_params
 

@@ -69,7 +69,7 @@ from edgesim.learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from edgesim.learning.algorithms.fedavg.config import (  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.fedavg.config import (  # noqa: F401 - re-exported
     DATA,
     LOCAL,
     OBJECTIVES,

@@ -63,7 +63,7 @@ from edgesim.learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from edgesim.learning.algorithms.feddure.config import FREG_FORMS, NORMS, SIGNS, VARIANTS, FedDureConfig  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.feddure.config import FREG_FORMS, NORMS, SIGNS, VARIANTS, FedDureConfig  # noqa: F401 - re-exported
 from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles, training_passes

@@ -58,7 +58,7 @@ from edgesim.learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from edgesim.learning.algorithms.fedmix.config import SIGMA_STARTS, VARIANTS, WEIGHTINGS, FedMixConfig  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.fedmix.config import SIGMA_STARTS, VARIANTS, WEIGHTINGS, FedMixConfig  # noqa: F401 - re-exported
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, Stream, View

@@ -20,7 +20,7 @@ from edgesim.learning.algorithms.common import (
     to_device,
     train_at_server,
 )
-from edgesim.learning.algorithms.server_only.config import ServerOnlyConfig  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.server_only.config import ServerOnlyConfig  # noqa: F401 - re-exported
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.executors import LocalTask, Stream

@@ -80,7 +80,7 @@ from edgesim.learning.algorithms.common import (
     to_device,
     train_devices,
 )
-from edgesim.learning.algorithms.um_pfssl.config import (  # noqa: F401 (re-exported)
+from edgesim.learning.algorithms.um_pfssl.config import (  # noqa: F401 - re-exported
     FORMS,
     HELPER_DEVICES,
     LABEL_RULES,
