@@ -24,7 +24,7 @@ def training_cycles(local_iterations: float, cycles_per_sample: float, samples: 
     )
 
 
-def local_training_time_s(
+def training_time_s(
     local_iterations: float, cycles_per_sample: float, samples: float, cpu_freq_hz: float
 ) -> float:
     """Eq. (7): ``t_l = I * C * D / f`` in seconds."""

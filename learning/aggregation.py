@@ -37,8 +37,8 @@ def merge(global_state: Mapping[str, torch.Tensor], personal: Mapping[str, torch
     return {**global_state, **personal}
 
 
-def split_keys(state: Mapping[str, torch.Tensor], is_local: Callable[[str], bool]) -> tuple[Params, Params]:
-    """(shared, local) parts of a state dict."""
-    shared = {k: v for k, v in state.items() if not is_local(k)}
-    local = {k: v for k, v in state.items() if is_local(k)}
-    return shared, local
+def split_keys(state: Mapping[str, torch.Tensor], is_personal: Callable[[str], bool]) -> tuple[Params, Params]:
+    """(shared, personal) parts of a state dict: ``is_personal(key)`` marks the keys that stay on the device."""
+    shared = {k: v for k, v in state.items() if not is_personal(k)}
+    personal = {k: v for k, v in state.items() if is_personal(k)}
+    return shared, personal

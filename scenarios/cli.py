@@ -159,7 +159,7 @@ def _print_plan(scenario, plan) -> None:
         )
     if len(rows) < len(plan.devices):
         echo(f"   ... {len(plan.devices) - len(rows)} more devices (--json lists all)")
-    steps = plan_local_steps(scenario)
+    steps = device_round_steps(scenario)
     echo(f"Local steps per device-round: I·⌈D/B⌉ = {steps['local_iterations']}·⌈{steps['samples_per_device']}/"
          f"{steps['batch_size']}⌉ = {steps['local_steps_per_device']} (one supervised stream of D samples; a "
          f"semi-supervised method's lead stream sets its count: {ROUNDS}'s local_steps_per_device)")
@@ -220,7 +220,7 @@ def _print_compression(compressed: dict, plan) -> None:
                    f"({down['ratio']:.3g} m)")
 
 
-def plan_local_steps(scenario) -> dict:
+def device_round_steps(scenario) -> dict:
     """The local optimiser steps a device takes in a round with one supervised stream: ``I·⌈D/B⌉``
     (``workload.local_iterations``, ``workload.samples_per_device``, ``train.batch_size``; docs/metrics.md)."""
     w, batch = scenario.workload, scenario.learning["train"].batch_size
@@ -294,7 +294,7 @@ def plan(
         if allocation is not None:
             extra["resources"] = allocation
         typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict(), **extra,
-                               "local_steps": plan_local_steps(sc)}, indent=2))
+                               "local_steps": device_round_steps(sc)}, indent=2))
     else:
         _print_plan(sc, result)
         _print_compression(compressed, result)

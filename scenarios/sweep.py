@@ -291,7 +291,7 @@ def _worker_init(threads: int, setup=None) -> None:
         setup.apply()
 
 
-def run_local(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dict], None]) -> None:
+def run_in_processes(tasks: list[dict], jobs: int, threads: int, on_done: Callable[[dict], None]) -> None:
     """A spawn-context process pool of ``jobs`` workers (``jobs == 1``: in this process). An interrupt or error here
     stops every worker at once (:func:`edgesim.scenarios.signals.stop_pool`): their runs are marked interrupted and
     resume from their checkpoints."""
@@ -556,7 +556,7 @@ def run_sweep(
         else:
             jobs = jobs or max(1, usable_cores() // threads)
             if tasks:
-                run_local(tasks, min(jobs, len(tasks)), threads, on_done)
+                run_in_processes(tasks, min(jobs, len(tasks)), threads, on_done)
     finally:
         bar.close()
     header, rows = sweep_rows(spec, runs, out, status)

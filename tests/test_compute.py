@@ -11,8 +11,8 @@ from edgesim.compute import (
     compute_time_s,
     dofed_compute_time_s,
     dofed_round_cycles,
-    local_training_time_s,
     training_cycles,
+    training_time_s,
 )
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -102,31 +102,31 @@ def test_training_cycles_rejects_bad_inputs(args, name):
         training_cycles(*args)
 
 
-# --- local_training_time_s (Eq. 7) ---------------------------------------------
+# --- training_time_s (Eq. 7) ---------------------------------------------
 
 
 def test_local_training_time_hand_values():
-    assert local_training_time_s(5, 1e6, 500, 1e9) == 2.5  # 5 * 1e6 * 500 / 1e9
-    assert local_training_time_s(1, 1e6, 500, 2e9) == 0.25  # 5e8 / 2e9
+    assert training_time_s(5, 1e6, 500, 1e9) == 2.5  # 5 * 1e6 * 500 / 1e9
+    assert training_time_s(1, 1e6, 500, 2e9) == 0.25  # 5e8 / 2e9
 
 
 def test_local_training_time_limits():
-    assert local_training_time_s(0, 1e6, 500, 1e9) == 0.0
-    assert local_training_time_s(5, 1e6, 500, 1e300) == pytest.approx(2.5e-291)  # -> 0 as f -> inf
+    assert training_time_s(0, 1e6, 500, 1e9) == 0.0
+    assert training_time_s(5, 1e6, 500, 1e300) == pytest.approx(2.5e-291)  # -> 0 as f -> inf
 
 
 @SETTINGS
 @given(ITERATIONS, CYCLES_PER_SAMPLE, SAMPLES, FREQ_HZ, FACTOR)
 def test_local_training_time_is_eq_7(i, c, d, f, factor):
-    assert local_training_time_s(i, c, d, f) == pytest.approx(i * c * d / f, rel=1e-12)
-    assert local_training_time_s(i, c, d, f * factor) <= local_training_time_s(i, c, d, f)
+    assert training_time_s(i, c, d, f) == pytest.approx(i * c * d / f, rel=1e-12)
+    assert training_time_s(i, c, d, f * factor) <= training_time_s(i, c, d, f)
 
 
 def test_local_training_time_rejects_bad_inputs():
     with pytest.raises(ValueError, match=r"cpu_freq_hz\(=0.0\)"):
-        local_training_time_s(1, 1e6, 500, 0.0)
+        training_time_s(1, 1e6, 500, 0.0)
     with pytest.raises(ValueError, match=r"samples\(=-500.0\)"):
-        local_training_time_s(1, 1e6, -500, 1e9)
+        training_time_s(1, 1e6, -500, 1e9)
 
 
 # --- dofed_round_cycles (terms of Eq. 23) ----------------------------------------
@@ -179,7 +179,7 @@ def test_dofed_compute_time_hand_values():
 def test_dofed_compute_time_reduces_to_eq_7():
     # no similarity ratios, no pseudo-labelling: Eq. (23) is Eq. (7)
     plain = dict(ROUND, sr_cycles=0.0, n_pseudo_label_models=0)
-    assert dofed_compute_time_s(**plain, cpu_freq_hz=1e9) == local_training_time_s(1, 1e6, 500, 1e9)
+    assert dofed_compute_time_s(**plain, cpu_freq_hz=1e9) == training_time_s(1, 1e6, 500, 1e9)
 
 
 @SETTINGS

@@ -615,10 +615,10 @@ def hold_out_balanced(idx, y, n: int, rng: np.random.Generator) -> tuple[np.ndar
     n_classes = int(sub.max()) + 1 if len(sub) else 0
     by_class = _by_class(sub, n_classes)
     present = tuple(c for c in range(n_classes) if len(by_class[c]))
-    held_local = _draw(_Pool(by_class, rng), present, n, rng, f"validation set (n={n})")
+    held_positions = _draw(_Pool(by_class, rng), present, n, rng, f"validation set (n={n})")
     keep = np.ones(len(idx), dtype=bool)
-    keep[held_local] = False
-    return np.sort(idx[keep]), np.sort(idx[held_local])
+    keep[held_positions] = False
+    return np.sort(idx[keep]), np.sort(idx[held_positions])
 
 
 def _labels_at_server(y_tr, y_te, n, rng, n_classes, server_labeled, alpha, test_size):

@@ -114,8 +114,8 @@ def head_keys(model: nn.Module) -> frozenset[str]:
     return frozenset(k for k in model.state_dict() if k.startswith(linear[-1] + "."))
 
 
-def lg_local_keys(model: nn.Module, n_global: int) -> frozenset[str]:
-    """LG-FedAvg's local keys: all but the last ``n_global`` weight layers (and the BatchNorms after the first)."""
+def lg_personal_keys(model: nn.Module, n_global: int) -> frozenset[str]:
+    """LG-FedAvg's personal keys: all but the last ``n_global`` weight layers (and the BatchNorms after the first)."""
     layers = _weight_layers(model)
     if n_global > len(layers):
         raise ValueError(f"lg_global_layers(={n_global}) exceeds the {len(layers)} weight layers of "
@@ -127,13 +127,13 @@ def lg_local_keys(model: nn.Module, n_global: int) -> frozenset[str]:
     return frozenset(k for k in keys if not any(k.startswith(g + ".") for g in global_modules))
 
 
-def local_keys(model: nn.Module, cfg: FedAvgConfig) -> frozenset[str]:
+def personal_keys(model: nn.Module, cfg: FedAvgConfig) -> frozenset[str]:
     if cfg.local == "batchnorm":
         return batchnorm_keys(model)
     if cfg.local == "head":
         return head_keys(model)
     if cfg.local == "lg":
-        return lg_local_keys(model, cfg.lg_global_layers)
+        return lg_personal_keys(model, cfg.lg_global_layers)
     return frozenset()
 
 
@@ -182,10 +182,10 @@ class FedAvg:
     def __init__(self, ctx: Context, name: str, cfg: FedAvgConfig):
         self.ctx, self.name, self.cfg = ctx, name, cfg
         self.task = make_task(ctx, cfg)
-        keep = local_keys(ctx.model, cfg)
-        self.is_local = keep.__contains__
-        self.global_state, first_local = split_keys(ctx.init_state(), self.is_local)
-        self.personal = [clone_state(first_local) for _ in range(ctx.n_devices)]
+        keep = personal_keys(ctx.model, cfg)
+        self.is_personal = keep.__contains__
+        self.global_state, first_personal = split_keys(ctx.init_state(), self.is_personal)
+        self.personal = [clone_state(first_personal) for _ in range(ctx.n_devices)]
         self.data = [client_streams(ctx, cfg, d) for d in range(ctx.n_devices)]  # built once (the -SL joins copy)
         self.sizes = [{s: next(iter(t.values())).shape[0] for s, t in streams.items()} for streams in self.data]
         self.bits = ctx.bits_of(list(self.global_state))
@@ -212,8 +212,8 @@ class FedAvg:
         result = train_devices(ctx, self.name, r, sel, starts, data, self.task)
         shared = []
         for d, state in zip(sel, result.params):
-            g, local = split_keys(state, self.is_local)
-            self.personal[d] = local  # local keys never leave the device, whatever the uplink did
+            g, personal = split_keys(state, self.is_personal)
+            self.personal[d] = personal  # personal keys never leave the device, whatever the uplink did
             shared.append(g)
         extra = {}
         if t is not None:  # what the server rebuilds from the encoded updates

@@ -11,7 +11,7 @@ server optimizers) as an :class:`edgesim.asynchrony.AsyncBackend`:
   (``merge(x_τ, personal_d)``, the family's local task, generators
   ``(seed, "train", τ, d)`` — a sync round ``τ`` draws the same; a device's
   k-th update from one version, k >= 1, draws ``("train#k", τ, d)``), keeps its
-  local keys on the device, then steps the server:
+  personal keys on the device, then steps the server:
 
   - FedAsync (Xie et al. 2019, Alg. 1): the family's server step of
     ``[(x, 1 − α_t), (x_new, α_t)]``, i.e. ``x ← (1 − α_t) x + α_t x_new``
@@ -94,8 +94,8 @@ class AsyncFedAvg:
                 trained[i] = state
         shared = []
         for a, state in zip(agg.arrivals, trained):
-            g, local = split_keys(state, inner.is_local)
-            inner.personal[a.device] = local  # local keys never leave the device
+            g, personal = split_keys(state, inner.is_personal)
+            inner.personal[a.device] = personal  # personal keys never leave the device
             shared.append(g)
         current = inner.global_state
         if agg.mode == "fedasync":

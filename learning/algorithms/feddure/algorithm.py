@@ -228,14 +228,14 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
             after = {k: phi_new[C_REG + k] for k in param_keys}
             d = feedback(ce_lab(fwd(phi, "x_aug")), ce_lab(fwd(after, "x_aug")), cfg.feedback_sign).detach()  # Eq. (3)
 
-        def local_loss(lx_, ls_):  # Eq. (10) as one loss of θ's logits: g_s + g_u + g_d
+        def theta_loss(lx_, ls_):  # Eq. (10) as one loss of θ's logits: g_s + g_u + g_d
             sup = ce_lab(lx_)
             ce_u = F.cross_entropy(ls_, y_hat, reduction="none")
             unsup = weighted_mean(m, ce_u, u_mask, cfg.weight_norm)
             total = sup + unsup + d * b.mean(ce_u, "u_strong")
             return total, (total, sup, unsup)
 
-        (g_x, g_s), (total, sup, unsup) = grad(local_loss, argnums=(0, 1), has_aux=True)(lx, ls)
+        (g_x, g_s), (total, sup, unsup) = grad(theta_loss, argnums=(0, 1), has_aux=True)(lx, ls)
         (g_theta,) = pull((g_x, torch.zeros_like(lw), g_s))
         theta_new, t_state = theta_opt.update(theta, g_theta, _sub(opt_state, param_keys), inp.step, inp.lr_scale)
         new.update(theta_new)

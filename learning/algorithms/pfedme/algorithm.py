@@ -112,9 +112,10 @@ class PFedMe:
         data = [{"main": {"x": c.x_sup, "y": c.y_sup}} for c in ctx.clients]
         result = train_devices(ctx, "pfedme", outcome.round_index, devices, [start] * n, data, self.task)
         self.theta = [{k: v for k, v in s.items() if not k.startswith(W)} for s in result.params]
-        local = [{**{k: s[k] for k in s if not k.startswith(W)}, **{k: s[W + k] for k in self.param_keys}}
-                 for s in result.params]
-        updates = arrived_updates(outcome, devices, local, [c.y_sup.shape[0] for c in ctx.clients])
+        # each device's w_i (pFedMe's "local model", Alg. 1 line 8), under the model's own keys
+        device_w = [{**{k: s[k] for k in s if not k.startswith(W)}, **{k: s[W + k] for k in self.param_keys}}
+                    for s in result.params]
+        updates = arrived_updates(outcome, devices, device_w, [c.y_sup.shape[0] for c in ctx.clients])
         if updates and sum(w for _, w in updates) > 0:
             avg = weighted_average(updates)
             b = self.cfg.beta
