@@ -474,7 +474,7 @@ def sweep(
     executor: str = typer.Option("local", "--executor", help="local (process pool) or ray."),
     ray_address: Optional[str] = typer.Option(
         None, "--ray-address", help="Join this Ray cluster (e.g. 127.0.0.1:6379 from `ray start --head`); "
-        "default with --executor ray: start a local Ray."
+        "default with --executor ray: start a Ray on this machine."
     ),
     threads: Optional[str] = THREADS_OPT,
     out: Optional[str] = typer.Option(None, "--out", help="Sweep folder (default: sweeps/<scenario name>)."),

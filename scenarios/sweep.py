@@ -11,7 +11,7 @@ accuracy threshold, bits up/down and energy, read from its ``summary.json``).
   (``summary.json`` and no ``INCOMPLETE`` marker) and resumes unfinished ones
   from their checkpoints (``run.checkpoint_every``).
 - Executors: ``local`` (a process pool, spawn context; ``--jobs 1`` runs in
-  this process) or ``ray`` (a local Ray, or a cluster given by its address);
+  this process) or ``ray`` (a Ray on this machine, or a cluster given by its address);
   runs are Ray tasks that declare their CPUs (and a GPU share on a GPU cluster).
 - Every run trains with its scenario's ``run.threads`` torch threads
   (default 1; ``--threads N`` is ``--set run.threads=N``), whatever the
@@ -347,7 +347,7 @@ def run_ray(
 ) -> int:
     """Runs as Ray tasks (``num_cpus = threads``; a GPU share where the cluster has GPUs); returns the jobs used.
 
-    No ``address``: a local Ray of ``jobs × threads`` CPUs, stopped at the end.
+    No ``address``: a Ray on this machine with ``jobs × threads`` CPUs, stopped at the end.
     With one: join that cluster (``ray start --head`` prints it) and leave it running.
     """
     import logging
