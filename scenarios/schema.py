@@ -362,6 +362,8 @@ def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: st
             check_option_scales(cfg)
             if spec.check is not None:
                 spec.check(cfg, facts)
+        except ConfigError as e:  # its parts kept (key, value, expected)
+            raise e.at(f"{where}: {table}") from None
         except ValueError as e:
             raise ScenarioError(f"{where}: {table}: {e}") from None
         check_compression(name, spec.config_cls, learned.get("compression", {}), where)
