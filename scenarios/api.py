@@ -11,13 +11,15 @@ and pandas are imported inside the functions that need them, so
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from edgesim.config import ConfigError, worded
 from edgesim.results.fingerprint import scenario_fingerprint as _fingerprint
-from edgesim.results.reading import Run, RunFolderError, load_runs
+from edgesim.results.reading import Run, RunFolderError
+from edgesim.results.reading import load_runs as _load_runs
 
 ScenarioSource = Any  # a path (str or Path), a scenario as a dict, a loaded Scenario, or None (the bundled default)
 
@@ -90,7 +92,15 @@ def _check_formats(function: str, formats: Any) -> list[str]:
     return list(formats)
 
 
-# --------------------------------------------------------------------------- scenarios
+# --------------------------------------------------------------------------- scenarios and run folders
+
+
+@functools.wraps(_load_runs)  # the one reader (its docstring), its errors in Python's words
+def load_runs(paths, table: str = "rounds"):
+    try:
+        return _load_runs(paths, table)
+    except ConfigError as e:
+        _reraise(e)
 
 
 def _merge(base: dict, key: str, value: Any) -> None:

@@ -118,6 +118,20 @@ def test_an_unfinished_run_advises_resume_in_each_front_ends_words(tmp_path, mon
         edgesim.run("phys.toml", out="r", quiet=True)
 
 
+def test_reading_an_unfinished_run_advises_resume_in_each_front_ends_words(tmp_path):
+    import edgesim
+    from edgesim.results.reading import RunFolderError
+    from edgesim.results.writing import RunFolder
+
+    killed = RunFolder(tmp_path / "r")
+    killed.start()
+    line = CliRunner().invoke(app, ["plot", str(killed.work), "--out", str(tmp_path / "figs")]).stderr.strip()
+    assert line.startswith("error: ") and line.endswith("finish it by running it again with --resume, then use "
+                                                       "the finished folder")
+    with pytest.raises(RunFolderError, match=r"running it again with resume=True, then use the finished folder$"):
+        edgesim.load_runs([killed.work])
+
+
 # --- no command-line flag below the front ends -------------------------------------------------------------------
 
 FRONT_ENDS = {"scenarios/cli.py", "scenarios/api.py"}

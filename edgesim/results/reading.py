@@ -433,8 +433,8 @@ def expand(paths: Iterable[str | Path] | str | Path, *, holders: bool = True) ->
         elif holders and p.is_dir() and any((c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file() for c in p.iterdir()):
             found += expand(sorted(c for c in p.iterdir() if (c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file()))
         elif (p / MARKER).is_file():  # a killed or failed run: what it lacks is to be finished
-            raise RunFolderError(f"{p}: an unfinished run (its {MARKER} marker says why); finish it with the same "
-                                 f"edgesim run command and ⟨resume⟩, then use the finished folder")
+            raise RunFolderError(f"{p}: an unfinished run (its {MARKER} marker says why); finish it by "
+                                 f"running it again with ⟨resume⟩, then use the finished folder")
         else:
             holding = ", nor a folder holding them" if holders else ""
             raise RunFolderError(f"{p}: neither a run folder ({ROUNDS}) nor a sweep folder ({SWEEP_SPEC}){holding}")
