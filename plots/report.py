@@ -362,8 +362,8 @@ def parse_reference(texts: Sequence[str]) -> dict:
     for text in texts:
         key, sep, value = (part.strip() for part in text.partition("="))
         if not sep or not key or not value:
-            raise RunFolderError(f"--reference {text!r}: expected KEY=VALUE, a scenario key and the reference "
-                                 f"point's value, e.g. --reference resources.bandwidth=equal")
+            raise RunFolderError(f"⟨reference=⟩{text!r}: expected KEY=VALUE, a scenario key and the reference "
+                                 f"point's value, e.g. ⟨reference=⟩resources.bandwidth=equal")
         try:
             out[key] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
@@ -403,7 +403,7 @@ def comparison(report: dict, reference: Mapping) -> dict:
     flat = [scenario_keys(g.config) for g in groups]
     unknown = [k for k in reference if not any(k in f for f in flat)]
     if unknown:
-        raise RunFolderError(f"--reference {unknown[0]}=...: not a key of these runs' scenarios; expected a scenario "
+        raise RunFolderError(f"⟨reference=⟩{unknown[0]}=...: not a key of these runs' scenarios; expected a scenario "
                              f"key such as {', '.join(sorted(groups[0].point)[:3]) or 'resources.bandwidth'}")
     others = sorted({k for g in groups for k in g.point if k not in reference})
     policy_keys = list(reference)
@@ -415,7 +415,7 @@ def comparison(report: dict, reference: Mapping) -> dict:
             if all(_same(flat[i].get(k), v) for k, v in reference.items())}
     if not refs:
         shown = ", ".join(f"{k} = {v!r}" for k, v in reference.items())
-        raise RunFolderError(f"--reference: no group of these runs has {shown}; expected the values of one grid point")
+        raise RunFolderError(f"⟨reference⟩: no group of these runs has {shown}; expected the values of one grid point")
     diverged = report.get("diverged") or [{} for _ in groups]
     algs = sorted({a for stats in report["stats"] for a in stats})
     thresholds = {a: algorithm_threshold(report, a) for a in algs}
