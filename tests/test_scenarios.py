@@ -48,7 +48,7 @@ def test_parse_override():
 @pytest.mark.parametrize(
     "override, fragments",
     [
-        ("system.bandwidth_hz=-1", ["--set system.bandwidth_hz=-1", "[system]", "bandwidth_hz = -1", "plausible value in [1, 1e+12] Hz"]),
+        ("system.bandwidth_hz=-1", ["⟨set=⟩system.bandwidth_hz=-1", "[system]", "bandwidth_hz = -1", "plausible value in [1, 1e+12] Hz"]),
         ("budget.rounds=0", ["[budget]", "rounds = 0", "integer >= 1"]),
         ("system.bandwidth_hz='wide'", ["[system]", "bandwidth_hz = 'wide'", "finite number"]),
         ("system.access=cdma", ["[system]", "access = 'cdma'", "'tdma', 'fdma'"]),
