@@ -21,12 +21,9 @@ import argparse
 import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from edgesim.results.reading import load_runs  # noqa: E402
+from edgesim.results.reading import load_runs
 
 
 def _layout(run: str) -> str:

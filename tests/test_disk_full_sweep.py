@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_safety import PHYSICS, cwd, one_error_line, run  # noqa: F401 (fixture)
+from test_safety import PHYSICS, cwd, one_error_line, run  # noqa: F401 - fixtures
 
 from edgesim.results.writing import LiveCsv, RunFolder
 

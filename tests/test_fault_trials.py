@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_resources import _sim
-from test_safety import PHYSICS, cwd, one_error_line, run  # noqa: F401 (fixture)
+from test_safety import PHYSICS, cwd, one_error_line, run  # noqa: F401 - fixtures
 
 from edgesim.resources import ResourcesConfig
 from edgesim.resources.policies import POLICIES, register_policy
