@@ -61,9 +61,12 @@ from edgesim.learning.algorithms import REGISTRY
 from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 from edgesim.learning.context import ClientData, Context
 from edgesim.learning.data.partitions import ClientSplit
-from edgesim.learning.executors import LocalTrainConfig, SequentialExecutor, VmapExecutor
+from edgesim.learning.executors import SequentialExecutor, VmapExecutor
 from edgesim.learning.models import PeerCNN, flops_per_sample, model_bits
 from edgesim.learning.numerics import Numerics
+from edgesim.learning.objectives import cross_entropy_loss
+from edgesim.learning.optim import SGD
+from edgesim.learning.tasks import LocalTask, Stream
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEERS = os.environ.get("PEERS_DIR") or os.path.join(os.path.dirname(REPO), "shared", "bench", "peers")
@@ -135,7 +138,6 @@ def build_peer_context(executor: str, seeding: str, test_size: int, device: str 
                               samples_per_device=W.SAMPLES_PER_CLIENT, model_bits=model_bits(template))
     train_cfg = TrainConfig(model="peer_cnn", lr=W.LR, momentum=W.MOMENTUM, batch_size=W.BATCH_SIZE,
                             executor=executor, device=dev.type)
-    local_cfg = LocalTrainConfig(lr=W.LR, momentum=W.MOMENTUM, batch_size=W.BATCH_SIZE, epochs=W.LOCAL_EPOCHS)
     cls = PeerSeededContext if seeding == "peers" else Context
     return cls(
         seed=W.SEED,
@@ -152,9 +154,14 @@ def build_peer_context(executor: str, seeding: str, test_size: int, device: str 
         model=template,
         model_bits=model_bits(template),
         cycles_per_sample=cycles,
-        local_cfg=local_cfg,
         executor=SequentialExecutor() if executor == "sequential" else VmapExecutor(fallback="error"),
     )
+
+
+def peer_task() -> LocalTask:
+    """The peers' local training as a :class:`LocalTask`: cross-entropy, SGD(lr, momentum), batch 50, their epochs."""
+    return LocalTask(loss=cross_entropy_loss(), optimizer=SGD(W.LR, W.MOMENTUM), epochs=W.LOCAL_EPOCHS,
+                     streams=(Stream("main", W.BATCH_SIZE),))
 
 
 def _load_runs(res: str) -> list[dict]:
@@ -268,8 +275,8 @@ def ab_clients(pairs: int) -> str:
     """In one process, alternate one client's local training by the peers' loop and by edgesim's executor.
 
     The peers' ``fl_workload.train_client`` on their ``Net`` (``load_state_dict`` first, as
-    plain_loop.py) and ``SequentialExecutor.train_with_stats`` on ``PeerCNN``, same client,
-    start and sample order, ``pairs`` times each in alternating order. A busy host slows single
+    plain_loop.py) and ``SequentialExecutor.run`` of :func:`peer_task` on ``PeerCNN``, same client,
+    start and sample order (the peers' loop visits edgesim's order, :func:`edgesim_order`), ``pairs`` times each in alternating order. A busy host slows single
     runs by 10x; over many short (~0.5 s) alternations, the low quantiles of each side's times
     are where both ran undisturbed, so their ratio isolates the executor's own overhead.
     """
@@ -279,17 +286,18 @@ def ab_clients(pairs: int) -> str:
     net = W.initial_model()
     start = {k: v.detach().clone() for k, v in net.state_dict().items()}
     template = PeerCNN(W.NUM_CLASSES)
-    cfg = LocalTrainConfig(lr=W.LR, momentum=W.MOMENTUM, batch_size=W.BATCH_SIZE, epochs=W.LOCAL_EPOCHS)
+    task = peer_task()
     ex = SequentialExecutor()
+    perm = edgesim_order()
 
     def peer():
         net.load_state_dict(start)
-        W.train_client(net, x, y, W.client_perm(0, 0))
+        W.train_client(net, x, y, perm)
         return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
     def edge():
-        g = torch.Generator().manual_seed(W.SEED * 1_000_003 + 0)  # = fl_workload.client_perm(0, 0)'s
-        return ex.train_with_stats(template, [start], [(x, y)], [g], cfg).params[0]
+        g = torch.Generator().manual_seed(W.SEED * 1_000_003 + 0)  # = fl_workload.client_perm(0, 0)'s seed
+        return ex.run(template, task, [start], [(x, y)], [g]).params[0]
 
     diff = W.max_abs_diff(peer(), edge())
     tp, te = [], []
@@ -354,12 +362,12 @@ def edgesim_client(numerics: Numerics, start: dict):
     """``SequentialExecutor(numerics)`` on the same client, start and sample order as :func:`bare_client`."""
     x, y = W.make_partition(0)
     template = PeerCNN(W.NUM_CLASSES)
-    cfg = LocalTrainConfig(lr=W.LR, momentum=W.MOMENTUM, batch_size=W.BATCH_SIZE, epochs=W.LOCAL_EPOCHS)
+    task = peer_task()
     ex = SequentialExecutor(numerics)
 
     def run():
-        g = torch.Generator().manual_seed(W.SEED * 1_000_003 + 0)  # = fl_workload.client_perm(0, 0)'s
-        return ex.train_with_stats(template, [start], [(x, y)], [g], cfg).params[0]
+        g = torch.Generator().manual_seed(W.SEED * 1_000_003 + 0)  # = fl_workload.client_perm(0, 0)'s seed
+        return ex.run(template, task, [start], [(x, y)], [g]).params[0]
 
     return run
 

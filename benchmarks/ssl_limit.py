@@ -39,13 +39,14 @@ import torch
 
 from edgesim.learning.augment import make_augmentation
 from edgesim.learning.data.datasets import DATASETS, load_dataset
-from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View
+from edgesim.learning.executors import SequentialExecutor
 from edgesim.learning.inference import evaluate
 from edgesim.learning.label_quality import TRUTH
 from edgesim.learning.models import build_model
 from edgesim.learning.numerics import Numerics
 from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
 from edgesim.learning.optim import SGD, Cosine
+from edgesim.learning.tasks import LocalTask, Stream, View
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHODS = ("labelled", "fixmatch", "uda")

@@ -27,10 +27,11 @@ import time
 
 import torch
 
-from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor
+from edgesim.learning.executors import SequentialExecutor, VmapExecutor
 from edgesim.learning.models import build_model, flops_per_sample
 from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss
 from edgesim.learning.optim import SGD
+from edgesim.learning.tasks import LocalTask, Stream, View
 
 SHAPES = {"cnn": (3, 32, 32), "peer_cnn": (3, 32, 32), "resnet9": (3, 32, 32)}
 

@@ -22,7 +22,7 @@ from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 from edgesim.learning.data import partitions as P
 from edgesim.learning.data.datasets import DATASETS, Dataset, dataset_record, load_dataset
 from edgesim.learning.device import compute_device
-from edgesim.learning.executors import LocalTrainConfig, make_executor
+from edgesim.learning.executors import make_executor
 from edgesim.learning.models import build_model, flops_per_sample, model_bits
 from edgesim.learning.numerics import Numerics, bfloat16_unsupported
 
@@ -89,7 +89,6 @@ class Context:
     model: nn.Module
     model_bits: int
     cycles_per_sample: float
-    local_cfg: LocalTrainConfig
     executor: object
     server_x: Optional[torch.Tensor] = None
     server_y: Optional[torch.Tensor] = None
@@ -108,6 +107,11 @@ class Context:
     @property
     def n_devices(self) -> int:
         return len(self.clients)
+
+    @property
+    def epochs(self) -> int:
+        """I: the epochs a device trains per round (``workload.local_iterations``, Eq. 7's factor of C_tra·D)."""
+        return self.workload.local_iterations
 
     def augmentation(self, name: str):
         """The registered augmentation ``name`` for this data set's images: its shape, normalisation and
@@ -274,13 +278,6 @@ def build_context(
         cycles = flops_per_sample(template, ds.input_shape) / workload.flops_per_cycle
     else:
         cycles = float(workload.cycles_per_sample)
-    local_cfg = LocalTrainConfig(
-        lr=float(train_cfg.lr),
-        momentum=float(train_cfg.momentum),
-        weight_decay=float(train_cfg.weight_decay),
-        batch_size=train_cfg.batch_size,
-        epochs=workload.local_iterations,
-    )
     server_x = server_y = val_x = val_y = None
     used = [s.train for s in splits] + [s.labeled for s in splits] + [s.unlabeled for s in splits]
     if server_idx is not None:
@@ -307,7 +304,6 @@ def build_context(
         model=template,
         model_bits=bits,
         cycles_per_sample=cycles,
-        local_cfg=local_cfg,
         executor=make_executor(train_cfg.executor, device, numerics),
         server_x=server_x,
         server_y=server_y,

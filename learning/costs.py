@@ -73,7 +73,7 @@ def stream_rows(batch_sizes: Mapping[str, int], sizes: Mapping[str, int], epochs
 
 
 def task_cycles(task, sizes: Mapping[str, int], cycles_per_sample: float) -> float:
-    """Cycles of one round of ``task`` (a ``edgesim.learning.executors.LocalTask``) on streams of ``sizes`` samples.
+    """Cycles of one round of ``task`` (a ``edgesim.learning.tasks.LocalTask``) on streams of ``sizes`` samples.
 
     ``Σ_s passes_s · repeats_s · C_tra · rows_s`` (see :func:`stream_rows`;
     ``I·C_tra·D`` of Eq. (7) for one supervised stream); ``passes`` defaults

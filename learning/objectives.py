@@ -1,10 +1,12 @@
 """Batch losses of local training, as functions any algorithm can hand to the executor.
 
 Each ``*_loss`` builder returns ``loss(net, batch, key) -> (loss, aux)`` for a
-:class:`edgesim.learning.executors.LocalTask` (batch keys in brackets):
+:class:`edgesim.learning.tasks.LocalTask` (batch keys in brackets):
 
 - :func:`cross_entropy_loss` — supervised: mean CE on labelled data
   (``x_aug`` or ``x``, ``y``; optional per-sample weights ``w``).
+- :func:`supervised_loss` — the same with any per-sample loss and an optional
+  penalty: ``(1/|b|) Σ ω_i ℓ(f(x_i), y_i) + penalty(w, w_start)``.
 - :func:`scaled_cross_entropy_loss` — ``λ·CE`` on ``x``, ``y`` (a server's
   supervised step with a loss weight, FedMix's Eq. 6).
 - :func:`fixmatch_loss` — FixMatch (Sohn et al., NeurIPS 2020, Eqs. 2–4):
@@ -31,11 +33,16 @@ the sequential and vectorised executors agree.
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 import torch
 import torch.nn.functional as F
 
-from edgesim.learning.executors import DEFAULT_OBJECTIVE, supervised_loss
 from edgesim.learning.label_quality import batch_label_aux
+from edgesim.learning.state import Params
+
+SampleLoss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Penalty = Callable[[Params, Params], torch.Tensor]
 
 
 def kl_to_soft(logits: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -54,9 +61,39 @@ def sharpen(p: torch.Tensor, temperature: float) -> torch.Tensor:
     return F.softmax(z, dim=-1)
 
 
+def cross_entropy_per_sample(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-sample cross-entropy; ``target`` is class indices ``(B,)`` or probabilities ``(B, C)``."""
+    return F.cross_entropy(output, target, reduction="none")
+
+
+def supervised_loss(x_key: str = "x", sample_loss: SampleLoss = cross_entropy_per_sample,
+                    penalty: Optional[Penalty] = None):
+    """``(1/|b|) Σ ω_i ℓ(f(x_i), y_i) + penalty(w, w_start)`` on batch keys ``x_key`` → ``y``, weights ``w`` if present.
+
+    ``sample_loss(output, target) -> (B,)``: one loss per sample (else ``ValueError``); the data term is
+    their masked mean over the real rows (``Batch.mean``). ``penalty(params, start) -> scalar`` on the
+    trainable parameters and their values at the start of local training. Both pure torch (no ``.item()``,
+    no branches on values), so that vmap can run them. Aux ``loss``: the data term alone.
+    """
+
+    def loss(net, batch, key):
+        (out,) = net.logits(batch, x_key)
+        per = sample_loss(out, batch["y"])
+        if per.shape != batch[x_key].shape[:1]:
+            raise ValueError(f"sample_loss must return one loss per sample, shape ({batch[x_key].shape[0]},); "
+                             f"got {tuple(per.shape)}")
+        if "w" in batch:
+            per = per * batch["w"]
+        data = batch.mean(per, x_key)
+        total = data if penalty is None else data + penalty(net.params, net.start)
+        return total, {"loss": data}
+
+    return loss
+
+
 def cross_entropy_loss(x_key: str = "x"):
     """Supervised mean cross-entropy on ``x_key`` → ``y`` (weights ``w`` when the batch has them)."""
-    return supervised_loss(DEFAULT_OBJECTIVE, x_key)
+    return supervised_loss(x_key)
 
 
 def scaled_cross_entropy_loss(weight: float, x_key: str = "x"):

@@ -13,19 +13,19 @@ import torch.nn.functional as F
 from edgesim.learning.device import compute_device
 from edgesim.learning.executors import (
     BATCHES,
-    LocalObjective,
-    LocalTrainConfig,
     SequentialExecutor,
     VmapExecutor,
     client_schedule,
     derive_seed,
     make_executor,
-    stack_params,
 )
 from edgesim.learning.inference import evaluate, predict_proba
 from edgesim.learning.models import build_model, draw_seed
 from edgesim.learning.numerics import Numerics
+from edgesim.learning.objectives import cross_entropy_loss, supervised_loss
 from edgesim.learning.optim import SGD
+from edgesim.learning.state import stack_params
+from edgesim.learning.tasks import LocalTask, Stream
 
 SIZES = (37, 64, 5, 0, 50)  # unequal, one client without data
 TOL = 1e-5
@@ -74,21 +74,34 @@ def seeds(k: int, round_: int = 0) -> list[torch.Generator]:
     return [torch.Generator().manual_seed(1000 * round_ + c) for c in range(k)]
 
 
+def sgd(lr: float, momentum: float = 0.0, weight_decay: float = 0.0, batch_size: int = 32, epochs: int = 1,
+        prox_mu: float = 0.0, loss=None) -> LocalTask:
+    """Supervised local SGD as a LocalTask (as ``common.sgd_task`` builds it): mean cross-entropy, or ``loss``,
+    on one stream ``main`` of ``(x, y[, w])``."""
+    return LocalTask(loss=cross_entropy_loss() if loss is None else loss, optimizer=SGD(lr, momentum, weight_decay),
+                     epochs=epochs, streams=(Stream("main", batch_size),), prox_mu=prox_mu)
+
+
+def train(executor, model: nn.Module, start_params: list[dict], data: list, generators: list, task: LocalTask):
+    """Each client's final state after ``task``."""
+    return executor.run(model, task, start_params, data, generators).params
+
+
 # --------------------------------------------------------------------------- sequential == vmap
 
 
 @pytest.mark.parametrize(
     "cfg",
     [
-        LocalTrainConfig(lr=0.05, batch_size=16, epochs=2),
-        LocalTrainConfig(lr=0.05, momentum=0.9, weight_decay=1e-3, prox_mu=0.1, batch_size=16, epochs=2),
+        sgd(lr=0.05, batch_size=16, epochs=2),
+        sgd(lr=0.05, momentum=0.9, weight_decay=1e-3, prox_mu=0.1, batch_size=16, epochs=2),
     ],
     ids=["sgd", "momentum-wd-prox"],
 )
 def test_sequential_and_vmap_agree_with_unequal_clients(cnn, clients, cfg):
     sp = starts(cnn, len(clients))
-    a = SequentialExecutor().train_with_stats(cnn, sp, clients, seeds(len(clients)), cfg)
-    b = VmapExecutor().train_with_stats(cnn, sp, clients, seeds(len(clients)), cfg)
+    a = SequentialExecutor().run(cnn, cfg, sp, clients, seeds(len(clients)))
+    b = VmapExecutor().run(cnn, cfg, sp, clients, seeds(len(clients)))
     assert max_diff(a.params, b.params) < TOL
     assert a.n_steps == b.n_steps == [6, 8, 2, 0, 8]
     assert all(torch.equal(a.params[3][k], sp[3][k]) for k in sp[3])  # no data: unchanged
@@ -98,25 +111,25 @@ def test_sequential_and_vmap_agree_with_unequal_clients(cnn, clients, cfg):
 
 
 def test_vmap_in_chunks_equals_all_at_once(cnn, clients):
-    cfg = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16)
+    cfg = sgd(lr=0.05, momentum=0.9, batch_size=16)
     sp = starts(cnn, len(clients))
-    a = VmapExecutor().train(cnn, sp, clients, seeds(len(clients)), cfg)
-    b = VmapExecutor(max_clients=2).train(cnn, sp, clients, seeds(len(clients)), cfg)
+    a = train(VmapExecutor(), cnn, sp, clients, seeds(len(clients)), cfg)
+    b = train(VmapExecutor(max_clients=2), cnn, sp, clients, seeds(len(clients)), cfg)
     assert max_diff(a, b) < TOL
 
 
 def test_both_executors_consume_the_generators_alike(cnn, clients):
-    cfg = LocalTrainConfig(lr=0.05, batch_size=16, epochs=3)
+    cfg = sgd(lr=0.05, batch_size=16, epochs=3)
     ga, gb = seeds(len(clients)), seeds(len(clients))
-    SequentialExecutor().train(cnn, starts(cnn, 5), clients, ga, cfg)
-    VmapExecutor().train(cnn, starts(cnn, 5), clients, gb, cfg)
+    train(SequentialExecutor(), cnn, starts(cnn, 5), clients, ga, cfg)
+    train(VmapExecutor(), cnn, starts(cnn, 5), clients, gb, cfg)
     assert all(torch.equal(x.get_state(), y.get_state()) for x, y in zip(ga, gb))
 
 
 def test_int_seeds_equal_generators(cnn, clients):
-    cfg = LocalTrainConfig(lr=0.05, batch_size=16)
-    a = SequentialExecutor().train(cnn, starts(cnn, 5), clients, [0, 1, 2, 3, 4], cfg)
-    b = SequentialExecutor().train(cnn, starts(cnn, 5), clients, seeds(5), cfg)
+    cfg = sgd(lr=0.05, batch_size=16)
+    a = train(SequentialExecutor(), cnn, starts(cnn, 5), clients, [0, 1, 2, 3, 4], cfg)
+    b = train(SequentialExecutor(), cnn, starts(cnn, 5), clients, seeds(5), cfg)
     assert all_equal(a, b)
 
 
@@ -143,7 +156,7 @@ def test_functional_sgd_step_is_torch_sgd_bit_for_bit(momentum, wd):
 def test_sequential_executor_is_the_plain_torch_loop(cnn, clients, memory_format):
     """One client: load_state_dict + torch.optim.SGD over randperm batches gives identical bits (the plain loop's
     model and inputs in the same memory format)."""
-    cfg = LocalTrainConfig(lr=0.05, momentum=0.9, weight_decay=1e-3, batch_size=16, epochs=2)
+    cfg = sgd(lr=0.05, momentum=0.9, weight_decay=1e-3, batch_size=16, epochs=2)
     x, y = clients[0]
     sp = starts(cnn, 1)[0]
     model = build_model("cnn", (1, 8, 8), 10)
@@ -151,17 +164,19 @@ def test_sequential_executor_is_the_plain_torch_loop(cnn, clients, memory_format
     fmt = torch.channels_last if memory_format == "channels_last" else torch.contiguous_format
     model = model.to(memory_format=fmt)
     x = x.to(memory_format=fmt)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.optimizer.lr, momentum=cfg.optimizer.momentum,
+                          weight_decay=cfg.optimizer.weight_decay)
     # the batch order is the first stream's sub-stream of the one seed drawn from the client's generator
     gen = torch.Generator().manual_seed(derive_seed(draw_seed(torch.Generator().manual_seed(5)), BATCHES, 0))
     for _ in range(cfg.epochs):
         perm = torch.randperm(len(x), generator=gen)
-        for i in range(0, len(x), cfg.batch_size):
-            idx = perm[i : i + cfg.batch_size]
+        batch_size = cfg.streams[0].batch_size
+        for i in range(0, len(x), batch_size):
+            idx = perm[i : i + batch_size]
             opt.zero_grad()
             F.cross_entropy(model(x[idx]), y[idx]).backward()
             opt.step()
-    got = SequentialExecutor(Numerics(memory_format=memory_format)).train(
+    got = train(SequentialExecutor(Numerics(memory_format=memory_format)),
         cnn, [sp], [(x, y)], [torch.Generator().manual_seed(5)], cfg)[0]
     assert all(torch.equal(got[k], model.state_dict()[k]) for k in got)
     assert all(v.is_contiguous() for v in got.values())  # handed back in the default format
@@ -171,14 +186,15 @@ def test_vmap_step_on_one_client_is_torch_sgd(cnn, clients):
     """The vectorised executor with a single full-batch step equals torch.optim.SGD (to rounding)."""
     x, y = clients[1]
     sp = starts(cnn, 1)[0]
-    cfg = LocalTrainConfig(lr=0.1, momentum=0.9, weight_decay=1e-3, batch_size=len(x))
+    cfg = sgd(lr=0.1, momentum=0.9, weight_decay=1e-3, batch_size=len(x))
     model = build_model("cnn", (1, 8, 8), 10)
     model.load_state_dict(sp)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.optimizer.lr, momentum=cfg.optimizer.momentum,
+                          weight_decay=cfg.optimizer.weight_decay)
     perm = client_schedule(len(x), len(x), 1, torch.Generator().manual_seed(0))[0]
     F.cross_entropy(model(x[perm]), y[perm]).backward()
     opt.step()
-    got = VmapExecutor().train(cnn, [sp], [(x, y)], [0], cfg)[0]
+    got = train(VmapExecutor(), cnn, [sp], [(x, y)], [0], cfg)[0]
     assert max(float((got[k] - model.state_dict()[k]).abs().max()) for k in got) < 1e-6
 
 
@@ -186,27 +202,28 @@ def test_vmap_step_on_one_client_is_torch_sgd(cnn, clients):
 
 
 def test_fedprox_mu_zero_is_plain_training_exactly(cnn, clients):
-    plain = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16)
-    prox0 = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16, prox_mu=0.0)
+    plain = sgd(lr=0.05, momentum=0.9, batch_size=16)
+    prox0 = sgd(lr=0.05, momentum=0.9, batch_size=16, prox_mu=0.0)
     for ex in (SequentialExecutor(), VmapExecutor()):
-        a = ex.train(cnn, starts(cnn, 5), clients, seeds(5), plain)
-        b = ex.train(cnn, starts(cnn, 5), clients, seeds(5), prox0)
+        a = train(ex, cnn, starts(cnn, 5), clients, seeds(5), plain)
+        b = train(ex, cnn, starts(cnn, 5), clients, seeds(5), prox0)
         assert all_equal(a, b)
 
 
 def test_fedprox_equals_its_penalty_written_as_a_loss_and_pulls_to_start(cnn, clients):
     mu = 0.5
-    cfg = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16, epochs=2)
-    by_cfg = LocalTrainConfig(lr=0.05, momentum=0.9, batch_size=16, epochs=2, prox_mu=mu)
+    cfg = sgd(lr=0.05, momentum=0.9, batch_size=16, epochs=2)
+    by_cfg = sgd(lr=0.05, momentum=0.9, batch_size=16, epochs=2, prox_mu=mu)
 
     def prox(p, p0):
         return 0.5 * mu * sum(((p[n] - p0[n]) ** 2).sum() for n in p)
 
     sp = starts(cnn, 5)
-    a = SequentialExecutor().train(cnn, sp, clients, seeds(5), by_cfg)
-    b = SequentialExecutor().train(cnn, sp, clients, seeds(5), cfg, objective=LocalObjective(penalty=prox))
-    c = VmapExecutor().train(cnn, sp, clients, seeds(5), cfg, objective=LocalObjective(penalty=prox))
-    free = SequentialExecutor().train(cnn, sp, clients, seeds(5), cfg)
+    by_loss = sgd(lr=0.05, momentum=0.9, batch_size=16, epochs=2, loss=supervised_loss(penalty=prox))
+    a = train(SequentialExecutor(), cnn, sp, clients, seeds(5), by_cfg)
+    b = train(SequentialExecutor(), cnn, sp, clients, seeds(5), by_loss)
+    c = train(VmapExecutor(), cnn, sp, clients, seeds(5), by_loss)
+    free = train(SequentialExecutor(), cnn, sp, clients, seeds(5), cfg)
     assert max_diff(a, b) < TOL and max_diff(a, c) < TOL
 
     def dist(p, p0):
@@ -225,56 +242,55 @@ def test_sample_weights_and_soft_targets_hook(cnn, clients):
     def kl(out, target):
         return F.kl_div(F.log_softmax(out, -1), target, reduction="none").sum(-1)
 
-    obj = LocalObjective(sample_loss=kl)
-    cfg = LocalTrainConfig(lr=0.1, momentum=0.9, batch_size=16)
+    obj = sgd(lr=0.1, momentum=0.9, batch_size=16, loss=supervised_loss(sample_loss=kl))
+    cfg = sgd(lr=0.1, momentum=0.9, batch_size=16)
     sp = starts(cnn, 5)
-    a = SequentialExecutor().train(cnn, sp, soft, seeds(5), cfg, objective=obj)
-    b = VmapExecutor().train(cnn, sp, soft, seeds(5), cfg, objective=obj)
+    a = train(SequentialExecutor(), cnn, sp, soft, seeds(5), obj)
+    b = train(VmapExecutor(), cnn, sp, soft, seeds(5), obj)
     assert max_diff(a, b) < TOL
     # weights of one are no weights at all
     ones = [(x, y, torch.ones(len(x))) for x, y in clients]
-    c = SequentialExecutor().train(cnn, sp, ones, seeds(5), cfg)
-    d = SequentialExecutor().train(cnn, sp, clients, seeds(5), cfg)
+    c = train(SequentialExecutor(), cnn, sp, ones, seeds(5), cfg)
+    d = train(SequentialExecutor(), cnn, sp, clients, seeds(5), cfg)
     assert all_equal(c, d)
 
 
 def test_sample_loss_must_be_per_sample(cnn, clients):
-    obj = LocalObjective(sample_loss=lambda out, y: F.cross_entropy(out, y))
-    cfg = LocalTrainConfig(lr=0.1)
+    obj = sgd(lr=0.1, loss=supervised_loss(sample_loss=lambda out, y: F.cross_entropy(out, y)))
     for ex in (SequentialExecutor(), VmapExecutor()):
         with pytest.raises(ValueError, match="one loss per sample"):
-            ex.train(cnn, starts(cnn, 2), clients[:2], seeds(2), cfg, objective=obj)
+            train(ex, cnn, starts(cnn, 2), clients[:2], seeds(2), obj)
 
 
 # --------------------------------------------------------------------------- determinism, inputs
 
 
 def test_same_inputs_same_bits(cnn, clients):
-    cfg = LocalTrainConfig(lr=0.05, momentum=0.9, prox_mu=0.01, batch_size=16)
+    cfg = sgd(lr=0.05, momentum=0.9, prox_mu=0.01, batch_size=16)
     template = state_of(cnn)
     for ex in (SequentialExecutor(), VmapExecutor()):
-        a = ex.train(cnn, starts(cnn, 5), clients, seeds(5), cfg)
-        b = ex.train(cnn, starts(cnn, 5), clients, seeds(5), cfg)
+        a = train(ex, cnn, starts(cnn, 5), clients, seeds(5), cfg)
+        b = train(ex, cnn, starts(cnn, 5), clients, seeds(5), cfg)
         assert all_equal(a, b)
-        c = ex.train(cnn, starts(cnn, 5), clients, seeds(5, round_=1), cfg)
+        c = train(ex, cnn, starts(cnn, 5), clients, seeds(5, round_=1), cfg)
         assert max_diff(a, c) > 1e-4  # another round, another order
     assert all(torch.equal(template[k], cnn.state_dict()[k]) for k in template)  # template untouched
 
 
 def test_bad_inputs_raise(cnn, clients):
-    cfg = LocalTrainConfig(lr=0.1)
+    cfg = sgd(lr=0.1)
     sp = starts(cnn, 2)
     with pytest.raises(ValueError, match="one entry per client"):
-        SequentialExecutor().train(cnn, sp, clients[:2], seeds(3), cfg)
+        train(SequentialExecutor(), cnn, sp, clients[:2], seeds(3), cfg)
     with pytest.raises(ValueError, match="missing"):
-        VmapExecutor().train(cnn, [{"conv1.weight": sp[0]["conv1.weight"]}] * 2, clients[:2], seeds(2), cfg)
+        train(VmapExecutor(), cnn, [{"conv1.weight": sp[0]["conv1.weight"]}] * 2, clients[:2], seeds(2), cfg)
     with pytest.raises(ValueError, match="differ in length"):
-        SequentialExecutor().train(cnn, sp[:1], [(clients[0][0], clients[1][1])], seeds(1), cfg)
+        train(SequentialExecutor(), cnn, sp[:1], [(clients[0][0], clients[1][1])], seeds(1), cfg)
     with pytest.raises(ValueError, match="generator"):
-        SequentialExecutor().train(cnn, sp[:1], clients[:1], ["0"], cfg)
+        train(SequentialExecutor(), cnn, sp[:1], clients[:1], ["0"], cfg)
     for bad in ({"lr": 0}, {"lr": 0.1, "momentum": 1.0}, {"lr": 0.1, "batch_size": 0}, {"lr": 0.1, "prox_mu": -1}):
         with pytest.raises(ValueError):
-            LocalTrainConfig(**bad)
+            sgd(**bad)
 
 
 # --------------------------------------------------------------------------- BatchNorm, dropout, text
@@ -296,13 +312,13 @@ def test_resnet9_batchnorm_and_dropout_vectorise_like_the_loop():
     data = [(torch.randn(n, 1, 8, 8, generator=g, dtype=torch.float64), torch.randint(0, 10, (n,), generator=g))
             for n in (6, 3, 0)]
     sp = starts(resnet, 3)
-    cfg = LocalTrainConfig(lr=0.01, momentum=0.9, batch_size=4)
+    cfg = sgd(lr=0.01, momentum=0.9, batch_size=4)
     assert VmapExecutor.unsupported_reason(resnet) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        v = VmapExecutor().train(resnet, sp, data, seeds(3), cfg)
-    s = SequentialExecutor().train(resnet, sp, data, seeds(3), cfg)
-    s2 = SequentialExecutor().train(resnet, sp, data, seeds(3), cfg)
+        v = train(VmapExecutor(), resnet, sp, data, seeds(3), cfg)
+    s = train(SequentialExecutor(), resnet, sp, data, seeds(3), cfg)
+    s2 = train(SequentialExecutor(), resnet, sp, data, seeds(3), cfg)
     assert all_equal(s, s2)  # dropout masks come from the client seeds
     assert max_diff(v, s) < 1e-7
     # running statistics were trained, one batch count per step; the client without data is untouched
@@ -316,9 +332,9 @@ def test_dropout_masks_depend_on_the_key():
     model = build_model("resnet9", (1, 8, 8), 10, seed=0)
     g = torch.Generator().manual_seed(4)
     data = [(torch.randn(8, 1, 8, 8, generator=g), torch.randint(0, 10, (8,), generator=g))]
-    cfg = LocalTrainConfig(lr=0.05, batch_size=8)
-    a = SequentialExecutor().train(model, [state_of(model)], data, [1], cfg)
-    b = SequentialExecutor().train(model, [state_of(model)], data, [2], cfg)
+    cfg = sgd(lr=0.05, batch_size=8)
+    a = train(SequentialExecutor(), model, [state_of(model)], data, [1], cfg)
+    b = train(SequentialExecutor(), model, [state_of(model)], data, [2], cfg)
     assert not torch.equal(a[0]["fc.weight"], b[0]["fc.weight"])
 
 
@@ -327,12 +343,12 @@ def test_torch_batchnorm_or_dropout_falls_back_to_sequential():
     assert "torch's own" in VmapExecutor.unsupported_reason(model)
     g = torch.Generator().manual_seed(1)
     data = [(torch.randn(6, 4, generator=g), torch.randint(0, 2, (6,), generator=g))]
-    cfg = LocalTrainConfig(lr=0.1, batch_size=3)
+    cfg = sgd(lr=0.1, batch_size=3)
     with pytest.warns(UserWarning, match="SequentialExecutor"):
-        v = VmapExecutor().train(model, [state_of(model)], data, seeds(1), cfg)
-    assert all_equal(v, SequentialExecutor().train(model, [state_of(model)], data, seeds(1), cfg))
+        v = train(VmapExecutor(), model, [state_of(model)], data, seeds(1), cfg)
+    assert all_equal(v, train(SequentialExecutor(), model, [state_of(model)], data, seeds(1), cfg))
     with pytest.raises(ValueError, match="cannot vectorise"):
-        VmapExecutor(fallback="error").train(model, [state_of(model)], data, seeds(1), cfg)
+        train(VmapExecutor(fallback="error"), model, [state_of(model)], data, seeds(1), cfg)
 
 
 @pytest.mark.filterwarnings("ignore:There is a performance drop")
@@ -344,10 +360,10 @@ def test_text_model_vmap_equals_sequential():
         tok = torch.randint(1, 30, (n, 6), generator=g)
         tok[:, 4:] = 0
         data.append((tok, torch.randint(0, 4, (n,), generator=g)))
-    cfg = LocalTrainConfig(lr=0.5, batch_size=4)
+    cfg = sgd(lr=0.5, batch_size=4)
     sp = [state_of(model)] * 2
-    a = SequentialExecutor().train(model, sp, data, seeds(2), cfg)
-    b = VmapExecutor().train(model, sp, data, seeds(2), cfg)
+    a = train(SequentialExecutor(), model, sp, data, seeds(2), cfg)
+    b = train(VmapExecutor(), model, sp, data, seeds(2), cfg)
     assert max_diff(a, b) < TOL
 
 
@@ -418,7 +434,7 @@ def test_make_executor():
 def test_no_warning_for_vmappable_models(cnn, clients):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        VmapExecutor().train(cnn, starts(cnn, 2), clients[:2], seeds(2), LocalTrainConfig(lr=0.1, batch_size=32))
+        train(VmapExecutor(), cnn, starts(cnn, 2), clients[:2], seeds(2), sgd(lr=0.1, batch_size=32))
 
 
 def test_a_batch_with_one_value_per_channel_trains_and_keeps_the_statistics():
@@ -428,9 +444,9 @@ def test_a_batch_with_one_value_per_channel_trains_and_keeps_the_statistics():
     data = [(torch.randn(1, 1, 8, 8, generator=g, dtype=torch.float64), torch.tensor([3])),
             (torch.randn(5, 1, 8, 8, generator=g, dtype=torch.float64), torch.randint(0, 10, (5,), generator=g))]
     sp = [state_of(resnet)] * 2
-    cfg = LocalTrainConfig(lr=0.01, batch_size=4)
-    s = SequentialExecutor().train(resnet, sp, data, seeds(2), cfg)
-    v = VmapExecutor().train(resnet, sp, data, seeds(2), cfg)
+    cfg = sgd(lr=0.01, batch_size=4)
+    s = train(SequentialExecutor(), resnet, sp, data, seeds(2), cfg)
+    v = train(VmapExecutor(), resnet, sp, data, seeds(2), cfg)
     assert max_diff(v, s) < 1e-7
     last = "res3.block.2.1.running_var"  # 1×1 maps: one value per channel for the one-sample client
     assert torch.equal(s[0][last], sp[0][last])
@@ -451,9 +467,6 @@ def test_batchnorm_of_a_row_less_client_stays_at_the_input_scale():
 
 def test_a_finished_clients_loss_does_not_poison_its_reported_loss():
     """The loss of a padded no-op step may be anything (here NaN); it is never added to the client's mean loss."""
-    from edgesim.learning.executors import LocalTask, Stream
-    from edgesim.learning.optim import SGD
-
     def loss(net, b, key):
         (out,) = net.logits(b, "x")
         value = b.mean(F.cross_entropy(out, b["y"], reduction="none"), "x")

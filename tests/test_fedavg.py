@@ -227,7 +227,7 @@ def test_fixmatch_views_on_digits_never_flip_and_on_a_flippable_set_do(tiny_scen
 def test_step_metrics_by_hand():
     """Two training runs of the same two devices (DoFed-SPP's target and recognition models): S = (3+2, 5+0)."""
     from edgesim.learning.algorithms.common import step_metrics
-    from edgesim.learning.executors import LocalTrainResult
+    from edgesim.learning.tasks import LocalTrainResult
 
     first, second = LocalTrainResult([{}, {}], [0.1, 0.2], [3, 5]), LocalTrainResult([{}, {}], [0.1, 0.2], [2, 0])
     assert step_metrics(first, second) == {"local_steps": 10.0, "local_steps_per_device": 5.0}

@@ -28,7 +28,8 @@ from edgesim.learning.algorithms.feddure_code.algorithm import (
 )
 from edgesim.learning.algorithms.feddure_code.config import FedDureCodeConfig
 from edgesim.learning.costs import task_cycles
-from edgesim.learning.executors import SequentialExecutor, View
+from edgesim.learning.executors import SequentialExecutor
+from edgesim.learning.tasks import View
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
 

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, View, VmapExecutor
+from edgesim.learning.executors import SequentialExecutor, VmapExecutor
 from edgesim.learning.models import build_model
 from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss
 from edgesim.learning.optim import SGD
+from edgesim.learning.tasks import LocalTask, Stream, View
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

@@ -7,8 +7,8 @@ import csv
 import pytest
 import torch
 
-from edgesim.learning.executors import Batch
 from edgesim.learning.label_quality import TRUTH, batch_label_aux, finish, label_rates, round_label_metrics
+from edgesim.learning.tasks import Batch
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
 

@@ -11,9 +11,12 @@ import edgesim.learning.numerics as numerics_module
 from edgesim.config import ConfigError
 from edgesim.learning.config import TrainConfig
 from edgesim.learning.context import training_numerics
-from edgesim.learning.executors import LocalTrainConfig, SequentialExecutor, VmapExecutor, make_executor
+from edgesim.learning.executors import SequentialExecutor, VmapExecutor, make_executor
 from edgesim.learning.models import build_model
 from edgesim.learning.numerics import Numerics, as_contiguous, bfloat16_unsupported, describe
+from edgesim.learning.objectives import cross_entropy_loss
+from edgesim.learning.optim import SGD
+from edgesim.learning.tasks import LocalTask, Stream
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
 
@@ -52,8 +55,8 @@ def _train(executor, name="cnn_mc2", shape=(1, 8, 8), epochs=1, batch=32):
     model = build_model(name, shape, 10, seed=0)
     data = [(torch.randn(n, *shape, generator=g), torch.randint(0, 10, (n,), generator=g)) for n in (20, 13, 7)]
     start = [{k: v.clone() for k, v in model.state_dict().items()}] * 3
-    cfg = LocalTrainConfig(lr=0.05, batch_size=batch, epochs=epochs)
-    out = executor.train(model, start, data, [torch.Generator().manual_seed(c) for c in range(3)], cfg)
+    task = LocalTask(loss=cross_entropy_loss(), optimizer=SGD(0.05), epochs=epochs, streams=(Stream("main", batch),))
+    out = executor.run(model, task, start, data, [torch.Generator().manual_seed(c) for c in range(3)]).params
     return out, start, [k for k, _ in model.named_parameters()]
 
 

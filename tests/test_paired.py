@@ -20,8 +20,8 @@ from edgesim.learning.algorithms.common import (
     training_plan,
 )
 from edgesim.learning.costs import task_cycles
-from edgesim.learning.executors import LocalTask, Stream
 from edgesim.learning.objectives import cross_entropy_loss
+from edgesim.learning.tasks import LocalTask, Stream
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
 
@@ -36,7 +36,7 @@ class MyFedAvg:
 
     def __init__(self, ctx, cfg):
         self.ctx = ctx
-        self.task = LocalTask(loss=cross_entropy_loss("x"), optimizer=ctx.optimizer(), epochs=ctx.local_cfg.epochs,
+        self.task = LocalTask(loss=cross_entropy_loss("x"), optimizer=ctx.optimizer(), epochs=ctx.epochs,
                               streams=(Stream("main", ctx.train_cfg.batch_size),))
         self.state = ctx.init_state()
         self.selected = ()

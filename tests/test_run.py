@@ -12,7 +12,7 @@ import pytest
 from edgesim.config import ConfigError
 from edgesim.learning.algorithms import REGISTRY
 from edgesim.learning.algorithms.common import DivergenceError, check_losses
-from edgesim.learning.executors import LocalTrainResult
+from edgesim.learning.tasks import LocalTrainResult
 from edgesim.results.files import MARKER
 from edgesim.results.reading import display_names
 from edgesim.scenarios.run import run_scenario

@@ -12,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgesim.learning.costs import forward_cycles, stream_rows, task_cycles
-from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, VmapExecutor
+from edgesim.learning.executors import SequentialExecutor, VmapExecutor
 from edgesim.learning.models import build_model
 from edgesim.learning.objectives import cross_entropy_loss, kl_to_soft, sharpen, soft_target_loss
 from edgesim.learning.optim import SGD, Adam, Constant, Cosine, make_optimizer
+from edgesim.learning.tasks import LocalTask, Stream
 
 SIZES = (23, 40, 5, 0)
 
@@ -230,8 +231,8 @@ def test_resnet9_fixmatch_style_joint_forward_with_views():
     """ResNet-9 (BatchNorm + dropout) with weak/strong views of the unlabelled stream, float64."""
     pytest.importorskip("edgesim.learning.augment")
     from edgesim.learning.augment import make_augmentation
-    from edgesim.learning.executors import View
     from edgesim.learning.objectives import fixmatch_loss
+    from edgesim.learning.tasks import View
 
     model = build_model("resnet9", (1, 8, 8), 10, seed=0).double()
     g = torch.Generator().manual_seed(2)
@@ -261,9 +262,9 @@ def test_kl_and_sharpen_hand_values():
 
 def test_fixmatch_loss_hand_value():
     """One confident unlabelled sample counts, one below τ does not; the mean is over all μB rows."""
-    from edgesim.learning.executors import Batch, Net
     from edgesim.learning.layers import ForwardState
     from edgesim.learning.objectives import fixmatch_loss
+    from edgesim.learning.tasks import Batch, Net
 
     lin = nn.Linear(2, 2, bias=False)
     eye = {"weight": torch.eye(2) * 10}

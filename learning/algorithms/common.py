@@ -16,9 +16,9 @@ import torch
 from edgesim.backend import DeviceLoss, DeviceWork, Diverged, RoundPlan
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
-from edgesim.learning.executors import LocalTask, LocalTrainResult, Stream
 from edgesim.learning.inference import evaluate
 from edgesim.learning.label_quality import finish as finish_label_metrics
+from edgesim.learning.tasks import LocalTask, LocalTrainResult, Stream
 
 Params = dict[str, torch.Tensor]
 
@@ -43,22 +43,23 @@ def sgd_task(ctx: Context, *, epochs: int | None = None, lr: float | None = None
              weight_decay: float | None = None, batch_size: int | None = None) -> LocalTask:
     """Supervised local SGD as a :class:`LocalTask`: mean cross-entropy on one stream ``main`` of
     ``(x, y[, w])``, plain SGD (``[train]`` lr, momentum, weight decay), ``batch_size`` samples per step
-    (default ``[train] batch_size``) and ``epochs`` passes (default I, ``workload.local_iterations``);
+    (default ``[train] batch_size``) and ``epochs`` passes (default I, :attr:`Context.epochs`);
     any of them given here replaces the run's. Local, FedFomo, FedBE and DoFed-SPP train with it.
     """
     from edgesim.learning.objectives import cross_entropy_loss
     from edgesim.learning.optim import SGD
 
-    c = ctx.local_cfg
+    t = ctx.train_cfg
 
     def pick(value, default):
         return default if value is None else value
 
     return LocalTask(
         loss=cross_entropy_loss("x"),
-        optimizer=SGD(pick(lr, c.lr), pick(momentum, c.momentum), pick(weight_decay, c.weight_decay)),
-        epochs=pick(epochs, c.epochs),
-        streams=(Stream("main", pick(batch_size, c.batch_size)),),
+        optimizer=SGD(pick(lr, float(t.lr)), pick(momentum, float(t.momentum)),
+                      pick(weight_decay, float(t.weight_decay))),
+        epochs=pick(epochs, ctx.epochs),
+        streams=(Stream("main", pick(batch_size, t.batch_size)),),
     )
 
 

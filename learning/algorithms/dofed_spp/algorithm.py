@@ -161,7 +161,7 @@ class DofedSpp:
         self.gamma = float(cfg.gamma if cfg.gamma is not None else ctx.train_cfg.lr)
         self.vectorize = cfg.vectorize == "on" or (cfg.vectorize == "auto" and ctx.device.type == "cuda")
         self.rec_task = sgd_task(ctx)
-        self.warmup_task = sgd_task(ctx, epochs=cfg.warmup_rounds * ctx.local_cfg.epochs)
+        self.warmup_task = sgd_task(ctx, epochs=cfg.warmup_rounds * ctx.epochs)
         self.target_task = sgd_task(ctx, epochs=cfg.target_epochs)
         rec0 = ctx.init_state()  # the run's common initial model (as every algorithm's)
         tar0 = ctx.init_state("target")

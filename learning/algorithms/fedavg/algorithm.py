@@ -84,11 +84,11 @@ from edgesim.learning.algorithms.fedavg.config import (  # noqa: F401 - re-expor
 from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
-from edgesim.learning.executors import LocalTask, Stream, View
 from edgesim.learning.label_quality import TRUTH
 from edgesim.learning.objectives import cross_entropy_loss, fixmatch_loss, uda_loss
 from edgesim.learning.optim import ema_update, make_schedule
 from edgesim.learning.server_optim import ServerOptimizer
+from edgesim.learning.tasks import LocalTask, Stream, View
 
 # --------------------------------------------------------------------------- which keys stay on the device
 
@@ -145,7 +145,7 @@ def make_task(ctx: Context, cfg: FedAvgConfig) -> LocalTask:
     t = ctx.train_cfg
     opt = ctx.optimizer(optimizer=cfg.optimizer, lr=cfg.lr, nesterov=cfg.nesterov)
     schedule = make_schedule(cfg.schedule or t.schedule)
-    epochs = ctx.local_cfg.epochs
+    epochs = ctx.epochs
     if cfg.objective == "supervised":
         return LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=epochs, schedule=schedule,
                          streams=(Stream("main", t.batch_size),), prox_mu=cfg.mu)

@@ -41,7 +41,7 @@ from edgesim.backend import DeviceWork
 from edgesim.learning.aggregation import merge, split_keys
 from edgesim.learning.algorithms.common import to_cpu, to_device, train_devices
 from edgesim.learning.costs import task_cycles
-from edgesim.learning.executors import LocalTrainResult
+from edgesim.learning.tasks import LocalTrainResult
 
 
 class AsyncFedAvg:

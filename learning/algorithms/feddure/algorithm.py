@@ -67,9 +67,9 @@ from edgesim.learning.algorithms.feddure.config import FREG_FORMS, NORMS, SIGNS,
 from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles, training_passes
-from edgesim.learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
 from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.optim import make_optimizer
+from edgesim.learning.tasks import Batch, LocalTask, Net, StepInputs, Stream, View
 
 C_REG = "creg:"  # prefix of C-reg φ's keys in a client's state
 F_REG = ("freg:w1", "freg:b1", "freg:w2", "freg:b2")  # F-reg w's keys in a client's state ("mlp_relu")
@@ -278,7 +278,7 @@ class FedDure:
     def __init__(self, ctx: Context, name: str, cfg: FedDureConfig):
         self.ctx, self.name, self.cfg = ctx, name, cfg
         self.param_keys = [n for n, _ in ctx.model.named_parameters()]
-        self.task = make_task(cfg, self.param_keys, ctx.local_cfg.epochs, ctx.input_shape, ctx.data_mean, ctx.data_std,
+        self.task = make_task(cfg, self.param_keys, ctx.epochs, ctx.input_shape, ctx.data_mean, ctx.data_std,
                               ctx.hflip_preserves_labels)
         self.global_state = ctx.init_state()
         self.freg = [freg_init(ctx.n_classes, cfg.freg_hidden, ctx.generator("freg-init", d), cfg.freg_form) if cfg.freg else {}

@@ -75,9 +75,9 @@ from edgesim.learning.algorithms.common import (
 from edgesim.learning.algorithms.feddure_code.config import VARIANTS, FedDureCodeConfig
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles, training_passes
-from edgesim.learning.executors import Batch, LocalTask, Net, StepInputs, Stream, View
 from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.optim import make_optimizer
+from edgesim.learning.tasks import Batch, LocalTask, Net, StepInputs, Stream, View
 
 STUDENT = "student:"  # prefix of the student φ's keys in a client's state
 
@@ -265,7 +265,7 @@ class FedDureCode:
         per_epoch = steps_per_epoch(self.cfg, self.sizes[d])
         if per_epoch not in self.tasks:
             ctx = self.ctx
-            self.tasks[per_epoch] = make_task(self.cfg, self.param_keys, ctx.local_cfg.epochs, per_epoch,
+            self.tasks[per_epoch] = make_task(self.cfg, self.param_keys, ctx.epochs, per_epoch,
                                               ctx.input_shape, ctx.data_mean, ctx.data_std, ctx.hflip_preserves_labels)
         return self.tasks[per_epoch]
 
@@ -302,8 +302,8 @@ class FedDureCode:
 
 
 def _merge_results(order, results):
-    """One :class:`edgesim.learning.executors.LocalTrainResult` of the devices ``order`` from per-group results."""
-    from edgesim.learning.executors import LocalTrainResult
+    """One :class:`edgesim.learning.tasks.LocalTrainResult` of the devices ``order`` from per-group results."""
+    from edgesim.learning.tasks import LocalTrainResult
 
     by_device = {}
     names = sorted({k for _, r in results for k in r.aux})

@@ -60,9 +60,9 @@ from edgesim.learning.algorithms.common import (
 from edgesim.learning.algorithms.fedmatch.config import FedMatchConfig, FedMatchLCConfig
 from edgesim.learning.context import Context
 from edgesim.learning.costs import forward_cycles, task_cycles
-from edgesim.learning.executors import LocalTask, LocalTrainResult, Stream, View
 from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.objectives import kl_to_soft
+from edgesim.learning.tasks import LocalTask, LocalTrainResult, Stream, View
 
 Params = dict[str, torch.Tensor]
 PSI = "psi/"
@@ -236,7 +236,7 @@ class FedMatch:
                 passes["lab"] = 1.0
             self.tasks[n_helpers] = LocalTask(
                 loss=client_loss(cfg, self.keys, n_helpers), optimizer=ctx.optimizer(lr=cfg.lr),
-                epochs=ctx.local_cfg.epochs, streams=streams, views=(View("u_strong", "u", strong),),
+                epochs=ctx.epochs, streams=streams, views=(View("u_strong", "u", strong),),
                 trainable=frozenset(trainable), passes=passes, report_stream="unl",
             )
         return self.tasks[n_helpers]

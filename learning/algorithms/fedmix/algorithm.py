@@ -61,9 +61,9 @@ from edgesim.learning.algorithms.common import (
 from edgesim.learning.algorithms.fedmix.config import SIGMA_STARTS, VARIANTS, WEIGHTINGS, FedMixConfig  # noqa: F401 - re-exported
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
-from edgesim.learning.executors import LocalTask, Stream, View
 from edgesim.learning.label_quality import TRUTH, batch_label_aux
 from edgesim.learning.objectives import kl_to_soft, scaled_cross_entropy_loss
+from edgesim.learning.tasks import LocalTask, Stream, View
 
 Params = dict[str, torch.Tensor]
 ANCHOR = "anchor/"  # prefix of the pull's anchor (σ^t or θ^t) in a client's state (a frozen input)
@@ -143,7 +143,7 @@ def client_task(ctx: Context, cfg: FedMixConfig) -> LocalTask:
     """One client round: ``epochs`` over its unlabelled data; A label forwards + 1 training pass per row."""
     weak = ctx.augmentation("weak")  # flip∘shift; the shift alone where a mirror changes labels
     return LocalTask(
-        loss=client_loss(cfg), optimizer=ctx.optimizer(lr=cfg.lr), epochs=ctx.local_cfg.epochs,
+        loss=client_loss(cfg), optimizer=ctx.optimizer(lr=cfg.lr), epochs=ctx.epochs,
         streams=(Stream("unl", cfg.batch_size),),
         views=tuple(View(v, "u", weak) for v in view_names(cfg)) + (View("u_pi", "u", weak),),
         passes={"unl": 1.0 + cfg.n_views / 3.0},

@@ -42,8 +42,8 @@ from edgesim.learning.algorithms.common import (
 from edgesim.learning.algorithms.pfedme.config import PFedMeConfig
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
-from edgesim.learning.executors import LocalTask, StepInputs, Stream
 from edgesim.learning.optim import SGD
+from edgesim.learning.tasks import LocalTask, StepInputs, Stream
 
 W = "w:"  # prefix of the local model's keys in a client's state
 
@@ -83,7 +83,7 @@ class PFedMe:
         lr = float(cfg.lr if cfg.lr is not None else ctx.train_cfg.lr)
         self.task = LocalTask(
             loss=None, step=pfedme_step(cfg, lr, self.param_keys), optimizer=SGD(lr),
-            epochs=ctx.local_cfg.epochs, streams=(Stream("main", ctx.train_cfg.batch_size),),
+            epochs=ctx.epochs, streams=(Stream("main", ctx.train_cfg.batch_size),),
             trainable=frozenset(self.param_keys + [W + k for k in self.param_keys]),
             passes={"main": float(cfg.inner_steps)},
         )

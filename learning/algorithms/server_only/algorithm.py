@@ -23,8 +23,8 @@ from edgesim.learning.algorithms.common import (
 from edgesim.learning.algorithms.server_only.config import ServerOnlyConfig  # noqa: F401 - re-exported
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
-from edgesim.learning.executors import LocalTask, Stream
 from edgesim.learning.objectives import scaled_cross_entropy_loss
+from edgesim.learning.tasks import LocalTask, Stream
 
 
 class ServerOnly:

@@ -91,10 +91,10 @@ from edgesim.learning.algorithms.um_pfssl.config import (  # noqa: F401 - re-exp
 from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
 from edgesim.learning.costs import forward_cycles, task_cycles
-from edgesim.learning.executors import LocalTask, LocalTrainResult, StepInputs, Stream
 from edgesim.learning.inference import entropy, evaluate, mc_dropout_proba
 from edgesim.learning.label_quality import label_rates, round_label_metrics
 from edgesim.learning.objectives import cross_entropy_loss, kl_to_soft
+from edgesim.learning.tasks import LocalTask, LocalTrainResult, StepInputs, Stream
 
 # --------------------------------------------------------------------------- formulas
 
@@ -268,7 +268,7 @@ class UMPFSSL:
         keys = [k for k, _ in ctx.model.named_parameters()]
         t = ctx.train_cfg
         opt = ctx.optimizer(lr=cfg.lr)
-        self.task = LocalTask(loss=None, step=alternating_step(opt, keys), optimizer=opt, epochs=ctx.local_cfg.epochs,
+        self.task = LocalTask(loss=None, step=alternating_step(opt, keys), optimizer=opt, epochs=ctx.epochs,
                               streams=(Stream("lab", t.batch_size), Stream("unl", t.batch_size)),
                               trainable=frozenset(keys))
         self.warmup = LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=cfg.warmup_epochs,
@@ -429,14 +429,14 @@ class UMPFSSL:
         cps = self.ctx.cycles_per_sample
         if self.cfg.local_steps == "per_batch":
             return task_cycles(self.task, {"lab": n_s, "unl": n_u}, cps)
-        return self.ctx.local_cfg.epochs * (task_cycles(self.ce_epoch, {"lab": n_s}, cps)
+        return self.ctx.epochs * (task_cycles(self.ce_epoch, {"lab": n_s}, cps)
                                             + task_cycles(self.kl_epoch, {"unl": n_u}, cps))
 
     def _train_per_epoch(self, t: int, train: Sequence[int], starts: list, data: list) -> LocalTrainResult:
         """``local_steps = "per_epoch"``: E times a CE epoch on D^s (generator stream ``"train"`` in epoch 0, as every
         algorithm's labelled order) then a KL epoch on D^u; the reported loss is the CE phases' mean."""
         ctx, states, ce_losses, kls, steps = self.ctx, list(starts), [], [], [0] * len(train)
-        for e in range(ctx.local_cfg.epochs):
+        for e in range(ctx.epochs):
             ce = train_devices(ctx, self.name, t, train, states, [{"lab": d["lab"]} for d in data], self.ce_epoch,
                                stream="train" if e == 0 else f"train-ce-{e}")
             kl = train_devices(ctx, self.name, t, train, ce.params, [{"unl": d["unl"]} for d in data], self.kl_epoch,
