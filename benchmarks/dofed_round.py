@@ -37,7 +37,7 @@ from edgesim.learning import similarity as similarity_module
 from edgesim.learning.algorithms import REGISTRY
 from edgesim.learning.algorithms.dofed_spp import algorithm as dofed_module
 from edgesim.learning.context import build_context
-from edgesim.learning.data.datasets import make_synthetic
+from edgesim.learning.data.synthetic import make_synthetic
 from edgesim.scenarios.schema import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,7 +20,8 @@ import torch.nn as nn
 from edgesim.config import ConfigError, WorkloadConfig
 from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 from edgesim.learning.data import partitions as P
-from edgesim.learning.data.datasets import DATASETS, Dataset, dataset_record, load_dataset
+from edgesim.learning.data.dataset import Dataset, dataset_record
+from edgesim.learning.data.datasets import DATASETS, load_dataset
 from edgesim.learning.device import compute_device
 from edgesim.learning.executors import make_executor
 from edgesim.learning.models import build_model, flops_per_sample, model_bits

@@ -64,12 +64,12 @@ def _loader_options(spec) -> tuple[Option, ...]:
     """A data set's loader options with the defaults of the function that takes them."""
     import functools
 
-    from edgesim.learning.data import datasets
+    from edgesim.learning.data.synthetic import make_synthetic
 
     load = spec.load.func if isinstance(spec.load, functools.partial) else spec.load
     params = dict(inspect.signature(load).parameters)
     if any(p.kind is p.VAR_KEYWORD for p in params.values()) and spec.name == "synthetic":
-        params = dict(inspect.signature(datasets.make_synthetic).parameters)
+        params = dict(inspect.signature(make_synthetic).parameters)
     out = []
     for name in spec.options:
         p = params.get(name)

@@ -1,4 +1,4 @@
-"""Data set loaders (learning/data/datasets.py): the real IDX files, tiny files of every other format, and errors
+"""Data set loaders (learning/data/: one module per format, named in datasets.py): the real IDX files, tiny files of every other format, and errors
 that name the file and what was expected."""
 
 import gzip
@@ -10,23 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgesim.learning.data.datasets import (
-    DATASET_NAMES,
-    Dataset,
-    DatasetError,
-    build_vocab,
-    encode,
-    load_cifar,
-    load_dataset,
-    load_dbpedia,
-    load_digits,
-    load_idx,
-    load_medmnist,
-    load_mnist,
-    make_synthetic,
-    to_offsets,
-    tokenize,
-)
+from edgesim.learning.data.cifar import load_cifar
+from edgesim.learning.data.dataset import Dataset, DatasetError
+from edgesim.learning.data.datasets import DATASET_NAMES, load_dataset
+from edgesim.learning.data.dbpedia import load_dbpedia
+from edgesim.learning.data.digits import load_digits
+from edgesim.learning.data.idx import load_idx, load_mnist
+from edgesim.learning.data.medmnist import load_medmnist
+from edgesim.learning.data.synthetic import make_synthetic
+from edgesim.learning.data.tokens import build_vocab, encode, to_offsets, tokenize
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 FMNIST_DIR = SHARED_DATA / "fashion-mnist"
@@ -445,7 +437,7 @@ def test_digits_are_scikit_learns_split_without_importing_it():
     from sklearn.datasets import load_digits as sk_digits
     from sklearn.model_selection import train_test_split
 
-    from edgesim.learning.data.datasets import image_dataset
+    from edgesim.learning.data.dataset import image_dataset
 
     bunch = sk_digits()
     x, y = bunch.images[:, None], bunch.target.astype(np.int64)
@@ -454,7 +446,7 @@ def test_digits_are_scikit_learns_split_without_importing_it():
     for key in ("x_train", "y_train", "x_test", "y_test"):
         np.testing.assert_array_equal(getattr(got, key), getattr(want, key))
     assert (got.mean, got.std) == (want.mean, want.std)
-    probe = ("import sys; from edgesim.learning.data.datasets import load_digits; load_digits(); "
+    probe = ("import sys; from edgesim.learning.data.digits import load_digits; load_digits(); "
              "print(sorted(m for m in ('sklearn', 'scipy') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[1], capture_output=True,
                           text=True, timeout=120)
@@ -501,7 +493,7 @@ def test_dataset_validates_its_arrays():
 def test_load_cinic10_from_tiny_pngs(tmp_path):
     from PIL import Image
 
-    from edgesim.learning.data.datasets import load_cinic10
+    from edgesim.learning.data.cinic import load_cinic10
 
     root = tmp_path / "cinic-10"
     classes = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -527,7 +519,7 @@ def test_load_cinic10_from_tiny_pngs(tmp_path):
 
 def _numbered(n_train: int, n_test: int):
     """A 10-class image data set whose every image is filled with its own number (train i: i; test j: -1 - j)."""
-    from edgesim.learning.data.datasets import Dataset
+    from edgesim.learning.data.dataset import Dataset
 
     def img(values):
         return np.repeat(np.asarray(values, np.float32)[:, None, None, None], 64, 1).reshape(-1, 1, 8, 8)

@@ -19,7 +19,9 @@ from edgesim.learning.algorithms import REGISTRY, AlgorithmSpec, register
 from edgesim.learning.config import DataConfig, TrainConfig
 from edgesim.learning.context import make_partition
 from edgesim.learning.data import partitions as P
-from edgesim.learning.data.datasets import _MEDMNIST, DATASETS, Dataset, DatasetError, load_dataset
+from edgesim.learning.data.dataset import Dataset, DatasetError
+from edgesim.learning.data.datasets import DATASETS, load_dataset
+from edgesim.learning.data.medmnist import MEDMNIST
 from edgesim.learning.data.partitions import PARTITIONS
 from edgesim.learning.model_specs import MODELS
 from edgesim.learning.models import build_model
@@ -40,7 +42,7 @@ def test_config_validation_accepts_exactly_the_registered_names():
         assert DataConfig(partition=name).partition == name
     for name in MODELS:
         assert TrainConfig(model=name).model == name
-    assert len(DATASETS) == 10 + len(_MEDMNIST)  # digits, mnist, fashion_mnist, cifar10/100, cinic10, dbpedia, synthetic, image_folder, npz
+    assert len(DATASETS) == 10 + len(MEDMNIST)  # digits, mnist, fashion_mnist, cifar10/100, cinic10, dbpedia, synthetic, image_folder, npz
     for make in (lambda: DataConfig(dataset="nope"), lambda: DataConfig(partition="nope"),
                  lambda: TrainConfig(model="nope")):
         with pytest.raises(ValueError, match="'nope': expected one of "):
@@ -58,7 +60,7 @@ def test_every_model_name_has_a_builder_that_builds_it():
 
 
 def test_every_dataset_name_has_a_loader_and_every_medmnist_flag_a_name():
-    assert set(_MEDMNIST) <= set(DATASETS)
+    assert set(MEDMNIST) <= set(DATASETS)
     for name, spec in DATASETS.items():
         assert spec.name == name and callable(spec.load) and spec.kind in ("image", "text")
     free = {name for name, spec in DATASETS.items() if not spec.needs_files}
@@ -72,7 +74,7 @@ def test_the_class_counts_known_without_files_are_the_loaded_ones(shared_data):
     assert {name: DATASETS.lookup(name).n_classes for name in ("cifar100", "dbpedia")} == {"cifar100": 100, "dbpedia": 14}
     for name in ("digits", "mnist", "fashion_mnist"):
         assert DATASETS.lookup(name).n_classes == load_dataset(name, shared_data).n_classes, name
-    for flag, (classes, _, _) in _MEDMNIST.items():
+    for flag, (classes, _, _) in MEDMNIST.items():
         assert DATASETS.lookup(flag).n_classes == classes
 
 
@@ -182,7 +184,7 @@ def test_registry_refuses_a_name_twice_and_resolves_lazy_references():
 
 
 def _write_medmnist(folder, flag: str, n: int = 12, side: int = 28) -> None:
-    n_classes, channels, _ = _MEDMNIST[flag]
+    n_classes, channels, _ = MEDMNIST[flag]
     rng = np.random.default_rng(0)
     shape = (n, side, side) if channels == 1 else (n, side, side, 3)
     arrays = {}
@@ -192,14 +194,14 @@ def _write_medmnist(folder, flag: str, n: int = 12, side: int = 28) -> None:
     np.savez(folder / f"{flag}.npz", **arrays)
 
 
-@pytest.mark.parametrize("flag", sorted(_MEDMNIST))
+@pytest.mark.parametrize("flag", sorted(MEDMNIST))
 def test_each_medmnist_flag_validates_in_a_scenario_and_loads(flag, tmp_path):
     _write_medmnist(tmp_path, flag)
     sc = load_scenario(None, [f'data.dataset="{flag}"', f'data.data_dir="{tmp_path}"'])
     data = sc.learning["data"]
     assert data.dataset == flag
     ds = load_dataset(data.dataset, data.data_dir)
-    n_classes, channels, _ = _MEDMNIST[flag]
+    n_classes, channels, _ = MEDMNIST[flag]
     assert isinstance(ds, Dataset) and ds.name == flag and ds.n_classes == n_classes
     assert ds.input_shape == (channels, 28, 28) and len(ds.y_train) == 12 and len(ds.y_test) == 12
     assert len(load_dataset(flag, tmp_path, merge_val=True).y_train) == 24

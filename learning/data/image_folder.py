@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgesim.learning.data.datasets import DATASETS, Dataset, DatasetError, DatasetSpec, existing_dir, image_dataset
+from edgesim.learning.data.dataset import Dataset, DatasetError, image_dataset
+from edgesim.learning.data.files import existing_dir
 
 EXTENSIONS = (".png", ".jpg", ".jpeg")
 GRAY_MODES = ("1", "L", "LA", "I", "I;16", "F")
@@ -154,7 +155,3 @@ def load_image_folder(data_dir, image_size=None, test_fraction=None) -> Dataset:
               "image_size": list(shape), "resized": size is not None, "resample": "bilinear" if size else None,
               "channels": channels, "color": "grayscale" if gray else "RGB"}
     return dataclasses.replace(ds, source=source)
-
-
-DATASETS.add(DatasetSpec("image_folder", "your images, one folder per class", "image", load_image_folder,
-                         options=("image_size", "test_fraction")))

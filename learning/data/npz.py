@@ -8,7 +8,7 @@ per feature, so the per-channel normalisation standardises each feature; use
 ``[train] model = "mlp"`` with them). ``uint8`` pixels are scaled by 1/255 first,
 any other numeric type is taken as it is; then each channel is normalised with the
 train split's mean and std, as every image data set of edgesim
-(:func:`edgesim.learning.data.datasets.image_dataset`). Labels are integers
+(:func:`edgesim.learning.data.dataset.image_dataset`). Labels are integers
 ``0..K-1`` (an integer-valued float array or an ``(N, 1)`` column is accepted);
 ``K`` is the largest label plus one. Nothing is unpickled (``allow_pickle=False``).
 
@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgesim.learning.data.datasets import DATASETS, Dataset, DatasetError, DatasetSpec, existing_dir, image_dataset
+from edgesim.learning.data.dataset import Dataset, DatasetError, image_dataset
+from edgesim.learning.data.files import existing_dir
 
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
 EXPECTED = "an .npz archive with arrays x_train, y_train, x_test, y_test (np.savez)"
@@ -121,6 +122,3 @@ def load_npz(data_dir, file: str | None = None) -> Dataset:
               "stored_shape": list(arrays["x_train"].shape[1:]), "dtype": str(arrays["x_train"].dtype),
               "pixel_scale": scale}
     return dataclasses.replace(ds, source=source)
-
-
-DATASETS.add(DatasetSpec("npz", "your arrays in one .npz file", "image", load_npz, options=("file",)))
