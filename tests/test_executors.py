@@ -91,17 +91,17 @@ def train(executor, model: nn.Module, start_params: list[dict], data: list, gene
 
 
 @pytest.mark.parametrize(
-    "cfg",
+    "task",
     [
         sgd(lr=0.05, batch_size=16, epochs=2),
         sgd(lr=0.05, momentum=0.9, weight_decay=1e-3, prox_mu=0.1, batch_size=16, epochs=2),
     ],
     ids=["sgd", "momentum-wd-prox"],
 )
-def test_sequential_and_vmap_agree_with_unequal_clients(cnn, clients, cfg):
+def test_sequential_and_vmap_agree_with_unequal_clients(cnn, clients, task):
     sp = starts(cnn, len(clients))
-    a = SequentialExecutor().run(cnn, cfg, sp, clients, seeds(len(clients)))
-    b = VmapExecutor().run(cnn, cfg, sp, clients, seeds(len(clients)))
+    a = SequentialExecutor().run(cnn, task, sp, clients, seeds(len(clients)))
+    b = VmapExecutor().run(cnn, task, sp, clients, seeds(len(clients)))
     assert max_diff(a.params, b.params) < TOL
     assert a.n_steps == b.n_steps == [6, 8, 2, 0, 8]
     assert all(torch.equal(a.params[3][k], sp[3][k]) for k in sp[3])  # no data: unchanged
@@ -111,25 +111,25 @@ def test_sequential_and_vmap_agree_with_unequal_clients(cnn, clients, cfg):
 
 
 def test_vmap_in_chunks_equals_all_at_once(cnn, clients):
-    cfg = sgd(lr=0.05, momentum=0.9, batch_size=16)
+    task = sgd(lr=0.05, momentum=0.9, batch_size=16)
     sp = starts(cnn, len(clients))
-    a = train(VmapExecutor(), cnn, sp, clients, seeds(len(clients)), cfg)
-    b = train(VmapExecutor(max_clients=2), cnn, sp, clients, seeds(len(clients)), cfg)
+    a = train(VmapExecutor(), cnn, sp, clients, seeds(len(clients)), task)
+    b = train(VmapExecutor(max_clients=2), cnn, sp, clients, seeds(len(clients)), task)
     assert max_diff(a, b) < TOL
 
 
 def test_both_executors_consume_the_generators_alike(cnn, clients):
-    cfg = sgd(lr=0.05, batch_size=16, epochs=3)
+    task = sgd(lr=0.05, batch_size=16, epochs=3)
     ga, gb = seeds(len(clients)), seeds(len(clients))
-    train(SequentialExecutor(), cnn, starts(cnn, 5), clients, ga, cfg)
-    train(VmapExecutor(), cnn, starts(cnn, 5), clients, gb, cfg)
+    train(SequentialExecutor(), cnn, starts(cnn, 5), clients, ga, task)
+    train(VmapExecutor(), cnn, starts(cnn, 5), clients, gb, task)
     assert all(torch.equal(x.get_state(), y.get_state()) for x, y in zip(ga, gb))
 
 
 def test_int_seeds_equal_generators(cnn, clients):
-    cfg = sgd(lr=0.05, batch_size=16)
-    a = train(SequentialExecutor(), cnn, starts(cnn, 5), clients, [0, 1, 2, 3, 4], cfg)
-    b = train(SequentialExecutor(), cnn, starts(cnn, 5), clients, seeds(5), cfg)
+    task = sgd(lr=0.05, batch_size=16)
+    a = train(SequentialExecutor(), cnn, starts(cnn, 5), clients, [0, 1, 2, 3, 4], task)
+    b = train(SequentialExecutor(), cnn, starts(cnn, 5), clients, seeds(5), task)
     assert all_equal(a, b)
 
 
@@ -156,7 +156,7 @@ def test_functional_sgd_step_is_torch_sgd_bit_for_bit(momentum, wd):
 def test_sequential_executor_is_the_plain_torch_loop(cnn, clients, memory_format):
     """One client: load_state_dict + torch.optim.SGD over randperm batches gives identical bits (the plain loop's
     model and inputs in the same memory format)."""
-    cfg = sgd(lr=0.05, momentum=0.9, weight_decay=1e-3, batch_size=16, epochs=2)
+    task = sgd(lr=0.05, momentum=0.9, weight_decay=1e-3, batch_size=16, epochs=2)
     x, y = clients[0]
     sp = starts(cnn, 1)[0]
     model = build_model("cnn", (1, 8, 8), 10)
@@ -164,20 +164,20 @@ def test_sequential_executor_is_the_plain_torch_loop(cnn, clients, memory_format
     fmt = torch.channels_last if memory_format == "channels_last" else torch.contiguous_format
     model = model.to(memory_format=fmt)
     x = x.to(memory_format=fmt)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.optimizer.lr, momentum=cfg.optimizer.momentum,
-                          weight_decay=cfg.optimizer.weight_decay)
+    opt = torch.optim.SGD(model.parameters(), lr=task.optimizer.lr, momentum=task.optimizer.momentum,
+                          weight_decay=task.optimizer.weight_decay)
     # the batch order is the first stream's sub-stream of the one seed drawn from the client's generator
     gen = torch.Generator().manual_seed(derive_seed(draw_seed(torch.Generator().manual_seed(5)), BATCHES, 0))
-    for _ in range(cfg.epochs):
+    for _ in range(task.epochs):
         perm = torch.randperm(len(x), generator=gen)
-        batch_size = cfg.streams[0].batch_size
+        batch_size = task.streams[0].batch_size
         for i in range(0, len(x), batch_size):
             idx = perm[i : i + batch_size]
             opt.zero_grad()
             F.cross_entropy(model(x[idx]), y[idx]).backward()
             opt.step()
     got = train(SequentialExecutor(Numerics(memory_format=memory_format)),
-        cnn, [sp], [(x, y)], [torch.Generator().manual_seed(5)], cfg)[0]
+        cnn, [sp], [(x, y)], [torch.Generator().manual_seed(5)], task)[0]
     assert all(torch.equal(got[k], model.state_dict()[k]) for k in got)
     assert all(v.is_contiguous() for v in got.values())  # handed back in the default format
 
@@ -186,15 +186,15 @@ def test_vmap_step_on_one_client_is_torch_sgd(cnn, clients):
     """The vectorised executor with a single full-batch step equals torch.optim.SGD (to rounding)."""
     x, y = clients[1]
     sp = starts(cnn, 1)[0]
-    cfg = sgd(lr=0.1, momentum=0.9, weight_decay=1e-3, batch_size=len(x))
+    task = sgd(lr=0.1, momentum=0.9, weight_decay=1e-3, batch_size=len(x))
     model = build_model("cnn", (1, 8, 8), 10)
     model.load_state_dict(sp)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.optimizer.lr, momentum=cfg.optimizer.momentum,
-                          weight_decay=cfg.optimizer.weight_decay)
+    opt = torch.optim.SGD(model.parameters(), lr=task.optimizer.lr, momentum=task.optimizer.momentum,
+                          weight_decay=task.optimizer.weight_decay)
     perm = client_schedule(len(x), len(x), 1, torch.Generator().manual_seed(0))[0]
     F.cross_entropy(model(x[perm]), y[perm]).backward()
     opt.step()
-    got = train(VmapExecutor(), cnn, [sp], [(x, y)], [0], cfg)[0]
+    got = train(VmapExecutor(), cnn, [sp], [(x, y)], [0], task)[0]
     assert max(float((got[k] - model.state_dict()[k]).abs().max()) for k in got) < 1e-6
 
 
@@ -212,18 +212,18 @@ def test_fedprox_mu_zero_is_plain_training_exactly(cnn, clients):
 
 def test_fedprox_equals_its_penalty_written_as_a_loss_and_pulls_to_start(cnn, clients):
     mu = 0.5
-    cfg = sgd(lr=0.05, momentum=0.9, batch_size=16, epochs=2)
-    by_cfg = sgd(lr=0.05, momentum=0.9, batch_size=16, epochs=2, prox_mu=mu)
+    task = sgd(lr=0.05, momentum=0.9, batch_size=16, epochs=2)
+    by_mu = sgd(lr=0.05, momentum=0.9, batch_size=16, epochs=2, prox_mu=mu)
 
     def prox(p, p0):
         return 0.5 * mu * sum(((p[n] - p0[n]) ** 2).sum() for n in p)
 
     sp = starts(cnn, 5)
     by_loss = sgd(lr=0.05, momentum=0.9, batch_size=16, epochs=2, loss=supervised_loss(penalty=prox))
-    a = train(SequentialExecutor(), cnn, sp, clients, seeds(5), by_cfg)
+    a = train(SequentialExecutor(), cnn, sp, clients, seeds(5), by_mu)
     b = train(SequentialExecutor(), cnn, sp, clients, seeds(5), by_loss)
     c = train(VmapExecutor(), cnn, sp, clients, seeds(5), by_loss)
-    free = train(SequentialExecutor(), cnn, sp, clients, seeds(5), cfg)
+    free = train(SequentialExecutor(), cnn, sp, clients, seeds(5), task)
     assert max_diff(a, b) < TOL and max_diff(a, c) < TOL
 
     def dist(p, p0):
@@ -243,15 +243,15 @@ def test_sample_weights_and_soft_targets_hook(cnn, clients):
         return F.kl_div(F.log_softmax(out, -1), target, reduction="none").sum(-1)
 
     obj = sgd(lr=0.1, momentum=0.9, batch_size=16, loss=supervised_loss(sample_loss=kl))
-    cfg = sgd(lr=0.1, momentum=0.9, batch_size=16)
+    task = sgd(lr=0.1, momentum=0.9, batch_size=16)
     sp = starts(cnn, 5)
     a = train(SequentialExecutor(), cnn, sp, soft, seeds(5), obj)
     b = train(VmapExecutor(), cnn, sp, soft, seeds(5), obj)
     assert max_diff(a, b) < TOL
     # weights of one are no weights at all
     ones = [(x, y, torch.ones(len(x))) for x, y in clients]
-    c = train(SequentialExecutor(), cnn, sp, ones, seeds(5), cfg)
-    d = train(SequentialExecutor(), cnn, sp, clients, seeds(5), cfg)
+    c = train(SequentialExecutor(), cnn, sp, ones, seeds(5), task)
+    d = train(SequentialExecutor(), cnn, sp, clients, seeds(5), task)
     assert all_equal(c, d)
 
 
@@ -266,28 +266,28 @@ def test_sample_loss_must_be_per_sample(cnn, clients):
 
 
 def test_same_inputs_same_bits(cnn, clients):
-    cfg = sgd(lr=0.05, momentum=0.9, prox_mu=0.01, batch_size=16)
+    task = sgd(lr=0.05, momentum=0.9, prox_mu=0.01, batch_size=16)
     template = state_of(cnn)
     for ex in (SequentialExecutor(), VmapExecutor()):
-        a = train(ex, cnn, starts(cnn, 5), clients, seeds(5), cfg)
-        b = train(ex, cnn, starts(cnn, 5), clients, seeds(5), cfg)
+        a = train(ex, cnn, starts(cnn, 5), clients, seeds(5), task)
+        b = train(ex, cnn, starts(cnn, 5), clients, seeds(5), task)
         assert all_equal(a, b)
-        c = train(ex, cnn, starts(cnn, 5), clients, seeds(5, round_=1), cfg)
+        c = train(ex, cnn, starts(cnn, 5), clients, seeds(5, round_=1), task)
         assert max_diff(a, c) > 1e-4  # another round, another order
     assert all(torch.equal(template[k], cnn.state_dict()[k]) for k in template)  # template untouched
 
 
 def test_bad_inputs_raise(cnn, clients):
-    cfg = sgd(lr=0.1)
+    task = sgd(lr=0.1)
     sp = starts(cnn, 2)
     with pytest.raises(ValueError, match="one entry per client"):
-        train(SequentialExecutor(), cnn, sp, clients[:2], seeds(3), cfg)
+        train(SequentialExecutor(), cnn, sp, clients[:2], seeds(3), task)
     with pytest.raises(ValueError, match="missing"):
-        train(VmapExecutor(), cnn, [{"conv1.weight": sp[0]["conv1.weight"]}] * 2, clients[:2], seeds(2), cfg)
+        train(VmapExecutor(), cnn, [{"conv1.weight": sp[0]["conv1.weight"]}] * 2, clients[:2], seeds(2), task)
     with pytest.raises(ValueError, match="differ in length"):
-        train(SequentialExecutor(), cnn, sp[:1], [(clients[0][0], clients[1][1])], seeds(1), cfg)
+        train(SequentialExecutor(), cnn, sp[:1], [(clients[0][0], clients[1][1])], seeds(1), task)
     with pytest.raises(ValueError, match="generator"):
-        train(SequentialExecutor(), cnn, sp[:1], clients[:1], ["0"], cfg)
+        train(SequentialExecutor(), cnn, sp[:1], clients[:1], ["0"], task)
     for bad in ({"lr": 0}, {"lr": 0.1, "momentum": 1.0}, {"lr": 0.1, "batch_size": 0}, {"lr": 0.1, "prox_mu": -1}):
         with pytest.raises(ValueError):
             sgd(**bad)
@@ -312,13 +312,13 @@ def test_resnet9_batchnorm_and_dropout_vectorise_like_the_loop():
     data = [(torch.randn(n, 1, 8, 8, generator=g, dtype=torch.float64), torch.randint(0, 10, (n,), generator=g))
             for n in (6, 3, 0)]
     sp = starts(resnet, 3)
-    cfg = sgd(lr=0.01, momentum=0.9, batch_size=4)
+    task = sgd(lr=0.01, momentum=0.9, batch_size=4)
     assert VmapExecutor.unsupported_reason(resnet) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        v = train(VmapExecutor(), resnet, sp, data, seeds(3), cfg)
-    s = train(SequentialExecutor(), resnet, sp, data, seeds(3), cfg)
-    s2 = train(SequentialExecutor(), resnet, sp, data, seeds(3), cfg)
+        v = train(VmapExecutor(), resnet, sp, data, seeds(3), task)
+    s = train(SequentialExecutor(), resnet, sp, data, seeds(3), task)
+    s2 = train(SequentialExecutor(), resnet, sp, data, seeds(3), task)
     assert all_equal(s, s2)  # dropout masks come from the client seeds
     assert max_diff(v, s) < 1e-7
     # running statistics were trained, one batch count per step; the client without data is untouched
@@ -332,9 +332,9 @@ def test_dropout_masks_depend_on_the_key():
     model = build_model("resnet9", (1, 8, 8), 10, seed=0)
     g = torch.Generator().manual_seed(4)
     data = [(torch.randn(8, 1, 8, 8, generator=g), torch.randint(0, 10, (8,), generator=g))]
-    cfg = sgd(lr=0.05, batch_size=8)
-    a = train(SequentialExecutor(), model, [state_of(model)], data, [1], cfg)
-    b = train(SequentialExecutor(), model, [state_of(model)], data, [2], cfg)
+    task = sgd(lr=0.05, batch_size=8)
+    a = train(SequentialExecutor(), model, [state_of(model)], data, [1], task)
+    b = train(SequentialExecutor(), model, [state_of(model)], data, [2], task)
     assert not torch.equal(a[0]["fc.weight"], b[0]["fc.weight"])
 
 
@@ -343,12 +343,12 @@ def test_torch_batchnorm_or_dropout_falls_back_to_sequential():
     assert "torch's own" in VmapExecutor.unsupported_reason(model)
     g = torch.Generator().manual_seed(1)
     data = [(torch.randn(6, 4, generator=g), torch.randint(0, 2, (6,), generator=g))]
-    cfg = sgd(lr=0.1, batch_size=3)
+    task = sgd(lr=0.1, batch_size=3)
     with pytest.warns(UserWarning, match="SequentialExecutor"):
-        v = train(VmapExecutor(), model, [state_of(model)], data, seeds(1), cfg)
-    assert all_equal(v, train(SequentialExecutor(), model, [state_of(model)], data, seeds(1), cfg))
+        v = train(VmapExecutor(), model, [state_of(model)], data, seeds(1), task)
+    assert all_equal(v, train(SequentialExecutor(), model, [state_of(model)], data, seeds(1), task))
     with pytest.raises(ValueError, match="cannot vectorise"):
-        train(VmapExecutor(fallback="error"), model, [state_of(model)], data, seeds(1), cfg)
+        train(VmapExecutor(fallback="error"), model, [state_of(model)], data, seeds(1), task)
 
 
 @pytest.mark.filterwarnings("ignore:There is a performance drop")
@@ -360,10 +360,10 @@ def test_text_model_vmap_equals_sequential():
         tok = torch.randint(1, 30, (n, 6), generator=g)
         tok[:, 4:] = 0
         data.append((tok, torch.randint(0, 4, (n,), generator=g)))
-    cfg = sgd(lr=0.5, batch_size=4)
+    task = sgd(lr=0.5, batch_size=4)
     sp = [state_of(model)] * 2
-    a = train(SequentialExecutor(), model, sp, data, seeds(2), cfg)
-    b = train(VmapExecutor(), model, sp, data, seeds(2), cfg)
+    a = train(SequentialExecutor(), model, sp, data, seeds(2), task)
+    b = train(VmapExecutor(), model, sp, data, seeds(2), task)
     assert max_diff(a, b) < TOL
 
 
@@ -444,9 +444,9 @@ def test_a_batch_with_one_value_per_channel_trains_and_keeps_the_statistics():
     data = [(torch.randn(1, 1, 8, 8, generator=g, dtype=torch.float64), torch.tensor([3])),
             (torch.randn(5, 1, 8, 8, generator=g, dtype=torch.float64), torch.randint(0, 10, (5,), generator=g))]
     sp = [state_of(resnet)] * 2
-    cfg = sgd(lr=0.01, batch_size=4)
-    s = train(SequentialExecutor(), resnet, sp, data, seeds(2), cfg)
-    v = train(VmapExecutor(), resnet, sp, data, seeds(2), cfg)
+    task = sgd(lr=0.01, batch_size=4)
+    s = train(SequentialExecutor(), resnet, sp, data, seeds(2), task)
+    v = train(VmapExecutor(), resnet, sp, data, seeds(2), task)
     assert max_diff(v, s) < 1e-7
     last = "res3.block.2.1.running_var"  # 1×1 maps: one value per channel for the one-sample client
     assert torch.equal(s[0][last], sp[0][last])
