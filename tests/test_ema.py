@@ -13,9 +13,10 @@ from edgesim.config import ConfigError
 from edgesim.engine import Simulation
 from edgesim.learning.algorithms import REGISTRY
 from edgesim.learning.context import build_context
-from edgesim.learning.executors import LocalTask, SequentialExecutor, Stream, VmapExecutor
+from edgesim.learning.executors import SequentialExecutor, VmapExecutor
 from edgesim.learning.objectives import cross_entropy_loss
 from edgesim.learning.optim import SGD, ema_update
+from edgesim.learning.tasks import LocalTask, Stream
 from edgesim.scenarios.schema import load_scenario
 
 # --------------------------------------------------------------------------- the formula
