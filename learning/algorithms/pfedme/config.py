@@ -11,8 +11,14 @@ from edgesim.learning.algorithms import declare
 
 @dataclass(frozen=True)
 class PFedMeConfig:
-    """``lam`` λ, ``inner_steps`` K, ``personal_lr`` η_p, ``beta`` β (module docstring); ``lr`` η overrides
-    ``[train] lr``."""
+    """pFedMe's options (Dinh et al., NeurIPS 2020; the algorithm module's docstring has the update rules).
+
+    ``lam``: λ, how strongly a device's personalised model θ is pulled toward its local model (Eq. 7).
+    ``inner_steps``: K, the gradient steps on θ per mini-batch that approximately solve Eq. (7).
+    ``personal_lr``: η_p, the step size of those inner steps on θ.
+    ``beta``: β, the server's mixing of the devices' average into the global model (Eq. 10), 1 taking the average.
+    ``lr``: η, the local model's step toward θ (unset: ``[train] lr``).
+    """
 
     lam: float = 15.0
     inner_steps: int = 5
