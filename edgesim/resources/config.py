@@ -24,7 +24,7 @@ class ResourcesConfig:
     device's maximum. ``oort_exploration``: the fraction of Oort's picks spent
     on devices never tried (ε, Lai et al., OSDI 2021, §4.2); ``oort_alpha``: its
     straggler penalty exponent (α). Which names exist (plugins included) is
-    checked by :func:`edgesim.resources.registry.check_config`.
+    checked by :func:`edgesim.resources.round.check_config`.
     """
 
     scheduling: str = "random"
