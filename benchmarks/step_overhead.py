@@ -8,21 +8,23 @@ the sequential executor, the divergence check) on device ``--device`` from the b
 
 The bare loop trains the same model (a copy of the context's template ``nn.Module``) from the same state on
 the same device's tensors, already in memory in the cell's layout, on the same batches (edgesim's own
-sample order, ``task_schedule``) with ``torch.optim.SGD`` (same lr, momentum, weight decay):
+sample order, ``task_schedule``) with ``torch.optim.SGD`` (same lr, momentum, weight decay), in two flavours:
+``bare`` (SGD's per-tensor loop, its CPU default) and ``bare_foreach`` (its multi-tensor ``foreach`` update):
 ``load_state_dict``, ``zero_grad`` / forward / ``F.cross_entropy`` / ``backward`` / ``step`` per batch, the
 forward pass and the loss under ``torch.autocast(bfloat16)`` in bfloat16, and the state handed back
 contiguous — what edgesim's executor hands back.
 
-Cells: {contiguous, channels_last} x {float32, bfloat16}; the eight variants (bare, edgesim per cell) run in
+Cells: {contiguous, channels_last} x {float32, bfloat16}; the twelve variants (two bare loops and edgesim per cell) run in
 rotating order (the first shifts by one each rotation, so a busy host slows them alike), ``--rotations``
 times after one warm-up call each; each call's thread CPU time (one torch thread runs every op in the
 calling thread, so this is the work done, whatever else the host runs) and wall-clock time. Reported per cell: both medians (ms per call and per step), the median
-of the paired ratios edgesim ÷ bare (same rotation) with its 95 % distribution-free interval (order
+of the paired ratios edgesim ÷ the cell's faster bare loop (same rotation) with its 95 % distribution-free interval (order
 statistics of the binomial), edgesim ÷ the best bare loop of all cells, and the max |difference| of the two
 trained models (float32: rounding only; bfloat16: bfloat16's rounding).
 
-``--profile`` then runs ``cProfile`` over ``--profile-calls`` calls of both sides of each cell and prints the
-functions with the largest own time, to name where an overhead goes.
+``--profile`` then runs ``cProfile`` (on thread CPU time) over ``--profile-calls`` calls of every variant, prints
+each one's own time split into torch's C++ ops, torch's Python, edgesim's Python and the rest, and the functions
+with the largest own time, to name where an overhead goes.
 
     EDGESIM_DATA=../shared/data nice -n 10 .venv/bin/python benchmarks/step_overhead.py \\
         scenarios/arena_dofed_normal.toml --rotations 40 --profile
@@ -75,9 +77,13 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
     return v[j - 1], v[n - j]
 
 
-def sides(ctx, method: str, device: int, round_index: int, numerics: Numerics):
+BARE = {"bare": False, "bare_foreach": True}  # torch.optim.SGD's per-tensor loop, and its multi-tensor (foreach) one
+
+
+def sides(ctx, method: str, device: int, round_index: int, numerics: Numerics, foreach: bool = False):
     """``(edgesim, bare, steps)``: two functions training ``device`` once in ``numerics``, each returning the
-    trained state (contiguous), and the number of optimiser steps."""
+    trained state (contiguous), and the number of optimiser steps; ``foreach``: the bare loop's SGD updates all
+    tensors in one multi-tensor call."""
     import dataclasses
 
     own = dataclasses.replace(ctx, executor=make_executor("sequential", ctx.device, numerics))
@@ -109,7 +115,7 @@ def sides(ctx, method: str, device: int, round_index: int, numerics: Numerics):
         net.to(memory_format=fmt)
         net.train()
         opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=opt_cfg.momentum, weight_decay=opt_cfg.weight_decay,
-                              nesterov=opt_cfg.nesterov)
+                              nesterov=opt_cfg.nesterov, foreach=foreach)
         for idx in order:
             opt.zero_grad(set_to_none=True)
             with numerics.autocast(ctx.device):
@@ -119,6 +125,27 @@ def sides(ctx, method: str, device: int, round_index: int, numerics: Numerics):
         return {k: v.detach().contiguous().clone() for k, v in net.state_dict().items()}
 
     return edgesim, bare, len(order)
+
+
+def own_time(st: pstats.Stats) -> dict:
+    """Own (``tottime``) seconds of a profile by where the code lives: ``ops`` (C functions: torch's kernels and
+    bindings), ``torch`` (torch's Python files), ``edgesim`` (the project's ``edgesim/``, ``learning/``,
+    ``scenarios/``), ``rest``."""
+    import os
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = {"ops": 0.0, "torch": 0.0, "edgesim": 0.0, "rest": 0.0}
+    for (filename, _, _), (_, _, tt, _, _) in st.stats.items():
+        if filename == "~":
+            out["ops"] += tt
+        elif f"{os.sep}torch{os.sep}" in filename:
+            out["torch"] += tt
+        elif filename.startswith(repo) and not filename.startswith(os.path.join(repo, "benchmarks")) \
+                and ".venv" not in filename:
+            out["edgesim"] += tt
+        else:
+            out["rest"] += tt
+    return out
 
 
 def main() -> None:
@@ -142,8 +169,10 @@ def main() -> None:
     cells = [Numerics(*reversed(c.split("/"))) for c in a.cells] if a.cells else CELLS
     variants = []
     for n in cells:
-        e, b, steps = sides(ctx, a.method, a.device, a.round, n)
-        variants += [("bare", n, b), ("edgesim", n, e)]
+        for kind, foreach in BARE.items():
+            e, b, steps = sides(ctx, a.method, a.device, a.round, n, foreach)
+            variants.append((kind, n, b))
+        variants.append(("edgesim", n, e))
     out = {(k, cell_name(n)): f() for k, n, f in variants}  # warm-up, and the models compared
     wall = {(k, cell_name(n)): [] for k, n, _ in variants}
     cpu = {(k, cell_name(n)): [] for k, n, _ in variants}
@@ -165,31 +194,44 @@ def main() -> None:
           f"{L['train'].batch_size}")
     for clock, times in (("thread CPU time", cpu), ("wall-clock time", wall)):
         med = {k: statistics.median(v) for k, v in times.items()}
-        best = min((k for k in med if k[0] == "bare"), key=med.__getitem__)
-        print(f"\n{clock}; best bare loop: {best[1]}\n")
-        print("| layout/precision | bare ms per call (per step) | edgesim ms per call (per step) | edgesim ÷ bare, "
-              "median of paired ratios (95 % interval) | edgesim ÷ best bare | max \\|diff\\| of the models |")
-        print("|---|---|---|---|---|---|")
+        best = min((k for k in med if k[0] != "edgesim"), key=med.__getitem__)
+        print(f"\n{clock}; best bare loop of all cells: {best[0]} in {best[1]}\n")
+        print("| layout/precision | bare ms per call (per step) | bare_foreach ms per call (per step) | edgesim ms per "
+              "call (per step) | edgesim ÷ the cell's best bare loop, median of paired ratios (95 % interval) "
+              "| edgesim ÷ best bare of all cells | max \\|diff\\| of the models (edgesim, best bare) |")
+        print("|---|---|---|---|---|---|---|")
         for n in cells:
             c = cell_name(n)
-            b, e = ("bare", c), ("edgesim", c)
+            e = ("edgesim", c)
+            b = min(((kind, c) for kind in BARE), key=med.__getitem__)
             ratios = [te / tb for tb, te in zip(times[b], times[e])]
             lo, hi = median_interval(ratios)
             diff = max(float((out[b][k].float() - out[e][k].float()).abs().max()) for k in out[b])
-            print(f"| {c} | {1e3 * med[b]:.2f} ({1e3 * med[b] / steps:.2f}) | {1e3 * med[e]:.2f} "
-                  f"({1e3 * med[e] / steps:.2f}) | **{statistics.median(ratios):.3f}** ({lo:.3f}-{hi:.3f}) "
-                  f"| {med[e] / med[best]:.3f} | {diff:.1e} |", flush=True)
+            cols = " | ".join(f"{1e3 * med[(kind, c)]:.2f} ({1e3 * med[(kind, c)] / steps:.2f})" for kind in BARE)
+            print(f"| {c} | {cols} | {1e3 * med[e]:.2f} ({1e3 * med[e] / steps:.2f}) | **{statistics.median(ratios):.3f}** "
+                  f"({lo:.3f}-{hi:.3f}) vs {b[0]} | {med[e] / med[best]:.3f} | {diff:.1e} |", flush=True)
     if a.profile:
+        print("\ncProfile on thread CPU time, own time per call in ms: torch's C++ ops (builtins and tensor methods), "
+              "torch's Python (nn.Module, autograd, optim, autocast), edgesim's Python, the rest (this script, stdlib)\n")
+        print("| variant | layout/precision | total | C++ ops | torch Python | edgesim Python | rest |")
+        print("|---|---|---|---|---|---|---|")
+        reports = []
         for kind, n, f in variants:
-            prof = cProfile.Profile()
+            prof = cProfile.Profile(time.thread_time)
             prof.enable()
             for _ in range(a.profile_calls):
                 f()
             prof.disable()
             s = io.StringIO()
             st = pstats.Stats(prof, stream=s)
+            share = own_time(st)
+            print(f"| {kind} | {cell_name(n)} | {1e3 * st.total_tt / a.profile_calls:.2f} | "
+                  + " | ".join(f"{1e3 * share[k] / a.profile_calls:.2f}" for k in ("ops", "torch", "edgesim", "rest"))
+                  + " |", flush=True)
+            reports.append((kind, n, st, s))
+        for kind, n, st, s in reports:
             print(f"\n### cProfile: {kind}, {cell_name(n)}, {a.profile_calls} calls, "
-                  f"{st.total_tt / a.profile_calls * 1e3:.2f} ms per call (profiled)")
+                  f"{st.total_tt / a.profile_calls * 1e3:.2f} ms per call (thread CPU time, profiled)")
             st.sort_stats("tottime").print_stats(a.top)
             lines = s.getvalue().splitlines()
             head = next(i for i, line in enumerate(lines) if "ncalls" in line)
