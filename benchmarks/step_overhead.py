@@ -14,13 +14,13 @@ sample order, ``task_schedule``) with ``torch.optim.SGD`` (same lr, momentum, we
 forward pass and the loss under ``torch.autocast(bfloat16)`` in bfloat16, and the state handed back
 contiguous — what edgesim's executor hands back.
 
-Cells: {contiguous, channels_last} x {float32, bfloat16}; the twelve variants (two bare loops and edgesim per cell) run in
-rotating order (the first shifts by one each rotation, so a busy host slows them alike), ``--rotations``
-times after one warm-up call each; each call's thread CPU time (one torch thread runs every op in the
-calling thread, so this is the work done, whatever else the host runs) and wall-clock time. Reported per cell: both medians (ms per call and per step), the median
-of the paired ratios edgesim ÷ the cell's faster bare loop (same rotation) with its 95 % distribution-free interval (order
-statistics of the binomial), edgesim ÷ the best bare loop of all cells, and the max |difference| of the two
-trained models (float32: rounding only; bfloat16: bfloat16's rounding).
+Cells: {contiguous, channels_last} x {float32, bfloat16}; the twelve variants (two bare loops and edgesim per
+cell) run in rotating order (the first shifts by one each rotation, so a busy host slows them alike),
+``--rotations`` times after one warm-up call each; each call's thread CPU time (one torch thread runs every op
+in the calling thread, so this is the work done, whatever else the host runs) and wall-clock time. Reported
+per cell: the medians (ms per call and per step), the median of the paired ratios edgesim ÷ the cell's faster
+bare loop (same rotation) with its 95 % distribution-free interval (order statistics of the binomial), edgesim
+÷ the best bare loop of all cells, and the max |difference| of the two trained models.
 
 ``--profile`` then runs ``cProfile`` (on thread CPU time) over ``--profile-calls`` calls of every variant, prints
 each one's own time split into torch's C++ ops, torch's Python, edgesim's Python and the rest, and the functions
@@ -62,7 +62,8 @@ def cell_name(n: Numerics) -> str:
 
 def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
     """A distribution-free interval for the median: order statistics ``(j, n+1-j)`` with
-    ``P(Bin(n, 1/2) < j) ≤ (1 - level)/2`` (exact binomial; ``(min, max)`` for n < 6)."""
+    ``j`` the largest with ``P(Bin(n, 1/2) < j) ≤ (1 - level)/2`` (exact binomial); ``(min, max)`` for n ≤ 8, which
+    covers less than ``level`` for n ≤ 5."""
     v = sorted(values)
     n = len(v)
     alpha = (1 - level) / 2
@@ -90,7 +91,8 @@ def sides(ctx, method: str, device: int, round_index: int, numerics: Numerics, f
     cfg = REGISTRY[method].config_cls()
     backend = REGISTRY[method].build(own, cfg)
     task = backend.task
-    if len(task.streams) != 1 or task.views or task.step is not None or task.prox_mu or type(task.optimizer).__name__ != "SGD":
+    plain = len(task.streams) == 1 and not task.views and task.step is None and not task.prox_mu
+    if not plain or type(task.optimizer).__name__ != "SGD":
         raise SystemExit(f"step_overhead: {method}'s task is not plain supervised SGD; the bare loop would differ")
     start = {k: v.detach().clone() for k, v in backend.global_state.items()}
     data = backend.data[device]
@@ -208,11 +210,13 @@ def main() -> None:
             lo, hi = median_interval(ratios)
             diff = max(float((out[b][k].float() - out[e][k].float()).abs().max()) for k in out[b])
             cols = " | ".join(f"{1e3 * med[(kind, c)]:.2f} ({1e3 * med[(kind, c)] / steps:.2f})" for kind in BARE)
-            print(f"| {c} | {cols} | {1e3 * med[e]:.2f} ({1e3 * med[e] / steps:.2f}) | **{statistics.median(ratios):.3f}** "
-                  f"({lo:.3f}-{hi:.3f}) vs {b[0]} | {med[e] / med[best]:.3f} | {diff:.1e} |", flush=True)
+            print(f"| {c} | {cols} | {1e3 * med[e]:.2f} ({1e3 * med[e] / steps:.2f}) "
+                  f"| **{statistics.median(ratios):.3f}** ({lo:.3f}-{hi:.3f}) vs {b[0]} "
+                  f"| {med[e] / med[best]:.3f} | {diff:.1e} |", flush=True)
     if a.profile:
-        print("\ncProfile on thread CPU time, own time per call in ms: torch's C++ ops (builtins and tensor methods), "
-              "torch's Python (nn.Module, autograd, optim, autocast), edgesim's Python, the rest (this script, stdlib)\n")
+        print("\ncProfile on thread CPU time, own time per call in ms: torch's C++ ops (builtins and tensor "
+              "methods), torch's Python (nn.Module, autograd, optim, autocast), edgesim's Python, the rest (this "
+              "script, stdlib)\n")
         print("| variant | layout/precision | total | C++ ops | torch Python | edgesim Python | rest |")
         print("|---|---|---|---|---|---|---|")
         reports = []
