@@ -198,7 +198,7 @@ def test_pfedme_lr_overrides_the_train_lr(tiny_scenario):
 
     def metrics(cfg, *overrides):
         sc, ctx = _ctx(tiny_scenario, *overrides)
-        return _run(sc, REGISTRY["pfedme"].build(ctx, cfg), rounds=2)
+        return _run(sc, REGISTRY["pfedme"].build(ctx, cfg), rounds=1)
 
     own = metrics(PFedMeConfig(lr=0.01))
     assert own == metrics(PFedMeConfig(), "train.lr=0.01") and own != metrics(PFedMeConfig())

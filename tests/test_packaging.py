@@ -125,7 +125,7 @@ def test_the_wheel_installs_edgesim_as_its_only_top_level_name(installed):
     assert int(listed) >= 20  # the algorithm folders and the results module are in the wheel
 
 
-@pytest.mark.slow
+# the only test that the installed wheel runs (~20 s): in the default run, not marked slow
 def test_the_installed_wheel_runs_a_scenario_beside_a_users_plots_learning_and_scenarios_folders(installed, tmp_path):
     python, _ = installed
     user = tmp_path / "my_study"

@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--set", "budget.rounds=2", "--set", "system.n_devices=4", "--set", "run.clients_per_round=2"]
 
@@ -34,8 +32,7 @@ def test_the_quick_start_names_install_run_sweep_report_in_order():
     assert "pip install -q -c constraints.txt" in (REPO / "docs" / "quickstart.md").read_text()
 
 
-@pytest.mark.slow
-def test_the_quick_start_runs_as_written_at_a_small_scale(tmp_path):
+def test_the_quick_start_runs_as_written_at_a_small_scale(tmp_path):  # ~1 min; the only test of the page: not slow
     for command in quickstart_commands():
         args = command[1:] + (SMALL if command[1] in ("run", "sweep") else []) + (
             ["--jobs", "1"] if command[1] == "sweep" else [])

@@ -70,7 +70,7 @@ def _brute_force_min_max(bandwidth, ready, bits, gains, power):
         if k == len(bits) - 1:
             return finish(k, rest)
         lo, hi = 0.0, rest
-        for _ in range(200):
+        for _ in range(60):  # (2/3)^60 ≈ 3e-11 of the band left: t agrees with 200 steps to ~1e-13, 10x faster
             m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
             v1, v2 = max(finish(k, m1), tail(rest - m1, k + 1)), max(finish(k, m2), tail(rest - m2, k + 1))
             lo, hi = (lo, m2) if v1 <= v2 else (m1, hi)

@@ -58,8 +58,11 @@ def _error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip() and not line.startswith("note: ")]
 
 
-@pytest.mark.parametrize("sig, to_group, code", [(signal.SIGTERM, False, 143),
-                                                 pytest.param(signal.SIGINT, True, 130, marks=pytest.mark.slow)])
+# slow (~60 s of CPU each): the default run covers its parts — a signal ends a --jobs sweep with one line
+# (test_sigterm_ends_a_jobs_sweep...), no worker outlives its parent (test_sigkill_of_the_parent_leaves_no_worker)
+# and a killed --jobs run resumes to the same bytes (test_jobs.py).
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, to_group, code", [(signal.SIGTERM, False, 143), (signal.SIGINT, True, 130)])
 def test_a_signal_ends_a_jobs_run_and_its_workers_and_it_resumes_to_the_same_bytes(tiny_scenario, tmp_path, sig,
                                                                                      to_group, code):
     """SIGTERM to the parent (``kill``), or SIGINT to the whole group (Ctrl-C in a terminal), mid-run."""
