@@ -456,6 +456,27 @@ def comparison_rows(comp: dict) -> tuple[list[str], list[list]]:
     return header, out
 
 
+def point_label(point: Mapping) -> str:
+    """The other keys of a compared grid point as a table or figure names them: ``access=fdma, 0.1 MHz``."""
+    def one(k, v):
+        try:
+            return f"{float(v) / 1e6:g} MHz" if k == BANDWIDTH_KEY else f"{k.rsplit('.', 1)[-1]}={v}"
+        except (TypeError, ValueError):
+            return f"{k.rsplit('.', 1)[-1]}={v}"
+
+    return ", ".join(one(k, v) for k, v in point.items())
+
+
+def _point_order(point: Mapping) -> tuple:
+    def num(v):
+        try:
+            return (0, float(v), "")
+        except (TypeError, ValueError):
+            return (1, 0.0, str(v))
+
+    return tuple(num(v) for v in point.values())
+
+
 def policy_label(policy: Mapping) -> str:
     """A combination of the reference keys' values as a figure or table names it: the values, ``/``-separated."""
     return " / ".join(str(v) for v in policy.values())
@@ -473,7 +494,8 @@ def comparison_markdown(comp: dict, display: Mapping[str, str]) -> str:
       "algorithm's threshold: the highest it reaches in every seed of every group. Policy: "
       f"{' / '.join(comp['reference'])}.\n\n")
     for alg, t in comp["thresholds"].items():
-        rows = [r for r in comp["rows"] if r["algorithm"] == alg]
+        rows = sorted((r for r in comp["rows"] if r["algorithm"] == alg),
+                      key=lambda r: (_point_order(r["point"]), not r["is_reference"]))
         if t is None or not rows:
             continue
         w(f"### {display.get(alg, alg)}: to {t:g}\n\n")
@@ -481,7 +503,7 @@ def comparison_markdown(comp: dict, display: Mapping[str, str]) -> str:
           "Δ energy (J) | Δ final accuracy (points) |\n")
         w("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
         for r in rows:
-            point = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r["point"].items()) or "—"
+            point = point_label(r["point"]) or "—"
             name = policy_label(r["policy"]) + (" (reference)" if r["is_reference"] else "")
             diffs = ["0" if r["is_reference"] else ("—" if d is None else fmt(d, scale))
                      for d, scale in ((r["d_time"], 1.0), (r["d_energy"], 1.0), (r["d_final"], 100.0))]

@@ -24,7 +24,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from edgesim.plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes
-from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME, policy_label
+from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME, _point_order, point_label, policy_label
 from edgesim.plots.style import algorithm_styles, figure_size, fs, lw
 from edgesim.results.stats import mean_interval
 
@@ -197,7 +197,7 @@ def plot_energy_vs_time(report: dict, comp: dict, out_png: Path) -> Optional[Pat
     names = report["display"]
     algs = [a for a, t in comp["thresholds"].items() if t is not None and any(r["algorithm"] == a for r in rows)]
     points = list(dict.fromkeys(tuple(r["point"].items()) for r in rows))
-    points.sort(key=lambda p: tuple((_float(v) is None, _float(v) or 0.0, str(v)) for _, v in p))
+    points.sort(key=lambda p: _point_order(dict(p)))
     policies = list(dict.fromkeys(policy_label(r["policy"]) for r in rows))
     cmap = plt.get_cmap("tab10" if len(policies) <= 10 else "tab20")
     markers = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
@@ -231,7 +231,7 @@ def plot_energy_vs_time(report: dict, comp: dict, out_png: Path) -> Optional[Pat
                 if values and min(values) > 0 and max(values) / min(values) > 20:
                     setter("log")
             style_axes(ax, f"Time to {t * 100:g} % accuracy (s)", f"Device energy to {t * 100:g} % (J)")
-            title = ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in point)
+            title = point_label(dict(point))
             ax.set_title(f"{names.get(alg, alg)}" + (f" — {title}" if title else ""), fontsize=fs(6.5))
     handles = [Line2D([], [], color=color[p], marker=marker[p], ls="none", ms=fs(4), label=p) for p in policies]
     ncol = min(4, len(handles))
