@@ -69,6 +69,7 @@ def _loader_options(spec) -> tuple[Option, ...]:
     load = spec.load.func if isinstance(spec.load, functools.partial) else spec.load
     params = dict(inspect.signature(load).parameters)
     if any(p.kind is p.VAR_KEYWORD for p in params.values()) and spec.name == "synthetic":
+        load = make_synthetic  # the lambda passes its options on: the generator's signature and docstring say them
         params = dict(inspect.signature(make_synthetic).parameters)
     out = []
     for name in spec.options:

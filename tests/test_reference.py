@@ -55,9 +55,9 @@ def test_edgesim_list_gives_each_data_key_its_meaning():
 
 
 def test_every_option_that_edgesim_list_shows_has_a_one_line_meaning():
-    """Every option of every registered algorithm, partition and resource policy, read from the registries, so an
+    """Every option of every registered algorithm, partition, resource policy, data set and model, read from the registries, so an
     option or an algorithm added later is held to it too; a resource policy's option means what the reference says."""
-    missing = [f"{kind} {e.name}: {o.name}" for kind in ("algorithms", "partitions", "policies")
+    missing = [f"{kind} {e.name}: {o.name}" for kind in ("algorithms", "partitions", "policies", "datasets", "models")
                for e in catalog(kind) for o in e.options if not o.meaning.strip()]
     assert not missing, ("options without a meaning: write a line ``name``: meaning. in the docstring of their "
                          f"config class (learning/algorithms/NAME/config.py): {missing}")

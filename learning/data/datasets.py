@@ -76,6 +76,8 @@ class DatasetSpec:
 
 
 def _load_medmnist_flag(data_dir, merge_val: bool = False, *, flag: str) -> Dataset:
+    """The MedMNIST set ``flag`` (:func:`load_medmnist`); ``merge_val`` adds the official val split to the train pool
+    (default: the train split only)."""
     return load_medmnist(data_dir, flag, merge_val)
 
 

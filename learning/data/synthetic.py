@@ -15,7 +15,14 @@ def make_synthetic(n_train: int = 1000, n_test: int = 200, shape: tuple[int, ...
     """Gaussian class blobs as images: ``x = prototype[y] + noise_std * N(0, I)``, prototypes ~ N(0, I).
 
     Labels are balanced (counts differ by at most one) and shuffled; the
-    same arguments give the same arrays.
+    same arguments give the same arrays.  The options follow, one a line;
+
+    ``n_train``: the number of training images drawn.
+    ``n_test``: the number of test images drawn.
+    ``shape``: each image's (channels, height, width).
+    ``n_classes``: the number of classes, one Gaussian prototype each.
+    ``seed``: the seed of the prototypes and the draws (not the run's seed).
+    ``noise_std``: the standard deviation of the noise around each prototype (0: every image is its prototype).
     """
     for name, value, low in (("n_train", n_train, 1), ("n_test", n_test, 1), ("n_classes", n_classes, 2)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
