@@ -467,7 +467,8 @@ def point_label(point: Mapping) -> str:
     return ", ".join(one(k, v) for k, v in point.items())
 
 
-def _point_order(point: Mapping) -> tuple:
+def point_order(point: Mapping) -> tuple:
+    """A grid point's sort key: its values in order, numbers by value before text (1e5 before 1e6 before "fdma")."""
     def num(v):
         try:
             return (0, float(v), "")
@@ -495,7 +496,7 @@ def comparison_markdown(comp: dict, display: Mapping[str, str]) -> str:
       f"{' / '.join(comp['reference'])}.\n\n")
     for alg, t in comp["thresholds"].items():
         rows = sorted((r for r in comp["rows"] if r["algorithm"] == alg),
-                      key=lambda r: (_point_order(r["point"]), not r["is_reference"]))
+                      key=lambda r: (point_order(r["point"]), not r["is_reference"]))
         if t is None or not rows:
             continue
         w(f"### {display.get(alg, alg)}: to {t:g}\n\n")

@@ -24,7 +24,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 
 from edgesim.plots.curves import COLUMN_WIDTH_IN, PAGE_WIDTH_IN, algorithm_colors, save_figures, style_axes
-from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME, _point_order, point_label, policy_label
+from edgesim.plots.report import BANDWIDTH_KEY, POWER_KEY, TIME, point_label, point_order, policy_label
 from edgesim.plots.style import algorithm_styles, figure_size, fs, lw
 from edgesim.results.stats import mean_interval
 
@@ -197,7 +197,7 @@ def plot_energy_vs_time(report: dict, comp: dict, out_png: Path) -> Optional[Pat
     names = report["display"]
     algs = [a for a, t in comp["thresholds"].items() if t is not None and any(r["algorithm"] == a for r in rows)]
     points = list(dict.fromkeys(tuple(r["point"].items()) for r in rows))
-    points.sort(key=lambda p: _point_order(dict(p)))
+    points.sort(key=lambda p: point_order(dict(p)))
     policies = list(dict.fromkeys(policy_label(r["policy"]) for r in rows))
     cmap = plt.get_cmap("tab10" if len(policies) <= 10 else "tab20")
     markers = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
