@@ -34,6 +34,25 @@ def _is_tty(stream) -> bool:
     return bool(getattr(stream, "isatty", None)) and stream.isatty()
 
 
+def _rich_bars(stream, label: str, bar_width: int, fields: Sequence[str]):
+    """rich's bars on ``stream``: ``label``, the bar, done/total, the ``fields`` (rich column templates), the
+    elapsed and the remaining host time (rich is imported only when a terminal shows it)."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn(label), BarColumn(bar_width=bar_width), MofNCompleteColumn(), *(TextColumn(f) for f in fields),
+        TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=Console(file=stream), transient=False,
+    )
+
+
 class RunProgress:
     """``update(algorithm, record)`` after each round of each algorithm (a context manager)."""
 
@@ -51,22 +70,8 @@ class RunProgress:
     def __enter__(self) -> "RunProgress":
         self.t0 = self._last_line_s = time.monotonic()
         if self.enabled and _is_tty(self.stream):
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._rich = Progress(
-                TextColumn("{task.description:<12}"), BarColumn(bar_width=24), MofNCompleteColumn(),
-                TextColumn("{task.fields[sim]}"), TextColumn("{task.fields[acc]}"),
-                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
-                console=Console(file=self.stream), transient=False,
-            )
+            self._rich = _rich_bars(self.stream, "{task.description:<12}", 24,
+                                    ("{task.fields[sim]}", "{task.fields[acc]}"))
             self._rich.start()
             for name in self.algorithms:
                 self._tasks[name] = self._rich.add_task(name, total=self.rounds, sim="sim      -", acc="acc   -")
@@ -153,20 +158,7 @@ class SweepProgress:
         self.t0 = time.monotonic()
         self._rich = None
         if enabled and _is_tty(self.stream):
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._rich = Progress(
-                TextColumn("sweep"), BarColumn(bar_width=30), MofNCompleteColumn(), TextColumn("{task.fields[note]}"),
-                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=Console(file=self.stream),
-            )
+            self._rich = _rich_bars(self.stream, "sweep", 30, ("{task.fields[note]}",))
             self._task = self._rich.add_task("sweep", total=self.total, note="")
             self._rich.start()
 
