@@ -1,0 +1,70 @@
+"""benchmarks/gpu_paper.sh, the GPU window's script, in its dry run on the CPU: every job of the window runs
+(2 rounds, a few devices), the summary and the packed run folders land in OUT, and a used OUT is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import gpu_paper  # noqa: E402 (a script of benchmarks/, imported by path)
+
+
+def _script(out: Path, data: Path, total_s: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OUT": str(out), "DATA": str(data), "PY": sys.executable, "TOTAL_S": str(total_s)}
+    return subprocess.run(["bash", str(REPO / "benchmarks" / "gpu_paper.sh"), "--dry-run"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_dry_run_runs_every_job_and_packs_the_run_folders(tmp_path, shared_data):
+    out = tmp_path / "out"
+    done = _script(out, shared_data)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    jobs = gpu_paper.dry_jobs()
+    assert {x["job"] for x in summary["lines"]} == {j.name for j in jobs}
+    assert {j.part for j in jobs} == {"a", "b", "c", "d", "moon", "e"}
+    for line in summary["lines"]:
+        assert line["status"] == "finished", line
+        assert line["rounds"] == line["rounds_planned"] == 2, line
+        assert line["host_s_per_round"] is not None and line["host_s_per_round"] >= 0
+        assert 0.0 <= line["accuracy_last"] <= 1.0
+    assert "| a_subset_s0 | dofed_spp | finished | 2/2 |" in (out / "summary.md").read_text()
+    with tarfile.open(out / "runs.tgz") as tar:
+        names = tar.getnames()
+    for j in jobs:
+        assert f"runs/{j.name}/rounds.csv" in names and f"runs/{j.name}.log" in names
+    assert "torch" in (out / "gpu.txt").read_text()
+
+
+def test_dry_run_jobs_mirror_the_windows_jobs():
+    paper, dry = gpu_paper.paper_jobs(), gpu_paper.dry_jobs()
+    assert [j.name for j in dry] == [j.name for j in paper if j.seed == 0]
+    assert [j.name for j in paper if j.part == "a"] == [f"a_{s}_s{seed}" for s in ("subset", "normal") for seed in range(3)]
+    assert all(j.must_finish for j in paper if j.part == "a") and not any(j.must_finish for j in paper if j.part != "a")
+    by_name = {j.name: j for j in paper}
+    assert by_name["moon_1000"].limit_s == 120.0
+    assert all(j.rounds == 2 and j.n_procs == 1 for j in dry)
+    cmd = gpu_paper.command(by_name["c_um_pfssl_a0.5"], Path("o"), Path("d"))
+    assert cmd[cmd.index("--jobs") + 1] == "2" and 'run.algorithms=["fixavg","um_pfssl"]' in cmd
+
+
+def test_a_used_out_is_refused_and_left_alone(tmp_path, shared_data):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("a user's file")
+    done = _script(out, shared_data)
+    assert done.returncode == 2
+    assert f"OUT={out}: is not empty" in done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+
+
+def test_per_round_host_time_is_the_mean_gap_after_the_first_row():
+    assert gpu_paper.per_round_s([10.0, 12.0, 13.0, 16.0]) == 2.0  # (16 - 10) / 3
+    assert str(gpu_paper.per_round_s([4.0])) == "nan"
