@@ -43,17 +43,22 @@ for layout in iid dir; do
 done
 
 if [ "$STAGE" = all ] || [ "$STAGE" = las ]; then
-  for labels in 100 250; do
+  # LAS_LABELS (100 250), LAS_TUNE_ROUNDS (the scenario's 60; the CPU study used 20), PRECISION (the scenario's
+  # float32 unless set; the CPU study used bfloat16). Each method gets the same budget: 3 rates, 2 tuning seeds.
+  # The grids are {r/4, r/2, r} below each method's 1,000-label rate r (docs/labels_at_server.md, "Fewer labels").
+  prec=(); [ -n "${PRECISION:-}" ] && prec=(--set "train.precision=\"$PRECISION\"")
+  for labels in ${LAS_LABELS:-100 250}; do
     held=$((labels / 5))  # a fifth of the server's labels held out for tuning (20 of 100, 50 of 250)
-    for alg in fedmatch:0.002,0.005,0.01 fedmix:0.01,0.02,0.04 server_only:0.02,0.04,0.08; do
-      sweep scenarios/las_fmnist_550.toml --set data.server_labeled=$labels --set data.server_validation=$held \
+    pool=$((55000 + labels))  # 550 unlabelled images on each of the 100 clients, as at 1,000 labels
+    las=(scenarios/las_fmnist_550.toml --set data.server_labeled=$labels --set data.train_pool_size=$pool "${prec[@]}")
+    for alg in server_only:0.01,0.02,0.04 fedmatch:0.00125,0.0025,0.005 fedmix:0.005,0.01,0.02; do
+      sweep "${las[@]}" --set data.server_validation=$held --set budget.rounds=${LAS_TUNE_ROUNDS:-60} \
         --set "run.algorithms=[\"${alg%%:*}\"]" --grid algorithms.${alg%%:*}.lr=${alg#*:} --seeds 2 --set seed=100 \
         --out "$RUNS/las_tune_${labels}_${alg%%:*}"
     done
     mapfile -t chosen < <($PY benchmarks/label_scarce_study.py choose --column val_accuracy "$RUNS"/las_tune_${labels}_* \
                           | sed 's/^--set //')
     sets=(); for c in "${chosen[@]}"; do sets+=(--set "$c"); done
-    sweep scenarios/las_fmnist_550.toml --set data.server_labeled=$labels "${sets[@]}" --seeds "$SEEDS" \
-      --out "$RUNS/las_$labels"
+    sweep "${las[@]}" "${sets[@]}" --seeds "$SEEDS" --out "$RUNS/las_$labels"
   done
 fi

@@ -2,6 +2,7 @@
 
     python benchmarks/labels_at_server.py tune SWEEP... [--column accuracy]  # the tuning table (validation accuracy)
     python benchmarks/labels_at_server.py final ROOT [--figures DIR]
+    python benchmarks/labels_at_server.py fewer ROOT  # the fewer-labels study (label_scarce_study.sh STAGE=las)
 
 ``tune``: every run of the given sweep folders (run with ``--set data.server_validation=200``) as one row
 per algorithm: its learning rate, the options that differ from the defaults, and the validation accuracy
@@ -15,6 +16,14 @@ FedMatch, supervised only), ``{iid,dir05}_persist`` (FedMix with ``sigma_start =
 commands are in the docs page). Prints the final accuracy (mean of the last 3 rounds), the best round,
 time to accuracy, and each method's paired difference from supervised only over the seeds, with 95 %
 Student-t intervals (``edgesim.results.stats``).
+
+``fewer``: ``ROOT`` holds what ``STAGE=las benchmarks/label_scarce_study.sh`` writes, per server-label count N:
+the tuning sweeps ``las_tune_N_{server_only,fedmatch,fedmix}`` (held-out server labels, tuning seeds) and the
+final sweep ``las_N`` (the chosen rates, the test seeds). Prints per N the tuning grid (validation accuracy,
+mean of the last 5 rounds, per tuning seed and their mean; the chosen rate is the best mean, as
+``label_scarce_study.py choose`` picks it) and the final table: final and best test accuracy, the paired
+difference from supervised only, the confident share of the clients' rows and the accuracy of those
+pseudo-labels over the last 3 rounds, and host minutes per run.
 """
 
 from __future__ import annotations
@@ -23,7 +32,9 @@ import argparse
 import functools
 import json
 import math
+import re
 import tomllib
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -158,6 +169,78 @@ def final_tables(root: Path) -> str:
     return "\n".join(out)
 
 
+FEWER_ROWS = (("FedMix+FedFreq", "fedmix"), ("FedMatch", "fedmatch"), ("Supervised only (θ ← σ)", "server_only"))
+
+
+def host_minutes(run: Path) -> float:
+    """Host (wall-clock) minutes the run took, from ``run.json``'s start and end stamps."""
+    meta = json.loads((run / "run.json").read_text())
+    return (datetime.fromisoformat(meta["finished"]) - datetime.fromisoformat(meta["started"])).total_seconds() / 60
+
+
+def last_mean(name: str, k: int = 3):
+    """Mean of a column over the last ``k`` rounds, ignoring empty cells (NaN when the column has none)."""
+    def fn(run, cols):
+        values = np.asarray(cols.get(name, [math.nan]), dtype=float)[-k:]
+        return float(np.nanmean(values)) if np.isfinite(values).any() else math.nan
+
+    return fn
+
+
+def _tuning(root: Path, labels: int) -> list[str]:
+    scores: dict[tuple[str, float], dict[int, float]] = {}
+    rounds, minutes = set(), []
+    for sweep in sorted(root.glob(f"las_tune_{labels}_*")):
+        for run in runs_of(sweep):
+            minutes.append(host_minutes(run))
+            for alg, cols in read_rounds(run).items():
+                rounds.add(len(cols["accuracy"]))
+                scores.setdefault((alg, options(run, alg)[0]), {})[seed_of(run)] = float(np.mean(cols["val_accuracy"][-5:]))
+    if not scores:
+        return [f"(no tuning sweeps las_tune_{labels}_* in {root})", ""]
+    seeds = sorted({s for by_seed in scores.values() for s in by_seed})
+    chosen = {}
+    for (alg, lr), by_seed in sorted(scores.items()):
+        if alg not in chosen or np.mean(list(by_seed.values())) > np.mean(list(scores[(alg, chosen[alg])].values())):
+            chosen[alg] = lr
+    out = [f"Tuning, {labels} server labels ({len(minutes)} runs of {'/'.join(map(str, sorted(rounds)))} rounds, "
+           f"{sum(minutes):.1f} host minutes): validation accuracy (%), mean of the last 5 rounds", "",
+           "| algorithm | lr | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | chosen |",
+           "| --- | --- | " + " | ".join("---" for _ in seeds) + " | --- | --- |"]
+    for (alg, lr), by_seed in sorted(scores.items()):
+        cells = [f"{100 * by_seed[s]:.1f}" if s in by_seed else "not run" for s in seeds]
+        out.append(f"| {alg} | {lr:g} | {' | '.join(cells)} | {100 * np.mean(list(by_seed.values())):.1f} | "
+                   f"{'**chosen**' if chosen[alg] == lr else ''} |")
+    return out + [""]
+
+
+def fewer_tables(root: Path) -> str:
+    counts = sorted({int(m.group(1)) for p in root.iterdir() if (m := re.fullmatch(r"las_(\d+)", p.name))})
+    out = []
+    for labels in counts:
+        out += _tuning(root, labels)
+        sweep = root / f"las_{labels}"
+        runs = runs_of(sweep)
+        values = {alg: per_seed(sweep, alg, final) for _, alg in FEWER_ROWS}
+        floor = values["server_only"]
+        mins = mean_interval([host_minutes(r) for r in runs])
+        out += [f"**{labels} server labels** (seeds: {', '.join(str(s) for s in sorted(floor)) or 'none'}; "
+                f"host minutes per run of the three: {mins.mean:.1f})", "",
+                "| row | lr | final accuracy (%) | best round (%) | − supervised only, paired (points) | "
+                "confident share of client rows, last 3 rounds (%) | those pseudo-labels right (%) |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for label, alg in FEWER_ROWS:
+            lrs = sorted({options(r, alg)[0] for r in runs if alg in read_rounds(r)})
+            diff = "—" if alg == "server_only" else pct(paired_difference(values[alg], floor), signed=True)
+            share, right = ("—", "—") if alg == "server_only" else (
+                pct(mean_interval([v for v in per_seed(sweep, alg, last_mean(c)).values() if not math.isnan(v)]))
+                for c in ("mask_rate", "pseudo_label_accuracy"))
+            out.append(f"| {label} | {', '.join(f'{x:g}' for x in lrs)} | {pct(mean_interval(list(values[alg].values())))} | "
+                       f"{pct(mean_interval(list(per_seed(sweep, alg, best).values())))} | {diff} | {share} | {right} |")
+        out.append("")
+    return "\n".join(out)
+
+
 def figures(root: Path, out: Path) -> None:
     """Per data setting: accuracy against the round and against simulated time (log scale), mean and range."""
     out.mkdir(parents=True, exist_ok=True)
@@ -197,9 +280,14 @@ def main(argv=None) -> int:
     f = sub.add_parser("final")
     f.add_argument("root", type=Path)
     f.add_argument("--figures", type=Path, default=None)
+    w = sub.add_parser("fewer")
+    w.add_argument("root", type=Path)
     a = ap.parse_args(argv)
     if a.what == "tune":
         print(tune(a.sweeps, a.column))
+        return 0
+    if a.what == "fewer":
+        print(fewer_tables(a.root))
         return 0
     print(final_tables(a.root))
     if a.figures:
