@@ -55,3 +55,20 @@ def test_labels_at_server_with_fewer_labels_plans(shared_data, labels):
     result = CliRunner().invoke(app, ["plan", str(path), "--set", f"data.server_labeled={labels}",
                                       "--set", f'data.data_dir="{shared_data}"'])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("labels", [100, 250])
+def test_fewer_server_labels_keep_the_clients_550_images(shared_data, labels):
+    """The fewer-labels study (label_scarce_study.sh STAGE=las) sets train_pool_size = 55,000 + N: the server holds
+    N class-balanced labels, a fifth of them held out for tuning, and each of the 100 clients still 550 unlabelled
+    images, as at 1,000 labels — only the server's labels change."""
+    held = labels // 5
+    sc = load_scenario(SCENARIOS / "las_fmnist_550.toml",
+                       [f"data.server_labeled={labels}", f"data.train_pool_size={55000 + labels}",
+                        f"data.server_validation={held}", f'data.data_dir="{shared_data}"'])
+    ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                        sc.system.n_devices)
+    assert {c.x_unl.shape[0] for c in ctx.clients} == {550}
+    assert ctx.server_x.shape[0] == labels - held and ctx.val_x.shape[0] == held
+    assert sorted(ctx.server_y.bincount(minlength=10).tolist()) == [(labels - held) // 10] * 10
+    assert sorted(ctx.val_y.bincount(minlength=10).tolist()) == [held // 10] * 10
