@@ -392,7 +392,7 @@ def main() -> None:
     p.add_argument("--total-s", type=float, default=480.0, help="the guard: every job is stopped by then")
     p.add_argument("--slots", type=int, default=0, help="processes at once (default: 1.25 × the CPU cores)")
     p.add_argument("--dry-run", action="store_true", help="2 rounds, a few devices, one seed, one process a run")
-    p.add_argument("--only", default="", help="comma-separated parts to run (a,b,c,d,moon,e; default: all)")
+    p.add_argument("--only", default="", help="parts (a,b,c,d,moon,e) or job names, comma-separated (default: all)")
     a = p.parse_args()
     if a.out.exists() and any(a.out.iterdir()):
         sys.exit(f"error: --out {a.out}: is not empty; give a new or empty folder (nothing was written)")
@@ -400,11 +400,12 @@ def main() -> None:
         sys.exit(f"error: --data-dir {a.data_dir}: holds no fashion-mnist/ folder; expected the folder holding it")
     jobs = dry_jobs() if a.dry_run else paper_jobs()
     if a.only:
-        parts = set(a.only.split(","))
-        unknown = parts - {j.part for j in jobs}
+        wanted = set(a.only.split(","))
+        unknown = wanted - {j.part for j in jobs} - {j.name for j in jobs}
         if unknown:
-            sys.exit(f"error: --only {a.only}: unknown part(s) {sorted(unknown)}; expected some of a,b,c,d,moon,e")
-        jobs = [j for j in jobs if j.part in parts]
+            sys.exit(f"error: --only {a.only}: unknown part(s) or job(s) {sorted(unknown)}; expected some of "
+                     f"a,b,c,d,moon,e or of {', '.join(j.name for j in jobs)}")
+        jobs = [j for j in jobs if j.part in wanted or j.name in wanted]
     slots = a.slots or max(1, (os.cpu_count() or 1) * 5 // 4)
     summary = schedule(jobs, a.out, a.data_dir.resolve(), a.total_s, slots)
     print((a.out / "summary.md").read_text(), end="")
