@@ -50,6 +50,11 @@ class DoFedCNN(nn.Module):
 
     3×32×32, C=10: 545,098 parameters (docs/dofed_spp.md). 1×28×28 → 7×7 and
     1×8×8 → 2×2 feature maps before the first Linear.
+
+    Each block computes ``relu(max_pool(conv(x)))``: ReLU is monotone, so ``max_i relu(a_i) = relu(max_i a_i)``
+    exactly, and the gradient is the same bit for bit (a window whose maximum is positive sends it to the
+    same first arg-max either way; one whose maximum is ≤ 0 sends 0 either way); the element-wise ReLU and its
+    backward then run on the pooled quarter of the elements (docs/numerics.md, "Where the time goes").
     """
 
     def __init__(self, in_channels: int, image_size: int | tuple[int, int], n_classes: int, dropout: float = 0.0,
@@ -71,8 +76,10 @@ class DoFedCNN(nn.Module):
         self.fc2 = nn.Linear(128, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        # max-pool, then ReLU: the same values and gradients as ReLU then max-pool, bit for bit (docstring), on a
+        # quarter of the elements
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.max_pool2d(self.conv2(x), 2))
         if self.conv_drop is not None:
             x = self.conv_drop(x)
         x = F.relu(self.fc1(torch.flatten(x, 1)))

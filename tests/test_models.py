@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
 from edgesim.learning.models import (
@@ -267,3 +269,72 @@ def test_small_cnn_parameters_and_flops_by_hand():
     assert m(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
     with pytest.raises(ValueError, match="image_size"):
         build_model("small_cnn", (1, 12, 12), 10)
+
+
+# --------------------------------------------------------------------------- pool, then ReLU
+
+
+def _relu_then_pool(model: DoFedCNN, x: torch.Tensor) -> torch.Tensor:
+    """DoFedCNN's forward as it was written before (ReLU, then max-pool): the reference."""
+    x = F.max_pool2d(F.relu(model.conv1(x)), 2)
+    x = F.max_pool2d(F.relu(model.conv2(x)), 2)
+    return model.fc2(F.relu(model.fc1(torch.flatten(x, 1))))
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+@pytest.mark.parametrize("bf16", [False, True])
+def test_cnn_pools_before_relu_with_the_same_values_and_gradients(memory_format, bf16):
+    """max_pool then ReLU = ReLU then max_pool, forward and backward, bit for bit — also where windows tie
+    (the constant background of an image, whole windows <= 0, exact zeros)."""
+    torch.manual_seed(0)
+    model = DoFedCNN(1, 12, 10).to(memory_format=memory_format)
+    x = torch.randn(6, 1, 12, 12)
+    x[:3, :, :6] = -0.4  # constant background: equal conv outputs inside a window, positive and negative
+    x[3] = 0.0  # every window ties; conv1's output is its bias
+    x = x.to(memory_format=memory_format)
+    y = torch.randint(0, 10, (6,))
+    outs, grads = [], []
+    for fn in (model.forward, lambda t: _relu_then_pool(model, t)):
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = fn(x)
+            loss = F.cross_entropy(out, y)
+        loss.backward()
+        outs.append(out.detach())
+        grads.append([p.grad.clone() for p in model.parameters()])
+    assert torch.equal(outs[0], outs[1])
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+
+
+def test_relu_and_max_pool_commute_exactly_on_ties():
+    """Hand case: a window of four equal negative values, one of equal positives, one mixed; forward and gradient."""
+    a = torch.tensor([[[[-1.0, -1.0, 2.0, 2.0], [-1.0, -1.0, 2.0, 2.0], [0.0, -3.0, 5.0, 1.0],
+                        [-2.0, 0.0, 1.0, 5.0]]]], requires_grad=True)
+    b = a.detach().clone().requires_grad_(True)
+    pa = F.relu(F.max_pool2d(a, 2))
+    pb = F.max_pool2d(F.relu(b), 2)
+    assert torch.equal(pa, torch.tensor([[[[0.0, 2.0], [0.0, 5.0]]]])) and torch.equal(pa, pb)
+    g = torch.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])
+    pa.backward(g)
+    pb.backward(g)
+    assert torch.equal(a.grad, b.grad)
+    assert a.grad.sum() == 2.0 + 4.0  # the two windows whose maximum is <= 0 pass no gradient
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(-3, 3), min_size=64, max_size=64), st.booleans())
+def test_relu_and_max_pool_commute_property(values, channels_last):
+    """Property: on small integers (many ties, zeros, all-negative windows) both orders agree bit for bit, forward
+    and backward, in either memory format."""
+    x = torch.tensor(values, dtype=torch.float32).reshape(1, 4, 4, 4)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    a = x.clone().requires_grad_(True)
+    b = x.clone().requires_grad_(True)
+    pa = F.relu(F.max_pool2d(a, 2))
+    pb = F.max_pool2d(F.relu(b), 2)
+    g = torch.arange(1.0, 1.0 + pa.numel()).reshape(pa.shape)
+    pa.backward(g)
+    pb.backward(g)
+    assert torch.equal(pa, pb) and torch.equal(a.grad, b.grad)
