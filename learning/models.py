@@ -28,7 +28,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from edgesim.learning.layers import BatchNorm2d, Dropout, name_layers
+from edgesim.learning.layers import BatchNorm2d, Dropout, max_pool2d, name_layers
 from edgesim.learning.model_specs import MODELS
 
 MODEL_NAMES = MODELS.names  # the registry's names (edgesim.learning.model_specs), kept for callers
@@ -54,7 +54,9 @@ class DoFedCNN(nn.Module):
     Each block computes ``relu(max_pool(conv(x)))``: ReLU is monotone, so ``max_i relu(a_i) = relu(max_i a_i)``
     exactly, and the gradient is the same bit for bit (a window whose maximum is positive sends it to the
     same first arg-max either way; one whose maximum is ≤ 0 sends 0 either way); the element-wise ReLU and its
-    backward then run on the pooled quarter of the elements (docs/numerics.md, "Where the time goes").
+    backward then run on the pooled quarter of the elements; without a gradient, an NCHW map is pooled by
+    torch's faster channels-last kernel (:func:`edgesim.learning.layers.max_pool2d`, the same values). Both:
+    docs/numerics.md, "Where the time goes".
     """
 
     def __init__(self, in_channels: int, image_size: int | tuple[int, int], n_classes: int, dropout: float = 0.0,
@@ -78,8 +80,8 @@ class DoFedCNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # max-pool, then ReLU: the same values and gradients as ReLU then max-pool, bit for bit (docstring), on a
         # quarter of the elements
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2(x), 2))
+        x = F.relu(max_pool2d(self.conv1(x), 2))
+        x = F.relu(max_pool2d(self.conv2(x), 2))
         if self.conv_drop is not None:
             x = self.conv_drop(x)
         x = F.relu(self.fc1(torch.flatten(x, 1)))

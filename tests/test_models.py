@@ -338,3 +338,42 @@ def test_relu_and_max_pool_commute_property(values, channels_last):
     pa.backward(g)
     pb.backward(g)
     assert torch.equal(pa, pb) and torch.equal(a.grad, b.grad)
+
+
+# --------------------------------------------------------------------------- max_pool2d without a gradient
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 5), st.integers(2, 6), st.integers(2, 9), st.sampled_from([torch.float32, torch.bfloat16]),
+       st.integers(0, 2**31 - 1))
+def test_max_pool2d_without_gradient_equals_torchs(n, c, hw, dtype, seed):
+    """Property: the channels-last detour gives F.max_pool2d's values bit for bit (also with ties: small
+    integers) and hands back an NCHW-contiguous map."""
+    from edgesim.learning.layers import max_pool2d
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-3, 4, (n, c, hw, hw), generator=g).to(dtype)
+    with torch.no_grad():
+        out = max_pool2d(x, 2)
+    assert torch.equal(out, F.max_pool2d(x, 2)) and out.is_contiguous()
+
+
+def test_max_pool2d_with_a_gradient_or_under_vmap_is_torchs_own():
+    """Training (a gradient) and vmap take F.max_pool2d itself; an eval-mode CNN gives the same logits with and
+    without a gradient."""
+    from torch.func import vmap
+
+    from edgesim.learning.layers import max_pool2d
+    from edgesim.learning.models import DoFedCNN
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 6, 6, requires_grad=True)
+    out = max_pool2d(x, 2)
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.autograd.grad(F.max_pool2d(x, 2).sum(), x)[0])
+    assert torch.equal(vmap(lambda t: max_pool2d(t, 2))(x.detach()), F.max_pool2d(x.detach(), 2))
+    model = DoFedCNN(1, 12, 10).eval()
+    images = torch.randn(7, 1, 12, 12)
+    with torch.no_grad():
+        fast = model(images)
+    assert torch.equal(fast, model(images).detach())
