@@ -1,27 +1,34 @@
-"""Where one round's host time goes, per method: the model's arithmetic, augmentations, evaluation, the rest.
+"""Where one round's host time goes, per method: model passes, augmentations, evaluation, data movement, the rest.
 
 For each method (``--methods``) of a scenario, in one numerics variant (``--variant
 MEMORY_FORMAT/PRECISION``), round 0 is run once untimed (warm-up: allocations, oneDNN's kernel
-choice) and round 1 under ``torch.profiler`` (CPU, one thread). Reported per method:
+choice) and round 1 under ``torch.profiler`` (CPU, one thread). The round's wall time is split into
+disjoint parts, each span counted once (the first part that claims it, in this order):
 
-- **model arithmetic**: the self time of convolutions, matrix products and their backward kernels
-  (``aten::*conv*``, ``mkldnn_*``, ``addmm``, ``mm``, ``bmm``, ``linear``) — what the FLOPs are;
-- **augmentations**: inclusive time of the views (``edgesim.learning.augment`` ``apply``), which are
-  labelled with ``record_function``;
-- **evaluation**: inclusive time of :mod:`edgesim.learning.inference` (``logits``, ``evaluate``,
-  ``mc_dropout_proba``);
-- **other ops**: every other torch op's self time outside those two (optimizer, BatchNorm, pooling,
-  losses, copies), and **Python/host**: the round's wall time minus all op time.
+- **evaluation**: inclusive time of the accuracy and inference functions (``evaluate_shared``,
+  ``evaluate_personal``, ``labeling_accuracy``, ``device_losses`` and
+  :mod:`edgesim.learning.inference`'s ``logits``/``evaluate``/``mc_dropout_proba``/``predict_proba``),
+  wherever they run (metrics, UM-pFSSL's pseudo-labels and helper search);
+- **augmentations**: inclusive time of the views (``edgesim.learning.augment``'s ``apply``);
+- **optimizer**: inclusive time of the functional optimizers' ``update_`` (``edgesim.learning.optim``);
+- **forward**: inclusive time of the model's ``forward`` (training passes; Python inside it included);
+- **backward**: the autograd engine's top-level ops (``autograd::engine::evaluate_function: ...``);
+- **data movement/indexing**: the other top-level copy, index, gather, cat and conversion ops
+  (batches gathered from the clients' tensors, masks, states copied and re-formatted);
+- **other ops**: every other top-level torch op (losses, EMA, aggregation, the server phase's arithmetic);
+- **Python/host**: the round's wall time minus all of the above.
 
-The FLOP/s reached: the FLOPs the clock charged this round (each device's compute seconds × its
-clock rate, plus the server phase's seconds × the server's, × ``workload.flops_per_cycle``)
-over the round's host seconds, beside the
-core's peak
-(``--peak-gflops``, float32; bfloat16 is twice that on AVX512-BF16).
+Beside them: **conv+matmul kernels**, the self time of convolutions and matrix products and their
+backward kernels in every phase (``aten::*conv*``, ``mkldnn_*``, ``addmm``, ``mm``, ``bmm``) — the
+model's own arithmetic, the ceiling of any cut of the rest; and the FLOP/s reached: the FLOPs the clock
+charged this round (each device's compute seconds × its clock rate, plus the server phase's seconds ×
+the server's, × ``workload.flops_per_cycle``; training only) over the round's host seconds, as a share
+of the core's peak (``--peak-gflops`` for float32 and ``--peak-gflops-bf16``; ``--measure-peak`` times
+a 2048×2048 matrix product on one thread, the best of 5, in float32 and in bfloat16).
 
     EDGESIM_DATA=../shared/data .venv/bin/python benchmarks/numerics_profile.py \\
         scenarios/arena_labels_at_clients.toml \\
-        --methods fixavg um_pfssl feddure --variant channels_last/float32
+        --methods fixavg um_pfssl feddure --variant channels_last/float32 --measure-peak
 """
 
 from __future__ import annotations
@@ -39,74 +46,52 @@ from edgesim.scenarios.algorithm_run import make_backends as _make_backends
 from edgesim.scenarios.schema import load_scenario
 
 MODEL_OPS = ("conv", "mkldnn", "addmm", "aten::mm", "aten::bmm", "aten::linear", "aten::matmul")
+DATA_OPS = ("copy", "index", "gather", "scatter", "aten::cat", "aten::stack", "aten::to", "aten::_to_copy",
+            "aten::clone", "aten::contiguous", "aten::split", "aten::select", "aten::slice", "aten::narrow",
+            "aten::view", "aten::reshape", "aten::flatten", "aten::permute", "aten::expand", "aten::empty",
+            "aten::ones", "aten::zeros", "aten::fill_", "aten::arange", "aten::detach", "aten::lift")
+PARTS = ("evaluate", "augment", "optimizer", "forward")  # labelled regions, in the order they claim time
 
 
-def _label(module, name: str, label: str) -> None:
-    fn = getattr(module, name)
+def _label(owner, name: str, label: str) -> None:
+    fn = getattr(owner, name)
 
     @functools.wraps(fn)
     def wrapped(*a, **k):
         with record_function(label):
             return fn(*a, **k)
 
-    setattr(module, name, wrapped)
+    setattr(owner, name, wrapped)
 
 
 def _instrument() -> None:
-    """Label the views' ``apply`` and the inference functions, also where a module imported them by name."""
+    """Label evaluation, the views, the optimizers and the models' forward, also where a module imported a
+    function by name."""
     import sys
 
     import edgesim.learning.algorithms  # noqa: F401 - every algorithm module loaded, so their imports are seen
-    from edgesim.learning import augment, inference
+    from edgesim.learning import augment, inference, models, optim
+    from edgesim.learning.algorithms import common
 
     for cls in vars(augment).values():
         if isinstance(cls, type) and callable(getattr(cls, "apply", None)) and cls.__module__ == augment.__name__:
             _label(cls, "apply", "edgesim::augment")
-    from edgesim.learning.algorithms import common
-
-    for name in ("evaluate_shared", "evaluate_personal"):  # the rounds' accuracy metrics
-        if hasattr(common, name):
-            _label(common, name, "edgesim::evaluate")
-    for name in ("logits", "evaluate", "mc_dropout_proba", "predict_proba"):
-        original = getattr(inference, name, None)
+    for cls in vars(optim).values():
+        if isinstance(cls, type) and callable(getattr(cls, "update_", None)) and cls.__module__ == optim.__name__:
+            _label(cls, "update_", "edgesim::optimizer")
+    for cls in vars(models).values():
+        if (isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.__module__ == models.__name__
+                and "forward" in vars(cls)):
+            _label(cls, "forward", "edgesim::forward")
+    targets = [(common, n) for n in ("evaluate_shared", "evaluate_personal", "labeling_accuracy", "device_losses")]
+    targets += [(inference, n) for n in ("logits", "evaluate", "mc_dropout_proba", "predict_proba")]
+    for owner, name in targets:
+        original = getattr(owner, name, None)
         if original is None:
             continue
         for mod in list(sys.modules.values()):
             if getattr(mod, "__name__", "").startswith("edgesim") and getattr(mod, name, None) is original:
                 _label(mod, name, "edgesim::evaluate")
-
-
-def _shares(prof, wall_s: float) -> dict:
-    events = prof.events()
-    regions = {"edgesim::augment": [], "edgesim::evaluate": []}
-    for e in events:
-        if e.name in regions:
-            regions[e.name].append((e.time_range.start, e.time_range.end))
-
-    def inside(e, label) -> bool:
-        return any(a <= e.time_range.start and e.time_range.end <= b for a, b in regions[label])
-
-    out = {"model": 0.0, "augment": 0.0, "evaluate": 0.0, "other_ops": 0.0}
-    for label, key in (("edgesim::augment", "augment"), ("edgesim::evaluate", "evaluate")):
-        out[key] = sum((b - a) for a, b in _merge(regions[label])) / 1e6
-    for e in events:
-        if e.name.startswith("edgesim::") or e.cpu_parent is not None:
-            continue  # top-level ops only (children are inside their parent's time)
-        dt = e.cpu_time_total / 1e6
-        if inside(e, "edgesim::augment") or inside(e, "edgesim::evaluate"):
-            continue
-        if any(k in e.name for k in MODEL_OPS) or _has_model_child(e):
-            out["model"] += dt
-        else:
-            out["other_ops"] += dt
-    out["python_host"] = max(0.0, wall_s - sum(out.values()))
-    return out
-
-
-def _has_model_child(e) -> bool:
-    return e.name in ("autograd::engine::evaluate_function: ConvolutionBackward0",
-                      "autograd::engine::evaluate_function: AddmmBackward0",
-                      "autograd::engine::evaluate_function: MmBackward0")
 
 
 def _merge(spans):
@@ -120,6 +105,81 @@ def _merge(spans):
     return out
 
 
+def _minus(spans, taken):
+    """``spans`` less the merged ``taken`` spans (both merged, sorted)."""
+    out = []
+    for a, b in spans:
+        cur = a
+        for c, d in taken:
+            if d <= cur or c >= b:
+                continue
+            if c > cur:
+                out.append((cur, c))
+            cur = max(cur, d)
+        if cur < b:
+            out.append((cur, b))
+    return out
+
+
+def _length(spans) -> float:
+    return sum(b - a for a, b in spans)
+
+
+def shares(prof, wall_s: float) -> dict:
+    """Seconds of the round per part (module docstring): disjoint, summing to ``wall_s``; plus ``kernels``."""
+    events = prof.events()
+    regions = {p: [] for p in PARTS}
+    for e in events:
+        if e.name.startswith("edgesim::") and e.name[9:] in regions:
+            regions[e.name[9:]].append((e.time_range.start, e.time_range.end))
+    out, taken = {}, []
+    for p in PARTS:
+        own = _minus(_merge(regions[p]), taken)
+        out[p] = _length(own) / 1e6
+        taken = _merge(taken + own)
+    rest = {"backward": [], "data": [], "other_ops": []}
+    kernels = 0.0
+    for e in events:
+        if e.name.startswith("edgesim::"):
+            continue
+        if any(k in e.name for k in MODEL_OPS):
+            kernels += e.self_cpu_time_total / 1e6
+        if e.cpu_parent is not None and not e.cpu_parent.name.startswith("edgesim::"):
+            continue  # top-level ops only (children are inside their parent's time)
+        span = (e.time_range.start, e.time_range.end)
+        if e.name.startswith("autograd::engine::evaluate_function"):
+            rest["backward"].append(span)
+        elif any(k in e.name for k in DATA_OPS):
+            rest["data"].append(span)
+        else:
+            rest["other_ops"].append(span)
+    for p in ("backward", "data", "other_ops"):
+        own = _minus(_merge(rest[p]), taken)
+        out[p] = _length(own) / 1e6
+        taken = _merge(taken + own)
+    out["python_host"] = max(0.0, wall_s - sum(out.values()))
+    out["kernels"] = kernels
+    return out
+
+
+def measure_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
+    """GFLOP/s of an ``n``×``n`` matrix product on this thread, the best of ``repeats`` (after one warm-up)."""
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best / 1e9
+
+
+COLUMNS = (("forward", "forward"), ("backward", "backward"), ("optimizer", "optimizer"),
+           ("augment", "augmentations"), ("evaluate", "evaluation"), ("data", "data movement"),
+           ("other_ops", "other ops"), ("python_host", "Python/host"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario")
@@ -127,17 +187,27 @@ def main() -> None:
     ap.add_argument("--methods", nargs="+", required=True)
     ap.add_argument("--variant", default="channels_last/float32")
     ap.add_argument("--peak-gflops", type=float, default=83.1,
-                    help="one core's float32 peak (default: 2.6 GHz x 32 FLOP/cycle, AVX-512 with two FMA pipes)")
+                    help="one core's float32 peak (default: 2.6 GHz x 32 FLOP/cycle, two 256-bit FMA pipes)")
+    ap.add_argument("--peak-gflops-bf16", type=float, default=None, help="default: twice the float32 peak")
+    ap.add_argument("--measure-peak", action="store_true",
+                    help="use the measured 2048x2048 matrix product's GFLOP/s as the peak (float32, bfloat16)")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    _instrument()
     fmt, prec = a.variant.split("/")
+    if a.measure_peak:
+        f32, bf16 = measure_peak(torch.float32), measure_peak(torch.bfloat16)
+        print(f"measured peak (2048x2048 mm, one thread, best of 5): float32 {f32:.1f} GFLOP/s, "
+              f"bfloat16 {bf16:.1f} GFLOP/s", flush=True)
+        peak = bf16 if prec == "bfloat16" else f32
+    else:
+        peak = (a.peak_gflops_bf16 or 2 * a.peak_gflops) if prec == "bfloat16" else a.peak_gflops
+    _instrument()
     sc = load_scenario(a.scenario, a.set + [f'train.memory_format="{fmt}"', f'train.precision="{prec}"'])
     build = _make_backends(sc)[0]
-    peak = a.peak_gflops * (2 if prec == "bfloat16" else 1)
-    print(f"| method ({a.variant}) | round 1 host s | model arithmetic | augmentations | evaluation | other ops "
-          f"| Python/host | GFLOP/s charged ÷ host s | share of peak ({peak:.0f} GFLOP/s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    head = " | ".join(name for _, name in COLUMNS)
+    print(f"| method ({a.variant}) | round 1 host s | {head} | conv+matmul kernels | GFLOP/s charged ÷ host s "
+          f"| share of peak ({peak:.0f} GFLOP/s) |")
+    print("|---" * (len(COLUMNS) + 5) + "|")
     for m in a.methods:
         sim = Simulation(sc.system, sc.budget, build(m), seed=sc.seed)
         sim.run_round()
@@ -145,14 +215,14 @@ def main() -> None:
             t0 = time.perf_counter()
             rec = sim.run_round()
             wall = time.perf_counter() - t0
-        sh = _shares(prof, wall)
+        sh = shares(prof, wall)
         freq = sc.system.cpu_freq_hz
         cycles = sum(d.compute_s * (freq[d.device] if isinstance(freq, (list, tuple)) else freq) for d in rec.devices)
         cycles += (rec.server_before_s + rec.server_after_s) * sc.system.server_freq_hz
         gflops = cycles * sc.workload.flops_per_cycle / wall / 1e9
-        pct = {k: f"{100 * v / wall:.0f} %" for k, v in sh.items()}.__getitem__
-        print(f"| {m} | {wall:.2f} | {pct('model')} | {pct('augment')} | {pct('evaluate')} | {pct('other_ops')} "
-              f"| {pct('python_host')} | {gflops:.1f} | {100 * gflops / peak:.1f} % |", flush=True)
+        cells = " | ".join(f"{1e3 * sh[k]:.0f} ms ({100 * sh[k] / wall:.0f} %)" for k, _ in COLUMNS)
+        print(f"| {m} | {wall:.2f} | {cells} | {1e3 * sh['kernels']:.0f} ms ({100 * sh['kernels'] / wall:.0f} %) "
+              f"| {gflops:.1f} | {100 * gflops / peak:.1f} % |", flush=True)
         with contextlib.suppress(Exception):
             del sim
 
