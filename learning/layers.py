@@ -93,9 +93,9 @@ def max_pool2d(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
     is handed back contiguous, so every later layer runs exactly as before. With a gradient (training) or under
     a ``torch.func`` transform (vmap) it is ``F.max_pool2d`` itself.
     """
-    if (x.dim() == 4 and x.shape[1] > 1 and not (torch.is_grad_enabled() and x.requires_grad)
-            and x.is_contiguous() and not x.is_contiguous(memory_format=torch.channels_last)
-            and not torch._C._functorch.is_functorch_wrapped_tensor(x)):
+    if (not torch._C._functorch.is_functorch_wrapped_tensor(x) and x.dim() == 4 and x.shape[1] > 1
+            and not (torch.is_grad_enabled() and x.requires_grad)
+            and x.is_contiguous() and not x.is_contiguous(memory_format=torch.channels_last)):
         return F.max_pool2d(x.contiguous(memory_format=torch.channels_last), kernel_size).contiguous()
     return F.max_pool2d(x, kernel_size)
 
