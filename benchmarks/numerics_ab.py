@@ -8,6 +8,7 @@ driver asks one worker at a time to run ``--rounds`` rounds of the method's own 
 ``edgesim run`` does (``Simulation.run_round``), the first side shifting every repetition (ABAB: a busy host slows
 both alike). Recorded per call: the thread's CPU time (one torch thread runs every op in the calling thread: the
 work done, whatever else the host runs) and the wall time, summed over the rounds, and the rounds' records.
+Each worker keeps freed memory in the process as the ``edgesim`` command does (``edgesim.learning.malloc``).
 
 Output: per method the medians and each side's ratio to the first (median of the paired per-repetition ratios),
 the sum over methods, and whether every side's round records (accuracies, losses, clock) equal the first side's
@@ -55,6 +56,9 @@ def _worker(tree: str, scenario: str, overrides: list[str], variants: list[str])
     sys.meta_path.insert(0, _TreeFinder(Path(tree).resolve()))
     import torch
 
+    from edgesim.learning.malloc import keep_freed_memory
+
+    keep_freed_memory()  # as the edgesim command does at start-up
     from edgesim.engine import Simulation
     from edgesim.scenarios.algorithm_run import make_backends
     from edgesim.scenarios.schema import load_scenario

@@ -193,6 +193,9 @@ def main() -> None:
                     help="use the measured 2048x2048 matrix product's GFLOP/s as the peak (float32, bfloat16)")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    from edgesim.learning.malloc import keep_freed_memory
+
+    keep_freed_memory()  # as the edgesim command does at start-up
     fmt, prec = a.variant.split("/")
     if a.measure_peak:
         f32, bf16 = measure_peak(torch.float32), measure_peak(torch.bfloat16)
