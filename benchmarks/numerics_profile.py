@@ -191,6 +191,7 @@ def main() -> None:
     ap.add_argument("--peak-gflops-bf16", type=float, default=None, help="default: twice the float32 peak")
     ap.add_argument("--measure-peak", action="store_true",
                     help="use the measured 2048x2048 matrix product's GFLOP/s as the peak (float32, bfloat16)")
+    ap.add_argument("--top", type=int, default=0, help="also list each method's N ops of most self time")
     a = ap.parse_args()
     torch.set_num_threads(1)
     from edgesim.learning.malloc import keep_freed_memory
@@ -226,6 +227,11 @@ def main() -> None:
         cells = " | ".join(f"{1e3 * sh[k]:.0f} ms ({100 * sh[k] / wall:.0f} %)" for k, _ in COLUMNS)
         print(f"| {m} | {wall:.2f} | {cells} | {1e3 * sh['kernels']:.0f} ms ({100 * sh['kernels'] / wall:.0f} %) "
               f"| {gflops:.1f} | {100 * gflops / peak:.1f} % |", flush=True)
+        if a.top:
+            ops = sorted((e for e in prof.key_averages() if not e.key.startswith("edgesim::")),
+                         key=lambda e: -e.self_cpu_time_total)[:a.top]
+            print(f"    {m}: " + ", ".join(f"{e.key} {e.self_cpu_time_total / 1e3:.0f} ms ({e.count})" for e in ops),
+                  flush=True)
         with contextlib.suppress(Exception):
             del sim
 
