@@ -3,13 +3,15 @@
 ``benchmarks/gpu_paper.sh`` calls this after printing the device and starting ``pytest -m gpu``. Each job is
 one ``edgesim run`` (the command line a user types) of one scenario and seed, its algorithms trained in
 parallel processes (``--jobs``); jobs share the GPU and start in this priority order whenever their processes
-fit into ``--slots`` (default: 1.25 × the CPU cores):
+fit into ``--slots`` (default: 1.25 × the CPU cores) and their GPU memory (the peaks an earlier window
+measured, ``Job.gpu_gib``) into 90 % of the GPU's:
 
   a     DoFed-SPP SUBSET and NORMAL at size_scale = 1 (the arena twins ``arena_dofed_*_paper.toml``), its five
         methods, seeds 0–2 — each run must finish: one is skipped when the longest finished run of its part
         would not fit before the guard;
   b     FedDure's Fashion-MNIST (IID, IID) at the paper's layout: FedAvg*, FixAvg, FedMatch, FedDure, seed 0;
-  c     UM-pFSSL's Table 1 at alpha = 0.5 (100 devices, 10 a round, ResNet-9, E = 5): FixAvg, UM-pFSSL, seed 0;
+  c     UM-pFSSL's Table 1 at alpha = 0.5 (100 devices, 10 a round, ResNet-9, E = 5): UM-pFSSL, then FixAvg,
+        in one process (one at a time fits the GPU's memory), seed 0;
   d     labels at the server at the paper's scale (1,000 server labels, 100 × 550, 200 rounds, T/G = 20 s as
         at 60 rounds): supervised only, FedMatch, FedMix+FedFreq, seed 0;
   moon  1,000 devices, 100 a round, ``cnn``, Fashion-MNIST: FedAvg and FixAvg for at most 2 minutes;
@@ -69,7 +71,8 @@ class Job:
     sets: tuple = ()
     must_finish: bool = False
     limit_s: Optional[float] = None
-    procs: int = 0  # processes: one per algorithm (0), or 1 in a dry run
+    procs: int = 0  # processes: one per algorithm (0), or 1 (the algorithms one after another)
+    gpu_gib: float = 0.0  # the job's peak GPU memory as measured in an earlier window (0: small)
 
     @property
     def n_procs(self) -> int:
@@ -77,20 +80,24 @@ class Job:
 
 
 def paper_jobs() -> list[Job]:
-    """The window's jobs in priority order (module docstring)."""
+    """The window's jobs in priority order (module docstring). ``gpu_gib``: the peaks of the H200 window of
+    2026-11-27 (docs/gpu.md), where packing by processes alone filled the GPU's 140 GiB and four jobs failed:
+    UM-pFSSL's layout held 77 GiB in one process, so c trains its two algorithms one after another (UM-pFSSL,
+    the paper's method, first)."""
     jobs = [Job(f"a_{setting}_s{seed}", "a", f"arena_dofed_{setting}_paper.toml", DOFED_ALGORITHMS, 20, seed,
-                must_finish=True)
+                must_finish=True, gpu_gib=27.0)
             for setting in ("subset", "normal") for seed in (0, 1, 2)]
     jobs += [
         Job("b_feddure_iid_iid", "b", "feddure_fmnist_iid_iid.toml",
-            ("fedavg_labeled", "fixavg", "fedmatch_lc", "feddure"), 200, sets=(BF16,)),
-        Job("c_um_pfssl_a0.5", "c", "um_pfssl_fmnist_paper.toml", ("fixavg", "um_pfssl"), 201,
-            sets=(BF16, "data.alpha=0.5")),
+            ("fedavg_labeled", "fixavg", "fedmatch_lc", "feddure"), 200, sets=(BF16,), gpu_gib=60.0),
+        Job("c_um_pfssl_a0.5", "c", "um_pfssl_fmnist_paper.toml", ("um_pfssl", "fixavg"), 201,
+            sets=(BF16, "data.alpha=0.5"), procs=1, gpu_gib=80.0),
         Job("d_las_1000", "d", "las_fmnist_550.toml", ("server_only", "fedmatch", "fedmix"), 200,
-            sets=("budget.rounds=200", "budget.total_time_s=4000")),
-        Job("moon_1000", "moon", "moonshot_fmnist_1000.toml", ("fedavg", "fixavg"), 200, limit_s=120.0),
+            sets=("budget.rounds=200", "budget.total_time_s=4000"), gpu_gib=6.0),
+        Job("moon_1000", "moon", "moonshot_fmnist_1000.toml", ("fedavg", "fixavg"), 200, limit_s=120.0,
+            gpu_gib=38.0),
         Job("e_arena_clients", "e", "arena_labels_at_clients_paper.toml", ARENA_CLIENTS, 201, sets=(BF16,),
-            limit_s=90.0),
+            limit_s=90.0, gpu_gib=100.0),
     ]
     return jobs
 
@@ -180,6 +187,18 @@ def descendants(root: int) -> set[int]:
     return seen
 
 
+def gpu_total_gib() -> Optional[float]:
+    """The GPU's memory (GiB) by ``nvidia-smi``; None without one."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+        return float(out.splitlines()[0]) / 1024
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
 def gpu_sample() -> tuple[dict[int, float], Optional[float], Optional[float]]:
     """``nvidia-smi``: MiB per compute process, and the GPU's used MiB and utilisation (%); empty without it."""
     if shutil.which("nvidia-smi") is None:
@@ -222,6 +241,12 @@ class Running:
     peak_gpu_mib: Optional[float] = None  # None: no nvidia-smi
     announced: set = field(default_factory=set)
     sharing: list = field(default_factory=list)  # processes running (all jobs) at each poll
+
+
+def fits(job: Job, free_procs: int, free_gib: float, busy: bool) -> bool:
+    """Whether ``job`` may start now: its processes fit the free slots and its known GPU peak the free memory
+    (a job larger than the whole budget starts only on an idle GPU, ``busy`` False)."""
+    return job.n_procs <= free_procs and (job.gpu_gib <= free_gib or not busy)
 
 
 def _note(msg: str) -> None:
@@ -287,9 +312,12 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
     finished_s: dict[str, float] = {}  # part -> longest finished must-finish job (s)
     util: list[tuple[float, float, int]] = []  # (host s, GPU utilisation %, processes running)
     used_peak, last_gpu = 0.0, -math.inf
+    gib = gpu_total_gib()
+    budget_gib = 0.9 * gib if gib else math.inf  # the jobs' known peaks must fit in 90 % of the GPU
     while pending or running:
         now = time.monotonic()
         free = slots - sum(r.job.n_procs for r in running)
+        free_gib = budget_gib - sum(r.job.gpu_gib for r in running)
         for job in list(pending):
             left = guard - now
             if job.must_finish and job.part in finished_s and finished_s[job.part] > left:
@@ -303,7 +331,7 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
                 results.append((None, job, f"skipped: {left:.0f} s left"))
                 _note(f"{job.name}: skipped ({results[-1][2]})")
                 continue
-            if job.n_procs > free:
+            if not fits(job, free, free_gib, bool(running)):
                 if job.must_finish:
                     break  # a must-finish job waits for room: nothing behind it jumps the queue
                 continue
@@ -318,6 +346,7 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
             running.append(Running(job, run_out, proc, log, now, stop_at))
             pending.remove(job)
             free -= job.n_procs
+            free_gib -= job.gpu_gib
             _note(f"{job.name}: started ({job.n_procs} processes, {len(running)} jobs running, "
                   f"{guard - now:.0f} s to the guard)")
         per_pid, used, u = gpu_sample() if now - last_gpu >= gpu_every_s else ({}, None, None)
@@ -355,7 +384,7 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
     lines = [line for r, job, status in results for line in summarise(r, job, status)]
     busy = [x for x in util if x[2] > 0]
     summary = {
-        "host_s": round(time.monotonic() - t0, 1), "total_s": total_s, "slots": slots,
+        "host_s": round(time.monotonic() - t0, 1), "total_s": total_s, "slots": slots, "gpu_total_gib": gib,
         "gpu_used_peak_mib": used_peak or None,
         "gpu_utilisation_mean_pct": round(statistics.mean(x[1] for x in busy), 1) if busy else None,
         "jobs": [asdict(j) for j in jobs], "lines": lines,

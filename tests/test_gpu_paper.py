@@ -51,8 +51,10 @@ def test_dry_run_jobs_mirror_the_windows_jobs():
     by_name = {j.name: j for j in paper}
     assert by_name["moon_1000"].limit_s == 120.0
     assert all(j.rounds == 2 and j.n_procs == 1 for j in dry)
+    cmd = gpu_paper.command(by_name["b_feddure_iid_iid"], Path("o"), Path("d"))
+    assert cmd[cmd.index("--jobs") + 1] == "4" and "train.precision='bfloat16'" in cmd
     cmd = gpu_paper.command(by_name["c_um_pfssl_a0.5"], Path("o"), Path("d"))
-    assert cmd[cmd.index("--jobs") + 1] == "2" and 'run.algorithms=["fixavg","um_pfssl"]' in cmd
+    assert cmd[cmd.index("--jobs") + 1] == "1" and 'run.algorithms=["um_pfssl","fixavg"]' in cmd
 
 
 def test_a_used_out_is_refused_and_left_alone(tmp_path, shared_data):
@@ -68,3 +70,12 @@ def test_a_used_out_is_refused_and_left_alone(tmp_path, shared_data):
 def test_per_round_host_time_is_the_mean_gap_after_the_first_row():
     assert gpu_paper.per_round_s([10.0, 12.0, 13.0, 16.0]) == 2.0  # (16 - 10) / 3
     assert str(gpu_paper.per_round_s([4.0])) == "nan"
+
+
+def test_a_job_starts_only_when_its_processes_and_its_gpu_memory_fit():
+    job = gpu_paper.Job("j", "b", "s.toml", ("fedavg", "fixavg"), 10, gpu_gib=60.0)
+    assert gpu_paper.fits(job, free_procs=2, free_gib=60.0, busy=True)
+    assert not gpu_paper.fits(job, free_procs=1, free_gib=100.0, busy=True)  # one slot short
+    assert not gpu_paper.fits(job, free_procs=8, free_gib=59.0, busy=True)  # memory short
+    assert gpu_paper.fits(job, free_procs=8, free_gib=30.0, busy=False)  # larger than the budget: alone
+    assert gpu_paper.fits(job, free_procs=8, free_gib=float("inf"), busy=True)  # no GPU: no memory budget
