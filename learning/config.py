@@ -170,6 +170,11 @@ class TrainConfig:
     arithmetic). ``memory_format``: ``"channels_last"`` (convolution weights and inputs in NHWC order
     while a client trains, the default) or ``"contiguous"`` (NCHW, the format of runs before it; it
     reproduces them bit for bit). Both: :mod:`edgesim.learning.numerics`, docs/executors.md.
+
+    ``vmap_max_clients``: the vectorised executor trains at most this many clients in one pass (unset: all of
+    a round's clients at once). It bounds GPU memory, which grows with clients × batch rows; the trained
+    models are the same for every value (each client keeps its own random streams; the logged training loss
+    may differ in its last bits).
     """
 
     model: str = "cnn"  # a name of edgesim.learning.model_specs.MODELS
@@ -185,6 +190,7 @@ class TrainConfig:
     eval_batch_size: int = 2048
     precision: str = "float32"
     memory_format: str = "channels_last"
+    vmap_max_clients: Optional[int] = None
 
     def __post_init__(self):
         check_choice("model", self.model, MODELS.names)
@@ -205,6 +211,8 @@ class TrainConfig:
         check_int("eval_batch_size", self.eval_batch_size, 1)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("memory_format", self.memory_format, MEMORY_FORMATS)
+        if self.vmap_max_clients is not None:
+            check_int("vmap_max_clients", self.vmap_max_clients, 1)
 
 
 @dataclass(frozen=True)

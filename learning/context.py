@@ -305,7 +305,7 @@ def build_context(
         model=template,
         model_bits=bits,
         cycles_per_sample=cycles,
-        executor=make_executor(train_cfg.executor, device, numerics),
+        executor=make_executor(train_cfg.executor, device, numerics, train_cfg.vmap_max_clients),
         server_x=server_x,
         server_y=server_y,
         val_x=val_x,

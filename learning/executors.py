@@ -628,12 +628,13 @@ def _tree_where(active, new, old):
 
 
 def make_executor(name: str, device: torch.device | str = "cpu",
-                  numerics: Numerics = DEFAULT_NUMERICS) -> SequentialExecutor | VmapExecutor:
-    """Executor by name: "sequential", "vmap", or "auto" (vmap on a GPU, sequential on a CPU), training in ``numerics``."""
+                  numerics: Numerics = DEFAULT_NUMERICS, max_clients: int | None = None) -> SequentialExecutor | VmapExecutor:
+    """Executor by name: "sequential", "vmap", or "auto" (vmap on a GPU, sequential on a CPU), training in
+    ``numerics``; ``max_clients``: the vectorised one's clients per pass (``None``: all)."""
     if name == "auto":
         name = "vmap" if torch.device(device).type == "cuda" else "sequential"
     if name == "sequential":
         return SequentialExecutor(numerics)
     if name == "vmap":
-        return VmapExecutor(numerics=numerics)
+        return VmapExecutor(max_clients=max_clients, numerics=numerics)
     raise ValueError(f"executor(={name!r}) must be one of 'auto', 'sequential', 'vmap'")

@@ -113,6 +113,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "train.memory_format": ("memory order of convolution weights and inputs while a client trains; "
                             "\"contiguous\" reproduces earlier runs bit for bit (docs/numerics.md)", "",
                             '"channels_last" or "contiguous"'),
+    "train.vmap_max_clients": ("clients the vectorised executor trains in one pass (unset: all of a round's); "
+                               "bounds GPU memory; the same models for every value", "clients", ">= 1"),
     # [run]
     "run.algorithms": ("the algorithms the run compares (`edgesim list algorithms`)", "", "registered names"),
     "run.clients_per_round": ("devices selected each round (K)", "devices", "1..n_devices"),

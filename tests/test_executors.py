@@ -480,3 +480,31 @@ def test_a_finished_clients_loss_does_not_poison_its_reported_loss():
     r = VmapExecutor().run(cnn, task, [state_of(cnn)] * 2, data, seeds(2))
     assert all(math.isfinite(x) for x in r.mean_loss), r.mean_loss
     assert all(torch.isfinite(v).all() for st in r.params for v in st.values())
+
+
+def test_vmap_max_clients_from_the_scenario_bounds_the_pass_and_keeps_the_results(tiny_scenario, tmp_path):
+    """``[train] vmap_max_clients`` reaches the vectorised executor; one client a pass gives the rounds of all at
+    once (the logged training loss to float rounding: its per-pass sums are ordered differently)."""
+    import csv
+
+    import pytest as _pytest
+
+    from edgesim.config import ConfigError
+    from edgesim.scenarios.api import load_scenario
+    from edgesim.scenarios.run import run_scenario
+
+    outs = {}
+    for cap in (None, 1):
+        sets = {"train.executor": "vmap", "run.algorithms": ["fedavg"]}
+        if cap is not None:
+            sets["train.vmap_max_clients"] = cap
+        sc = load_scenario(tiny_scenario, **sets)
+        assert sc.learning["train"].vmap_max_clients == cap
+        run_scenario(sc, tmp_path / f"cap{cap}", None)
+        outs[cap] = list(csv.DictReader(open(tmp_path / f"cap{cap}" / "rounds.csv")))
+    assert len(outs[None]) == len(outs[1]) == 3
+    for whole, one in zip(outs[None], outs[1]):
+        assert abs(float(whole.pop("train_loss")) - float(one.pop("train_loss"))) < 1e-6
+        assert whole == one
+    with _pytest.raises(ConfigError, match="vmap_max_clients"):
+        load_scenario(tiny_scenario, **{"train.vmap_max_clients": 0})
