@@ -20,10 +20,13 @@ Only the benchmark's inputs are tailored, through the :class:`edgesim.learning.c
   evaluation hook of ``FedAvg.complete_round`` has nothing to evaluate (the peers evaluate
   nothing); ``--test-size N`` gives every client N test samples to time evaluation too;
 - with ``--seeding peers`` (default) the context derives its random streams as the peers do:
-  the round's clients are ``fl_workload.sampled_clients(round)``, a client's sample order is
-  ``fl_workload.client_perm(round, pid)`` and the initial model is
-  ``fl_workload.initial_model()``, so the global models can be compared with plain_loop.py's
-  (``summarize.py`` does, from the saved ``*_round0.npz`` / ``*_final.npz``);
+  the round's clients are ``fl_workload.sampled_clients(round)``, a client's generator is seeded as
+  ``fl_workload.client_perm(round, pid)`` seeds its permutation, and the initial model is
+  ``fl_workload.initial_model()``. The executors draw the batch order from a sub-seed of that
+  generator (docs/metrics.md, "Paired comparisons"), so the sample order, and with it the trained
+  global models, differ from plain_loop.py's (``summarize.py`` still prints the difference from the
+  saved ``*_round0.npz`` / ``*_final.npz``); ``--ab-clients`` and ``--ab-numerics`` compare one client
+  on the same order;
   ``--seeding edgesim`` keeps edgesim's own derived seeds (same amount of work).
 
 Output: the peers' format — a ``RESULT ...`` line, ``$PEER_RESULTS_DIR/edgesim_<executor>_t<threads><tag>.json``
@@ -81,7 +84,7 @@ class PeerSeededContext(Context):
     """A Context whose random streams are the peer workload's (benchmark input only).
 
     ``FedAvg`` asks ``rng("sample", round)`` for the round's clients,
-    ``generator("train", name, round, device)`` for a client's sample order and
+    ``generator("train", round, device)`` for a client's streams (``train_devices``) and
     ``init_state()`` for the initial global model; these answer what
     fl_workload.py uses, so the same clients train on the same batches from the same init.
     """
@@ -93,8 +96,8 @@ class PeerSeededContext(Context):
         return super().rng(*keys)
 
     def generator(self, *keys) -> torch.Generator:
-        if len(keys) == 4 and keys[0] == "train":
-            _, _, rnd, pid = keys
+        if len(keys) == 3 and keys[0] == "train":
+            _, rnd, pid = keys
             # fl_workload.client_perm: randperm(S) from this seed; client_schedule draws the same randperm
             return torch.Generator().manual_seed(W.SEED * 1_000_003 + int(rnd) * 1_000 + int(pid))
         return super().generator(*keys)
