@@ -70,16 +70,27 @@ def mix64(z: torch.Tensor) -> torch.Tensor:
     return z ^ _shr(z, 31)
 
 
+def _mix64_(z: torch.Tensor) -> torch.Tensor:
+    """:func:`mix64` in place on ``z`` (one scratch tensor instead of a new tensor per operation): the same
+    integers — the operations and their order are the same — at about half the memory traffic of a large one."""
+    t = torch.empty_like(z)
+    for s, m in ((30, _MIX1), (27, _MIX2), (31, None)):
+        z.bitwise_xor_(t.copy_(z).bitwise_right_shift_(s).bitwise_and_((1 << (64 - s)) - 1))
+        if m is not None:
+            z.mul_(_c(m, z))
+    return z
+
+
 def hash_uniform(key: torch.Tensor, call: int, rows: torch.Tensor, row_numel: int) -> torch.Tensor:
     """Uniform [0, 1) floats of shape ``(len(rows), row_numel)`` from ``(key, call, row id, element)``.
 
     24 random bits per value; ``key`` is an int64 scalar (batched under vmap),
-    ``rows`` int64 row ids.
+    ``rows`` int64 row ids. The ``(rows, row_numel)`` hash is mixed in place (:func:`_mix64_`).
     """
     j = torch.arange(row_numel, device=rows.device, dtype=torch.int64)
     golden, m2 = _c(_GOLDEN, rows), _c(_MIX2, rows)
     z = mix64(key.to(rows.device) * golden + (call + 1))
-    z = mix64(z + rows.to(torch.int64).unsqueeze(1) * m2 + j.unsqueeze(0) * golden)
+    z = _mix64_(z + rows.to(torch.int64).unsqueeze(1) * m2 + j.unsqueeze(0) * golden)
     return _shr(z, 40).to(torch.float32) * (1.0 / (1 << 24))
 
 

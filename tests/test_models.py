@@ -377,3 +377,42 @@ def test_max_pool2d_with_a_gradient_or_under_vmap_is_torchs_own():
     with torch.no_grad():
         fast = model(images)
     assert torch.equal(fast, model(images).detach())
+
+
+# --------------------------------------------------------------------------- dropout's hash, mixed in place
+
+
+def _signed(u: int) -> int:
+    return u - (1 << 64) if u >= 1 << 63 else u
+
+
+def test_in_place_mix64_hand_value():
+    """SplitMix64's first output from seed 0 is mix(0 + 0x9E3779B97F4A7C15) = 0xE220A8397B1DCDAF (Steele et al.)."""
+    from edgesim.learning.layers import _mix64_, mix64
+
+    z = torch.tensor([_signed(0x9E3779B97F4A7C15)], dtype=torch.int64)
+    assert int(mix64(z)) == _signed(0xE220A8397B1DCDAF)
+    assert int(_mix64_(z.clone())) == _signed(0xE220A8397B1DCDAF)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(-2**63, 2**63 - 1), st.integers(0, 5), st.integers(0, 40), st.integers(0, 50))
+def test_hash_uniform_equals_the_out_of_place_hash(key, call, n_rows, row_numel):
+    """Property: dropout's uniforms (mixed in place) equal the formula's out-of-place evaluation bit for bit,
+    also under vmap over keys."""
+    from torch.func import vmap
+
+    from edgesim.learning.layers import _GOLDEN, _MIX2, _shr, hash_uniform, mix64
+
+    def reference(k, rows):
+        j = torch.arange(row_numel, dtype=torch.int64)
+        z = mix64(k * _GOLDEN + (call + 1))
+        z = mix64(z + rows.unsqueeze(1) * _MIX2 + j.unsqueeze(0) * _GOLDEN)
+        return _shr(z, 40).to(torch.float32) * (1.0 / (1 << 24))
+
+    rows = torch.arange(3, 3 + n_rows, dtype=torch.int64)
+    k = torch.tensor(key, dtype=torch.int64)
+    assert torch.equal(hash_uniform(k, call, rows, row_numel), reference(k, rows))
+    keys = torch.stack([k, k + 1])
+    assert torch.equal(vmap(lambda kk: hash_uniform(kk, call, rows, row_numel))(keys),
+                       torch.stack([reference(k, rows), reference(k + 1, rows)]))
