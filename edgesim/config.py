@@ -334,6 +334,18 @@ def worded(text: str, word: Callable[[str, str], str]) -> str:
     return MARK.sub(lambda m: word(m.group(2), m.group(1) or m.group(3)), text)
 
 
+def cli_word(name: str, form: str) -> str:
+    """An option a message advises, in the command line's words: ``⟨out⟩`` → ``--out``, ``⟨+overwrite⟩`` → ``add
+    --overwrite``, ``⟨out=⟩runs/a`` → ``--out runs/a``."""
+    return {"": f"--{name}", "+": f"add --{name}", "=": f"--{name} "}[form]
+
+
+def as_written(text: str) -> str:
+    """``text`` as a file keeps it (an ``INCOMPLETE`` note, a sweep's status column): its option marks in the
+    command line's words, the words the docs use, so that nobody reading the file by hand meets a mark."""
+    return worded(text, cli_word)
+
+
 class ConfigError(ValueError):
     """A configuration value is invalid: one line naming where, the key, the value and what was expected.
 

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from edgesim.config import ConfigError, worded
+from edgesim.config import ConfigError, cli_word, worded
 from edgesim.results.files import MARKER, ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE
 from edgesim.results.reading import expand, folder_kind, read_summary
 from edgesim.scenarios.signals import exit_code, handle_signals
@@ -97,12 +97,6 @@ def _count_option(option: str, text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         _fail(f"{option} {text}: expected an integer >= 1, such as {option} 2")
     return int(text)
-
-
-def cli_word(name: str, form: str) -> str:
-    """An option an error advises, in the command line's words (:data:`edgesim.config.MARK`): ``⟨out⟩`` → ``--out``,
-    ``⟨+overwrite⟩`` → ``add --overwrite``, ``⟨out=⟩runs/a`` → ``--out runs/a``."""
-    return {"": f"--{name}", "+": f"add --{name}", "=": f"--{name} "}[form]
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 import tomli_w
 
 from edgesim.asynchrony import UPDATE_FIELDS
-from edgesim.config import ConfigError
+from edgesim.config import ConfigError, as_written
 from edgesim.learning.config import PARAMETRIC
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, ROUNDS, SUMMARY
 from edgesim.results.files import PROVENANCE as RUN_JSON
@@ -411,8 +411,8 @@ def failure_note(e: BaseException) -> str:
     if isinstance(e, KeyboardInterrupt):
         return f"interrupted: {type(e).__name__}: {e} ({_now()})"
     if isinstance(e, ConfigError):
-        return f"failed: {e} ({_now()})"
-    return f"failed: {type(e).__name__}: {e} ({_now()})"
+        return as_written(f"failed: {e} ({_now()})")
+    return as_written(f"failed: {type(e).__name__}: {e} ({_now()})")
 
 
 _now = now

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from edgesim.config import ConfigError
+from edgesim.config import ConfigError, as_written
 from edgesim.results.files import CONFIG, SUMMARY
 from edgesim.results.files import SWEEP_SPEC as SWEEP_JSON
 from edgesim.results.files import SWEEP_TABLE as SWEEP_CSV
@@ -268,12 +268,12 @@ def run_one(task: dict) -> dict:
             run_scenario(sc, Path(task["out"]), resume=True, argv=task.get("argv"))
         status = "ok"
     except OSError as e:  # a full disk ends the sweep (every other run would hit it too): said once, by the sweep
-        status = f"failed: {type(e).__name__}: {e}"
+        status = as_written(f"failed: {type(e).__name__}: {e}")
         if e.errno in DISK_FULL:
             return {"name": task["name"], "status": status, "seconds": time.monotonic() - t0,
                     "disk_full": (e.errno, e.strerror or str(e), e.filename or task["out"])}
     except Exception as e:  # noqa: BLE001 - one run's failure must not end the sweep
-        status = f"failed: {type(e).__name__}: {e}"
+        status = as_written(f"failed: {type(e).__name__}: {e}")
     return {"name": task["name"], "status": status, "seconds": time.monotonic() - t0}
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from edgesim.config import MARK, MISSING, ConfigError, SystemConfig, build_config, marked_options, worded
+from edgesim.config import MARK, MISSING, ConfigError, SystemConfig, build_config, cli_word, marked_options, worded
 from edgesim.scenarios.api import python_word
-from edgesim.scenarios.cli import app, cli_word
+from edgesim.scenarios.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -191,3 +191,28 @@ def test_every_marked_option_is_a_command_line_option():
                 marked.update(m.group(2) for m in MARK.finditer(text))
     marked.discard("")  # an f-string's mark whose name is filled in at run time ("⟨{option}=⟩")
     assert marked and not {f"--{n}" for n in marked} - flags, sorted({f"--{n}" for n in marked} - flags)
+
+
+# --- files keep the command line's words -------------------------------------------------------------------------
+
+def test_an_incomplete_note_and_a_sweep_status_keep_no_marks(tmp_path, monkeypatch, tiny_scenario):
+    """What edgesim writes into a file (``INCOMPLETE``, sweep.csv's status) says the options as the docs do."""
+    from edgesim.config import as_written
+    from edgesim.scenarios import run as run_module
+    from edgesim.scenarios.run import failure_note
+    from edgesim.scenarios.sweep import run_one
+
+    error = ConfigError("⟨out=⟩r: holds an unfinished run; ⟨+resume⟩ to go on, or choose another ⟨out⟩")
+    note = failure_note(error)
+    assert note.startswith("failed: --out r: holds an unfinished run; add --resume to go on, or choose another --out (")
+    assert "⟨" not in failure_note(RuntimeError("⟨+resume⟩ after a fix"))
+    assert as_written("no marks") == "no marks"
+
+    def refuse(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(run_module, "run_scenario", refuse)
+    result = run_one({"name": "s0", "scenario": str(tiny_scenario), "overrides": [], "out": str(tmp_path / "s0"),
+                      "threads": 1, "cwd": str(Path.cwd())})
+    assert result["status"] == ("failed: ConfigError: --out r: holds an unfinished run; add --resume to go on, "
+                                "or choose another --out")
