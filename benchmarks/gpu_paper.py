@@ -18,10 +18,11 @@ measured, ``Job.gpu_gib``) into 90 % of the GPU's:
   e     the labels-at-clients arena twin (12 methods) for at most 90 s: its host time per round.
 
 b–e run as many of their rounds as fit: the guard stops them (SIGTERM, which edgesim answers by keeping the rounds
-so far in ``<run>.incomplete/``; its whole process group is killed 20 s later if it has not ended). While the jobs
-run, each ``rounds.csv`` row is time-stamped as it appears (host seconds per round, printed once three rounds are
-in, with the extrapolation to all rounds), and ``nvidia-smi`` is sampled for each job's GPU memory and the GPU's
-utilisation. ResNet-9 jobs (b, c, e) train in bfloat16 autocast (``train.precision``), the small-CNN ones in
+so far in ``<run>.incomplete/``; its whole process group is killed 20 s later if it has not ended). A job with an
+algorithm that has no row yet first gets SIGUSR1, so that its log shows every process's Python stacks. While the
+jobs run, each ``rounds.csv`` row is time-stamped as it appears (host seconds per round, printed once three rounds
+are in, with the extrapolation to all rounds), and ``nvidia-smi`` is sampled for each job's GPU memory and the
+GPU's utilisation. ResNet-9 jobs (b, c, e) train in bfloat16 autocast (``train.precision``), the small-CNN ones in
 float32 (they are host-bound). The summary: ``summary.json`` and ``summary.md`` in ``--out``.
 
 ``--dry-run`` shrinks every job to 2 rounds, a few devices and little data, one process per run, on whatever
@@ -186,6 +187,18 @@ def descendants(root: int) -> set[int]:
             seen.add(pid)
             stack += children.get(pid, [])
     return seen
+
+
+def dump_stacks(root: int) -> None:
+    """SIGUSR1 to ``root`` and its ``--jobs`` workers: each prints its threads' Python stacks into the job's log
+    (edgesim.scenarios.signals.stack_dumps) and goes on. Not to multiprocessing's resource tracker, which has no
+    such handler."""
+    for pid in sorted(descendants(root)):
+        try:
+            if pid == root or b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGUSR1)
+        except OSError:
+            pass
 
 
 def gpu_total_gib() -> Optional[float]:
@@ -375,6 +388,9 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
             elif not r.stopping and now >= r.stop_at:
                 r.stopping = now
                 r.why = "the guard" if r.stop_at >= guard else "its limit"
+                if any(not any(a == alg for (a, _) in r.seen) for alg in r.job.algorithms):
+                    dump_stacks(r.proc.pid)  # an algorithm without a row: where is it? (its log says)
+                    time.sleep(1.0)
                 os.kill(r.proc.pid, signal.SIGTERM)  # edgesim stops its --jobs workers itself
                 _note(f"{r.job.name}: stopping at {r.why} ({now - r.started:.0f} s)")
             elif r.stopping and now - r.stopping > STOP_GRACE_S:

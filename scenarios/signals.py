@@ -19,6 +19,9 @@ spawned worker processes, :mod:`edgesim.scenarios.parallel` and
   itself when its parent is gone (``kill -9`` of the parent: no orphan keeps
   training or holding a run folder's lock; :func:`watch_parent`).
 
+Every edgesim process — the parent and each worker — also prints the Python stack of each of its threads to its
+stderr on SIGUSR1 and goes on (:func:`stack_dumps`): ``kill -USR1 PID`` shows where a run that seems stuck is.
+
 Nothing is lost by stopping a worker: every file a run writes is written to a
 temporary name and renamed into place, and a run resumes from its last checkpoint
 (docs/run_folders.md, "Faults").
@@ -26,6 +29,7 @@ temporary name and renamed into place, and a run resumes from its last checkpoin
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import threading
@@ -56,6 +60,13 @@ def exit_code(e: BaseException) -> int:
     return getattr(e, "exit_code", EXIT_SIGINT)
 
 
+def stack_dumps() -> None:
+    """On SIGUSR1, every thread's Python stack to stderr, and the process goes on (``faulthandler``; not on a
+    platform without SIGUSR1)."""
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+
+
 def handle_signals() -> None:
     """In the ``edgesim`` process: SIGINT → :class:`Interrupted`, SIGTERM → :class:`Terminated`, the first one only
     (the others are ignored while the process stops its workers and marks its folders). Not the main thread (an
@@ -70,7 +81,8 @@ def handle_signals() -> None:
         signal.signal(signal.SIGINT, handler)
         signal.signal(signal.SIGTERM, handler)
     except ValueError:
-        pass
+        return
+    stack_dumps()
 
 
 # --------------------------------------------------------------------------- in a worker
@@ -99,6 +111,7 @@ def worker_signals() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, on_term)
+    stack_dumps()
     watch_parent()
 
 

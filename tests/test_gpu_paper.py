@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,3 +80,17 @@ def test_a_job_starts_only_when_its_processes_and_its_gpu_memory_fit():
     assert not gpu_paper.fits(job, free_procs=8, free_gib=59.0, busy=True)  # memory short
     assert gpu_paper.fits(job, free_procs=8, free_gib=30.0, busy=False)  # larger than the budget: alone
     assert gpu_paper.fits(job, free_procs=8, free_gib=float("inf"), busy=True)  # no GPU: no memory budget
+
+
+def test_dump_stacks_asks_a_process_for_its_stacks_and_leaves_it_running():
+    code = ("import faulthandler, signal, sys, time; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+            "print('ready', flush=True); time.sleep(30)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        gpu_paper.dump_stacks(proc.pid)
+        time.sleep(0.5)
+        assert proc.poll() is None  # still running
+    finally:
+        proc.kill()
+    assert "most recent call first" in proc.communicate()[1]

@@ -124,3 +124,24 @@ def test_sigterm_ends_a_jobs_sweep_with_one_line_and_its_runs_marked_interrupted
     for r in runs:
         assert "interrupted" in (r / MARKER).read_text(), r
         assert not lock_path(r.with_name(r.name[: -len(".incomplete")])).exists()
+
+
+def test_sigusr1_prints_every_process_stack_and_the_run_goes_on(tiny_scenario, tmp_path):
+    """``kill -USR1`` to the parent and a ``--jobs`` worker: each prints its threads' stacks, and the run finishes
+    as it would have."""
+    sets = [a for s in ROUNDS for a in ("--set", s)]
+    proc = _start(["run", str(tiny_scenario), "--out", "a", "-q", "--jobs", "2", *sets], tmp_path)
+    rounds = tmp_path / "a.incomplete" / "rounds.csv"
+    _wait_for(proc, lambda: rounds.exists() and rounds.read_text().count("\n") >= 3, "three rows")
+    children = [int(p) for p in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    workers = [p for p in children if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]  # not the tracker
+    assert workers
+    for pid in [proc.pid, *workers]:
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except ProcessLookupError:  # the resource tracker or a worker that just ended
+            pass
+    _, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr
+    assert stderr.count("most recent call first") >= 2, stderr  # the parent's and at least one worker's stacks
+    assert (tmp_path / "a" / "summary.json").exists()
