@@ -476,7 +476,7 @@ def sweep(
     formats: str = FORMAT_OPT,
     style: str = STYLE_OPT,
     width: Optional[float] = WIDTH_OPT,
-    no_plots: bool = typer.Option(False, "--no-plots", help="Do not draw the sweep's figures."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Do not draw the sweep's own figures (each run folder still has its figures)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Run a scenario over a parameter grid and seeds: one run folder each, plus sweep.csv and figures.
