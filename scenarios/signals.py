@@ -32,6 +32,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -63,8 +64,14 @@ def exit_code(e: BaseException) -> int:
 def stack_dumps() -> None:
     """On SIGUSR1, every thread's Python stack to stderr, and the process goes on (``faulthandler``; not on a
     platform without SIGUSR1)."""
-    if hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, all_threads=True, chain=False)
+    if not hasattr(signal, "SIGUSR1"):
+        return
+    for stream in (sys.stderr, sys.__stderr__):  # a captured stderr (a test's, a notebook's) has no file descriptor
+        try:
+            faulthandler.register(signal.SIGUSR1, file=stream, all_threads=True, chain=False)
+            return
+        except (AttributeError, OSError, ValueError, RuntimeError):  # io.UnsupportedOperation is an OSError
+            continue
 
 
 def handle_signals() -> None:

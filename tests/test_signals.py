@@ -145,3 +145,13 @@ def test_sigusr1_prints_every_process_stack_and_the_run_goes_on(tiny_scenario, t
     assert proc.returncode == 0, stderr
     assert stderr.count("most recent call first") >= 2, stderr  # the parent's and at least one worker's stacks
     assert (tmp_path / "a" / "summary.json").exists()
+
+
+def test_stack_dumps_under_a_captured_stderr_falls_back_to_the_real_one(monkeypatch):
+    """A test runner or a notebook replaces sys.stderr by a stream without a file descriptor: no error."""
+    import io
+
+    from edgesim.scenarios.signals import stack_dumps
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    stack_dumps()  # registers on sys.__stderr__
