@@ -14,7 +14,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import gpu_paper  # noqa: E402 (a script of benchmarks/, imported by path)
+import gpu_paper  # noqa: E402 - a script of benchmarks/, imported by path
 
 
 def _script(out: Path, data: Path, total_s: int = 300) -> subprocess.CompletedProcess:
