@@ -1,6 +1,6 @@
 """The papers' scale in one GPU window: paper-scale runs packed on one GPU under a total time guard.
 
-``benchmarks/gpu_paper.sh`` calls this after printing the device and starting ``pytest -m gpu``. Each job is
+``benchmarks/gpu_paper.sh`` calls this after printing the device and running ``pytest -m gpu``. Each job is
 one ``edgesim run`` (the command line a user types) of one scenario and seed, its algorithms trained in
 parallel processes (``--jobs``); jobs share the GPU and start in this priority order whenever their processes
 fit into ``--slots`` (default: 1.25 × the CPU cores) and their GPU memory (the peaks an earlier window
