@@ -4,9 +4,11 @@
 #     every method's learning rate tuned on a validation split (4 rates, tuning seeds 100 and 101), then 5 seeds,
 #     paired against FedAvg* (the floor);
 #  2. labels at the server with fewer labels (scenarios/las_fmnist_550.toml, 100 and 250 server labels): FedMatch,
-#     FedMix+FedFreq and supervised only, tuned the same way on held-out server labels, then 5 seeds.
+#     FedMix+FedFreq and supervised only, tuned the same way on held-out server labels, then 5 seeds;
+#  3. (las_floor, not in all) the floor's control: supervised only with 10 server epochs a round, tuned and run the
+#     same way (one full-batch step a round at 100 labels leaves it unstable: docs/labels_at_server.md).
 # Environment: SCENARIO (default the full arena; scenarios/label_scarce_cpu.toml is the CPU cut), RUNS (out
-# folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las).
+# folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las | las_floor).
 # Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
 # fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
 set -eu
@@ -60,5 +62,18 @@ if [ "$STAGE" = all ] || [ "$STAGE" = las ]; then
                           | sed 's/^--set //')
     sets=(); for c in "${chosen[@]}"; do sets+=(--set "$c"); done
     sweep "${las[@]}" "${sets[@]}" --seeds "$SEEDS" --out "$RUNS/las_$labels"
+  done
+fi
+
+if [ "$STAGE" = las_floor ]; then
+  prec=(); [ -n "${PRECISION:-}" ] && prec=(--set "train.precision=\"$PRECISION\"")
+  for labels in ${LAS_LABELS:-100 250}; do
+    held=$((labels / 5)); pool=$((55000 + labels))
+    las=(scenarios/las_fmnist_550.toml --set data.server_labeled=$labels --set data.train_pool_size=$pool "${prec[@]}"
+         --set 'run.algorithms=["server_only"]' --set algorithms.server_only.server_epochs=10)
+    sweep "${las[@]}" --set data.server_validation=$held --set budget.rounds=${LAS_TUNE_ROUNDS:-60} \
+      --grid algorithms.server_only.lr=0.01,0.02,0.04 --seeds 2 --set seed=100 --out "$RUNS/las_floor10_tune_$labels"
+    chosen=$($PY benchmarks/label_scarce_study.py choose --column val_accuracy "$RUNS/las_floor10_tune_$labels" | sed 's/^--set //')
+    sweep "${las[@]}" --set "$chosen" --seeds "$SEEDS" --out "$RUNS/las_floor10_$labels"
   done
 fi
