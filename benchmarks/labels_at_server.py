@@ -19,10 +19,11 @@ Student-t intervals (``edgesim.results.stats``).
 
 ``fewer``: ``ROOT`` holds what ``STAGE=las benchmarks/label_scarce_study.sh`` writes, per server-label count N:
 the tuning sweeps ``las_tune_N_{server_only,fedmatch,fedmix}`` (held-out server labels, tuning seeds) and the
-final sweep ``las_N`` (the chosen rates, the test seeds). Prints per N the tuning grid (validation accuracy,
+final sweep ``las_N`` (the chosen rates, the test seeds), and the floor's control (``STAGE=las_floor``: supervised
+only with 10 server epochs a round, ``las_floor10_tune_N`` and ``las_floor10_N``). Prints per N the tuning grid (validation accuracy,
 mean of the last 5 rounds, per tuning seed and their mean; the chosen rate is the best mean, as
 ``label_scarce_study.py choose`` picks it) and the final table: final and best test accuracy, the paired
-difference from supervised only, the confident share of the clients' rows and the accuracy of those
+difference from each supervised-only floor, the confident share of the clients' rows and the accuracy of those
 pseudo-labels over the last 3 rounds, and host minutes per run.
 """
 
@@ -169,7 +170,13 @@ def final_tables(root: Path) -> str:
     return "\n".join(out)
 
 
-FEWER_ROWS = (("FedMix+FedFreq", "fedmix"), ("FedMatch", "fedmatch"), ("Supervised only (θ ← σ)", "server_only"))
+FEWER_ROWS = (  # label, sweep (N: the server's labels), algorithm
+    ("FedMix+FedFreq", "las_{}", "fedmix"),
+    ("FedMatch", "las_{}", "fedmatch"),
+    ("Supervised only (θ ← σ)", "las_{}", "server_only"),
+    ("Supervised only, 10 server epochs a round", "las_floor10_{}", "server_only"),
+)
+FEWER_FLOORS = FEWER_ROWS[2:]
 
 
 def host_minutes(run: Path) -> float:
@@ -188,29 +195,32 @@ def last_mean(name: str, k: int = 3):
 
 
 def _tuning(root: Path, labels: int) -> list[str]:
-    scores: dict[tuple[str, float], dict[int, float]] = {}
+    """The tuning grid: per algorithm, options and rate, each tuning seed's validation score and their mean."""
+    scores: dict[tuple[str, str, float], dict[int, float]] = {}
     rounds, minutes = set(), []
-    for sweep in sorted(root.glob(f"las_tune_{labels}_*")):
+    for sweep in sorted([*root.glob(f"las_tune_{labels}_*"), *root.glob(f"las_floor10_tune_{labels}")]):
         for run in runs_of(sweep):
             minutes.append(host_minutes(run))
             for alg, cols in read_rounds(run).items():
                 rounds.add(len(cols["accuracy"]))
-                scores.setdefault((alg, options(run, alg)[0]), {})[seed_of(run)] = float(np.mean(cols["val_accuracy"][-5:]))
+                lr, opts = options(run, alg)
+                scores.setdefault((alg, opts, lr), {})[seed_of(run)] = float(np.mean(cols["val_accuracy"][-5:]))
     if not scores:
         return [f"(no tuning sweeps las_tune_{labels}_* in {root})", ""]
     seeds = sorted({s for by_seed in scores.values() for s in by_seed})
+    mean = {key: float(np.mean(list(by_seed.values()))) for key, by_seed in scores.items()}
     chosen = {}
-    for (alg, lr), by_seed in sorted(scores.items()):
-        if alg not in chosen or np.mean(list(by_seed.values())) > np.mean(list(scores[(alg, chosen[alg])].values())):
-            chosen[alg] = lr
+    for key in sorted(scores):  # the best mean per algorithm and options; a tie goes to the lower rate
+        if key[:2] not in chosen or mean[key] > mean[chosen[key[:2]]]:
+            chosen[key[:2]] = key
     out = [f"Tuning, {labels} server labels ({len(minutes)} runs of {'/'.join(map(str, sorted(rounds)))} rounds, "
            f"{sum(minutes):.1f} host minutes): validation accuracy (%), mean of the last 5 rounds", "",
-           "| algorithm | lr | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | chosen |",
-           "| --- | --- | " + " | ".join("---" for _ in seeds) + " | --- | --- |"]
-    for (alg, lr), by_seed in sorted(scores.items()):
+           "| algorithm | options | lr | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | chosen |",
+           "| --- | --- | --- | " + " | ".join("---" for _ in seeds) + " | --- | --- |"]
+    for key, by_seed in sorted(scores.items()):
         cells = [f"{100 * by_seed[s]:.1f}" if s in by_seed else "not run" for s in seeds]
-        out.append(f"| {alg} | {lr:g} | {' | '.join(cells)} | {100 * np.mean(list(by_seed.values())):.1f} | "
-                   f"{'**chosen**' if chosen[alg] == lr else ''} |")
+        out.append(f"| {key[0]} | {key[1]} | {key[2]:g} | {' | '.join(cells)} | {100 * mean[key]:.1f} | "
+                   f"{'**chosen**' if chosen[key[:2]] == key else ''} |")
     return out + [""]
 
 
@@ -219,24 +229,25 @@ def fewer_tables(root: Path) -> str:
     out = []
     for labels in counts:
         out += _tuning(root, labels)
-        sweep = root / f"las_{labels}"
-        runs = runs_of(sweep)
-        values = {alg: per_seed(sweep, alg, final) for _, alg in FEWER_ROWS}
-        floor = values["server_only"]
-        mins = mean_interval([host_minutes(r) for r in runs])
-        out += [f"**{labels} server labels** (seeds: {', '.join(str(s) for s in sorted(floor)) or 'none'}; "
-                f"host minutes per run of the three: {mins.mean:.1f})", "",
-                "| row | lr | final accuracy (%) | best round (%) | − supervised only, paired (points) | "
-                "confident share of client rows, last 3 rounds (%) | those pseudo-labels right (%) |",
-                "| --- | --- | --- | --- | --- | --- | --- |"]
-        for label, alg in FEWER_ROWS:
+        values = {label: per_seed(root / sweep.format(labels), alg, final) for label, sweep, alg in FEWER_ROWS}
+        mins = [host_minutes(r) for r in runs_of(root / f"las_{labels}")]
+        out += [f"**{labels} server labels** (seeds: {', '.join(str(s) for s in sorted(values[FEWER_ROWS[2][0]])) or 'none'}; "
+                f"host minutes per run of the first three rows: {', '.join(f'{m:.1f}' for m in mins)})", "",
+                "| row | lr | final accuracy (%) | best round (%) | "
+                + " | ".join(f"− {floor[0][0].lower()}{floor[0][1:]}, paired (points)" for floor in FEWER_FLOORS)
+                + " | confident share of client rows, last 3 rounds (%) | those pseudo-labels right (%) |",
+                "| --- | --- | --- | --- | " + " | ".join("---" for _ in FEWER_FLOORS) + " | --- | --- |"]
+        for label, sweep, alg in FEWER_ROWS:
+            runs = runs_of(root / sweep.format(labels))
             lrs = sorted({options(r, alg)[0] for r in runs if alg in read_rounds(r)})
-            diff = "—" if alg == "server_only" else pct(paired_difference(values[alg], floor), signed=True)
+            diffs = ["—" if label == floor else pct(paired_difference(values[label], values[floor]), signed=True)
+                     for floor, _, _ in FEWER_FLOORS]
             share, right = ("—", "—") if alg == "server_only" else (
-                pct(mean_interval([v for v in per_seed(sweep, alg, last_mean(c)).values() if not math.isnan(v)]))
-                for c in ("mask_rate", "pseudo_label_accuracy"))
-            out.append(f"| {label} | {', '.join(f'{x:g}' for x in lrs)} | {pct(mean_interval(list(values[alg].values())))} | "
-                       f"{pct(mean_interval(list(per_seed(sweep, alg, best).values())))} | {diff} | {share} | {right} |")
+                pct(mean_interval([v for v in per_seed(root / sweep.format(labels), alg, last_mean(c)).values()
+                                   if not math.isnan(v)])) for c in ("mask_rate", "pseudo_label_accuracy"))
+            out.append(f"| {label} | {', '.join(f'{x:g}' for x in lrs) or '—'} | {pct(mean_interval(list(values[label].values())))} | "
+                       f"{pct(mean_interval(list(per_seed(root / sweep.format(labels), alg, best).values())))} | "
+                       f"{' | '.join(diffs)} | {share} | {right} |")
         out.append("")
     return "\n".join(out)
 
