@@ -6,9 +6,11 @@
 #  2. labels at the server with fewer labels (scenarios/las_fmnist_550.toml, 100 and 250 server labels): FedMatch,
 #     FedMix+FedFreq and supervised only, tuned the same way on held-out server labels, then 5 seeds;
 #  3. (las_floor, not in all) the floor's control: supervised only with 10 server epochs a round, tuned and run the
-#     same way (one full-batch step a round at 100 labels leaves it unstable: docs/labels_at_server.md).
+#     same way (one full-batch step a round at 100 labels leaves it unstable: docs/labels_at_server.md);
+#  4. (las_off, not in all) FedMatch with its unlabelled terms off (lambda_a = lambda_i = 0) at its chosen rate: what
+#     its decomposition gives without the unlabelled data.
 # Environment: SCENARIO (default the full arena; scenarios/label_scarce_cpu.toml is the CPU cut), RUNS (out
-# folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las | las_floor).
+# folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las | las_floor | las_off).
 # Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
 # fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
 set -eu
@@ -75,5 +77,15 @@ if [ "$STAGE" = las_floor ]; then
       --grid algorithms.server_only.lr=0.01,0.02,0.04 --seeds 2 --set seed=100 --out "$RUNS/las_floor10_tune_$labels"
     chosen=$($PY benchmarks/label_scarce_study.py choose --column val_accuracy "$RUNS/las_floor10_tune_$labels" | sed 's/^--set //')
     sweep "${las[@]}" --set "$chosen" --seeds "$SEEDS" --out "$RUNS/las_floor10_$labels"
+  done
+fi
+
+if [ "$STAGE" = las_off ]; then
+  prec=(); [ -n "${PRECISION:-}" ] && prec=(--set "train.precision=\"$PRECISION\"")
+  for labels in ${LAS_LABELS:-100 250}; do
+    chosen=$($PY benchmarks/label_scarce_study.py choose --column val_accuracy "$RUNS/las_tune_${labels}_fedmatch" | sed 's/^--set //')
+    sweep scenarios/las_fmnist_550.toml --set data.server_labeled=$labels --set data.train_pool_size=$((55000 + labels)) \
+      "${prec[@]}" --set 'run.algorithms=["fedmatch"]' --set "$chosen" --set algorithms.fedmatch.lambda_a=0.0 \
+      --set algorithms.fedmatch.lambda_i=0.0 --seeds "$SEEDS" --out "$RUNS/las_off_$labels"
   done
 fi

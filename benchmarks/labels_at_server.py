@@ -20,7 +20,8 @@ Student-t intervals (``edgesim.results.stats``).
 ``fewer``: ``ROOT`` holds what ``STAGE=las benchmarks/label_scarce_study.sh`` writes, per server-label count N:
 the tuning sweeps ``las_tune_N_{server_only,fedmatch,fedmix}`` (held-out server labels, tuning seeds) and the
 final sweep ``las_N`` (the chosen rates, the test seeds), and the floor's control (``STAGE=las_floor``: supervised
-only with 10 server epochs a round, ``las_floor10_tune_N`` and ``las_floor10_N``). Prints per N the tuning grid (validation accuracy,
+only with 10 server epochs a round, ``las_floor10_tune_N`` and ``las_floor10_N``) and FedMatch with its
+unlabelled terms off (``STAGE=las_off``: ``las_off_N``). Prints per N the tuning grid (validation accuracy,
 mean of the last 5 rounds, per tuning seed and their mean; the chosen rate is the best mean, as
 ``label_scarce_study.py choose`` picks it) and the final table: final and best test accuracy, the paired
 difference from each supervised-only floor, the confident share of the clients' rows and the accuracy of those
@@ -173,10 +174,11 @@ def final_tables(root: Path) -> str:
 FEWER_ROWS = (  # label, sweep (N: the server's labels), algorithm
     ("FedMix+FedFreq", "las_{}", "fedmix"),
     ("FedMatch", "las_{}", "fedmatch"),
+    ("FedMatch, unlabelled terms off", "las_off_{}", "fedmatch"),
     ("Supervised only (θ ← σ)", "las_{}", "server_only"),
     ("Supervised only, 10 server epochs a round", "las_floor10_{}", "server_only"),
 )
-FEWER_FLOORS = FEWER_ROWS[2:]
+FEWER_FLOORS = FEWER_ROWS[-2:]
 
 
 def host_minutes(run: Path) -> float:
@@ -231,8 +233,8 @@ def fewer_tables(root: Path) -> str:
         out += _tuning(root, labels)
         values = {label: per_seed(root / sweep.format(labels), alg, final) for label, sweep, alg in FEWER_ROWS}
         mins = [host_minutes(r) for r in runs_of(root / f"las_{labels}")]
-        out += [f"**{labels} server labels** (seeds: {', '.join(str(s) for s in sorted(values[FEWER_ROWS[2][0]])) or 'none'}; "
-                f"host minutes per run of the first three rows: {', '.join(f'{m:.1f}' for m in mins)})", "",
+        out += [f"**{labels} server labels** (seeds: {', '.join(str(s) for s in sorted(values[FEWER_FLOORS[0][0]])) or 'none'}; "
+                f"host minutes per run of the main rows (las_{labels}): {', '.join(f'{m:.1f}' for m in mins)})", "",
                 "| row | lr | final accuracy (%) | best round (%) | "
                 + " | ".join(f"− {floor[0][0].lower()}{floor[0][1:]}, paired (points)" for floor in FEWER_FLOORS)
                 + " | confident share of client rows, last 3 rounds (%) | those pseudo-labels right (%) |",
@@ -242,7 +244,7 @@ def fewer_tables(root: Path) -> str:
             lrs = sorted({options(r, alg)[0] for r in runs if alg in read_rounds(r)})
             diffs = ["—" if label == floor else pct(paired_difference(values[label], values[floor]), signed=True)
                      for floor, _, _ in FEWER_FLOORS]
-            share, right = ("—", "—") if alg == "server_only" else (
+            share, right = ("—", "—") if alg == "server_only" or "off" in sweep else (
                 pct(mean_interval([v for v in per_seed(root / sweep.format(labels), alg, last_mean(c)).values()
                                    if not math.isnan(v)])) for c in ("mask_rate", "pseudo_label_accuracy"))
             out.append(f"| {label} | {', '.join(f'{x:g}' for x in lrs) or '—'} | {pct(mean_interval(list(values[label].values())))} | "
