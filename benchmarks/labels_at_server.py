@@ -250,6 +250,10 @@ def fewer_tables(root: Path) -> str:
             out.append(f"| {label} | {', '.join(f'{x:g}' for x in lrs) or '—'} | {pct(mean_interval(list(values[label].values())))} | "
                        f"{pct(mean_interval(list(per_seed(root / sweep.format(labels), alg, best).values())))} | "
                        f"{' | '.join(diffs)} | {share} | {right} |")
+        on, off = values["FedMatch"], values["FedMatch, unlabelled terms off"]
+        if off:
+            out += ["", "FedMatch − FedMatch with its unlabelled terms off, paired: "
+                    f"{pct(paired_difference(on, off), signed=True)} points"]
         out.append("")
     return "\n".join(out)
 
