@@ -12,9 +12,9 @@ Each worker keeps freed memory in the process as the ``edgesim`` command does (`
 
 Output: per method the medians and each side's ratio to the first (median of the paired per-repetition ratios),
 the sum over methods, and whether every side's round records (accuracies, losses, clock) equal those of the first
-side of the same numerics (which they should, if a change is exact), else the first side's. A single arena round per method is long on
-a loaded machine; the sum of round-0 times of all methods is what extrapolates a full run (the same rounds of each
-side are timed).
+side of the same numerics (which they should, if a change is exact), else the first side's. A single arena round
+per method is long on a loaded machine; the sum of round-0 times of all methods is what extrapolates a full run
+(the same rounds of each side are timed).
 
     EDGESIM_DATA=../shared/data .venv/bin/python benchmarks/numerics_ab.py scenarios/arena_labels_at_clients.toml \\
         --base /tmp/base --sides base:channels_last/float32 new:channels_last/float32 --reps 3 --rounds 1
@@ -183,7 +183,7 @@ def main() -> None:
         lines.append("| **sum** | " + " | ".join(f"**{total[s]:.1f}**" + ("" if s == base else
                                                  f" (**{total[s] / total[base]:.3f}**)") for s in names) + " |")
         print("\n".join(lines))
-    for i, s in enumerate(names[1:], 1):  # against the first side of the same numerics (an exact change), else the first
+    for i, s in enumerate(names[1:], 1):  # against the first side of the same numerics, else the first side
         ref = next((r for r in names[:i] if r.split(":")[1] == s.split(":")[1]), base)
         diff = [m for m in methods if records[(m, s)] != records[(m, ref)]]
         print(f"round records of {s} equal to {ref}'s: " + ("all methods" if not diff else f"NOT for {diff}"))
