@@ -107,16 +107,18 @@ def _merge(spans):
 
 
 def _minus(spans, taken):
-    """``spans`` less the merged ``taken`` spans (both merged, sorted)."""
-    out = []
+    """``spans`` less the ``taken`` spans (both merged and sorted): one pass over both."""
+    out, k = [], 0
     for a, b in spans:
-        cur = a
-        for c, d in taken:
-            if d <= cur or c >= b:
-                continue
+        while k < len(taken) and taken[k][1] <= a:
+            k += 1
+        cur, j = a, k
+        while j < len(taken) and taken[j][0] < b:
+            c, d = taken[j]
             if c > cur:
                 out.append((cur, c))
             cur = max(cur, d)
+            j += 1
         if cur < b:
             out.append((cur, b))
     return out
