@@ -6,7 +6,8 @@
 ``choose``: every run of the tuning sweeps (made with ``--set data.validation_size=N``: the accuracy column is
 the validation split's, never the test set; ``--column val_accuracy`` for runs with ``data.server_validation``)
 scored by its mean accuracy over the last 5 rounds, averaged over
-the tuning seeds; per algorithm, the learning rate with the highest score, printed as ``--set
+the tuning seeds; per algorithm, the learning rate with the highest score (the rate each run's ``config.toml`` says
+the algorithm trained with: ``rate_used``), printed as ``--set
 algorithms.NAME.lr=VALUE`` (one a line) and, to stderr, the whole grid.
 
 ``final``: per data layout (``data.partition``) and algorithm, the final test accuracy (mean of the last
@@ -26,11 +27,23 @@ import numpy as np
 from edgesim.results.reading import load_runs
 
 
-def _layout(run: str) -> str:
+def _config(run: str) -> dict:
     import tomllib
 
     with open(os.path.join(run, "config.toml"), "rb") as f:
-        return tomllib.load(f)["data"].get("partition", "?")
+        return tomllib.load(f)
+
+
+def _layout(run: str) -> str:
+    return _config(run)["data"].get("partition", "?")
+
+
+def rate_used(config: dict, algorithm: str) -> float:
+    """The learning rate ``algorithm`` trained with in a run of ``config`` (its ``config.toml``): the method's own
+    ``[algorithms.NAME] lr`` where the scenario sets one, else ``[train] lr`` (``Context.optimizer``'s rule). Read
+    from the run, not the sweep's grid: a grid over ``train.lr`` does not move a method that has its own rate."""
+    own = config.get("algorithms", {}).get(algorithm, {})
+    return float(own["lr"] if "lr" in own else config["train"]["lr"])
 
 
 def _scores(paths, last: int, column: str = "accuracy"):
@@ -44,18 +57,9 @@ def _scores(paths, last: int, column: str = "accuracy"):
     return out, grid
 
 
-def _lr(row, grid) -> float | None:
-    """The rate the row's algorithm trained with: its own ``algorithms.NAME.lr`` grid value, else ``train.lr``'s."""
-    own = f"algorithms.{row['algorithm']}.lr"
-    for key in (own, "train.lr"):
-        if key in grid and row[key] == row[key]:
-            return float(row[key])
-    return None
-
-
 def choose(paths, column: str = "accuracy") -> None:
-    scores, grid = _scores(paths, 5, column)
-    scores["lr"] = [_lr(r, grid) for _, r in scores.iterrows()]
+    scores, _ = _scores(paths, 5, column)
+    scores["lr"] = [rate_used(_config(r.run), r.algorithm) for r in scores.itertuples()]
     table = scores.groupby(["algorithm", "lr"])["score"].agg(["mean", "count"]).reset_index()
     for alg, rows in table.groupby("algorithm"):
         grid_line = ", ".join(f"{r.lr:g}: {100 * r['mean']:.1f} ({r['count']} seeds)" for _, r in rows.iterrows())

@@ -10,7 +10,8 @@
 #  4. (las_off, not in all) FedMatch with its unlabelled terms off (lambda_a = lambda_i = 0) at its chosen rate: what
 #     its decomposition gives without the unlabelled data.
 # Environment: SCENARIO (default the full arena; scenarios/label_scarce_cpu.toml is the CPU cut), RUNS (out
-# folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las | las_floor | las_off).
+# folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las | las_floor | las_off),
+# TUNE_ROUNDS (the tuning runs' rounds; the scenario's unless set).
 # Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
 # fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
 set -eu
@@ -24,18 +25,20 @@ SEEDS=${SEEDS:-5}
 STAGE=${STAGE:-all}
 METHODS='["fedavg_labeled","fixavg","feddure","fedmatch_lc","fedavg_sl"]'
 VALIDATION=${VALIDATION:-10000}  # train images outside the pool the tuning runs evaluate on (never the test set)
+rounds=(); [ -n "${TUNE_ROUNDS:-}" ] && rounds=(--set budget.rounds=$TUNE_ROUNDS)  # tuning runs' length
 sweep() { nice -n 10 $PY -m edgesim.scenarios.cli sweep "$@" --jobs "$JOBS" --threads 1 --no-plots; }
 
 for layout in iid dir; do
   part=feddure_${layout}_${layout}
   tune=(--set data.partition=\"$part\" --set data.validation_size=$VALIDATION --seeds 2 --set seed=100)
   if [ "$STAGE" = all ] || [ "$STAGE" = tune ]; then
-    sweep "$SCENARIO" --grid train.lr=0.005,0.01,0.02,0.05 \
-      --set 'run.algorithms=["fedavg_labeled","fixavg","fedavg_sl"]' "${tune[@]}" --out "$RUNS/tune_${layout}_sgd"
-    sweep "$SCENARIO" --grid algorithms.feddure.lr=0.0005,0.001,0.002,0.004 \
-      --set 'run.algorithms=["feddure"]' "${tune[@]}" --out "$RUNS/tune_${layout}_feddure"
-    sweep "$SCENARIO" --grid algorithms.fedmatch_lc.lr=0.00025,0.0005,0.001,0.002 \
-      --set 'run.algorithms=["fedmatch_lc"]' "${tune[@]}" --out "$RUNS/tune_${layout}_fedmatch"
+    # One sweep per method over its own [algorithms.NAME] lr: a scenario's per-method rate overrides [train] lr,
+    # so a grid over train.lr would leave such a method at its file's rate while the table credited the grid's.
+    for alg in fedavg_labeled:0.005,0.01,0.02,0.05 fixavg:0.005,0.01,0.02,0.05 fedavg_sl:0.005,0.01,0.02,0.05 \
+               feddure:0.0005,0.001,0.002,0.004 fedmatch_lc:0.00025,0.0005,0.001,0.002; do
+      sweep "$SCENARIO" --grid algorithms.${alg%%:*}.lr=${alg#*:} --set "run.algorithms=[\"${alg%%:*}\"]" \
+        "${tune[@]}" "${rounds[@]}" --out "$RUNS/tune_${layout}_${alg%%:*}"
+    done
   fi
   if [ "$STAGE" = all ] || [ "$STAGE" = final ]; then
     # the per-method rates chosen on validation; [algorithms.X] lr overrides [train] lr for that method alone

@@ -72,3 +72,23 @@ def test_fewer_server_labels_keep_the_clients_550_images(shared_data, labels):
     assert ctx.server_x.shape[0] == labels - held and ctx.val_x.shape[0] == held
     assert sorted(ctx.server_y.bincount(minlength=10).tolist()) == [(labels - held) // 10] * 10
     assert sorted(ctx.val_y.bincount(minlength=10).tolist()) == [held // 10] * 10
+
+
+def test_the_tuning_reads_the_rate_each_method_trained_with(shared_data):
+    """label_scarce_study.py ``choose`` credits a run's score to the rate in its config.toml (``rate_used``): a
+    method's own [algorithms.NAME] lr (the CPU cut's 0.02 for FedAvg*, FedDure's Adam 0.002) wins over [train] lr,
+    which a method without its own rate (FixAvg) trains with — a grid over train.lr moves FixAvg, not FedAvg*."""
+    import importlib.util
+
+    from edgesim.scenarios.algorithm_run import resolved_config
+
+    spec = importlib.util.spec_from_file_location("label_scarce_study", SCENARIOS.parent / "benchmarks" /
+                                                  "label_scarce_study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    sc = load_scenario(SCARCE_CPU, ["train.lr=0.05", f'data.data_dir="{shared_data}"'])
+    config = resolved_config(sc)
+    assert {a: study.rate_used(config, a) for a in ("fedavg_labeled", "fixavg", "feddure", "fedavg_sl")} == {
+        "fedavg_labeled": 0.02, "fixavg": 0.05, "feddure": 0.002, "fedavg_sl": 0.02}
+    sc = load_scenario(SCARCE_CPU, ["algorithms.fixavg.lr=0.005", f'data.data_dir="{shared_data}"'])
+    assert study.rate_used(resolved_config(sc), "fixavg") == 0.005
