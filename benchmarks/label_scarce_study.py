@@ -12,7 +12,9 @@ algorithms.NAME.lr=VALUE`` (one a line) and, to stderr, the whole grid.
 
 ``final``: per data layout (``data.partition``) and algorithm, the final test accuracy (mean of the last
 ``--last`` rounds) over the seeds, with a 95 % Student-t interval, and each algorithm's paired difference from
-``--baseline`` over the seeds both ran (``edgesim.results.stats``), as a Markdown table. A single seed prints the
+``--baseline`` over the seeds both ran (``edgesim.results.stats``), and, in the last round, the share of the
+pseudo-labels it used that were right (``pseudo_label_accuracy``) and its mask rate (``mask_rate``), means over the
+seeds ("—" for a method that reports none), as a Markdown table. A single seed prints the
 value and no interval.
 """
 
@@ -77,18 +79,26 @@ def _interval(x: np.ndarray) -> str:
     return f"{100 * x.mean():.1f} ± {100 * half:.1f}"
 
 
+def _mean_text(x) -> str:
+    x = x.dropna()
+    return f"{100 * x.mean():.0f}" if len(x) else "—"
+
+
 def final(paths, baseline: str, last: int) -> None:
     scores, _ = _scores(paths, last)
+    used, _ = _scores(paths, 1, "pseudo_label_accuracy")  # of the pseudo-labels used in the last round
+    mask, _ = _scores(paths, 1, "mask_rate")  # the share of unlabelled rows used then
     print(f"| layout | algorithm | seeds | final accuracy (%), last {last} rounds | paired difference from "
-          f"{baseline} (points) |")
-    print("|---|---|---|---|---|")
+          f"{baseline} (points) | pseudo-labels used, right (%) | mask rate (%) |")
+    print("|---|---|---|---|---|---|---|")
     for layout, rows in scores.groupby("layout"):
         base = rows[rows.algorithm == baseline].set_index("seed")["score"]
         for alg, r in rows.groupby("algorithm"):
             acc = r.set_index("seed")["score"]
             both = acc.index.intersection(base.index)
             diff = "—" if alg == baseline or not len(both) else _interval((acc[both] - base[both]).to_numpy())
-            print(f"| {layout} | {alg} | {len(acc)} | {_interval(acc.to_numpy())} | {diff} |")
+            last_round = [_mean_text(t[(t.layout == layout) & (t.algorithm == alg)]["score"]) for t in (used, mask)]
+            print(f"| {layout} | {alg} | {len(acc)} | {_interval(acc.to_numpy())} | {diff} | {' | '.join(last_round)} |")
 
 
 def main(argv=None) -> None:
