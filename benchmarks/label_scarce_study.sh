@@ -11,7 +11,7 @@
 #     its decomposition gives without the unlabelled data.
 # Environment: SCENARIO (default the full arena; scenarios/label_scarce_cpu.toml is the CPU cut), RUNS (out
 # folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las | las_floor | las_off),
-# TUNE_ROUNDS (the tuning runs' rounds; the scenario's unless set).
+# TUNE_ROUNDS (the tuning runs' rounds; the scenario's unless set), GRIDS (the methods and their rate grids, below).
 # Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
 # fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
 set -eu
@@ -23,7 +23,12 @@ RUNS=${RUNS:-runs/label_scarce}
 JOBS=${JOBS:-1}
 SEEDS=${SEEDS:-5}
 STAGE=${STAGE:-all}
-METHODS='["fedavg_labeled","fixavg","feddure","fedmatch_lc","fedavg_sl"]'
+# GRIDS: each method and the four learning rates it is tuned over (its own [algorithms.NAME] lr); the final stage
+# runs the methods GRIDS names. Another set (e.g. the rest of the FixMatch/UDA family) runs the same way into its own
+# RUNS folder, and `final` takes both folders: the seeds pair across them.
+SGD=0.005,0.01,0.02,0.05
+GRIDS=${GRIDS:-"fedavg_labeled:$SGD fixavg:$SGD fedavg_sl:$SGD feddure:0.0005,0.001,0.002,0.004 fedmatch_lc:0.00025,0.0005,0.001,0.002"}
+METHODS="[$(for g in $GRIDS; do printf '"%s",' "${g%%:*}"; done | sed 's/,$//')]"
 VALIDATION=${VALIDATION:-10000}  # train images outside the pool the tuning runs evaluate on (never the test set)
 rounds=(); [ -n "${TUNE_ROUNDS:-}" ] && rounds=(--set budget.rounds=$TUNE_ROUNDS)  # tuning runs' length
 sweep() { nice -n 10 $PY -m edgesim.scenarios.cli sweep "$@" --jobs "$JOBS" --threads 1 --no-plots; }
@@ -34,8 +39,7 @@ for layout in iid dir; do
   if [ "$STAGE" = all ] || [ "$STAGE" = tune ]; then
     # One sweep per method over its own [algorithms.NAME] lr: a scenario's per-method rate overrides [train] lr,
     # so a grid over train.lr would leave such a method at its file's rate while the table credited the grid's.
-    for alg in fedavg_labeled:0.005,0.01,0.02,0.05 fixavg:0.005,0.01,0.02,0.05 fedavg_sl:0.005,0.01,0.02,0.05 \
-               feddure:0.0005,0.001,0.002,0.004 fedmatch_lc:0.00025,0.0005,0.001,0.002; do
+    for alg in $GRIDS; do
       sweep "$SCENARIO" --grid algorithms.${alg%%:*}.lr=${alg#*:} --set "run.algorithms=[\"${alg%%:*}\"]" \
         "${tune[@]}" "${rounds[@]}" --out "$RUNS/tune_${layout}_${alg%%:*}"
     done
