@@ -10,7 +10,8 @@
 #  4. (las_off, not in all) FedMatch with its unlabelled terms off (lambda_a = lambda_i = 0) at its chosen rate: what
 #     its decomposition gives without the unlabelled data.
 # Environment: SCENARIO (default the full arena; scenarios/label_scarce_cpu.toml is the CPU cut), RUNS (out
-# folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5), STAGE (all | tune | final | las | las_floor | las_off),
+# folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5),
+# STAGE (all | arena = tune + final of both layouts | tune | final | las | las_floor | las_off),
 # TUNE_ROUNDS (the tuning runs' rounds; the scenario's unless set), GRIDS (the methods and their rate grids, below).
 # Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
 # fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
@@ -36,7 +37,7 @@ sweep() { nice -n 10 $PY -m edgesim.scenarios.cli sweep "$@" --jobs "$JOBS" --th
 for layout in iid dir; do
   part=feddure_${layout}_${layout}
   tune=(--set data.partition=\"$part\" --set data.validation_size=$VALIDATION --seeds 2 --set seed=100)
-  if [ "$STAGE" = all ] || [ "$STAGE" = tune ]; then
+  if [ "$STAGE" = all ] || [ "$STAGE" = arena ] || [ "$STAGE" = tune ]; then
     # One sweep per method over its own [algorithms.NAME] lr: a scenario's per-method rate overrides [train] lr,
     # so a grid over train.lr would leave such a method at its file's rate while the table credited the grid's.
     for alg in $GRIDS; do
@@ -44,7 +45,7 @@ for layout in iid dir; do
         "${tune[@]}" "${rounds[@]}" --out "$RUNS/tune_${layout}_${alg%%:*}"
     done
   fi
-  if [ "$STAGE" = all ] || [ "$STAGE" = final ]; then
+  if [ "$STAGE" = all ] || [ "$STAGE" = arena ] || [ "$STAGE" = final ]; then
     # the per-method rates chosen on validation; [algorithms.X] lr overrides [train] lr for that method alone
     mapfile -t chosen < <($PY benchmarks/label_scarce_study.py choose "$RUNS"/tune_${layout}_* | sed 's/^--set //')
     sets=(); for c in "${chosen[@]}"; do sets+=(--set "$c"); done
