@@ -23,10 +23,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 import numpy as np
 
-from edgesim.results.reading import load_runs
+from edgesim.results.reading import DivergedWarning, load_runs
 
 
 def _config(run: str) -> dict:
@@ -49,23 +50,37 @@ def rate_used(config: dict, algorithm: str) -> float:
 
 
 def _scores(paths, last: int, column: str = "accuracy"):
-    """One row per run × algorithm: layout, seed, learning-rate columns and the mean accuracy of its last rounds."""
-    df = load_runs(paths)
+    """One row per run × algorithm: layout, seed, learning-rate columns, the mean accuracy of its last rounds
+    (``score``) and whether it diverged (``diverged``: a run that diverged has no final accuracy, its score is NaN;
+    ``load_runs`` has already left out its rows from the divergence on)."""
+    with warnings.catch_warnings():  # the diverged runs are reported by the tables themselves
+        warnings.simplefilter("ignore", DivergedWarning)
+        df = load_runs(paths)
     df["layout"] = df["run"].map({r: _layout(r) for r in df["run"].unique()})
+    for name in (column, "diverged_round"):  # runs whose methods record none of it
+        if name not in df:
+            df[name] = np.nan
     grid = [c for c in df.columns if c.endswith(".lr") or c == "train.lr"]
     keys = ["run", "layout", "seed", "algorithm", *grid]
-    out = (df.sort_values("round").groupby(keys, dropna=False)[column]
-           .apply(lambda s: float(np.mean(s.to_numpy()[-last:]))).reset_index(name="score"))
+    groups = df.sort_values("round").groupby(keys, dropna=False)
+    out = groups[column].apply(lambda s: float(np.mean(s.to_numpy()[-last:]))).reset_index(name="score")
+    out["diverged"] = groups["diverged_round"].apply(lambda s: bool(s.notna().any())).to_numpy()
+    out.loc[out["diverged"], "score"] = np.nan
     return out, grid
 
 
 def choose(paths, column: str = "accuracy") -> None:
     scores, _ = _scores(paths, 5, column)
     scores["lr"] = [rate_used(_config(r.run), r.algorithm) for r in scores.itertuples()]
-    table = scores.groupby(["algorithm", "lr"])["score"].agg(["mean", "count"]).reset_index()
+    # a rate that diverged in any tuning seed scores nothing: its mean is NaN, never the best
+    table = (scores.groupby(["algorithm", "lr"])["score"]
+             .agg(mean=lambda x: x.mean(skipna=False), count="size").reset_index())
     for alg, rows in table.groupby("algorithm"):
-        grid_line = ", ".join(f"{r.lr:g}: {100 * r['mean']:.1f} ({r['count']} seeds)" for _, r in rows.iterrows())
+        grid_line = ", ".join(f"{r.lr:g}: " + ("diverged" if np.isnan(r['mean']) else f"{100 * r['mean']:.1f}")
+                              + f" ({r['count']} seeds)" for _, r in rows.iterrows())
         print(f"{alg}: {grid_line}", file=sys.stderr)
+        if rows["mean"].isna().all():
+            raise SystemExit(f"label_scarce_study.py choose: every rate of {alg} diverged; widen its grid downwards")
         best = rows.loc[rows["mean"].idxmax()]
         print(f"--set algorithms.{alg}.lr={best.lr:g}")
 
@@ -94,11 +109,12 @@ def final(paths, baseline: str, last: int) -> None:
     for layout, rows in scores.groupby("layout"):
         base = rows[rows.algorithm == baseline].set_index("seed")["score"]
         for alg, r in rows.groupby("algorithm"):
-            acc = r.set_index("seed")["score"]
+            acc = r.set_index("seed")["score"].dropna()  # a diverged seed has no final accuracy
             both = acc.index.intersection(base.index)
             diff = "—" if alg == baseline or not len(both) else _interval((acc[both] - base[both]).to_numpy())
+            seeds = f"{len(acc)}" + (f" (+{int(r['diverged'].sum())} diverged)" if r["diverged"].any() else "")
             last_round = [_mean_text(t[(t.layout == layout) & (t.algorithm == alg)]["score"]) for t in (used, mask)]
-            print(f"| {layout} | {alg} | {len(acc)} | {_interval(acc.to_numpy())} | {diff} | {' | '.join(last_round)} |")
+            print(f"| {layout} | {alg} | {seeds} | {_interval(acc.to_numpy())} | {diff} | {' | '.join(last_round)} |")
 
 
 def main(argv=None) -> None:

@@ -78,17 +78,48 @@ def test_the_tuning_reads_the_rate_each_method_trained_with(shared_data):
     """label_scarce_study.py ``choose`` credits a run's score to the rate in its config.toml (``rate_used``): a
     method's own [algorithms.NAME] lr (the CPU cut's 0.02 for FedAvg*, FedDure's Adam 0.002) wins over [train] lr,
     which a method without its own rate (FixAvg) trains with — a grid over train.lr moves FixAvg, not FedAvg*."""
-    import importlib.util
-
     from edgesim.scenarios.algorithm_run import resolved_config
 
-    spec = importlib.util.spec_from_file_location("label_scarce_study", SCENARIOS.parent / "benchmarks" /
-                                                  "label_scarce_study.py")
-    study = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(study)
+    study = _study()
     sc = load_scenario(SCARCE_CPU, ["train.lr=0.05", f'data.data_dir="{shared_data}"'])
     config = resolved_config(sc)
     assert {a: study.rate_used(config, a) for a in ("fedavg_labeled", "fixavg", "feddure", "fedavg_sl")} == {
         "fedavg_labeled": 0.02, "fixavg": 0.05, "feddure": 0.002, "fedavg_sl": 0.02}
     sc = load_scenario(SCARCE_CPU, ["algorithms.fixavg.lr=0.005", f'data.data_dir="{shared_data}"'])
     assert study.rate_used(resolved_config(sc), "fixavg") == 0.005
+
+
+def _study():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("label_scarce_study", SCENARIOS.parent / "benchmarks" /
+                                                  "label_scarce_study.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    return study
+
+
+def test_a_rate_that_diverged_in_a_tuning_seed_is_never_chosen(monkeypatch, capsys):
+    """pFedMe on the CPU cut diverged (NaN loss) in one of two tuning seeds at rates whose other seed scored well:
+    ``choose`` scores such a rate as diverged, not by its surviving seed, and ``final`` leaves a diverged seed out of
+    the mean and counts it."""
+    import numpy as np
+    import pandas as pd
+
+    study = _study()
+    rows = []
+    for run, lr, seed, acc, div in [("a", 0.01, 100, 0.80, np.nan), ("b", 0.01, 101, 0.50, 3.0),  # 0.01 diverged once
+                                    ("c", 0.05, 100, 0.60, np.nan), ("d", 0.05, 101, 0.62, np.nan)]:
+        for rnd in range(6):
+            rows.append(dict(run=run, seed=seed, algorithm="pfedme", round=rnd, accuracy=acc, diverged_round=div))
+    frame = pd.DataFrame(rows)
+    rates = {"a": 0.01, "b": 0.01, "c": 0.05, "d": 0.05}
+    monkeypatch.setattr(study, "load_runs", lambda paths: frame.copy())
+    monkeypatch.setattr(study, "_layout", lambda run: "feddure_iid_iid")
+    monkeypatch.setattr(study, "_config", lambda run: {"train": {"lr": rates[run]}, "algorithms": {}})
+    study.choose(["tune"])
+    out, err = capsys.readouterr()
+    assert out.strip() == "--set algorithms.pfedme.lr=0.05"  # not 0.01 (mean 65 % over its rows, 80 % at the seed that survived)
+    assert "0.01: diverged (2 seeds)" in err and "0.05: 61.0 (2 seeds)" in err
+    study.final(["final"], baseline="pfedme", last=3)
+    assert "| feddure_iid_iid | pfedme | 3 (+1 diverged) |" in capsys.readouterr().out
