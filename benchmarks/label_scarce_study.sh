@@ -12,7 +12,8 @@
 # Environment: SCENARIO (default the full arena; scenarios/label_scarce_cpu.toml is the CPU cut), RUNS (out
 # folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5),
 # STAGE (all | arena = tune + final of both layouts | tune | final | las | las_floor | las_off),
-# TUNE_ROUNDS (the tuning runs' rounds; the scenario's unless set), GRIDS (the methods and their rate grids, below).
+# TUNE_ROUNDS (the tuning runs' rounds; the scenario's unless set), GRIDS (the methods and their rate grids, below),
+# LAYOUTS ("iid dir"; one of them to run a layout alone).
 # Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
 # fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
 set -eu
@@ -34,7 +35,7 @@ VALIDATION=${VALIDATION:-10000}  # train images outside the pool the tuning runs
 rounds=(); [ -n "${TUNE_ROUNDS:-}" ] && rounds=(--set budget.rounds=$TUNE_ROUNDS)  # tuning runs' length
 sweep() { nice -n 10 $PY -m edgesim.scenarios.cli sweep "$@" --jobs "$JOBS" --threads 1 --no-plots; }
 
-for layout in iid dir; do
+for layout in ${LAYOUTS:-iid dir}; do
   part=feddure_${layout}_${layout}
   tune=(--set data.partition=\"$part\" --set data.validation_size=$VALIDATION --seeds 2 --set seed=100)
   if [ "$STAGE" = all ] || [ "$STAGE" = arena ] || [ "$STAGE" = tune ]; then
