@@ -107,13 +107,13 @@ def test_a_rate_that_diverged_in_a_tuning_seed_is_never_chosen(monkeypatch, caps
     import pandas as pd
 
     study = _study()
-    rows = []
+    rows, rates = [], {}
     for run, lr, seed, acc, div in [("a", 0.01, 100, 0.80, np.nan), ("b", 0.01, 101, 0.50, 3.0),  # 0.01 diverged once
                                     ("c", 0.05, 100, 0.60, np.nan), ("d", 0.05, 101, 0.62, np.nan)]:
+        rates[run] = lr
         for rnd in range(6):
             rows.append(dict(run=run, seed=seed, algorithm="pfedme", round=rnd, accuracy=acc, diverged_round=div))
     frame = pd.DataFrame(rows)
-    rates = {"a": 0.01, "b": 0.01, "c": 0.05, "d": 0.05}
     monkeypatch.setattr(study, "load_runs", lambda paths: frame.copy())
     monkeypatch.setattr(study, "_layout", lambda run: "feddure_iid_iid")
     monkeypatch.setattr(study, "_config", lambda run: {"train": {"lr": rates[run]}, "algorithms": {}})
