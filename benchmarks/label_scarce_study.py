@@ -80,7 +80,7 @@ def choose(paths, column: str = "accuracy") -> None:
                               + f" ({r['count']} seeds)" for _, r in rows.iterrows())
         print(f"{alg}: {grid_line}", file=sys.stderr)
         if rows["mean"].isna().all():
-            raise SystemExit(f"label_scarce_study.py choose: every rate of {alg} diverged; widen its grid downwards")
+            raise SystemExit(f"label_scarce_study.py choose: every rate of {alg} diverged in a tuning seed; no rate to choose")
         best = rows.loc[rows["mean"].idxmax()]
         print(f"--set algorithms.{alg}.lr={best.lr:g}")
 
@@ -107,7 +107,7 @@ def final(paths, baseline: str, last: int) -> None:
           f"{baseline} (points) | pseudo-labels used, right (%) | mask rate (%) |")
     print("|---|---|---|---|---|---|---|")
     for layout, rows in scores.groupby("layout"):
-        base = rows[rows.algorithm == baseline].set_index("seed")["score"]
+        base = rows[rows.algorithm == baseline].set_index("seed")["score"].dropna()
         for alg, r in rows.groupby("algorithm"):
             acc = r.set_index("seed")["score"].dropna()  # a diverged seed has no final accuracy
             both = acc.index.intersection(base.index)
