@@ -80,7 +80,8 @@ def choose(paths, column: str = "accuracy") -> None:
                               + f" ({r['count']} seeds)" for _, r in rows.iterrows())
         print(f"{alg}: {grid_line}", file=sys.stderr)
         if rows["mean"].isna().all():
-            raise SystemExit(f"label_scarce_study.py choose: every rate of {alg} diverged in a tuning seed; no rate to choose")
+            raise SystemExit(f"label_scarce_study.py choose: every rate of {alg} diverged in a tuning seed; "
+                             "no rate to choose")
         best = rows.loc[rows["mean"].idxmax()]
         print(f"--set algorithms.{alg}.lr={best.lr:g}")
 
