@@ -21,6 +21,7 @@ value and no interval.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import warnings
@@ -30,7 +31,9 @@ import numpy as np
 from edgesim.results.reading import DivergedWarning, load_runs
 
 
+@functools.lru_cache(maxsize=None)
 def _config(run: str) -> dict:
+    """A run's ``config.toml``, read once (the layout and every algorithm's rate come from it)."""
     import tomllib
 
     with open(os.path.join(run, "config.toml"), "rb") as f:
@@ -49,28 +52,33 @@ def rate_used(config: dict, algorithm: str) -> float:
     return float(own["lr"] if "lr" in own else config["train"]["lr"])
 
 
-def _scores(paths, last: int, column: str = "accuracy"):
-    """One row per run × algorithm: layout, seed, learning-rate columns, the mean accuracy of its last rounds
-    (``score``) and whether it diverged (``diverged``: a run that diverged has no final accuracy, its score is NaN;
-    ``load_runs`` has already left out its rows from the divergence on)."""
+def _runs(paths):
+    """The runs' round records (``load_runs``), each row with its run's layout (``data.partition``)."""
     with warnings.catch_warnings():  # the diverged runs are reported by the tables themselves
         warnings.simplefilter("ignore", DivergedWarning)
         df = load_runs(paths)
     df["layout"] = df["run"].map({r: _layout(r) for r in df["run"].unique()})
-    for name in (column, "diverged_round"):  # runs whose methods record none of it
-        if name not in df:
-            df[name] = np.nan
-    grid = [c for c in df.columns if c.endswith(".lr") or c == "train.lr"]
-    keys = ["run", "layout", "seed", "algorithm", *grid]
-    groups = df.sort_values("round").groupby(keys, dropna=False)
+    if "diverged_round" not in df:
+        df["diverged_round"] = np.nan
+    return df
+
+
+def _scores(df, last: int, column: str = "accuracy"):
+    """One row per run × algorithm of ``_runs``' records: layout, seed, the mean of ``column`` over its last
+    ``last`` rounds (``score``; NaN where the run does not record it) and whether it diverged (``diverged``: a run
+    that diverged has no final accuracy, its score is NaN; ``load_runs`` has already left out its rows from the
+    divergence on)."""
+    if column not in df:
+        df = df.assign(**{column: np.nan})
+    groups = df.sort_values("round").groupby(["run", "layout", "seed", "algorithm"])
     out = groups[column].apply(lambda s: float(np.mean(s.to_numpy()[-last:]))).reset_index(name="score")
     out["diverged"] = groups["diverged_round"].apply(lambda s: bool(s.notna().any())).to_numpy()
     out.loc[out["diverged"], "score"] = np.nan
-    return out, grid
+    return out
 
 
 def choose(paths, column: str = "accuracy") -> None:
-    scores, _ = _scores(paths, 5, column)
+    scores = _scores(_runs(paths), 5, column)
     scores["lr"] = [rate_used(_config(r.run), r.algorithm) for r in scores.itertuples()]
     # a rate that diverged in any tuning seed scores nothing: its mean is NaN, never the best
     table = (scores.groupby(["algorithm", "lr"])["score"]
@@ -101,9 +109,10 @@ def _mean_text(x) -> str:
 
 
 def final(paths, baseline: str, last: int) -> None:
-    scores, _ = _scores(paths, last)
-    used, _ = _scores(paths, 1, "pseudo_label_accuracy")  # of the pseudo-labels used in the last round
-    mask, _ = _scores(paths, 1, "mask_rate")  # the share of unlabelled rows used then
+    runs = _runs(paths)  # read once, scored three ways
+    scores = _scores(runs, last)
+    used = _scores(runs, 1, "pseudo_label_accuracy")  # of the pseudo-labels used in the last round
+    mask = _scores(runs, 1, "mask_rate")  # the share of unlabelled rows used then
     print(f"| layout | algorithm | seeds | final accuracy (%), last {last} rounds | paired difference from "
           f"{baseline} (points) | pseudo-labels used, right (%) | mask rate (%) |")
     print("|---|---|---|---|---|---|---|")
