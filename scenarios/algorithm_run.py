@@ -22,6 +22,7 @@ from edgesim.results.metrics import final_accuracy
 from edgesim.scenarios import checkpoint
 from edgesim.scenarios.checkpoint import AlgorithmRun
 from edgesim.scenarios.schema import Scenario
+from edgesim.scenarios.signals import raise_if_signalled
 from edgesim.scenarios.warm_start import flagged
 
 
@@ -138,6 +139,7 @@ def run_algorithm(
     accs = [r.metrics.get("accuracy", float("nan")) for r in out.records]
     n_events = len(out.events)
     while not _finished(sc, sim, accs):
+        raise_if_signalled()  # a Ctrl-C or kill whose exception a finalizer dropped ends the run here
         try:
             rec = sim.run_round()
         except Diverged as e:  # keep its rounds so far; the other algorithms go on

@@ -19,6 +19,12 @@ spawned worker processes, :mod:`edgesim.scenarios.parallel` and
   itself when its parent is gone (``kill -9`` of the parent: no orphan keeps
   training or holding a run folder's lock; :func:`watch_parent`).
 
+A signal's exception can be lost: one that lands while Python runs a finalizer (an object's ``__del__``, a
+generator closed as it is collected — the engine leaves SimPy processes behind at deadlines) is printed as
+"Exception ignored" and dropped, and the later signals are ignored by then. So each handler also records the
+signal, and :func:`raise_if_signalled` (called by a run before each round) raises it again: a dropped interrupt
+ends the run at the next round instead of never.
+
 Every edgesim process — the parent and each worker — also prints the Python stack of each of its threads to its
 stderr on SIGUSR1 and goes on (:func:`stack_dumps`): ``kill -USR1 PID`` shows where a run that seems stuck is.
 
@@ -56,8 +62,24 @@ class Terminated(KeyboardInterrupt):
     exit_code = EXIT_SIGTERM
 
 
+_received: list[int] = []  # the signal this process is acting on (the first one), once its handler has run
+
+
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    return (Terminated if signum == signal.SIGTERM else Interrupted)(f"signal {signum}")
+
+
+def raise_if_signalled() -> None:
+    """Raise the interrupt of a signal this process has already received (module docstring: a finalizer can drop
+    the handler's exception). In the main thread only; nothing when no signal came."""
+    if _received and threading.current_thread() is threading.main_thread():
+        raise _interrupt(_received[0])
+
+
 def exit_code(e: BaseException) -> int:
-    """The shell's status for an interrupt: 143 for SIGTERM, else 130."""
+    """The shell's status for an interrupt (143 for SIGTERM, else 130), once it is handled: the signal is forgotten,
+    so that a later run in this process (a test's, a notebook's) is not stopped by it."""
+    _received.clear()
     return getattr(e, "exit_code", EXIT_SIGINT)
 
 
@@ -82,8 +104,10 @@ def handle_signals() -> None:
     def handler(signum, frame):
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)
-        raise (Terminated if signum == signal.SIGTERM else Interrupted)(f"signal {signum}")
+        _received.append(signum)
+        raise _interrupt(signum)
 
+    _received.clear()  # an earlier command of this process (a test's, a notebook's) was interrupted: not this one
     try:
         signal.signal(signal.SIGINT, handler)
         signal.signal(signal.SIGTERM, handler)
@@ -113,7 +137,8 @@ def worker_signals() -> None:
     def on_term(signum, frame):
         if _busy.is_set():
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the task unwinds, marking what it must
-            raise Terminated(f"signal {signum}")
+            _received.append(signum)
+            raise _interrupt(signum)
         os._exit(EXIT_SIGTERM)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -271,7 +271,13 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(phys, cwd):
     while not (cwd / "R.incomplete" / "config.toml").exists() and time.time() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=60)
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # say where it was: every thread's stack (SIGUSR1), then end it
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        proc.kill()
+        pytest.fail(f"still running 60 s after SIGTERM; its stderr: {proc.communicate()[1][-4000:]}")
     # the one error line (a "note:" of the host time the long run may take can come before it)
     lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("note: ")]
     assert proc.returncode == 143 and len(lines) == 1, stderr
