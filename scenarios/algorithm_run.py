@@ -258,7 +258,8 @@ def _decides_budget(name: str) -> bool:
 
 def divergence_message(sc: Scenario, name: str, error: str) -> str:
     """The backend's divergence note with the learning rate that was in effect: the algorithm's own ``lr`` when
-    its table (or its defaults, FedDure's) sets one, else ``train.lr``."""
+    its table (or its defaults, FedDure's) sets one, else ``train.lr``; and what else its config names
+    (``divergence_hint()``: pFedMe's inner step size)."""
     cfg = sc.learning["algorithms"].get(name)
     if cfg is None:
         from edgesim.learning.algorithms import ALGORITHMS
@@ -267,6 +268,9 @@ def divergence_message(sc: Scenario, name: str, error: str) -> str:
     own = getattr(cfg, "lr", None)
     hint = (f"lower [algorithms.{name}] lr (= {own:g})" if own is not None
             else f"lower train.lr (= {sc.learning['train'].lr:g})")
+    other = getattr(cfg, "divergence_hint", None)  # another step size of its own (pFedMe's inner one)
+    if callable(other):
+        hint = f"{hint} or [algorithms.{name}] {other()}"
     return f"{error.split('; lower ')[0]}; {hint} or check the data"
 
 

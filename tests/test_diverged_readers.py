@@ -160,3 +160,19 @@ def test_every_algorithm_diverged_is_one_line(base, tmp_path):
     for command in ("report", "plot"):
         line = one_error_line(run(command, folder, "--out", tmp_path / command))
         assert "every algorithm of this run diverged before its first result" in line and "steady diverged" in line
+
+
+def test_pfedme_s_divergence_names_its_inner_step_size_and_the_bound(tmp_path):
+    """pFedMe's inner steps diverge when personal_lr·(L + lam) ≥ 2 whatever lr is: the message names both."""
+    from edgesim.scenarios.algorithm_run import divergence_message
+    from edgesim.scenarios.schema import load_scenario
+
+    path = tmp_path / "p.toml"
+    path.write_text('[train]\nlr = 0.05\n[algorithms.pfedme]\npersonal_lr = 0.1\nlam = 15\n[run]\nalgorithms = ["pfedme"]\n')
+    sc = load_scenario(path)
+    line = divergence_message(sc, "pfedme", "pfedme: training diverged on device 0 in round 4 (mean loss = nan)")
+    assert line == ("pfedme: training diverged on device 0 in round 4 (mean loss = nan); lower train.lr (= 0.05) or "
+                    "[algorithms.pfedme] personal_lr (= 0.1; the inner steps need personal_lr * (L + lam) < 2, L the loss's curvature: "
+                    "lam = 15 leaves L < 5) or check the data")  # 2 / 0.1 - 15 = 5
+    fedavg = divergence_message(sc, "fedavg", "fedavg: training diverged on device 0 in round 1 (mean loss = nan)")
+    assert "personal_lr" not in fedavg

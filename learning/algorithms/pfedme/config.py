@@ -26,6 +26,13 @@ class PFedMeConfig:
     beta: float = 1.0
     lr: Optional[float] = None
 
+    def divergence_hint(self) -> str:
+        """The other step size to lower when a run diverges. The K inner steps are gradient descent on
+        f_k(θ) + (λ/2)‖θ − w_k‖², whose curvature is L + λ (L: the batch loss's largest Hessian eigenvalue), so they
+        are stable only while η_p·(L + λ) < 2: η_p = 0.09 with λ = 15 allows L < 7.2 (docs/fedavg_family.md)."""
+        return (f"personal_lr (= {self.personal_lr:g}; the inner steps need personal_lr * (L + lam) < 2, L the "
+                f"loss's curvature: lam = {self.lam:g} leaves L < {2 / self.personal_lr - self.lam:.3g})")
+
     def __post_init__(self):
         check_number("lam", self.lam, minimum=0)
         check_int("inner_steps", self.inner_steps, 1)
