@@ -13,7 +13,8 @@
 # folder), JOBS (parallel runs; 1 on a shared CPU), SEEDS (5),
 # STAGE (all | arena = tune + final of both layouts | tune | final | las | las_floor | las_off),
 # TUNE_ROUNDS (the tuning runs' rounds; the scenario's unless set), GRIDS (the methods and their rate grids, below),
-# LAYOUTS ("iid dir"; one of them to run a layout alone).
+# LAYOUTS ("iid dir"; one of them to run a layout alone), SETS (more --set KEY=VALUE words for every run of the arena
+# stages, e.g. SETS="algorithms.pfedme.personal_lr=0.03").
 # Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
 # fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
 set -eu
@@ -34,10 +35,11 @@ METHODS="[$(for g in $GRIDS; do printf '"%s",' "${g%%:*}"; done | sed 's/,$//')]
 VALIDATION=${VALIDATION:-10000}  # train images outside the pool the tuning runs evaluate on (never the test set)
 rounds=(); [ -n "${TUNE_ROUNDS:-}" ] && rounds=(--set budget.rounds=$TUNE_ROUNDS)  # tuning runs' length
 sweep() { nice -n 10 $PY -m edgesim.scenarios.cli sweep "$@" --jobs "$JOBS" --threads 1 --no-plots; }
+extra=(); for s in ${SETS:-}; do extra+=(--set "$s"); done
 
 for layout in ${LAYOUTS:-iid dir}; do
   part=feddure_${layout}_${layout}
-  tune=(--set data.partition=\"$part\" --set data.validation_size=$VALIDATION --seeds 2 --set seed=100)
+  tune=(--set data.partition=\"$part\" --set data.validation_size=$VALIDATION --seeds 2 --set seed=100 "${extra[@]}")
   if [ "$STAGE" = all ] || [ "$STAGE" = arena ] || [ "$STAGE" = tune ]; then
     # One sweep per method over its own [algorithms.NAME] lr: a scenario's per-method rate overrides [train] lr,
     # so a grid over train.lr would leave such a method at its file's rate while the table credited the grid's.
@@ -50,7 +52,7 @@ for layout in ${LAYOUTS:-iid dir}; do
     # the per-method rates chosen on validation; [algorithms.X] lr overrides [train] lr for that method alone
     mapfile -t chosen < <($PY benchmarks/label_scarce_study.py choose "$RUNS"/tune_${layout}_* | sed 's/^--set //')
     sets=(); for c in "${chosen[@]}"; do sets+=(--set "$c"); done
-    sweep "$SCENARIO" --set data.partition=\"$part\" --set "run.algorithms=$METHODS" "${sets[@]}" \
+    sweep "$SCENARIO" --set data.partition=\"$part\" --set "run.algorithms=$METHODS" "${sets[@]}" "${extra[@]}" \
       --seeds "$SEEDS" --out "$RUNS/final_${layout}"
   fi
 done
