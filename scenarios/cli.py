@@ -12,7 +12,7 @@ import typer
 from edgesim.config import ConfigError, cli_word, worded
 from edgesim.results.files import MARKER, ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE
 from edgesim.results.reading import expand, folder_kind, read_summary
-from edgesim.scenarios.signals import exit_code, handle_signals
+from edgesim.scenarios.signals import handle_signals, interrupt_handled
 
 app = typer.Typer(
     add_completion=False,
@@ -375,7 +375,7 @@ def run(
         _fail(f"cannot write {e.filename or work}: {e.strerror or e}; the unfinished run is in {work} "
               f"(free some space, then run the same command with --resume or --overwrite)", code=1)
     except KeyboardInterrupt as e:
-        _interrupted(work, run_cfg.checkpoint_every, code=exit_code(e))
+        _interrupted(work, run_cfg.checkpoint_every, code=interrupt_handled(e))
     except Exception as e:  # noqa: BLE001 - an algorithm's or a plugin's own error: one line, the folder kept
         _unexpected(e, work if work.exists() else None)
     typer.echo(f"run folder: {folder}")
@@ -504,7 +504,7 @@ def sweep(
         _fail(str(e))
     except KeyboardInterrupt as e:
         _fail(f"interrupted: finished runs are kept in {out}, unfinished ones are marked interrupted; run the same "
-              f"command again to go on (unfinished runs resume from their checkpoints)", code=exit_code(e))
+              f"command again to go on (unfinished runs resume from their checkpoints)", code=interrupt_handled(e))
     except OSError as e:  # a full disk (one run found it, or sweep.csv): the sweep stopped, its folders resumable
         _fail(f"cannot write {e.filename or out}: {e.strerror or e}; the sweep stopped: finished runs are kept in "
               f"{out}, unfinished ones resume from their checkpoints (free some space, then run the same command "

@@ -71,14 +71,15 @@ def _interrupt(signum: int) -> KeyboardInterrupt:
 
 def raise_if_signalled() -> None:
     """Raise the interrupt of a signal this process has already received (module docstring: a finalizer can drop
-    the handler's exception). In the main thread only; nothing when no signal came."""
+    the handler's exception). In the main thread only; nothing when no signal came or it was handled
+    (:func:`interrupt_handled`)."""
     if _received and threading.current_thread() is threading.main_thread():
         raise _interrupt(_received[0])
 
 
-def exit_code(e: BaseException) -> int:
-    """The shell's status for an interrupt (143 for SIGTERM, else 130), once it is handled: the signal is forgotten,
-    so that a later run in this process (a test's, a notebook's) is not stopped by it."""
+def interrupt_handled(e: BaseException) -> int:
+    """Called where an interrupt is caught and answered: forgets its signal, so that a later run in this process (a
+    test's, a notebook's) is not stopped by it, and returns the shell's status (143 for SIGTERM, else 130)."""
     _received.clear()
     return getattr(e, "exit_code", EXIT_SIGINT)
 

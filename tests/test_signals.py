@@ -164,7 +164,7 @@ from pathlib import Path
 from edgesim.results.writing import MARKER
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
-from edgesim.scenarios.signals import exit_code, handle_signals
+from edgesim.scenarios.signals import handle_signals, interrupt_handled
 
 class Finalizer:
     def __del__(self):  # the signal lands here: Python prints "Exception ignored" and drops its exception
@@ -181,7 +181,7 @@ try:
     run_scenario(load_scenario(Path(sys.argv[1])), Path("R"), on_round=on_round)
     print("finished")
 except KeyboardInterrupt as e:
-    print("stopped", exit_code(e), len(Path("R.incomplete/rounds.csv").read_text().splitlines()) - 1,
+    print("stopped", interrupt_handled(e), len(Path("R.incomplete/rounds.csv").read_text().splitlines()) - 1,
           (Path("R.incomplete") / MARKER).read_text().strip())
 '''
 
@@ -206,5 +206,5 @@ def test_a_handled_interrupt_does_not_stop_the_next_run_in_the_same_process():
     from edgesim.scenarios import signals
 
     signals._received.append(signal.SIGINT)
-    assert signals.exit_code(signals.Interrupted("signal 2")) == signals.EXIT_SIGINT
+    assert signals.interrupt_handled(signals.Interrupted("signal 2")) == signals.EXIT_SIGINT
     signals.raise_if_signalled()  # forgotten once handled: nothing raised
