@@ -10,10 +10,11 @@ SimPy process that loops:
    none: wait until one is);
 2. the device **downloads** the current global model (version ``τ``, the
    number of aggregations so far) on the BS broadcast, **computes** its
-   cycles and **uploads** on the shared uplink — the engine's own links
-   (:class:`edgesim.links.TdmaUplink` / :class:`~edgesim.links.FdmaUplink`,
-   :class:`~edgesim.links.Downlink`) and cost formulas, with the channel gains
-   of round ``τ`` (so a sync and an async run see the same channel draws);
+   cycles and **uploads** on the shared uplink — the synchronous engine's own
+   device job (:func:`edgesim.device_job.run_job` on the links of
+   :mod:`edgesim.links`) and cost function (:func:`edgesim.device_job.job_costs`),
+   with the channel gains of round ``τ`` (so a sync and an async run see the
+   same channel draws);
 3. on arrival at server version ``t`` its staleness is ``t − τ`` and its
    weight ``s(t − τ)`` (:func:`staleness_weight`):
 
@@ -38,7 +39,7 @@ drawn; a device whose online period ends while it downloads, computes or
 uploads loses the update — its energy and the bits it had sent are spent and
 counted as wasted, and its row says ``drop_reason = "offline"``.
 
-Records: one :class:`~edgesim.engine.RoundRecord` per aggregation (its
+Records: one :class:`~edgesim.records.RoundRecord` per aggregation (its
 ``round_index`` the aggregation's index, the new model being version
 ``index + 1``), holding an :class:`UpdateRow` for every update that arrived
 or was lost since the previous aggregation; costs are charged to the
@@ -57,19 +58,22 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Optional, Protocol, runtime_checkable
 
 import numpy as np
 import simpy
 
-from ._checks import count, finite, non_negative, positive
+from ._checks import count, non_negative, positive
 from .availability import Availability
 from .backend import DeviceWork
 from .channel import ChannelModel
+from .clock import Clock, cyclic_gc_paused
 from .config import BudgetConfig, SystemConfig, check_choice, check_int, check_number
-from .engine import Event, RoundRecord, cyclic_gc_paused
-from .links import Downlink, Transfer, make_uplink
+from .device_job import DeviceJob, job_costs, run_job
+from .links import Downlink, make_uplink
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
+from .records import UPDATE_FIELDS as UPDATE_FIELDS  # the records live in edgesim.records; named here for readers
+from .records import EventLog, RoundRecord, Totals, UpdateRow, totals_of
 from .resources import ResourcesConfig
 from .resources.formulas import oort_statistical_utility
 from .resources.scheduling import Scheduler, ranked
@@ -248,69 +252,20 @@ class AsyncBackend(Protocol):
         ...
 
 
-# --------------------------------------------------------------------------- records
+# --------------------------------------------------------------------------- updates
 
 
-class UpdateRow(NamedTuple):
-    """One update (seconds, bits, joules), recorded in the aggregation at or after its end.
+class _Update(DeviceJob):
+    """A device job that is one update: its index in start order, the model version it started from, its start and
+    end (s)."""
 
-    The engine's :class:`~edgesim.engine.DeviceRound` columns (``round_index``
-    is the aggregation's index; ``idle_s`` the time queued for the uplink),
-    then ``update`` (its index in start order), ``version`` (the model it
-    started from), ``staleness`` (``t − version`` when applied; -1 if lost),
-    ``start_time_s``/``end_time_s`` and ``drop_reason`` (``""`` or ``"offline"``).
-    """
-
-    round_index: int
-    device: int
-    channel_gain: float
-    rate_bps: float
-    download_s: float
-    compute_s: float
-    upload_airtime_s: float
-    idle_s: float
-    bits_up: float
-    bits_down: float
-    wasted_bits: float
-    radio_energy_j: float
-    compute_energy_j: float
-    arrived: bool
-    dropped: bool
-    update: int
-    version: int
-    staleness: int
-    start_time_s: float
-    end_time_s: float
-    drop_reason: str
-
-
-UPDATE_FIELDS = ("update", "version", "staleness", "start_time_s", "end_time_s", "drop_reason")
-
-
-class _Update:
-    """Book-keeping of one update in flight."""
-
-    __slots__ = ("index", "device", "version", "start_s", "work", "gain", "rate_bps", "phase", "phase_start_s",
-                 "download_s", "bits_down", "compute_s", "cycles", "cycles_done", "transfer", "end_s",
-                 "arrived", "drop_reason", "finished")
-
-    def __init__(self, index: int, device: int, version: int, start_s: float, work: DeviceWork, gain: float,
-                 rate_bps: float, compute_s: float, cycles: float):
-        self.index, self.device, self.version, self.start_s, self.work = index, device, version, start_s, work
-        self.gain, self.rate_bps, self.compute_s, self.cycles = gain, rate_bps, compute_s, cycles
-        self.phase, self.phase_start_s = "start", start_s
-        self.download_s = self.bits_down = self.cycles_done = 0.0
-        self.transfer: Optional[Transfer] = None
-        self.end_s = start_s
-        self.arrived = False
-        self.drop_reason = ""
-        self.finished = False
+    __slots__ = ("update", "version", "start_s", "end_s")
 
 
 # --------------------------------------------------------------------------- the simulation
 
 
-class AsyncSimulation:
+class AsyncSimulation(Clock):
     """An asynchronous federated run on the simulated cell (module docstring); the API of
     :class:`edgesim.engine.Simulation` with an aggregation where that has a round.
 
@@ -347,7 +302,7 @@ class AsyncSimulation:
             raise ValueError(f"async.concurrency(={self.cfg.concurrency}) must be <= system.n_devices"
                              f"(={system.n_devices}): a device trains one update at a time")
         self.seed = count("seed", seed)
-        self.record_events = bool(record_events)
+        self._log = EventLog(record_events)
         self.keep_records = bool(keep_records)
         self.availability = Availability(system.n_devices) if availability is None else availability
         if self.availability.n_devices != system.n_devices:
@@ -391,37 +346,20 @@ class AsyncSimulation:
             self._scheduler = Scheduler(self.resources, self.system, self.budget, self.seed,
                                         ([c for _, c in work], [w.upload_bits for w, _ in work]),
                                         deadline_s=math.inf if deadline is None else deadline)
-        self._events: list[Event] = []
+        self._log = EventLog(self._log.record)
         self._records: list[RoundRecord] = []
-        self._event_count = 0
-        self._cum = {"bits_up": 0.0, "bits_down": 0.0, "wasted_bits": 0.0, "energy_j": 0.0}
+        self._totals = Totals()
         self._replay = False
         self._agg_done: Optional[simpy.Event] = None
         self._last_record: Optional[RoundRecord] = None
         self._released = env.event()  # succeeds when a device becomes idle (then replaced)
         self._procs = [env.process(self._slot(env)) for _ in range(self.cfg.concurrency)]
 
-    # -- read-only views (as Simulation's)
-    @property
-    def now_s(self) -> float:
-        return float(self._env.now)
-
+    # -- read-only views (now_s, events, event_count, records: Clock's)
     @property
     def round_index(self) -> int:
         """Aggregations so far (= the global model's version)."""
         return self._version
-
-    @property
-    def events(self) -> list[Event]:
-        return list(self._events)
-
-    @property
-    def event_count(self) -> int:
-        return self._event_count
-
-    @property
-    def records(self) -> list[RoundRecord]:
-        return list(self._records)
 
     @property
     def updates_started(self) -> int:
@@ -441,30 +379,7 @@ class AsyncSimulation:
                 return None
         return self._last_record
 
-    def run(self, rounds: Optional[int] = None, max_time_s: Optional[float] = None,
-            on_round: Optional[Callable[[RoundRecord], Any]] = None) -> list[RoundRecord]:
-        """Run ``rounds`` aggregations (default: up to ``budget.rounds``); as :meth:`Simulation.run`."""
-        rounds = max(0, self.budget.rounds - self._version) if rounds is None else count("rounds", rounds)
-        if max_time_s is not None:
-            max_time_s = finite("max_time_s", max_time_s)
-        out = []
-        for _ in range(rounds):
-            if max_time_s is not None and self.now_s >= max_time_s:
-                break
-            record = self.run_round()
-            if record is None:
-                break
-            out.append(record)
-            if on_round is not None and on_round(record):
-                break
-        return out
-
     # -- the slots
-    def _emit(self, time_s: float, version: int, device: int, kind: str, bits: float = 0.0) -> None:
-        self._event_count += 1
-        if self.record_events:
-            self._events.append(Event(time_s, version, device, kind, float(bits)))
-
     def _work_of(self, d: int) -> tuple[DeviceWork, float]:
         cached = self._work_cache.get(d)
         if cached is None:
@@ -556,24 +471,24 @@ class AsyncSimulation:
             work, cycles = self._work_of(d)
             version = self._version
             gain = self._gain(d, version)
-            u = _Update(self._n_started, d, version, env.now, work, gain,
-                        self._full_band_rate(d, gain), cycles / self._cpu_freqs_hz[d], cycles)
+            u = _Update(work, gain, self._full_band_rate(d, gain), self._cpu_freqs_hz[d], self._tx_power_w[d], cycles)
+            u.update, u.version, u.start_s = self._n_started, version, env.now
             self._n_started += 1
             self._busy[d] = True
             if self._scheduler is not None:
-                self._scheduler.started(u.index, d)
+                self._scheduler.started(u.update, d)
             if not self._replay:
-                self.backend.start_update(u.index, d, version)
+                self.backend.start_update(u.update, d, version)
             off_s = self.availability.online_until_s(d, env.now)
             if off_s < math.inf:
                 timer = env.timeout(off_s - env.now)
                 timer.callbacks.append(lambda _e, u=u, proc=proc: self._go_offline(u, proc))
-            yield from self._run_update(env, u)
+            yield from run_job(env, u, version, self._log, self._downlink, self._uplink)
             u.finished = True
             u.end_s = env.now
             self._release(d)
             self._finished.append(u)
-            if u.arrived:
+            if not u.dropped:
                 if self._scheduler is not None:
                     self._scheduler.finished(d, cycles, float(work.upload_bits), u.download_s + u.compute_s
                                              + (u.transfer.airtime_s if u.transfer is not None else 0.0))
@@ -592,44 +507,6 @@ class AsyncSimulation:
             u.drop_reason = "offline"
             proc.interrupt("offline")
 
-    def _run_update(self, env: simpy.Environment, u: _Update) -> Iterator[simpy.Event]:
-        work, d, v = u.work, u.device, u.version
-        try:
-            if work.download_bits > 0:
-                u.phase, u.phase_start_s = "download", env.now
-                self._emit(env.now, v, d, "download_start", work.download_bits)
-                yield from self._downlink.receive(env, d, work.download_bits)
-                u.download_s, u.bits_down = env.now - u.phase_start_s, float(work.download_bits)
-                self._emit(env.now, v, d, "download_end", u.bits_down)
-            u.phase, u.phase_start_s = "compute", env.now
-            self._emit(env.now, v, d, "compute_start")
-            yield env.timeout(u.compute_s)
-            u.cycles_done = u.cycles
-            self._emit(env.now, v, d, "compute_end")
-            if work.upload_bits > 0:
-                u.phase = "upload"
-                if not u.gain > 0:
-                    raise ValueError(f"channel_gain of device {d}(={u.gain}) must be > 0 to upload")
-
-                def on_air(transfer: Transfer) -> None:
-                    u.transfer = transfer
-                    self._emit(env.now, v, d, "upload_start", transfer.bits)
-
-                transfer = yield from self._uplink.transmit(env, d, float(work.upload_bits), u.gain,
-                                                            self._tx_power_w[d], on_air, checked=True)
-                self._emit(env.now, v, d, "upload_end", transfer.bits)
-            u.phase = "done"
-            u.arrived = True
-        except simpy.Interrupt:
-            elapsed_s = env.now - u.phase_start_s
-            if u.phase == "download":
-                u.download_s = elapsed_s
-                u.bits_down = self._downlink.received_bits(float(work.download_bits), elapsed_s)
-            elif u.phase == "compute":
-                u.cycles_done = min(u.cycles, elapsed_s * self._cpu_freqs_hz[d])
-            wasted = u.transfer.sent_bits if u.transfer is not None else 0.0
-            self._emit(env.now, v, d, "upload_dropped", wasted)
-
     # -- the server
     def _arrive(self, env: simpy.Environment, u: _Update) -> None:
         if self.mode == "fedasync":
@@ -642,36 +519,25 @@ class AsyncSimulation:
 
     def _aggregate(self, env: simpy.Environment, updates: list[_Update]) -> None:
         t, now = self._version, env.now
-        arrivals = tuple(Arrival(u.index, u.device, u.version, t - u.version, self.cfg.weight(t - u.version), u.end_s)
+        arrivals = tuple(Arrival(u.update, u.device, u.version, t - u.version, self.cfg.weight(t - u.version), u.end_s)
                          for u in updates)
-        staleness = {u.index: a.staleness for u, a in zip(updates, arrivals)}
+        staleness = {u.update: a.staleness for u, a in zip(updates, arrivals)}
         finished, self._finished = self._finished, []
-        lost = tuple(u.index for u in finished if not u.arrived)
+        lost = tuple(u.update for u in finished if u.dropped)
         metrics: Mapping[str, float] = {}
         if not self._replay:
             metrics = self.backend.aggregate(Aggregation(
                 index=t, time_s=now, mode=self.mode, arrivals=arrivals, lost=lost, alpha=float(self.cfg.alpha),
                 server_lr=float(self.cfg.server_lr), evaluate=(t + 1) % self.cfg.eval_every == 0))
-        self._emit(now, t, -1, "aggregate")
+        self._log.emit(now, t, -1, "aggregate")
         if self._scheduler is not None:
             self._observe_utility(t)
         rows = self._rows(t, finished, staleness)
-        totals = {k: float(sum(getattr(r, k) for r in rows)) for k in
-                  ("bits_up", "bits_down", "wasted_bits", "radio_energy_j", "compute_energy_j")}
-        cum = self._cum
-        cum["bits_up"] += totals["bits_up"]
-        cum["bits_down"] += totals["bits_down"]
-        cum["wasted_bits"] += totals["wasted_bits"]
-        cum["energy_j"] += totals["radio_energy_j"] + totals["compute_energy_j"]
         stal = [a.staleness for a in arrivals]
         info = {"version": float(t + 1), "staleness_mean": sum(stal) / len(stal), "staleness_max": float(max(stal)),
                 "updates_started": float(self._n_started)}
-        record = RoundRecord(
-            round_index=t, start_time_s=self._last_agg_s, end_time_s=now,
-            arrived=tuple(a.device for a in arrivals), dropped=tuple(r.device for r in rows if r.dropped),
-            **totals, cum_bits_up=cum["bits_up"], cum_bits_down=cum["bits_down"],
-            cum_wasted_bits=cum["wasted_bits"], cum_energy_j=cum["energy_j"],
-            metrics={str(k): float(x) for k, x in metrics.items()}, info=info, devices=tuple(rows))
+        record = self._totals.record(t, self._last_agg_s, now, tuple(a.device for a in arrivals),
+                                     tuple(r.device for r in rows if r.dropped), rows, totals_of(rows), metrics, info)
         self._version = t + 1
         self._last_agg_s = now
         self.channel.advance(now - self._last_advance_s)
@@ -702,21 +568,19 @@ class AsyncSimulation:
                 self._utility_log.append((t, d, u))
 
     def _rows(self, index: int, finished: list[_Update], staleness: Mapping[int, int]) -> list[UpdateRow]:
+        """The aggregation's :class:`UpdateRow` s (:func:`edgesim.device_job.job_costs`; ``idle_s`` the time queued
+        for the uplink), in the order the updates ended."""
         rows = []
         kappa = self._kappa
         for u in finished:
+            download_s, compute_s, airtime_s, bits_up, bits_down, wasted, radio_j, compute_j, _ = job_costs(u, kappa)
             transfer = u.transfer
-            airtime_s = transfer.airtime_s if transfer is not None else 0.0
-            on_air = transfer is not None and transfer.start_s is not None
-            queued_s = (transfer.start_s - transfer.queued_s) if on_air else 0.0
-            compute_s = u.compute_s if u.cycles_done == u.cycles else u.cycles_done / self._cpu_freqs_hz[u.device]
-            bits_up = float(u.work.upload_bits) if u.arrived else 0.0
-            wasted = transfer.sent_bits if (not u.arrived and transfer is not None) else 0.0
+            queued_s = (transfer.start_s - transfer.queued_s) if transfer is not None and transfer.start_s is not None \
+                else 0.0
             rows.append(UpdateRow(
-                index, u.device, u.gain, u.rate_bps, u.download_s, compute_s, airtime_s, queued_s,
-                bits_up, u.bits_down, wasted, self._tx_power_w[u.device] * airtime_s,
-                kappa * self._cpu_freqs_hz[u.device] ** 2 * u.cycles_done, u.arrived, not u.arrived,
-                u.index, u.version, staleness.get(u.index, -1), u.start_s, u.end_s, u.drop_reason))
+                index, u.device, u.gain, u.rate_bps, download_s, compute_s, airtime_s, queued_s,
+                bits_up, bits_down, wasted, radio_j, compute_j, not u.dropped, u.dropped,
+                u.update, u.version, staleness.get(u.update, -1), u.start_s, u.end_s, u.drop_reason))
         return rows
 
     # -- checkpoints
@@ -729,12 +593,9 @@ class AsyncSimulation:
             "mode": self.mode,
             "now_s": self.now_s,
             "round_index": self._version,
-            "event_count": self._event_count,
+            "event_count": self._log.count,
             "updates_started": self._n_started,
-            "cum_bits_up": self._cum["bits_up"],
-            "cum_bits_down": self._cum["bits_down"],
-            "cum_wasted_bits": self._cum["wasted_bits"],
-            "cum_energy_j": self._cum["energy_j"],
+            **self._totals.state_dict(),
             **({"utility_log": [list(x) for x in self._utility_log]} if self._utility_log else {}),
         }
 
@@ -762,9 +623,10 @@ class AsyncSimulation:
                     break
         finally:
             self._replay, self.record_events = False, record_events
-        got = (self._version, self._event_count, self._n_started, self.now_s)
+        got = (self._version, self._log.count, self._n_started, self.now_s)
         want = (target, int(state["event_count"]), int(state["updates_started"]), float(state["now_s"]))
         if got != want:
             raise ValueError(f"replaying the clock reached (aggregations, events, updates, time) = {got}, the "
                              f"checkpoint says {want}: the scenario or the code changed since it was saved")
-        self._events, self._records = [], []
+        self._log.clear()
+        self._records = []

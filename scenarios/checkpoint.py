@@ -30,9 +30,8 @@ from typing import Any, Optional
 
 import tomli_w
 
-from edgesim.asynchrony import UpdateRow
 from edgesim.config import ConfigError
-from edgesim.engine import DeviceRound, Event, RoundRecord
+from edgesim.records import DeviceRound, Event, RoundRecord, UpdateRow
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG
 from edgesim.results.writing import add_to_manifest, atomic_write_bytes
 

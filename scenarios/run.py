@@ -28,9 +28,9 @@ from typing import Callable, Optional
 
 import tomli_w
 
-from edgesim.asynchrony import UPDATE_FIELDS
 from edgesim.config import ConfigError, as_written
 from edgesim.learning.config import PARAMETRIC
+from edgesim.records import UPDATE_FIELDS
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, ROUNDS, SUMMARY
 from edgesim.results.files import PROVENANCE as RUN_JSON
 from edgesim.results.metrics import DEFAULT_SUSTAIN_ROUNDS, final_accuracy, time_to_accuracy

@@ -178,3 +178,31 @@ def test_every_noqa_names_its_rules_and_says_why():
                 bad.append(f"{name}:{token.start[0]}: {token.line.strip()}")
     assert not bad, "a # noqa without its rules and a reason ('# noqa: E402 - why'):\n" + "\n".join(bad)
     assert NOQA_WITH_REASON.match(": F401, E402 - re-exported") and not NOQA_WITH_REASON.match(": E731")
+
+
+ENGINES = ("edgesim.engine", "edgesim.asynchrony")
+
+
+def _reaches(start: str) -> set[str]:
+    """Every project module ``start`` imports, directly or through others."""
+    seen, todo = set(), [start]
+    while todo:
+        for _, target, _ in GRAPH[todo.pop()]:
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_two_engines_are_siblings():
+    """The synchronous and the asynchronous engine share one clock core (edgesim.clock, edgesim.device_job,
+    edgesim.records) and neither imports the other, directly or through another module."""
+    for engine in ENGINES:
+        other = next(e for e in ENGINES if e != engine)
+        reached = _reaches(engine)
+        assert other not in reached, f"{engine} imports {other}"
+        assert {"edgesim.clock", "edgesim.device_job", "edgesim.records"} <= reached, engine
+
+
+def test_the_sibling_check_can_fail():
+    assert "edgesim.links" in _reaches("edgesim.device_job") and "edgesim.engine" in _reaches("edgesim.plan")
