@@ -68,6 +68,11 @@ class DataConfig:
     exactly the data of the same scenario without the option and no test
     image is looked at: this is how hyper-parameters are chosen (it needs
     ``train_pool_size``).
+    ``hflip``: whether the augmented views (FixMatch's weak and strong, FedMix's perturbations) may mirror an
+    image left–right. Unset, it is the data set's own rule (``DatasetSpec.hflip_preserves_labels``: on for
+    CIFAR, CINIC-10, Fashion-MNIST; off for digits, MNIST, OrganMNIST, synthetic blobs — and off for ``npz``,
+    ``image_folder`` and plugin data sets, whose labels nothing is known about); the resolved value is what
+    ``config.toml`` records (docs/data.md).
     """
 
     dataset: str = "digits"
@@ -88,9 +93,14 @@ class DataConfig:
     file: Optional[str] = None
     image_size: Optional[list] = None
     test_fraction: Optional[Number] = None
+    hflip: Optional[bool] = None
 
     def __post_init__(self):
         check_choice("dataset", self.dataset, DATASETS.names)
+        if self.hflip is None:  # the data set's own rule, resolved so that config.toml says which it was
+            object.__setattr__(self, "hflip", DATASETS[self.dataset].hflip_preserves_labels)
+        elif not isinstance(self.hflip, bool):
+            fail("hflip", self.hflip, "true or false (whether the augmented views may mirror an image left-right)")
         if self.data_dir is not None and not isinstance(self.data_dir, str):
             fail("data_dir", self.data_dir, "a directory path (string)")
         if self.data_dir is not None and not DATASETS[self.dataset].needs_files:

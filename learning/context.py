@@ -21,7 +21,7 @@ from edgesim.config import ConfigError, WorkloadConfig
 from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 from edgesim.learning.data import partitions as P
 from edgesim.learning.data.dataset import Dataset, dataset_record
-from edgesim.learning.data.datasets import DATASETS, load_dataset
+from edgesim.learning.data.datasets import load_dataset
 from edgesim.learning.device import compute_device
 from edgesim.learning.executors import make_executor
 from edgesim.learning.models import build_model, flops_per_sample, model_bits
@@ -65,8 +65,9 @@ class Context:
     holds — where a server-side unlabelled set comes from (FedBE); their
     labels are for scoring only. ``data_mean``/``data_std``: the per-channel
     normalisation of image inputs (what pixel-space augmentations undo).
-    ``hflip_preserves_labels``: whether the data set's labels survive a left–right mirror
-    (``DatasetSpec.hflip_preserves_labels``); :meth:`augmentation` builds views that flip only then.
+    ``hflip_preserves_labels``: whether the views may mirror an image left–right (``[data] hflip``, by default
+    the data set's rule ``DatasetSpec.hflip_preserves_labels``); :meth:`augmentation` builds views that flip only
+    then.
     ``start_state``: the model every algorithm starts from instead of a fresh
     initialisation (a warm start's result, :mod:`edgesim.scenarios.warm_start`).
     ``compression``: the algorithm's :class:`edgesim.compression.CompressionConfig`
@@ -315,5 +316,5 @@ def build_context(
         data_mean=ds.mean,
         data_std=ds.std,
         data_record=record,
-        hflip_preserves_labels=DATASETS.lookup(data_cfg.dataset).hflip_preserves_labels,
+        hflip_preserves_labels=data_cfg.hflip,
     )

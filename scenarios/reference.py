@@ -94,6 +94,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                         "pixels", "two integers >= 1, or unset"),
     "data.test_fraction": ('share of each class dataset = "image_folder" holds out as the test split (no test/ '
                            "folder); unset: 0.2", "", "(0, 1), or unset"),
+    "data.hflip": ("whether the augmented views may mirror an image left-right; unset: the data set's own rule "
+                   "(off for npz, image_folder and plugin data sets; docs/data.md)", "", "true or false, or unset"),
     # [train]
     "train.model": ("the model, by registered name (`edgesim list models`)", "", "a registered name"),
     "train.lr": ("local learning rate", "", "> 0"),

@@ -30,6 +30,7 @@ import tomli_w
 
 from edgesim.config import ConfigError, as_written
 from edgesim.learning.config import PARAMETRIC
+from edgesim.learning.data.datasets import DATASETS
 from edgesim.records import UPDATE_FIELDS
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, ROUNDS, SUMMARY
 from edgesim.results.files import PROVENANCE as RUN_JSON
@@ -338,6 +339,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
     build_backend, model_bits, extra = make_backends(sc)
     check_budgets(sc, build_backend)
+    if not sc.physics_only and not resuming and DATASETS[sc.learning["data"].dataset].kind == "image":
+        say(views_line(sc))
     folder.start(resume=resuming)
     if resuming:
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
@@ -404,6 +407,17 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     if tracker is not None:
         tracker.finish(final)
     return final
+
+
+def views_line(sc: Scenario) -> str:
+    """The run's augmentation choices in one line, said once at its start: the views FixMatch-style methods train
+    on and whether they mirror images (``[data] hflip``, given or the data set's own rule)."""
+    data = sc.learning["data"]
+    given = isinstance(sc.raw.get("data"), dict) and "hflip" in sc.raw["data"]
+    flip = "flip (p = 1/2) + " if data.hflip else ""
+    why = "as the scenario sets" if given else f"the rule of dataset = {data.dataset!r}"
+    return (f"views: weak = {flip}reflect shift, strong = weak + RandAugment(2, 10) + Cutout; "
+            f"[data] hflip = {str(data.hflip).lower()} ({why}; set [data] hflip to change it)")
 
 
 def failure_note(e: BaseException) -> str:

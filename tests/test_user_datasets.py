@@ -236,3 +236,53 @@ def test_a_bad_user_file_in_a_run_is_one_config_error_line(tmp_path):
                     system={"n_devices": 4}, budget={"rounds": 1}, run={"algorithms": ["fedavg"], "clients_per_round": 2})
     assert "mine.npz: not a readable .npz archive" in str(e.value) and "\n" not in str(e.value)
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------------------------- the views' flip
+
+
+def test_each_data_set_declares_its_flip_and_a_users_data_never_mirrors_by_default():
+    """The built-in sets keep their rule (natural images flip, digits and OrganMNIST do not); npz, image_folder and
+    a plugin's data set (a DatasetSpec that says nothing) never flip unless [data] hflip = true; either way the
+    scenario's value wins."""
+    from edgesim.learning.data.datasets import DatasetSpec
+
+    assert {d: DataConfig(dataset=d).hflip for d in ("cifar10", "fashion_mnist", "digits", "organamnist")} == {
+        "cifar10": True, "fashion_mnist": True, "digits": False, "organamnist": False}
+    assert DataConfig(dataset="npz").hflip is False and DataConfig(dataset="image_folder").hflip is False
+    assert DatasetSpec("mine", "a plugin's set", "image", lambda d: None).hflip_preserves_labels is False
+    assert DataConfig(dataset="npz", hflip=True).hflip is True and DataConfig(dataset="cifar10", hflip=False).hflip is False
+    with pytest.raises(ConfigError, match=r"hflip.*'yes'.*true or false") as e:
+        DataConfig(dataset="npz", hflip="yes")
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("hflip", [None, True])
+def test_an_npz_run_never_mirrors_unless_asked(tmp_path, hflip):
+    """FixMatch's weak and strong views on a user's .npz hold a Flip stage only with [data] hflip = true; the
+    resolved value is what config.toml records, and the run says it once at its start."""
+    import tomllib
+
+    from edgesim.learning.algorithms import REGISTRY
+    from edgesim.learning.algorithms.fedavg.algorithm import make_task
+    from edgesim.learning.augment import Flip
+    from edgesim.learning.context import build_context
+    from edgesim.scenarios.algorithm_run import resolved_config
+    from edgesim.scenarios.run import views_line
+    from edgesim.scenarios.schema import validate
+
+    make_npz(tmp_path / "data" / "mine.npz", shape=(1, 8, 8))
+    data = {"dataset": "npz", "data_dir": str(tmp_path / "data"), "partition": "iid", "labeled_fraction": 0.5,
+            **({} if hflip is None else {"hflip": hflip})}
+    sc = validate({"seed": 1, "data": data, "system": {"n_devices": 2}, "budget": {"rounds": 1},
+                   "run": {"algorithms": ["fixavg"], "clients_per_round": 2}}, "user.toml")
+    ctx = build_context(sc.seed, sc.learning["data"], sc.learning["train"], sc.learning["run"], sc.workload,
+                        sc.system.n_devices)
+    task = make_task(ctx, REGISTRY["fixavg"].config_cls())
+    mirrored = {v.out: any(isinstance(s, Flip) for s in v.augmentation.stages) for v in task.views}
+    assert mirrored == dict.fromkeys(("x_aug", "u_weak", "u_strong"), bool(hflip))
+    recorded = tomllib.loads(__import__("tomli_w").dumps(resolved_config(sc)))["data"]["hflip"]
+    assert recorded is bool(hflip)
+    line = views_line(sc)
+    assert f"[data] hflip = {str(bool(hflip)).lower()}" in line and ("flip (p = 1/2)" in line) is bool(hflip)
+    assert ("as the scenario sets" if hflip else "the rule of dataset = 'npz'") in line

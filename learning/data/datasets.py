@@ -62,7 +62,9 @@ class DatasetSpec:
     random Gaussian blobs have no symmetry: ``False`` for those; natural images
     (CIFAR, CINIC-10, Fashion-MNIST's garments) ``True``. ``weak``/``strong``
     views and FedMix's perturbations flip only where it is ``True``
-    (:func:`edgesim.learning.augment.make_augmentation`).
+    (:func:`edgesim.learning.augment.make_augmentation`). Its default is ``False``: a data set nothing is
+    known about (``npz``, ``image_folder``, a plugin's) is never mirrored unless the scenario says
+    ``[data] hflip = true`` (which overrides this rule either way).
     """
 
     name: str
@@ -72,7 +74,7 @@ class DatasetSpec:
     needs_files: bool = True
     options: tuple[str, ...] = ()
     n_classes: int | None = None
-    hflip_preserves_labels: bool = True
+    hflip_preserves_labels: bool = False
 
 
 def _load_medmnist_flag(data_dir, merge_val: bool = False, *, flag: str) -> Dataset:
@@ -89,14 +91,18 @@ for _spec in (
                 hflip_preserves_labels=False),
     DatasetSpec("mnist", "MNIST", "image", lambda d: load_mnist(d, "mnist"), n_classes=10,
                 hflip_preserves_labels=False),
-    DatasetSpec("fashion_mnist", "Fashion-MNIST", "image", lambda d: load_mnist(d, "fashion_mnist"), n_classes=10),
-    DatasetSpec("cifar10", "CIFAR-10", "image", lambda d: load_cifar(d, 10), n_classes=10),
-    DatasetSpec("cifar100", "CIFAR-100", "image", lambda d: load_cifar(d, 100), n_classes=100),
-    DatasetSpec("cinic10", "CINIC-10", "image", load_cinic10, n_classes=10),
+    DatasetSpec("fashion_mnist", "Fashion-MNIST", "image", lambda d: load_mnist(d, "fashion_mnist"), n_classes=10,
+                hflip_preserves_labels=True),
+    DatasetSpec("cifar10", "CIFAR-10", "image", lambda d: load_cifar(d, 10), n_classes=10,
+                hflip_preserves_labels=True),
+    DatasetSpec("cifar100", "CIFAR-100", "image", lambda d: load_cifar(d, 100), n_classes=100,
+                hflip_preserves_labels=True),
+    DatasetSpec("cinic10", "CINIC-10", "image", load_cinic10, n_classes=10, hflip_preserves_labels=True),
     *(DatasetSpec(flag, MEDMNIST_TITLES[flag], "image", partial(_load_medmnist_flag, flag=flag), options=("merge_val",),
                   n_classes=MEDMNIST[flag][0], hflip_preserves_labels=not flag.startswith("organ"))
       for flag in MEDMNIST),
-    DatasetSpec("dbpedia", "DBPedia", "text", load_dbpedia, options=("vocab_size", "max_len"), n_classes=14),
+    DatasetSpec("dbpedia", "DBPedia", "text", load_dbpedia, options=("vocab_size", "max_len"), n_classes=14,
+                hflip_preserves_labels=True),
     DatasetSpec("synthetic", "synthetic Gaussian blobs", "image", lambda d, **o: make_synthetic(**o), needs_files=False,
                 options=("n_train", "n_test", "shape", "n_classes", "seed", "noise_std"), hflip_preserves_labels=False),
     DatasetSpec("image_folder", "your images, one folder per class", "image", load_image_folder,
