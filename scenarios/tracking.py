@@ -1,22 +1,22 @@
 """Optional experiment tracking: per-round metrics to TensorBoard or MLflow while a run goes, its folder at the end.
 
-``[run] tracking = "tensorboard"`` writes a TensorBoard event file into the
-run folder's ``tensorboard/`` while the run goes: per algorithm and round the
-scalars ``<algorithm>/<name>`` of :func:`round_scalars` (accuracy and the
-backend's other metrics, simulated ``time_s``, bits, energy) at step = round,
-with the event's wall time set to the round's simulated end (TensorBoard's
-"Relative" axis is then the simulated clock). ``tensorboard --logdir runs``
-shows every run. TensorBoard is an extra (``pip install "edgesim[tensorboard]"``);
-torch's ``SummaryWriter`` writes the file.
+Both trackers keep **one tracked run per algorithm** (per name of ``[run] algorithms``), whose scalars have the
+same names in every algorithm — the columns of ``rounds.csv`` (:func:`round_scalars`: ``accuracy``, ``loss``,
+``bits_up``, ``cum_bits_up``, ``energy_j``, ``cum_energy_j``, ...) — so that the curves of two methods overlay
+on one chart, at step = the round. Simulated seconds are a scalar of their own, ``time_s`` (the round's simulated
+end); the events' wall time is the real clock's, never the simulated one.
 
-``[run] tracking = "mlflow"`` logs one MLflow run per edgesim run: the
-resolved scenario as parameters (dotted keys), the git commit, seed and
-fingerprint as tags, the same per-round scalars as ``<algorithm>/<name>``
-metrics at step = round *as each round ends*, and, once the run folder is
-complete, the numeric columns of ``rounds.csv`` that no round logged and the
-folder as artifacts. The experiment is the scenario's name; the tracking
-server is MLflow's own setting (``MLFLOW_TRACKING_URI``, e.g.
-``file:///path/mlruns`` for a local store). MLflow is an extra
+``[run] tracking = "tensorboard"`` writes one event file per algorithm into the run folder's
+``tensorboard/<algorithm>/`` while the run goes: TensorBoard lists each folder as a run
+(``tensorboard --logdir runs`` shows ``default/tensorboard/fedavg``, ``default/tensorboard/local``, ...).
+TensorBoard is an extra (``pip install "edgesim[tensorboard]"``); torch's ``SummaryWriter`` writes the files.
+
+``[run] tracking = "mlflow"`` logs one MLflow run per edgesim run — the resolved scenario as parameters
+(dotted keys), the git commit, seed and fingerprint as tags, and, once the run folder is complete, the folder as
+artifacts — and, nested under it (MLflow's ``mlflow.parentRunId`` tag), one run per algorithm named by it that
+gets the per-round scalars *as each round ends* and, at the end, the numeric columns of ``rounds.csv`` that no
+round logged. The experiment is the scenario's name; the tracking server is MLflow's own setting
+(``MLFLOW_TRACKING_URI``, e.g. ``file:///path/mlruns`` for a local store). MLflow is an extra
 (``pip install "edgesim[tracking]"``) and is imported only here.
 
 A tracker that fails never stops the run: the run says so in one warning line
@@ -117,89 +117,111 @@ class RoundTracker:
 
 
 class TensorBoardTracker(RoundTracker):
-    """Per-round scalars into ``<run folder>/tensorboard/`` (module docstring); ``register(name)`` lists each file
-    in the run folder's manifest before anything is written to it."""
+    """Per-round scalars into ``<run folder>/tensorboard/<algorithm>/``, one event file per algorithm (module
+    docstring); ``register(name)`` lists each file in the run folder's manifest before anything is written to it."""
 
     name = "TensorBoard"
 
-    def __init__(self, work: Path, register: Callable[[str], object], say: Callable[[str], None]):
+    def __init__(self, work: Path, algorithms: Iterable[str], register: Callable[[str], object],
+                 say: Callable[[str], None]):
         super().__init__(say)
         from torch.utils.tensorboard import SummaryWriter
 
-        log_dir = Path(work) / TENSORBOARD_DIR
-        log_dir.mkdir(parents=True, exist_ok=True)
-        before = set(log_dir.iterdir())
-        self.writer = SummaryWriter(str(log_dir))
-        for path in sorted(set(log_dir.iterdir()) - before):  # the event file the writer just opened
-            register(f"{TENSORBOARD_DIR}/{path.name}")
+        self.writers = {}
+        for algorithm in algorithms:
+            log_dir = Path(work) / TENSORBOARD_DIR / algorithm
+            log_dir.mkdir(parents=True, exist_ok=True)
+            before = set(log_dir.iterdir())
+            self.writers[algorithm] = SummaryWriter(str(log_dir))
+            for path in sorted(set(log_dir.iterdir()) - before):  # the event file the writer just opened
+                register(f"{TENSORBOARD_DIR}/{algorithm}/{path.name}")
 
     def _round(self, algorithm: str, rec) -> None:
+        writer = self.writers[algorithm]
         for key, value in round_scalars(rec).items():
-            self.writer.add_scalar(f"{algorithm}/{key}", value, rec.round_index, walltime=rec.end_time_s)
-        self.writer.flush()
+            writer.add_scalar(key, value, rec.round_index)
+        writer.flush()
 
     def _close(self) -> None:
-        self.writer.close()
+        for writer in self.writers.values():
+            writer.close()
 
-    def _fail(self) -> None:
-        self.writer.close()
+    _fail = _close
 
 
 class MlflowTracker(RoundTracker):
-    """One MLflow run, opened when the edgesim run starts, fed each round, closed with the run folder."""
+    """One MLflow run opened when the edgesim run starts, with one nested run per algorithm fed each round; all
+    closed with the run folder (module docstring)."""
 
     name = "MLflow"
 
     def __init__(self, config: dict, run_name: str, say: Callable[[str], None]):
         super().__init__(say)
         self.client = self.run_id = None
-        self.logged: set[str] = set()
+        self.children: dict[str, str] = {}
+        self.logged: set[tuple[str, str]] = set()
         self._guard("starting", self._start, config, run_name)
 
     def _start(self, config: dict, run_name: str) -> None:
         import mlflow
-        from mlflow.entities import Param
 
-        self.client = client = mlflow.MlflowClient()
-        experiment = client.get_experiment_by_name(config["name"])
-        experiment_id = experiment.experiment_id if experiment else client.create_experiment(config["name"])
-        tags = {"edgesim.seed": str(config["seed"]), "edgesim.fingerprint": scenario_fingerprint(config)}
-        self.run_id = client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
-        params = [Param(k, str(json.dumps(v) if isinstance(v, list) else v)[:6000]) for k, v in flatten(config).items()]
-        for i in range(0, len(params), 100):
-            client.log_batch(self.run_id, params=params[i:i + 100])
+        self.client = mlflow.MlflowClient()
+        self.run_id, self.children = start_mlflow_runs(self.client, config, run_name, config["run"]["algorithms"])
 
     def _round(self, algorithm: str, rec) -> None:
         from mlflow.entities import Metric
 
         scalars = round_scalars(rec)
-        self.logged |= {f"{algorithm}/{k}" for k in scalars}
-        self.client.log_batch(self.run_id, metrics=[Metric(f"{algorithm}/{k}", v, 0, rec.round_index)
-                                                    for k, v in scalars.items()])
+        self.logged |= {(algorithm, k) for k in scalars}
+        self.client.log_batch(self.children[algorithm], metrics=[Metric(k, v, 0, rec.round_index)
+                                                                 for k, v in scalars.items()])
 
     def _finish(self, folder: Path) -> None:
-        log_mlflow(folder, client=self.client, run_id=self.run_id, skip=self.logged)
+        log_mlflow(folder, client=self.client, run_id=self.run_id, children=self.children, skip=self.logged)
 
     def _fail(self) -> None:
-        self.client.set_terminated(self.run_id, status="FAILED")
+        for run_id in [*self.children.values(), self.run_id]:
+            self.client.set_terminated(run_id, status="FAILED")
+
+
+def start_mlflow_runs(client, config: dict, run_name: str, algorithms: Iterable[str],
+                      tags: Optional[dict] = None) -> tuple[str, dict[str, str]]:
+    """The MLflow run of one edgesim run (in the experiment named as the scenario; its parameters the resolved
+    scenario's dotted keys) and one run per algorithm nested under it (``mlflow.parentRunId``, named by the
+    algorithm); returns (the run's id, {algorithm: nested run's id})."""
+    from mlflow.entities import Param
+
+    experiment = client.get_experiment_by_name(config["name"])
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(config["name"])
+    tags = {"edgesim.seed": str(config["seed"]), "edgesim.fingerprint": scenario_fingerprint(config), **(tags or {})}
+    run_id = client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
+    params = [Param(k, str(json.dumps(v) if isinstance(v, list) else v)[:6000]) for k, v in flatten(config).items()]
+    for i in range(0, len(params), 100):
+        client.log_batch(run_id, params=params[i:i + 100])
+    children = {a: client.create_run(experiment_id, run_name=a,
+                                     tags={**tags, "mlflow.parentRunId": run_id, "edgesim.algorithm": a}).info.run_id
+                for a in algorithms}
+    return run_id, children
 
 
 def make_tracker(tracking: str, config: dict, work: Path, run_name: str, register: Callable[[str], object],
                  say: Callable[[str], None]) -> Optional[RoundTracker]:
     """The tracker ``[run] tracking`` names, started (``None`` for ``"none"``)."""
     if tracking == "tensorboard":
-        return TensorBoardTracker(work, register, say)
+        return TensorBoardTracker(work, config["run"]["algorithms"], register, say)
     if tracking == "mlflow":
         return MlflowTracker(config, run_name, say)
     return None
 
 
-def log_mlflow(folder: Path, client=None, run_id: Optional[str] = None, skip: Iterable[str] = ()) -> str:
-    """Log the finished run folder ``folder`` to MLflow; returns the MLflow run id. With ``client`` and ``run_id``
-    (the run a :class:`MlflowTracker` fed round by round) it adds the tags, the metrics not in ``skip`` and the
-    folder to that run; else it makes a new run holding everything."""
+def log_mlflow(folder: Path, client=None, run_id: Optional[str] = None, children: Optional[dict] = None,
+               skip: Iterable[tuple[str, str]] = ()) -> str:
+    """Log the finished run folder ``folder`` to MLflow; returns the MLflow run id. With ``client``, ``run_id`` and
+    ``children`` (the runs a :class:`MlflowTracker` fed round by round) it adds the tags and the folder to the run
+    and the metrics not in ``skip`` (``(algorithm, column)`` pairs) to each algorithm's nested run; else it makes
+    the run and its nested runs, holding everything."""
     import mlflow
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, RunTag
 
     folder = Path(folder)
     run_folder = Run(folder)
@@ -209,19 +231,18 @@ def log_mlflow(folder: Path, client=None, run_id: Optional[str] = None, skip: It
     if provenance.get("git"):
         tags.update({"mlflow.source.git.commit": provenance["git"]["commit"],
                      "edgesim.git_dirty": str(provenance["git"]["dirty"])})
+    _, rows = read_csv_rows(folder / ROUNDS)
     if run_id is None:
         client = mlflow.MlflowClient()
-        experiment = client.get_experiment_by_name(config["name"])
-        experiment_id = experiment.experiment_id if experiment else client.create_experiment(config["name"])
-        run_id = client.create_run(experiment_id, run_name=folder.name, tags=tags).info.run_id
-        params = [Param(k, str(json.dumps(v) if isinstance(v, list) else v)[:6000]) for k, v in flatten(config).items()]
+        algorithms = list(dict.fromkeys(row["algorithm"] for row in rows))
+        run_id, children = start_mlflow_runs(client, config, folder.name, algorithms, tags)
     else:
         client.log_batch(run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        params = []
     skip = set(skip)
-    metrics = []
-    _, rows = read_csv_rows(folder / ROUNDS)
+    metrics: dict[str, list] = {a: [] for a in children}
     for row in rows:
+        if row["algorithm"] not in metrics:
+            continue
         step = int(row["round"])
         for column, text in row.items():
             if column in ("algorithm", "round") or text == "":
@@ -230,12 +251,12 @@ def log_mlflow(folder: Path, client=None, run_id: Optional[str] = None, skip: It
                 value = float(text)
             except ValueError:
                 continue
-            if math.isfinite(value) and f"{row['algorithm']}/{column}" not in skip:
-                metrics.append(Metric(f"{row['algorithm']}/{column}", value, 0, step))
-    for i in range(0, len(params), 100):
-        client.log_batch(run_id, params=params[i:i + 100])
-    for i in range(0, len(metrics), 1000):
-        client.log_batch(run_id, metrics=metrics[i:i + 1000])
+            if math.isfinite(value) and (row["algorithm"], column) not in skip:
+                metrics[row["algorithm"]].append(Metric(column, value, 0, step))
+    for algorithm, child in children.items():
+        for i in range(0, len(metrics[algorithm]), 1000):
+            client.log_batch(child, metrics=metrics[algorithm][i:i + 1000])
+        client.set_terminated(child)
     client.log_artifacts(run_id, str(folder))
     client.set_terminated(run_id)
     return run_id

@@ -21,12 +21,14 @@ def test_mlflow_gets_the_rounds_and_the_run_folder(tiny_scenario, tmp_path, monk
     assert result.exit_code == 0, result.output
     assert "not logged" not in result.output
     client = mlflow.MlflowClient(store.as_uri())
-    (run,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
-    assert run.info.run_name == "run" and run.data.tags["edgesim.seed"] == "3"
+    runs = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
+    (run,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    nested = {r.info.run_name: r for r in runs if r.data.tags.get("mlflow.parentRunId") == run.info.run_id}
+    assert run.info.run_name == "run" and run.data.tags["edgesim.seed"] == "3" and sorted(nested) == ["fedavg", "local"]
     assert run.data.params["run.tracking"] == "mlflow" and run.data.params["system.n_devices"] == "6"
-    history = client.get_metric_history(run.info.run_id, "fedavg/accuracy")
+    history = client.get_metric_history(nested["fedavg"].info.run_id, "accuracy")
     assert [m.step for m in history] == [0, 1] and all(0 <= m.value <= 1 for m in history)
-    assert client.get_metric_history(run.info.run_id, "local/cum_energy_j")
+    assert client.get_metric_history(nested["local"].info.run_id, "cum_energy_j")
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.toml", "run.json", "rounds.csv", "summary.json", "accuracy_vs_time.png"} <= artifacts
 
@@ -56,29 +58,42 @@ def test_a_tracker_that_fails_leaves_a_complete_run_and_one_warning(tiny_scenari
             f"the run folder is complete") in result.stderr
 
 
-def test_tensorboard_gets_each_rounds_scalars_on_the_simulated_clock(tiny_scenario, tmp_path):
+def test_tensorboard_has_one_run_per_algorithm_with_shared_tags_at_step_round(tiny_scenario, tmp_path):
+    """tensorboard/<algorithm>/ holds one event file per algorithm (TensorBoard's runs), each with the same tag
+    names (so two methods' curves overlay), step = the round, simulated seconds as the scalar time_s, and the
+    events' wall time the real clock's (not the simulated seconds: no 1970 on the Wall axis)."""
     pytest.importorskip("tensorboard", reason="the tensorboard extra is not installed (pip install \"edgesim[tensorboard]\")")
     import csv
+    import time
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from edgesim.results.writing import read_manifest
 
     out = tmp_path / "run"
+    started = time.time()
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--set", "run.tracking=tensorboard",
                                  "--set", "run.rounds=2", "--set", "run.algorithms=fedavg,local", "-q"])
     assert result.exit_code == 0, result.output
-    (event_file,) = (out / "tensorboard").iterdir()
-    assert f"tensorboard/{event_file.name}" in read_manifest(out)  # the folder stays an edgesim run folder
-    events = EventAccumulator(str(out / "tensorboard"))
-    events.Reload()
-    rows = [r for r in csv.DictReader(open(out / "rounds.csv", newline="")) if r["algorithm"] == "fedavg"]
-    accuracy = events.Scalars("fedavg/accuracy")
-    assert [e.step for e in accuracy] == [0, 1]
-    assert [e.value for e in accuracy] == pytest.approx([float(r["accuracy"]) for r in rows])
-    assert [e.wall_time for e in accuracy] == pytest.approx([float(r["time_s"]) for r in rows])  # simulated seconds
-    for tag in ("fedavg/cum_bits_up", "fedavg/cum_energy_j", "fedavg/time_s", "local/accuracy"):
-        assert len(events.Scalars(tag)) == 2, tag
+    assert sorted(p.name for p in (out / "tensorboard").iterdir()) == ["fedavg", "local"]
+    rows = list(csv.DictReader(open(out / "rounds.csv", newline="")))
+    tags = {}
+    for algorithm in ("fedavg", "local"):
+        (event_file,) = (out / "tensorboard" / algorithm).iterdir()
+        assert f"tensorboard/{algorithm}/{event_file.name}" in read_manifest(out)  # still an edgesim run folder
+        events = EventAccumulator(str(out / "tensorboard" / algorithm))
+        events.Reload()
+        tags[algorithm] = set(events.Tags()["scalars"])
+        mine = [r for r in rows if r["algorithm"] == algorithm]
+        accuracy, time_s = events.Scalars("accuracy"), events.Scalars("time_s")
+        assert [e.step for e in accuracy] == [0, 1] == [e.step for e in time_s]
+        assert [e.value for e in accuracy] == pytest.approx([float(r["accuracy"]) for r in mine])
+        assert [e.value for e in time_s] == pytest.approx([float(r["time_s"]) for r in mine])  # simulated seconds
+        assert all(e.wall_time >= started - 1 for e in accuracy)  # the real clock, never the simulated one
+        for tag in ("bits_up", "cum_bits_up", "energy_j", "cum_energy_j"):
+            assert len(events.Scalars(tag)) == 2, (algorithm, tag)
+    assert {"accuracy", "time_s", "bits_up", "energy_j"} <= tags["fedavg"] & tags["local"]
+    assert not any("/" in t for t in tags["fedavg"] | tags["local"])  # no <algorithm>/ prefix
     again = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--set", "run.tracking=tensorboard",
                                 "--set", "run.rounds=2", "--set", "run.algorithms=fedavg,local", "-q", "--overwrite"])
     assert again.exit_code == 0, again.output
@@ -112,9 +127,65 @@ def test_mlflow_has_each_round_as_soon_as_it_ends(tiny_scenario, tmp_path, monke
 
     def on_round(algorithm, record):  # called after the tracker has logged the round
         client = mlflow.MlflowClient(store.as_uri())
-        (run,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
-        seen.append((run.info.status, len(client.get_metric_history(run.info.run_id, f"{algorithm}/accuracy"))))
+        runs = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
+        (run,) = [r for r in runs if r.info.run_name == algorithm and "mlflow.parentRunId" in r.data.tags]
+        seen.append((run.info.status, len(client.get_metric_history(run.info.run_id, "accuracy"))))
 
     edgesim.run(tiny_scenario, tmp_path / "run", on_round=on_round,
                 run={"tracking": "mlflow", "rounds": 2, "algorithms": ["fedavg"]})
     assert seen == [("RUNNING", 1), ("RUNNING", 2)]
+
+
+def test_mlflow_nests_one_run_per_algorithm_with_shared_metric_names(tiny_scenario, tmp_path, monkeypatch):
+    """Without MLflow installed too: a recording stand-in for MLflow's client shows the layout — one run for the
+    edgesim run (the scenario's parameters, the folder as artifacts) and, nested under it, one run per algorithm
+    named by it, whose metrics have the same names in every algorithm (accuracy, time_s, ...) at step = round."""
+    import sys
+    import types
+    from collections import namedtuple
+
+    calls = []
+
+    class Client:
+        def get_experiment_by_name(self, name):
+            return None
+
+        def create_experiment(self, name):
+            return "exp"
+
+        def create_run(self, experiment_id, run_name, tags):
+            calls.append(("create", run_name, dict(tags)))
+            return types.SimpleNamespace(info=types.SimpleNamespace(run_id=f"id-{run_name}"))
+
+        def log_batch(self, run_id, metrics=(), params=(), tags=()):
+            calls.extend(("metric", run_id, m.key, m.step) for m in metrics)
+            calls.extend(("param", run_id, p.key) for p in params)
+
+        def log_artifacts(self, run_id, path):
+            calls.append(("artifacts", run_id))
+
+        def set_terminated(self, run_id, status="FINISHED"):
+            calls.append(("end", run_id, status))
+
+    fake = types.ModuleType("mlflow")
+    fake.MlflowClient = Client
+    fake.entities = types.ModuleType("mlflow.entities")
+    fake.entities.Metric = namedtuple("Metric", "key value timestamp step")
+    fake.entities.Param = namedtuple("Param", "key value")
+    fake.entities.RunTag = namedtuple("RunTag", "key value")
+    monkeypatch.setitem(sys.modules, "mlflow", fake)
+    monkeypatch.setitem(sys.modules, "mlflow.entities", fake.entities)
+    result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "r"), "--set", "run.tracking=mlflow",
+                                 "--set", "run.rounds=2", "--set", "run.algorithms=fedavg,local", "-q"])
+    assert result.exit_code == 0 and "warning" not in result.output, result.output
+    created = {name: tags for kind, name, tags in (c for c in calls if c[0] == "create")}
+    assert list(created) == ["r", "fedavg", "local"] and "mlflow.parentRunId" not in created["r"]
+    assert created["fedavg"]["mlflow.parentRunId"] == created["local"]["mlflow.parentRunId"] == "id-r"
+    metrics = {(run, key, step) for kind, run, key, step in (c for c in calls if c[0] == "metric")}
+    for algorithm in ("fedavg", "local"):
+        for key in ("accuracy", "time_s", "bits_up", "energy_j"):
+            assert {(f"id-{algorithm}", key, 0), (f"id-{algorithm}", key, 1)} <= metrics, (algorithm, key)
+    assert not any(run == "id-r" or "/" in key for run, key, _ in metrics)  # the edgesim run holds the scenario
+    assert any(c[:2] == ("param", "id-r") for c in calls) and ("artifacts", "id-r") in calls
+    assert [c for c in calls if c[0] == "end"] == [("end", "id-fedavg", "FINISHED"), ("end", "id-local", "FINISHED"),
+                                                  ("end", "id-r", "FINISHED")]
