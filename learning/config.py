@@ -386,6 +386,77 @@ def build_algorithms(values, where: str) -> dict:
     return out
 
 
+VARIANT_KEYS = ("algorithm", "compression", "round_mode")  # a [variants.NAME] table's own keys; the rest: options
+VARIANT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A ``[variants.NAME]`` table: a named instance of the registered ``algorithm`` that runs beside the others.
+
+    Its options are the algorithm's (its ``[algorithms.ALGORITHM]`` table's values, then the variant's own keys);
+    ``compression`` is its own ``[variants.NAME.compression]`` table (``None``: the algorithm's);
+    ``round_mode`` its own ``[budget] round_mode`` (``None``: the run's), within the run's kind of clock (round by
+    round: ``sync`` or ``deadline``; asynchronous: ``fedasync`` or ``fedbuff``). It is built by the algorithm's own
+    builder under the algorithm's name, so it draws the same random streams: a variant that changes nothing gives
+    the algorithm's numbers exactly (docs/concepts.md, "Variants").
+    """
+
+    algorithm: str
+    compression: Optional[dict] = None
+    round_mode: Optional[str] = None
+
+
+def build_variants(values, algorithm_tables, where: str) -> tuple[dict, dict]:
+    """``[variants.NAME]`` tables → ``({NAME: Variant}, {NAME: config})``; each refusal one line naming the table.
+
+    A variant's name must be new (not a registered algorithm's, which would make the two indistinguishable in
+    every table and figure) and usable as a folder name; ``algorithm`` names a registered algorithm (not another
+    variant); its other keys are that algorithm's options (over its ``[algorithms.ALGORITHM]`` table's).
+    """
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: [variants]: expected tables [variants.NAME] (such as [variants.fedavg_topk] "
+                          f"with algorithm = \"fedavg\"), got {values!r}")
+    tables = algorithm_tables if isinstance(algorithm_tables, dict) else {}
+    variants, configs = {}, {}
+    for name, table in values.items():
+        at = f"{where}: [variants.{name}]"
+        if name in ALGORITHMS:
+            raise ConfigError(f"{at}: the name {name!r} is a registered algorithm's; expected a name of its own "
+                              f"(such as \"{name}_v2\") with algorithm = \"{name}\"")
+        if not name or name.startswith(".") or not set(name) <= VARIANT_NAME_CHARS:
+            raise ConfigError(f"{at}: name {name!r}: expected letters, digits, '_', '-' or '.' (it names the "
+                              f"variant's rows, figures and folders), not starting with '.'")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{at}: expected a table with algorithm = NAME and its options, got {table!r}")
+        if "algorithm" not in table:
+            raise ConfigError(f"{at}: algorithm: missing; expected the registered algorithm it is a variant of, "
+                              f"such as algorithm = \"fedavg\"")
+        base = table["algorithm"]
+        if not isinstance(base, str) or base not in ALGORITHMS:
+            raise ConfigError(f"{at}: algorithm = {base!r}: unknown algorithm; expected one of: "
+                              f"{', '.join(sorted(ALGORITHMS))}")
+        own = {k: v for k, v in table.items() if k not in VARIANT_KEYS}
+        inherited = tables.get(base) if isinstance(tables.get(base), dict) else {}
+        options = {**{k: v for k, v in inherited.items() if k != "compression"}, **own}
+        configs[name] = build_config(ALGORITHMS[base].config_cls, options, at)
+        mode = table.get("round_mode")
+        if mode is not None and not isinstance(mode, str):
+            raise ConfigError(f"{at}: round_mode = {mode!r}: expected a round mode such as \"deadline\"")
+        compression = table.get("compression")
+        if compression is not None and not isinstance(compression, dict):
+            raise ConfigError(f"{at}: compression = {compression!r}: expected a table with keys uplink and/or "
+                              f"downlink")
+        variants[name] = Variant(base, compression, mode)
+    return variants, configs
+
+
+def algorithm_of(learning, name: str) -> str:
+    """The registered algorithm behind ``name``: a variant's ``algorithm``, else ``name`` itself."""
+    variant = learning.get("variants", {}).get(name)
+    return variant.algorithm if variant is not None else name
+
+
 SECTIONS = {
     "data": partial(build_config, DataConfig),
     "train": partial(build_config, TrainConfig),

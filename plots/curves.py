@@ -181,6 +181,12 @@ def plot_accuracy(
     series = collect(run_dirs, x, metric)
     names = display_names(run_dirs)
     diverged = sorted({a for d in run_dirs for a in read_divergence(d)})  # drawn up to it, marked in the legend
+    return _accuracy_figure(series, names, diverged, out_png, x, metric, title, formats)
+
+
+def _accuracy_figure(series: dict, names: Mapping[str, str], diverged: list[str], out_png: Path, x: str, metric: str,
+                     title: Optional[str], formats: Iterable[str]) -> Path:
+    """:func:`plot_accuracy`'s figure of ``series`` ({key: runs}), named by ``names``; ``diverged`` marked."""
     names = {**names, **{a: display_name(a, names) + " (diverged)" for a in diverged}}
     colors = algorithm_colors(series)
     many = len(series) > 6  # the legend goes beside the axes, which keep the column's width
@@ -230,6 +236,53 @@ def plot_runs(run_dirs: Iterable[Path], out_dir: Path, title: Optional[str] = No
         first = plot_accuracy(run_dirs, out_dir / f"{name}.{formats[0]}", x=x, title=title, formats=formats)
         written += [first.with_suffix("." + f) for f in formats]
     return written
+
+
+def plot_overlay(groups: Iterable[tuple[str, list[Path]]], out_dir: Path, formats: Iterable[str] = ("png",)
+                 ) -> list[Path]:
+    """The three accuracy figures of runs of *different* scenarios, overlaid: ``groups`` are ``(label, run folders
+    of one scenario)`` (its seeds: mean and band, as :func:`plot_runs`); each algorithm of each group is a series of
+    its own, named ``"<algorithm> (<label>)"``. Nothing is averaged across groups."""
+    groups, formats = [(label, list(dirs)) for label, dirs in groups], tuple(formats)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, x in RUN_FIGURES.items():
+        series, names, diverged = {}, {}, []
+        for label, dirs in groups:
+            own = display_names(dirs)
+            for alg, runs in collect(dirs, x).items():
+                series[f"{alg} ({label})"] = runs
+                names[f"{alg} ({label})"] = f"{display_name(alg, own)} ({label})"
+            diverged += sorted({f"{a} ({label})" for d in dirs for a in read_divergence(d)})
+        first = _accuracy_figure(series, names, diverged, out_dir / f"{name}.{formats[0]}", x, "accuracy", None,
+                                 formats)
+        written += [first.with_suffix("." + f) for f in formats]
+    return written
+
+
+def overlay_labels(groups, keys: Iterable[str] = ()) -> list[str]:
+    """Each scenario group's legend label for :func:`plot_overlay`: ``key=value`` of ``keys`` (dotted scenario keys;
+    none given: every key on which the groups differ, :func:`edgesim.results.stats.group_runs`' ``point``), or the
+    scenario's name when nothing differs. A key no run has, or keys that leave two groups one label, are a
+    :class:`ConfigError` line naming the keys that do differ."""
+    from edgesim.results.fingerprint import scenario_keys
+
+    keys = list(keys)
+    flat = [scenario_keys(g.config) for g in groups]
+    differ = ", ".join(groups[0].point) if groups and groups[0].point else "none (one scenario)"
+    for key in keys:
+        if not any(key in f for f in flat):
+            raise ConfigError(f"⟨label=⟩{key!r}: not a scenario key of these runs; expected a dotted key of their "
+                              f"config.toml, such as one that differs here: {differ}")
+    if not keys:
+        return [g.label for g in groups]
+    labels = [", ".join(f"{k}={f.get(k)}" for k in keys) for f in flat]
+    if len(set(labels)) < len(labels):
+        raise ConfigError(f"⟨label=⟩{', '.join(keys)}: runs of different scenarios would share the label "
+                          f"{next(lb for lb in labels if labels.count(lb) > 1)!r}; expected keys that tell them "
+                          f"apart: {differ}")
+    return labels
 
 
 def plot_run(run_dir: Path, title: Optional[str] = None, formats: Iterable[str] = ("png",)) -> list[Path]:

@@ -54,12 +54,17 @@ def resolved_config(sc: Scenario) -> dict:
 
         for name in ("data", "train", "run"):
             out[name] = dataclasses.asdict(sc.learning[name])
-        algs = sc.learning["algorithms"]
+        algs, variants = sc.learning["algorithms"], sc.learning.get("variants", {})
         out["algorithms"] = {
             a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
+            if a not in variants
         }
+        if variants:  # each variant's algorithm, every option and its round mode: a scenario that runs it again
+            out["variants"] = {n: {"algorithm": v.algorithm, **dataclasses.asdict(algs[n]),
+                                   **({"round_mode": v.round_mode} if v.round_mode is not None else {})}
+                               for n, v in variants.items()}
         for a, table in resolved_compression(sc).items():  # "" is [compression]; a name its own table
-            (out["algorithms"][a] if a else out)["compression"] = table
+            (out["variants"][a] if a in variants else out["algorithms"][a] if a else out)["compression"] = table
     return _drop_none(out)
 
 
@@ -73,8 +78,13 @@ def resolved_compression(sc: Scenario) -> dict:
     if all(compression_for(settings, a).is_none for a in names):
         return {}
     default = compression_for(settings, "")
-    return {"": default.to_dict(), **{a: compression_for(settings, a).to_dict() for a in names
-                                       if compression_for(settings, a) != default}}
+    variants = sc.learning.get("variants", {})
+
+    def own(a: str) -> bool:  # a variant's table is also kept where its algorithm's differs (it would inherit it)
+        return compression_for(settings, a) != default or (
+            a in variants and compression_for(settings, variants[a].algorithm) != default)
+
+    return {"": default.to_dict(), **{a: compression_for(settings, a).to_dict() for a in names if own(a)}}
 
 
 def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
@@ -126,6 +136,7 @@ def run_algorithm(
         if on_round is not None:
             for rec in out.records:
                 on_round(name, rec)
+    sc = scenario_for(sc, name)
     backend = build_backend(name) if warm is None else build_backend(name, warm.model)
     sim = make_simulation(sc, backend, name, device_losses=getattr(build_backend, "device_losses", None))
     backend = sim.backend
@@ -172,6 +183,15 @@ def run_algorithm(
         out.events = [e for e in out.events if last is not None and e.round_index <= last.round_index]
         out.now_s = last.end_time_s if last is not None else 0.0
     return out
+
+
+def scenario_for(sc: Scenario, name: str) -> Scenario:
+    """The scenario as algorithm ``name`` runs it: the run's, with a variant's own ``round_mode``
+    (:func:`edgesim.scenarios.schema.variant_budget`)."""
+    from edgesim.scenarios.schema import variant_budget
+
+    budget = variant_budget(sc.budget, sc.learning, name)
+    return sc if budget is sc.budget else dataclasses.replace(sc, budget=budget)
 
 
 def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Callable] = None):
@@ -233,15 +253,17 @@ def check_budgets(sc: Scenario, build_backend: Callable) -> None:
     ``edgesim plan`` reports it. An infeasible budget is one line naming the scenario, and nothing is written."""
     if sc.physics_only:
         return
+    from edgesim.learning.config import algorithm_of
+
     for name in sc.learning["run"].algorithms:
-        if not _decides_budget(name):  # no backend is built only to be asked
+        if not _decides_budget(algorithm_of(sc.learning, name)):  # no backend is built only to be asked
             continue
         backend = build_backend(name)
         check = getattr(backend, "check_budget", None)
         if check is None:
             continue
         try:
-            check(Simulation(sc.system, sc.budget, backend, seed=sc.seed).system_view())
+            check(Simulation(sc.system, scenario_for(sc, name).budget, backend, seed=sc.seed).system_view())
         except InfeasibleBudgetError as e:
             raise ConfigError(f"{sc.path}: {e}") from None
 
@@ -265,12 +287,13 @@ def divergence_message(sc: Scenario, name: str, error: str) -> str:
         from edgesim.learning.algorithms import ALGORITHMS
 
         cfg = ALGORITHMS[name].config_cls()
+    table = f"[variants.{name}]" if name in sc.learning.get("variants", {}) else f"[algorithms.{name}]"
     own = getattr(cfg, "lr", None)
-    hint = (f"lower [algorithms.{name}] lr (= {own:g})" if own is not None
+    hint = (f"lower {table} lr (= {own:g})" if own is not None
             else f"lower train.lr (= {sc.learning['train'].lr:g})")
     other = getattr(cfg, "divergence_hint", None)  # another step size of its own (pFedMe's inner one)
     if callable(other):
-        hint = f"{hint} or [algorithms.{name}] {other()}"
+        hint = f"{hint} or {table} {other()}"
     return f"{error.split('; lower ')[0]}; {hint} or check the data"
 
 
@@ -288,6 +311,7 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         return build, float(sc.workload.model_bits), {}
     from edgesim.compression import compression_for
     from edgesim.learning.algorithms import REGISTRY
+    from edgesim.learning.config import algorithm_of
     from edgesim.learning.context import build_context
     from edgesim.learning.data.datasets import DatasetError
 
@@ -304,15 +328,17 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         raise ConfigError(f"{sc.path}: [data] partition {data_cfg.partition!r}: {e}") from None
 
     def build(name: str, start: Optional[dict] = None):
-        """``name``'s backend on the run's context; ``start``: the model it starts from (a warm start's)."""
-        cfg = sc.learning["algorithms"].get(name) or REGISTRY[name].config_cls()
+        """``name``'s backend on the run's context; ``start``: the model it starts from (a warm start's). A
+        variant is built by its algorithm's builder, under the algorithm's name: the same random streams."""
+        spec = REGISTRY[algorithm_of(sc.learning, name)]
+        cfg = sc.learning["algorithms"].get(name) or spec.config_cls()
         own = ctx if sc.learning.get("compression") is None else dataclasses.replace(
             ctx, compression=compression_for(sc.learning["compression"], name))
         if start is None:
-            return REGISTRY[name].build(own, cfg)
+            return spec.build(own, cfg)
         from edgesim.learning.algorithms.common import to_device
 
-        return REGISTRY[name].build(dataclasses.replace(own, start_state=to_device(ctx, start)), cfg)
+        return spec.build(dataclasses.replace(own, start_state=to_device(ctx, start)), cfg)
 
     check_data(sc, ctx)
     if sc.resources.scheduling != "random":  # a scheduling policy may rank by the devices' losses (Oort)
@@ -336,11 +362,13 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
 def check_data(sc: Scenario, ctx) -> None:
     """Each algorithm's ``check_data(ctx, cfg)`` on the loaded data, before any algorithm runs (one line)."""
     from edgesim.learning.algorithms import REGISTRY
+    from edgesim.learning.config import algorithm_of
 
     for name in sc.learning["run"].algorithms:
-        spec = REGISTRY[name]
+        spec = REGISTRY[algorithm_of(sc.learning, name)]
         if spec.check_data is not None:
             try:
                 spec.check_data(ctx, sc.learning["algorithms"].get(name) or spec.config_cls())
             except ValueError as e:
-                raise ConfigError(f"{sc.path}: [algorithms.{name}] {e}") from None
+                table = "variants" if name in sc.learning.get("variants", {}) else "algorithms"
+                raise ConfigError(f"{sc.path}: [{table}.{name}] {e}") from None

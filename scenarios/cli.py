@@ -527,6 +527,11 @@ def plot(
                                             f"figure (e.g. 0.8): any accuracy, computed from {ROUNDS} if the runs did not."),
     separate: bool = typer.Option(False, "--separate", help="Run folders of different scenarios: draw each scenario's "
                                   "runs (its seeds) into its own sub-folder of --out instead of refusing."),
+    overlay: bool = typer.Option(False, "--overlay", help="Run folders of different scenarios: draw them on one "
+                                 "figure, each scenario's algorithms as their own curves (its seeds averaged), "
+                                 "labelled by the scenario keys that differ (or by --label)."),
+    label: Optional[List[str]] = typer.Option(None, "--label", help="With --overlay: the scenario key(s) that label "
+                                              "each scenario's curves, e.g. system.bandwidth_hz (repeatable)."),
     formats: str = FORMAT_OPT,
     style: str = STYLE_OPT,
     width: Optional[float] = WIDTH_OPT,
@@ -534,12 +539,17 @@ def plot(
     """Draw the figures of run folders or sweep folders (PNG, PDF or SVG, sized for a paper column).
 
     Several run folders are drawn together only when they are seeds of one scenario (their config.toml equal but
-    for the seed); otherwise plot refuses, naming the keys that differ (or, with --separate, draws each apart)."""
+    for the seed); otherwise plot refuses, naming the keys that differ (or, with --separate, draws each apart; with
+    --overlay, draws them on one figure labelled by the keys that differ, never averaged together)."""
     _style(style, width)
-    from edgesim.plots.curves import RUN_FIGURES, plot_runs
+    from edgesim.plots.curves import RUN_FIGURES, overlay_labels, plot_overlay, plot_runs
     from edgesim.plots.sweep import SWEEP_FIGURES, plot_sweep
     from edgesim.results.reading import RunFolderError
 
+    if label and not overlay:
+        _fail(f"--label {label[0]!r}: labels the curves of --overlay; expected --overlay with it")
+    if overlay and separate:
+        _fail("--overlay and --separate: give one of them (one figure for every scenario, or one folder each)")
     figure_formats = _formats(formats)
     if threshold is not None:
         _accuracy_threshold(threshold)
@@ -564,6 +574,8 @@ def plot(
             _fail(f"{f}: no such folder; expected a run folder ({ROUNDS}) or a sweep folder ({SWEEP_SPEC}, "
                   f"{SWEEP_TABLE})" if not f.exists() else
                   f"{f}: neither a run folder ({ROUNDS}) nor a sweep folder ({SWEEP_SPEC}, {SWEEP_TABLE})")
+        if overlay and kind == "sweep":
+            _fail(f"--overlay {f}: a sweep folder; expected run folders (a sweep's figures already compare its points)")
         (sweeps if kind == "sweep" else runs).append(f)
     try:
         for f in sweeps:
@@ -583,7 +595,13 @@ def plot(
             from edgesim.results.stats import check_one_scenario, group_runs
 
             loaded = [load_run(r) for r in runs] if len(runs) > 1 else []
-            if separate and loaded:
+            if overlay:
+                groups = group_runs(loaded or [load_run(runs[0])])
+                labels = overlay_labels(groups, label or ())
+                _claim_figures(out or runs[0], RUN_FIGURES, figure_formats)
+                written += plot_overlay([(lb, [r.path for r in g.runs]) for lb, g in zip(labels, groups)],
+                                        out or runs[0], formats=figure_formats)
+            elif separate and loaded:
                 for g in group_runs(loaded):
                     where = out / f"scenario_{g.fingerprint[:12]}"
                     _claim_figures(where, RUN_FIGURES, figure_formats)

@@ -246,9 +246,10 @@ def _check_algorithms(sc: Scenario) -> None:
     if sc.physics_only:
         return
     from edgesim.learning.algorithms import REGISTRY
+    from edgesim.learning.config import algorithm_of
 
     for name in sc.learning["run"].algorithms:
-        if name not in REGISTRY:
+        if algorithm_of(sc.learning, name) not in REGISTRY:
             raise ConfigError(f"{sc.path}: [run] algorithms: unknown algorithm {name!r}; expected one of: "
                               f"{', '.join(sorted(REGISTRY))}")
 

@@ -43,7 +43,7 @@ ScenarioError = ConfigError
 
 SIM_SECTIONS: dict[str, type] = {"system": SystemConfig, "budget": BudgetConfig, "workload": WorkloadConfig}
 # Tables a physics-only run ([run] backend = "parametric") does not use, and so refuses.
-TORCH_ONLY_SECTIONS = ("data", "train", "algorithms", "compression")
+TORCH_ONLY_SECTIONS = ("data", "train", "algorithms", "compression", "variants")
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def read_toml(path: Path) -> dict:
 def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Scenario:
     """Validate a parsed scenario mapping (``where`` names the file in messages)."""
     known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric", "compression", "async",
-                                                                                "availability", "resources"}
+                                                                                "availability", "resources", "variants"}
     for key, value in raw.items():
         if key not in known:
             raise ScenarioError(
@@ -189,7 +189,10 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     if learning:
         run = build_config(RunConfig, raw.get("run", {}), f"{where}: [run]")
         tables = raw.get("algorithms", {})
-        load_plugins(run.plugins, where, [*run.algorithms, *(tables if isinstance(tables, dict) else ())])
+        variant_tables = raw.get("variants", {}) if isinstance(raw.get("variants", {}), dict) else {}
+        named = [a for a in run.algorithms if a not in variant_tables]  # a variant's own algorithm is named in it
+        bases = [t.get("algorithm") for t in variant_tables.values() if isinstance(t, dict)]
+        load_plugins(run.plugins, where, [*named, *bases, *(tables if isinstance(tables, dict) else ())])
         physics_only = run.backend == PARAMETRIC
         if physics_only:
             w = built["workload"]
@@ -212,6 +215,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         learned.setdefault("algorithms", {})
         if not physics_only:  # {"": [compression], NAME: [algorithms.NAME.compression], ...}
             learned["compression"] = build_compression(raw.get("compression", {}), raw.get("algorithms", {}), where)
+            add_variants(learned, built["budget"], raw.get("variants", {}), raw.get("algorithms", {}), where)
         check_cross_section(built["system"], learned["run"], where)
         asynchrony = asynchrony.resolved(learned["run"].clients_per_round)
         check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
@@ -235,6 +239,54 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     )
 
 
+def add_variants(learned: dict, budget: BudgetConfig, values, algorithm_tables, where: str) -> None:
+    """``[variants.NAME]`` into the learning sections: each variant's config beside the algorithms' (under its
+    name), its compression (its own table over its algorithm's), and its name appended to ``[run] algorithms``
+    when not listed there (so every variant runs; listing it sets its place). A variant's ``round_mode`` stays
+    within the run's kind of clock: rounds (``sync``, ``deadline``) or asynchronous (``fedasync``, ``fedbuff``),
+    whose ``devices.csv`` columns and ``[async]`` table are the run's."""
+    from edgesim.compression import parse_compression
+    from edgesim.learning.config import build_variants
+
+    variants, configs = build_variants(values, algorithm_tables, where)
+    learned["variants"] = variants
+    learned["algorithms"].update(configs)
+    for name, v in variants.items():
+        at = f"{where}: [variants.{name}]"
+        if v.compression is not None:
+            try:
+                learned["compression"][name] = parse_compression(v.compression,
+                                                                 compression_for(learned["compression"], v.algorithm))
+            except ValueError as e:
+                raise ScenarioError(f"{where}: [variants.{name}.compression] {e}") from None
+        elif v.algorithm in learned["compression"]:
+            learned["compression"][name] = learned["compression"][v.algorithm]
+        if v.round_mode is not None:
+            family = ASYNC_MODES if budget.round_mode in ASYNC_MODES else ("sync", "deadline")
+            if v.round_mode not in family:
+                raise ScenarioError(f"{at}: round_mode = {v.round_mode!r}: expected one of "
+                                    f"{', '.join(map(repr, family))} (the run's [budget] round_mode is "
+                                    f"{budget.round_mode!r}: a run's algorithms share one kind of clock, round by "
+                                    f"round or asynchronous; compare the two kinds with two runs and "
+                                    f"edgesim plot --overlay)")
+            try:
+                dataclasses.replace(budget, round_mode=v.round_mode)
+            except ConfigError as e:
+                raise e.at(at) from None
+    run = learned["run"]
+    extra = [n for n in variants if n not in run.algorithms]
+    if extra:
+        learned["run"] = dataclasses.replace(run, algorithms=[*run.algorithms, *extra])
+
+
+def variant_budget(budget: BudgetConfig, learned: Mapping[str, Any], name: str) -> BudgetConfig:
+    """The ``[budget]`` algorithm ``name`` runs under: the run's, with a variant's own ``round_mode``."""
+    variant = learned.get("variants", {}).get(name)
+    if variant is None or variant.round_mode is None or variant.round_mode == budget.round_mode:
+        return budget
+    return dataclasses.replace(budget, round_mode=variant.round_mode)
+
+
 def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: AsyncConfig,
                      availability: AvailabilityConfig, where: str) -> None:
     """``[async]`` fits the cell (concurrency <= N) and a trace file of ``[availability]`` reads cleanly (every row
@@ -251,6 +303,7 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
     if budget.round_mode not in ASYNC_MODES:
         return
     from edgesim.learning.algorithms import ALGORITHMS, asynchronous_algorithms
+    from edgesim.learning.config import algorithm_of
 
     if learned["run"].warm_start is not None:
         raise ScenarioError(f"{where}: [run] warm_start = {learned['run'].warm_start!r}: a warm start's rounds are "
@@ -262,7 +315,8 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
             raise ScenarioError(f"{where}: [compression] for {name!r}: compressed transfers are not simulated in "
                                 f"asynchronous runs yet ([budget] round_mode = {budget.round_mode!r}); expected no "
                                 f"compression, or round_mode 'sync' or 'deadline'")
-        if name not in ALGORITHMS or not ALGORITHMS[name].asynchronous:
+        base = algorithm_of(learned, name)
+        if base not in ALGORITHMS or not ALGORITHMS[base].asynchronous:
             raise ScenarioError(
                 f"{where}: [run] algorithms: {name!r} has no asynchronous mode ([budget] round_mode = "
                 f"{budget.round_mode!r}): FedAsync and FedBuff combine independent device updates of one shared "
@@ -346,18 +400,22 @@ def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: st
     and ``edgesim run`` refuse the same things, before any data is loaded.
     """
     from edgesim.learning.algorithms import ALGORITHMS, ScenarioFacts
+    from edgesim.learning.config import algorithm_of
     from edgesim.learning.model_specs import MODELS
 
     run, data, train = learned["run"], learned["data"], learned["train"]
     facts = ScenarioFacts(system.n_devices, run.clients_per_round, data, train,
                           getattr(MODELS.get(train.model), "weight_layers", None))
     for name in run.algorithms:
-        if name not in ALGORITHMS:
+        base = algorithm_of(learned, name)
+        if base not in ALGORITHMS:
             raise ScenarioError(f"{where}: [run] algorithms: unknown algorithm {name!r}; expected one of: "
                                 f"{', '.join(sorted(ALGORITHMS))}")
-        spec = ALGORITHMS[name]
+        spec = ALGORITHMS[base]
         cfg = learned["algorithms"].get(name) or spec.config_cls()
         table = f"[algorithms.{name}]" if name in learned["algorithms"] else f"{name} (defaults; [algorithms.{name}])"
+        if base != name:
+            table = f"[variants.{name}]"
         try:
             check_option_scales(cfg)
             if spec.check is not None:

@@ -86,7 +86,8 @@ def check_one_scenario(runs: Sequence[Run], what: str = "these runs") -> None:
     shown = "; ".join(f"{k} = {a!r} in {first.path}, {b!r} in {other.path}" for k, a, b in diffs[:3])
     more = f" (and {len(diffs) - 3} more keys)" if len(diffs) > 3 else ""
     raise RunFolderError(f"{what} are not seeds of one scenario: {shown}{more}; only runs that differ in their seed "
-                       f"are averaged (⟨+separate⟩ to draw each scenario on its own)")
+                       f"are averaged (⟨+separate⟩ to draw each scenario on its own, ⟨+overlay⟩ to draw them on one "
+                       f"figure)")
 
 
 # --------------------------------------------------------------------------- statistics over seeds
