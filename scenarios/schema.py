@@ -267,8 +267,8 @@ def add_variants(learned: dict, budget: BudgetConfig, values, algorithm_tables, 
                 raise ScenarioError(f"{at}: round_mode = {v.round_mode!r}: expected one of "
                                     f"{', '.join(map(repr, family))} (the run's [budget] round_mode is "
                                     f"{budget.round_mode!r}: a run's algorithms share one kind of clock, round by "
-                                    f"round or asynchronous; compare the two kinds with two runs and "
-                                    f"edgesim plot --overlay)")
+                                    f"round or asynchronous; compare the two kinds with two runs drawn on one "
+                                    f"figure, docs/concepts.md)")
             try:
                 dataclasses.replace(budget, round_mode=v.round_mode)
             except ConfigError as e:
