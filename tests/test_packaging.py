@@ -146,3 +146,21 @@ def test_the_installed_wheel_runs_a_scenario_beside_a_users_plots_learning_and_s
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "2"
     assert (user / "out" / "rounds.csv").is_file()
+
+
+def test_the_readmes_first_command_installs_the_main_job_alone_and_ci_runs_its_second():
+    """The README's first command installs edgesim without extras (no Ray, no test tools) and runs the main job;
+    its second adds the test extras and runs the tests, and .ci/run runs that same install and test command."""
+    import re
+
+    block = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S)[0]
+    first, second = [line for line in block.splitlines() if line.startswith("python3 -m venv")][:2]
+    assert first == "python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e . && .venv/bin/edgesim run"
+    install, _, test = second.rpartition(" && ")
+    assert test == ".venv/bin/python -m pytest -q" and '-e ".[test,ray,tensorboard]"' in install
+    ci = (REPO / ".ci" / "run").read_text().replace("\\\n", " ")
+    assert " ".join(install.split()) in " ".join(ci.split()) and test in ci
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = {Requirement(d).name for d in project["dependencies"]}
+    assert not core & {"ray", "pytest", "pytest-xdist", "hypothesis", "ruff", "tensorboard", "mlflow-skinny"}
+    assert {Requirement(d).name for d in project["optional-dependencies"]["test"]} >= {"pytest", "pytest-xdist"}
