@@ -110,12 +110,15 @@ def _fmt(x: float) -> str:
 
 
 def scenario_algorithms(scenario) -> list[str]:
-    """The scenario's ``[run] algorithms`` as written (``plan`` validates the simulator sections only)."""
+    """The scenario's ``[run] algorithms`` as written, then its ``[variants.NAME]`` not listed there (``plan``
+    validates the simulator sections only)."""
     from edgesim.learning.config import DEFAULT_ALGORITHMS
 
     run = scenario.raw.get("run", {})
     algorithms = run.get("algorithms", DEFAULT_ALGORITHMS) if isinstance(run, dict) else DEFAULT_ALGORITHMS
-    return list(algorithms) if isinstance(algorithms, list) else [str(algorithms)]
+    names = list(algorithms) if isinstance(algorithms, list) else [str(algorithms)]
+    variants = scenario.raw.get("variants", {})
+    return names + [v for v in (variants if isinstance(variants, dict) else ()) if v not in names]
 
 
 def _schedulers(scenario) -> dict:
