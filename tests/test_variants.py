@@ -166,3 +166,14 @@ def test_label_without_overlay_is_one_line(two_scenarios):
 
     bad = CliRunner().invoke(app, ["plot", str(two_scenarios / "bw1e+06"), "--label", "system.bandwidth_hz"])
     assert bad.exit_code == 2 and "--label 'system.bandwidth_hz': labels the curves of --overlay" in bad.stderr
+
+
+def test_the_report_ranks_each_variant_under_its_name(variant_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    done = CliRunner().invoke(app, ["report", str(variant_run), "--out", str(tmp_path / "report")])
+    assert done.exit_code == 0, done.output
+    ranked = {r["algorithm"] for r in csv.DictReader(open(tmp_path / "report" / "leaderboard.csv", newline=""))}
+    assert {"fedavg", "fedavg_same", "fedavg_topk"} <= ranked
