@@ -9,6 +9,7 @@ in one :class:`Totals`. The costs inside a row come from :func:`edgesim.device_j
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -84,39 +85,17 @@ class DeviceRound(NamedTuple):
     cpu_freq_hz: float = math.nan
 
 
-class UpdateRow(NamedTuple):
-    """One asynchronous update (seconds, bits, joules), recorded in the aggregation at or after its end.
-
-    The :class:`DeviceRound` columns (``round_index`` is the aggregation's index; ``idle_s`` the time queued for
-    the uplink), then ``update`` (its index in start order), ``version`` (the model it started from),
-    ``staleness`` (``t − version`` when applied; -1 if lost), ``start_time_s``/``end_time_s`` and
-    ``drop_reason`` (``""`` or ``"offline"``).
-    """
-
-    round_index: int
-    device: int
-    channel_gain: float
-    rate_bps: float
-    download_s: float
-    compute_s: float
-    upload_airtime_s: float
-    idle_s: float
-    bits_up: float
-    bits_down: float
-    wasted_bits: float
-    radio_energy_j: float
-    compute_energy_j: float
-    arrived: bool
-    dropped: bool
-    update: int
-    version: int
-    staleness: int
-    start_time_s: float
-    end_time_s: float
-    drop_reason: str
-
-
 UPDATE_FIELDS = ("update", "version", "staleness", "start_time_s", "end_time_s", "drop_reason")
+COST_FIELDS = DeviceRound._fields[:DeviceRound._fields.index("drop_reason")]  # round_index .. dropped
+
+UpdateRow = namedtuple("UpdateRow", (*COST_FIELDS, *UPDATE_FIELDS))
+UpdateRow.__doc__ = """One asynchronous update (seconds, bits, joules), recorded in the aggregation at or after its end.
+
+The :class:`DeviceRound` columns up to ``dropped`` (:data:`COST_FIELDS`; ``round_index`` is the aggregation's
+index, ``idle_s`` the time queued for the uplink), then :data:`UPDATE_FIELDS`: ``update`` (its index in start
+order), ``version`` (the model it started from), ``staleness`` (``t − version`` when applied; -1 if lost),
+``start_time_s``/``end_time_s`` (s) and ``drop_reason`` (``""`` or ``"offline"``).
+"""
 
 
 @dataclass(frozen=True, slots=True)
