@@ -70,11 +70,11 @@ from .channel import ChannelModel
 from .clock import Clock, cyclic_gc_paused
 from .config import BudgetConfig, SystemConfig, check_choice, check_int, check_number
 from .device_job import DeviceJob, job_costs, run_job
-from .links import Downlink, make_uplink
+from .links import BandedFdmaUplink, Downlink, make_uplink
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 from .records import UPDATE_FIELDS as UPDATE_FIELDS  # the records live in edgesim.records; named here for readers
 from .records import EventLog, RoundRecord, Totals, UpdateRow, totals_of
-from .resources import ResourcesConfig
+from .resources import Allocator, ResourcesConfig, check_round_mode, tdma_order
 from .resources.formulas import oort_statistical_utility
 from .resources.scheduling import Scheduler, ranked
 
@@ -82,20 +82,6 @@ ASYNC_MODES = ("fedasync", "fedbuff")
 STALENESS_FUNCTIONS = ("constant", "polynomial", "hinge")
 STREAM_ASYNC_DRAW = 0xA6
 DROP_REASONS = ("", "offline")
-
-# What of [resources] an asynchronous run applies (docs/asynchrony.md): every scheduling policy (plugins too) picks
-# a free slot's device; these bandwidth, power and CPU-frequency policies; the others plan a round, refused with why.
-ASYNC_RESOURCES = {"bandwidth": ("equal", "shortest_first"), "power": ("fixed",), "cpu_freq": ("max",)}
-_NOT_ASYNC = {
-    "bandwidth": "its bands are planned for one round's set of uploaders, and an asynchronous band's uploaders change "
-                 "with every start and arrival",
-    "power": "it plans each upload's power for a round's deadline on its round band, and an asynchronous upload has "
-             "neither (its FDMA share changes with every arrival)",
-    "cpu_freq": "it plans each device's frequency for a round's deadline and its uploads' schedule, and an "
-                "asynchronous update has neither",
-}
-# Scheduling policies that use the budget τ (a round's; in an asynchronous run [budget] deadline_s, an update's).
-SCHEDULING_WITH_DEADLINE = ("deadline_feasible", "oort")
 
 
 # --------------------------------------------------------------------------- formulas
@@ -135,16 +121,9 @@ def fedasync_mixing_weight(alpha: float, weight: float) -> float:
 
 def check_async_resources(resources: ResourcesConfig, budget: BudgetConfig) -> None:
     """The ``[resources]`` table for an asynchronous ``budget.round_mode``: a ``ValueError`` of one line naming the
-    key, its value and why when a policy does not apply (:data:`ASYNC_RESOURCES`, docs/asynchrony.md)."""
-    for kind, applied in ASYNC_RESOURCES.items():
-        value = getattr(resources, kind)
-        if value not in applied:
-            raise ValueError(f"{kind} = {value!r} does not apply to round_mode = {budget.round_mode!r}: "
-                             f"{_NOT_ASYNC[kind]}; expected {' or '.join(map(repr, applied))}")
-    if resources.scheduling in SCHEDULING_WITH_DEADLINE and budget.deadline_s is None:
-        raise ValueError(f"scheduling = {resources.scheduling!r} with round_mode = {budget.round_mode!r} needs "
-                         f"[budget] deadline_s (its τ: the longest an update should take, s; an asynchronous run "
-                         f"has no round budget T/G); expected deadline_s set")
+    key, its value and why when a policy has no meaning for a free slot, or needs ``[budget] deadline_s`` and it is
+    unset (what each policy declares, :func:`edgesim.resources.check_round_mode`; docs/asynchrony.md)."""
+    check_round_mode(resources, budget.round_mode, True, budget.deadline_s)
 
 
 # --------------------------------------------------------------------------- configuration
@@ -314,6 +293,13 @@ class AsyncSimulation(Clock):
         self._work_cache: dict[int, tuple[DeviceWork, float]] = {}
         self.resources = ResourcesConfig() if resources is None else resources
         check_async_resources(self.resources, budget)
+        # The bandwidth, power and CPU-frequency policies plan each update alone (none at their defaults: the
+        # links' sharing at full power and frequency, no plan to make): τ = [budget] deadline_s from its start.
+        planned = any(getattr(self.resources, k) != getattr(ResourcesConfig, k) for k in ("bandwidth", "power",
+                                                                                         "cpu_freq"))
+        self._allocator = Allocator(self.resources, system, budget,
+                                    deadline_s=math.inf if budget.deadline_s is None else budget.deadline_s,
+                                    uplink_sharers=self.cfg.concurrency) if planned else None
         self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)
         self._utility_log: list[tuple[int, int, float]] = []  # (aggregation, device, Oort's utility) as reported
         self._start(0.0)
@@ -324,7 +310,8 @@ class AsyncSimulation(Clock):
         self.channel = ChannelModel(self.system, self.seed)
         self._env = env = simpy.Environment(initial_time=now_s)
         self._uplink = make_uplink(env, self.system.access, self.system.bandwidth_hz, self.system.noise_psd_w_per_hz,
-                                   "shortest_first" if self.resources.bandwidth == "shortest_first" else "arrival")
+                                   tdma_order(self.resources))
+        self._banded = BandedFdmaUplink(self.system.noise_psd_w_per_hz)
         self._downlink = Downlink(self.system.downlink_rate_bps)
         self._rng = np.random.default_rng((self.seed, STREAM_ASYNC_DRAW))
         self._busy = np.zeros(n, dtype=bool)
@@ -471,8 +458,11 @@ class AsyncSimulation(Clock):
             work, cycles = self._work_of(d)
             version = self._version
             gain = self._gain(d, version)
-            u = _Update(work, gain, self._full_band_rate(d, gain), self._cpu_freqs_hz[d], self._tx_power_w[d], cycles)
+            u = _Update(work, gain, self._full_band_rate(gain, self._tx_power_w[d]), self._cpu_freqs_hz[d],
+                        self._tx_power_w[d], cycles)
             u.update, u.version, u.start_s = self._n_started, version, env.now
+            if self._allocator is not None:
+                self._allocate(u)
             self._n_started += 1
             self._busy[d] = True
             if self._scheduler is not None:
@@ -483,7 +473,7 @@ class AsyncSimulation(Clock):
             if off_s < math.inf:
                 timer = env.timeout(off_s - env.now)
                 timer.callbacks.append(lambda _e, u=u, proc=proc: self._go_offline(u, proc))
-            yield from run_job(env, u, version, self._log, self._downlink, self._uplink)
+            yield from run_job(env, u, version, self._log, self._downlink, self._uplink, self._banded)
             u.finished = True
             u.end_s = env.now
             self._release(d)
@@ -495,12 +485,25 @@ class AsyncSimulation(Clock):
                 self._arrive(env, u)
             yield env.timeout(0)  # same-instant arrivals are taken in before the next download
 
-    def _full_band_rate(self, d: int, gain: float) -> float:
+    def _full_band_rate(self, gain: float, tx_power_w: float) -> float:
         """Eq. (8) over the whole band (the row's ``rate_bps``); its inputs checked by the configs."""
         if not gain > 0:
             return 0.0
-        return unchecked_shannon_rate_bps(float(self.system.bandwidth_hz), gain, self._tx_power_w[d],
+        return unchecked_shannon_rate_bps(float(self.system.bandwidth_hz), gain, tx_power_w,
                                           self.system.noise_psd_w_per_hz)
+
+    def _allocate(self, u: _Update) -> None:
+        """The ``[resources]`` policies' plan for update ``u`` alone (:class:`~edgesim.resources.Allocator`): its
+        CPU frequency, power and band, so that it ends within ``[budget] deadline_s`` of its start where the
+        policies aim at that (``min_energy``: the least frequency and power that do)."""
+        work = u.work
+        plan = self._allocator.allocate(u.update, [u.device], [u.gain], [u.cycles], [float(work.upload_bits)],
+                                        [self._downlink.duration_s(float(work.download_bits))], 0.0)
+        u.set_cpu_freq(float(plan.cpu_freq_hz[0]))
+        u.tx_power_w = float(plan.tx_power_w[0])
+        u.rate_bps = self._full_band_rate(u.gain, u.tx_power_w)
+        if plan.bands_hz is not None and work.upload_bits > 0:
+            u.band_hz = float(plan.bands_hz[0])
 
     def _go_offline(self, u: _Update, proc: simpy.Process) -> None:
         if not u.finished and u.drop_reason == "":

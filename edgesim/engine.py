@@ -59,12 +59,12 @@ from .budget import REL_TOL
 from .channel import ChannelModel
 from .clock import Clock, cyclic_gc_paused
 from .compute import compute_time_s
-from .config import BudgetConfig, SystemConfig
+from .config import BudgetConfig, ConfigError, SystemConfig
 from .device_job import DeviceJob, job_costs, run_job
 from .links import BandedFdmaUplink, Downlink, make_uplink
 from .radio import shannon_rate_bps
 from .records import EVENT_KINDS, DeviceRound, Event, EventLog, RoundRecord, Totals, totals_of
-from .resources import Allocator, ResourcesConfig
+from .resources import Allocator, ResourcesConfig, tdma_order
 from .resources.scheduling import Scheduler
 
 __all__ = ["EVENT_KINDS", "DeviceRound", "Event", "RoundRecord", "Simulation", "cyclic_gc_paused",
@@ -161,9 +161,8 @@ class Simulation(Clock):
 
     def _reset_clock(self, now_s: float) -> None:
         self._env = simpy.Environment(initial_time=now_s)
-        order = "shortest_first" if self.resources.bandwidth == "shortest_first" else "arrival"
         self._uplink = make_uplink(self._env, self.system.access, self.system.bandwidth_hz, self._noise_psd_w_per_hz,
-                                   order)
+                                   tdma_order(self.resources))
         self._banded = BandedFdmaUplink(self._noise_psd_w_per_hz)
         self._downlink = Downlink(self.system.downlink_rate_bps)
 
@@ -200,6 +199,8 @@ class Simulation(Clock):
         env = self._env
         view = self.system_view()
         plan = self.backend.plan_round(view)
+        if view.schedule is not None and isinstance(plan, RoundPlan):
+            self._check_ranking(plan, view.schedule)
         if self.availability is not None:
             plan = self._online_only(plan, env.now)
         with cyclic_gc_paused():
@@ -220,6 +221,24 @@ class Simulation(Clock):
             self._scheduler.observe(record.round_index, record.devices, {w.device: w for w in plan.work}, losses)
         self.channel.advance(record.duration_s)
         return record
+
+    def _check_ranking(self, plan: RoundPlan, schedule: tuple[int, ...]) -> None:
+        """A scheduling policy's round: the plan's participants (devices that compute or upload; listeners that
+        only download are free) must be the first of its ranking, as many as there are of them; else one line
+        naming the policy, the round and the devices (an algorithm that ignores the ranking would silently run
+        without the policy)."""
+        taken = {w.device for w in plan.work
+                 if w.upload_bits > 0 or any(c > 0 for c in w.compute_cycles.values())}
+        first = set(schedule[:len(taken)])
+        if taken != first:
+            name = self.resources.scheduling
+            expected = ("an algorithm that takes its devices from SystemView.schedule (common.sample_clients with the "
+                        "view), or scheduling = 'random'")
+            raise ConfigError(
+                f"[resources] scheduling = {name!r}: round {self._round_index}: the plan takes devices "
+                f"{sorted(taken - first)[:5]} outside the first {len(taken)} of the policy's ranking "
+                f"{list(schedule[:len(taken)])[:10]}; expected {expected}",
+                where="[resources]", key="scheduling", value=name, expected=expected)
 
     def _online_only(self, plan: RoundPlan, now_s: float) -> RoundPlan:
         """The plan without the devices offline at the round's start: an offline device is never scheduled."""

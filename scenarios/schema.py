@@ -344,22 +344,16 @@ SELF_SCHEDULING = ("dofed_spp", "um_pfssl")
 
 def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, run, where: str) -> None:
     """``[resources]``: every policy known (installed policy plugins loaded first when one is not), fit for the
-    access scheme and the algorithms (:func:`edgesim.resources.check_config`); in an asynchronous run, the policies
-    that apply to one (:func:`edgesim.asynchrony.check_async_resources`)."""
-    if budget.round_mode in ASYNC_MODES:
-        from edgesim.asynchrony import check_async_resources
-
-        try:
-            check_async_resources(resources, budget)
-        except ValueError as e:
-            raise ScenarioError(f"{where}: [resources] {e}") from None
+    access scheme and the algorithms (:func:`edgesim.resources.check_config`) and for the round mode, from what
+    each policy declares (:func:`edgesim.resources.check_round_mode`)."""
     from edgesim.learning.plugins import load_entry_points
-    from edgesim.resources import KINDS, POLICIES, check_config
+    from edgesim.resources import KINDS, POLICIES, check_config, check_round_mode
 
     if any(getattr(resources, kind) not in POLICIES[kind] for kind in KINDS):
         load_entry_points("policies")
     try:
         check_config(resources, system, getattr(run, "algorithms", ()), SELF_SCHEDULING)
+        check_round_mode(resources, budget.round_mode, budget.round_mode in ASYNC_MODES, budget.deadline_s)
     except ValueError as e:
         raise ScenarioError(f"{where}: [resources] {e}") from None
 

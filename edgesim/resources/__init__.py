@@ -9,10 +9,10 @@ runs on the same clock (docs/resource_policies.md). The formulas are in
 """
 
 from .config import KINDS, ResourcesConfig
-from .policies import POLICIES, register_policy, summary
-from .round import Allocator, PolicyError, ResourcePlan, RoundResources, check_config
+from .policies import POLICIES, ROUND_MODES, Declared, declared, register_policy, summary
+from .round import Allocator, PolicyError, ResourcePlan, RoundResources, check_config, check_round_mode, tdma_order
 from .scheduling import Scheduler, ScheduleView  # registers the scheduling policies
 
-__all__ = ["KINDS", "POLICIES", "Allocator", "PolicyError", "ResourcePlan", "ResourcesConfig", "RoundResources",
-           "ScheduleView", "Scheduler",
-           "check_config", "register_policy", "summary"]
+__all__ = ["KINDS", "POLICIES", "ROUND_MODES", "Allocator", "Declared", "PolicyError", "ResourcePlan",
+           "ResourcesConfig", "RoundResources", "ScheduleView", "Scheduler",
+           "check_config", "check_round_mode", "declared", "register_policy", "summary", "tdma_order"]

@@ -14,14 +14,23 @@ one number per device of ``r`` (in ``r.devices`` order):
 - ``cpu_freq``: each device's CPU frequency in Hz (at most its configured one).
 
 The policies run in the order bandwidth → cpu_freq → power each round (the
-scheduling first, before the algorithm plans). A class may set ``access`` (the
-access schemes it applies to) and ``needs`` (the other keys' values it needs);
-a scenario that breaks them is refused in one line before anything runs.
+scheduling first, before the algorithm plans). A class declares what it applies to
+(:func:`declared`; a scenario that breaks it is refused in one line before anything runs):
+
+- ``access``: the access schemes (default: every one);
+- ``needs``: the other keys' values it needs;
+- ``round_modes``: ``"sync"``, ``"deadline"`` (rounds) and ``"async"`` (a free slot of any asynchronous rule,
+  one update at a time); default: every mode for a scheduling policy (it ranks the devices a slot takes the
+  first idle one of), the two round modes for the others; ``not_async``: why it has no meaning for a free slot;
+- ``needs_deadline``: it plans against a latency target τ (a round has T/G; an asynchronous run needs
+  ``[budget] deadline_s``, each update's);
+- ``tdma_order``: the TDMA uplink's waiting line (``"arrival"``, default, or ``"shortest_first"``).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 
@@ -30,6 +39,38 @@ from .config import KINDS
 
 # kind -> name -> policy class
 POLICIES: dict[str, dict[str, type]] = {kind: {} for kind in KINDS}
+
+ROUND_MODES = ("sync", "deadline", "async")  # "async": a free slot of any asynchronous rule
+_DEFAULT_ROUND_MODES = {"scheduling": ROUND_MODES}
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a policy class declares (module docstring), its defaults filled in."""
+
+    access: Optional[tuple[str, ...]]
+    needs: Mapping[str, str]
+    round_modes: tuple[str, ...]
+    not_async: str
+    needs_deadline: bool
+    tdma_order: str
+
+
+def declared(kind: str, name: str) -> Declared:
+    """The declarations of policy ``name`` of ``kind`` (a registered one)."""
+    cls = POLICIES[kind].get(name)
+    if cls is None:
+        raise ValueError(f"{kind} = {name!r}: expected one of {', '.join(repr(k) for k in POLICIES[kind])} "
+                         f"(`edgesim list policies`)")
+    access = getattr(cls, "access", None)
+    return Declared(
+        access=None if access is None else tuple(access),
+        needs=dict(getattr(cls, "needs", {})),
+        round_modes=tuple(getattr(cls, "round_modes", _DEFAULT_ROUND_MODES.get(kind, ("sync", "deadline")))),
+        not_async=getattr(cls, "not_async", "it does not declare 'async' among its round_modes"),
+        needs_deadline=bool(getattr(cls, "needs_deadline", False)),
+        tdma_order=getattr(cls, "tdma_order", "arrival"),
+    )
 
 
 def register_policy(kind: str, name: str) -> Callable[[type], type]:
@@ -63,6 +104,8 @@ def summary(cls: type) -> str:
 class EqualBandwidth:
     """Today's sharing: TDMA, the whole band in turn, first come first served; FDMA, processor sharing (b/n each)."""
 
+    round_modes = ROUND_MODES
+
     def allocate(self, r) -> Optional[np.ndarray]:
         return None
 
@@ -72,6 +115,8 @@ class ProportionalBandwidth:
     """FDMA: each uploader holds b_k = B s_k / Σ s_j for the round (in proportion to its upload bits)."""
 
     access = ("fdma",)
+    not_async = "its bands are planned for one round's set of uploaders, and an asynchronous band's uploaders change " \
+                "with every start and arrival"
 
     def allocate(self, r) -> np.ndarray:
         return formulas.proportional_bands_hz(r.bandwidth_hz, r.upload_bits)
@@ -82,6 +127,7 @@ class MinMaxTimeBandwidth:
     """FDMA: the bands that make every uploader finish at one time, min_b max_k (a_k + s_k / r_k(b_k)), Σ b = B."""
 
     access = ("fdma",)
+    not_async = ProportionalBandwidth.not_async
 
     def allocate(self, r) -> np.ndarray:
         return formulas.min_max_time_bands_hz(r.bandwidth_hz, r.ready_s(), r.upload_bits, r.channel_gain,
@@ -93,6 +139,8 @@ class ShortestFirstBandwidth:
     """TDMA: the waiting upload with the shortest airtime goes on air next (non-preemptive), whole band."""
 
     access = ("tdma",)
+    round_modes = ROUND_MODES
+    tdma_order = "shortest_first"
 
     def allocate(self, r) -> Optional[np.ndarray]:
         return None  # the order lives in the link (edgesim.links.TdmaUplink, order="shortest_first")
@@ -105,6 +153,8 @@ class ShortestFirstBandwidth:
 class MaxFrequency:
     """Each device computes at its configured CPU frequency (today's)."""
 
+    round_modes = ROUND_MODES
+
     def allocate(self, r) -> np.ndarray:
         return r.cpu_freq_max_hz
 
@@ -115,6 +165,8 @@ class MinEnergyFrequency:
     f = C / (τ − t_up) in [f_min, f_max]."""
 
     options = ("cpu_freq_min_hz",)
+    round_modes = ROUND_MODES
+    needs_deadline = True
 
     def allocate(self, r) -> np.ndarray:
         return formulas.min_energy_freq_hz(r.cycles, r.compute_window_s(), r.cpu_freq_min_hz, r.cpu_freq_max_hz)
@@ -127,6 +179,8 @@ class JointFrequency:
     access = ("fdma",)
     needs = {"power": "min_energy"}
     options = ("cpu_freq_min_hz",)
+    not_async = "it splits a round's time left between compute and an upload on the round's band, and an " \
+                "asynchronous upload's FDMA share changes with every arrival"
 
     def allocate(self, r) -> np.ndarray:
         f, _ = formulas.joint_split(r.cycles, r.upload_bits, r.upload_band_hz(), r.time_left_s(), r.channel_gain,
@@ -142,6 +196,8 @@ class JointFrequency:
 class FixedPower:
     """Each device transmits at its configured power (today's)."""
 
+    round_modes = ROUND_MODES
+
     def allocate(self, r) -> np.ndarray:
         return r.tx_power_max_w
 
@@ -151,6 +207,8 @@ class MinEnergyPower:
     """FDMA: the least power that ends the upload within the device's time left, p = (2^{s/(bτ)} − 1) N0 b / g."""
 
     access = ("fdma",)
+    round_modes = ROUND_MODES
+    needs_deadline = True
 
     def allocate(self, r) -> np.ndarray:
         return formulas.min_energy_power_w(r.upload_bits, r.upload_band_hz(), r.upload_window_s(), r.channel_gain,

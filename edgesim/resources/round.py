@@ -12,7 +12,7 @@ import numpy as np
 from ..config import BudgetConfig, ConfigError, SystemConfig
 from . import formulas
 from .config import KINDS, ResourcesConfig
-from .policies import POLICIES
+from .policies import POLICIES, declared
 
 # A plugin's bands may exceed the band by float rounding only.
 _BAND_REL_TOL = 1e-9
@@ -31,6 +31,8 @@ class RoundResources:
     configured ones) and the DVFS floor ``cpu_freq_min_hz``.
     Decided so far: ``bands_hz`` (``None``: the link's own sharing),
     ``cpu_freq_hz``, ``tx_power_w`` (the maxima until a policy decides).
+    ``uplink_sharers``: how many uploads may share the FDMA band at once (0: this round's uploaders; an
+    asynchronous update: the run's concurrency, its slots).
     """
 
     round_index: int
@@ -52,6 +54,7 @@ class RoundResources:
     bands_hz: Optional[np.ndarray]
     cpu_freq_hz: np.ndarray
     tx_power_w: np.ndarray
+    uplink_sharers: int = 0
 
     @property
     def uploads(self) -> np.ndarray:
@@ -63,7 +66,7 @@ class RoundResources:
         sharing ``B / K`` (the least it gets while the K uploads share the band; more once some are done)."""
         if self.bands_hz is not None:
             return self.bands_hz
-        k = max(int(self.uploads.sum()), 1)
+        k = self.uplink_sharers or max(int(self.uploads.sum()), 1)
         return np.where(self.uploads, self.bandwidth_hz if self.access == "tdma" else self.bandwidth_hz / k, 0.0)
 
     def ready_s(self) -> np.ndarray:
@@ -116,14 +119,24 @@ class PolicyError(ConfigError):
 
 
 class Allocator:
-    """The ``[resources]`` table's bandwidth, CPU-frequency and power policies, run each round (in that order)."""
+    """The ``[resources]`` table's bandwidth, CPU-frequency and power policies, run each round (in that order).
 
-    def __init__(self, config: ResourcesConfig, system: SystemConfig, budget: BudgetConfig):
+    ``deadline_s``: the policies' τ (s; ``None``: the round's, ``[budget] deadline_s`` in ``"deadline"`` rounds,
+    else T/G); ``uplink_sharers``: :attr:`RoundResources.uplink_sharers`. An asynchronous run allocates each
+    update alone, with τ its ``[budget] deadline_s`` and its concurrency as the sharers.
+    """
+
+    def __init__(self, config: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, *,
+                 deadline_s: Optional[float] = None, uplink_sharers: int = 0):
         self.config = config
         self.system = system
         self.budget = budget
         self.policies = {kind: POLICIES[kind][getattr(config, kind)]() for kind in KINDS if kind != "scheduling"}
-        self.deadline_s = budget.round_deadline_s if budget.round_mode == "deadline" else budget.round_budget_s
+        if deadline_s is None:
+            deadline_s = budget.round_deadline_s if budget.round_mode == "deadline" else budget.round_budget_s
+        self.deadline_s = float(deadline_s)
+        self.uplink_sharers = int(uplink_sharers)
+        self._shortest_first = tdma_order(config) == "shortest_first"
         fmax = np.asarray(system.cpu_freqs_hz, dtype=float)
         self._fmin = (fmax / 10.0 if config.cpu_freq_min_hz is None
                       else np.full(fmax.shape, float(config.cpu_freq_min_hz)))
@@ -139,11 +152,11 @@ class Allocator:
             round_index=round_index, access=self.system.access, bandwidth_hz=float(self.system.bandwidth_hz),
             noise_psd_w_per_hz=float(self.system.noise_psd_w_per_hz), deadline_s=self.deadline_s,
             server_before_s=float(server_before_s), kappa=float(self.system.kappa),
-            tdma_shortest_first=self.config.bandwidth == "shortest_first", devices=ids,
+            tdma_shortest_first=self._shortest_first, devices=ids,
             channel_gain=np.asarray(gains, dtype=float), upload_bits=np.asarray(upload_bits, dtype=float),
             cycles=np.asarray(cycles, dtype=float), download_s=np.asarray(download_s, dtype=float),
             tx_power_max_w=self._pmax[ids], cpu_freq_max_hz=self._fmax[ids], cpu_freq_min_hz=self._fmin[ids],
-            bands_hz=None, cpu_freq_hz=self._fmax[ids], tx_power_w=self._pmax[ids],
+            bands_hz=None, cpu_freq_hz=self._fmax[ids], tx_power_w=self._pmax[ids], uplink_sharers=self.uplink_sharers,
         )
         bands = self._run("bandwidth", r)
         if bands is not None:
@@ -196,6 +209,34 @@ class Allocator:
                           f"expected {expected}")
 
 
+def tdma_order(config: ResourcesConfig) -> str:
+    """The TDMA uplink's waiting line under ``config``'s bandwidth policy (its declared ``tdma_order``)."""
+    return declared("bandwidth", config.bandwidth).tdma_order
+
+
+def check_round_mode(config: ResourcesConfig, round_mode: str, asynchronous: bool,
+                     deadline_s: Optional[float]) -> None:
+    """Every policy of ``config`` against the round mode, from what it declares (``round_modes``,
+    ``needs_deadline``): a ``ValueError`` of one line naming the key, its value and what was expected.
+    ``asynchronous``: ``round_mode`` is an asynchronous rule (its policies apply to one free slot, ``"async"``);
+    ``deadline_s``: ``[budget] deadline_s`` (an asynchronous run's latency target per update)."""
+    family = "async" if asynchronous else round_mode
+    for kind in KINDS:
+        name = getattr(config, kind)
+        d = declared(kind, name)
+        if family not in d.round_modes:
+            fits = [n for n in POLICIES[kind] if family in declared(kind, n).round_modes]
+            why = d.not_async if asynchronous else f"it declares round_modes {d.round_modes}"
+            raise ValueError(f"{kind} = {name!r} does not apply to round_mode = {round_mode!r}: {why}; expected "
+                             f"{' or '.join(map(repr, fits))}")
+        if asynchronous and d.needs_deadline and deadline_s is None:
+            default = ResourcesConfig.__dataclass_fields__[kind].default
+            raise ValueError(f"{kind} = {name!r} with round_mode = {round_mode!r} needs [budget] deadline_s, each "
+                             f"update's latency target τ (s; an asynchronous run has no round budget T/G): {kind} = "
+                             f"{name!r} does not apply to round_mode = {round_mode!r} without it; expected "
+                             f"{default!r} or deadline_s set")
+
+
 def check_config(config: ResourcesConfig, system: SystemConfig, algorithms=(), self_scheduling=()) -> None:
     """The ``[resources]`` table against the registry, the access scheme and the algorithms, one line each
     (``ValueError`` naming the key, the value and what was expected).
@@ -208,12 +249,12 @@ def check_config(config: ResourcesConfig, system: SystemConfig, algorithms=(), s
         if name not in known:
             raise ValueError(f"{kind} = {name!r}: expected one of {', '.join(repr(k) for k in known)} "
                              f"(`edgesim list policies`)")
-        cls = known[name]
-        access = getattr(cls, "access", None)
+        d = declared(kind, name)
+        access = d.access
         if access is not None and system.access not in access:
             raise ValueError(f"{kind} = {name!r} applies to [system] access = {' or '.join(map(repr, access))}; "
                              f"this cell has access = {system.access!r}: expected a {kind} policy for it")
-        for other, value in getattr(cls, "needs", {}).items():
+        for other, value in d.needs.items():
             if getattr(config, other) != value:
                 raise ValueError(f"{kind} = {name!r} needs {other} = {value!r} (it decides both); got {other} = "
                                  f"{getattr(config, other)!r}")

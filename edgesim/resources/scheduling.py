@@ -107,6 +107,8 @@ class DeadlineFeasibleScheduling:
     """Only devices that can finish within the round's budget (C / f + s / r ≤ τ alone on the band), random among
     them."""
 
+    needs_deadline = True
+
     def allocate(self, v: ScheduleView) -> np.ndarray:
         return np.where(v.predicted_s() <= v.deadline_s, v.uniform, -np.inf)
 
@@ -124,6 +126,7 @@ class OortScheduling:
     """Oort (Lai et al., OSDI 2021): statistical utility × (T / t_i)^α for stragglers, with ε exploration."""
 
     options = ("oort_exploration", "oort_alpha")
+    needs_deadline = True
 
     def allocate(self, v: ScheduleView) -> np.ndarray:
         return formulas.oort_scores(v.round_index, v.utility, v.duration_s, v.last_round, v.deadline_s,
