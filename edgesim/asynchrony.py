@@ -1,6 +1,7 @@
-"""Asynchronous aggregation on the event clock: FedAsync and FedBuff (docs/asynchrony.md).
+"""Asynchronous aggregation on the event clock: FedAsync, FedBuff and the other rules (docs/asynchrony.md).
 
-``budget.round_mode = "fedasync"`` or ``"fedbuff"`` replaces the round by
+A ``budget.round_mode`` that is an asynchronous rule (:mod:`edgesim.async_rules`: ``"fedasync"``,
+``"fedbuff"``, plugins) replaces the round by
 ``concurrency`` device *slots* ([async] table, :class:`AsyncConfig`), each a
 SimPy process that loops:
 
@@ -16,7 +17,8 @@ SimPy process that loops:
    with the channel gains of round ``τ`` (so a sync and an async run see the
    same channel draws);
 3. on arrival at server version ``t`` its staleness is ``t − τ`` and its
-   weight ``s(t − τ)`` (:func:`staleness_weight`):
+   weight the rule's ``s(t − τ)`` (by default :func:`staleness_weight`); the update joins the buffer, and
+   the rule's ``flush`` says whether the buffer is aggregated now. The two built-in rules:
 
    - **FedAsync** (Xie, Koyejo & Gupta 2019, Alg. 1 and Eq. (2)): the server
      mixes at once, ``x_t = (1 − α_t) x_{t−1} + α_t x_new`` with
@@ -64,6 +66,7 @@ import numpy as np
 import simpy
 
 from ._checks import count, non_negative, positive
+from .async_rules import AsyncRule, is_asynchronous, rule_of
 from .availability import Availability
 from .backend import DeviceWork
 from .channel import ChannelModel
@@ -74,11 +77,11 @@ from .links import BandedFdmaUplink, Downlink, make_uplink
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 from .records import UPDATE_FIELDS as UPDATE_FIELDS  # the records live in edgesim.records; named here for readers
 from .records import EventLog, RoundRecord, Totals, UpdateRow, totals_of
-from .resources import Allocator, ResourcesConfig, check_round_mode, tdma_order
+from .resources import Allocator, ResourcesConfig, check_round_mode, declared, tdma_order
 from .resources.formulas import oort_statistical_utility
 from .resources.scheduling import Scheduler, ranked
 
-ASYNC_MODES = ("fedasync", "fedbuff")
+DEFAULT_CONCURRENCY = 10  # [run] clients_per_round's default: the devices a synchronous round keeps busy
 STALENESS_FUNCTIONS = ("constant", "polynomial", "hinge")
 STREAM_ASYNC_DRAW = 0xA6
 DROP_REASONS = ("", "offline")
@@ -131,7 +134,7 @@ def check_async_resources(resources: ResourcesConfig, budget: BudgetConfig) -> N
 
 @dataclass(frozen=True)
 class AsyncConfig:
-    """The ``[async]`` table (used when ``budget.round_mode`` is ``"fedasync"`` or ``"fedbuff"``).
+    """The ``[async]`` table (used when ``budget.round_mode`` is an asynchronous rule, :mod:`edgesim.async_rules`).
 
     ``concurrency``: devices training at once (slots; at most ``system.n_devices``); unset, a scenario
     takes ``[run] clients_per_round`` (the devices a synchronous round keeps busy).
@@ -166,10 +169,16 @@ class AsyncConfig:
         check_number("server_lr", self.server_lr, minimum=0, strict=True)
         check_int("eval_every", self.eval_every, 1)
 
-    def resolved(self, clients_per_round: int) -> "AsyncConfig":
-        """This table with ``concurrency`` (unset: ``clients_per_round``) and ``buffer_size`` (unset: the
-        concurrency) filled in."""
-        concurrency = self.concurrency if self.concurrency is not None else int(clients_per_round)
+    def resolved(self, clients_per_round: Optional[int] = None, n_devices: Optional[int] = None) -> "AsyncConfig":
+        """This table with ``concurrency`` and ``buffer_size`` filled in — the one place their defaults are: unset
+        ``concurrency`` is ``clients_per_round`` (a scenario's ``[run]``), else :data:`DEFAULT_CONCURRENCY` capped
+        at ``n_devices`` (an engine built without a scenario); unset ``buffer_size`` is the concurrency."""
+        if self.concurrency is not None:
+            concurrency = self.concurrency
+        elif clients_per_round is not None:
+            concurrency = int(clients_per_round)
+        else:
+            concurrency = min(DEFAULT_CONCURRENCY, int(n_devices)) if n_devices is not None else DEFAULT_CONCURRENCY
         buffer_size = self.buffer_size if self.buffer_size is not None else concurrency
         return dataclasses.replace(self, concurrency=concurrency, buffer_size=buffer_size)
 
@@ -197,9 +206,10 @@ class Arrival:
 class Aggregation:
     """One server step: ``index`` (the new model is version ``index + 1``), at ``time_s``.
 
-    ``mode``: ``"fedasync"`` (one arrival; mix with ``alpha · weight``) or
-    ``"fedbuff"`` (``buffer_size`` arrivals; step ``server_lr`` times their
-    weighted mean delta). ``lost``: indices of updates lost since the last
+    ``mode``: the rule (:mod:`edgesim.async_rules`), ``"fedasync"`` (one arrival; mix with
+    ``alpha · weight``) or ``"fedbuff"`` (``buffer_size`` arrivals; step ``server_lr`` times their
+    weighted mean delta) or a plugin; ``combine``: the learning side's step it aggregates with (its
+    ``combine_name()``). ``lost``: indices of updates lost since the last
     aggregation (their snapshots may be freed). ``evaluate``: whether the
     backend should evaluate after the step.
     """
@@ -212,6 +222,7 @@ class Aggregation:
     alpha: float
     server_lr: float
     evaluate: bool
+    combine: str = ""
 
 
 @runtime_checkable
@@ -271,12 +282,12 @@ class AsyncSimulation(Clock):
         resources: Optional[ResourcesConfig] = None,
         device_losses: Optional[Callable[[], Mapping[int, Any]]] = None,
     ):
-        if budget.round_mode not in ASYNC_MODES:
-            raise ValueError(f"budget.round_mode(={budget.round_mode!r}) must be one of {ASYNC_MODES} for an "
-                             f"asynchronous run")
+        if not is_asynchronous(budget.round_mode):
+            rule_of(budget.round_mode)  # names the rules
         self.system, self.budget, self.backend = system, budget, backend
         self.mode = budget.round_mode
-        self.cfg = (AsyncConfig() if async_cfg is None else async_cfg).resolved(min(10, system.n_devices))
+        self.cfg = (AsyncConfig() if async_cfg is None else async_cfg).resolved(n_devices=system.n_devices)
+        self.rule: AsyncRule = rule_of(self.mode)(self.cfg)
         if self.cfg.concurrency > system.n_devices:
             raise ValueError(f"async.concurrency(={self.cfg.concurrency}) must be <= system.n_devices"
                              f"(={system.n_devices}): a device trains one update at a time")
@@ -326,8 +337,8 @@ class AsyncSimulation(Clock):
         self._last_advance_s = now_s
         self._gains_version, self._gains = -1, np.zeros(0)
         self._rates_version, self._rates = -1, np.zeros(0)
-        self._scheduler: Optional[Scheduler] = None  # "random": the uniform draw, no ranking asked
-        if self.resources.scheduling != "random":
+        self._scheduler: Optional[Scheduler] = None  # a policy that never ranks: the uniform draw
+        if declared("scheduling", self.resources.scheduling).ranks:
             work = [self._work_of(d) for d in range(n)]
             deadline = self.budget.deadline_s
             self._scheduler = Scheduler(self.resources, self.system, self.budget, self.seed,
@@ -512,18 +523,15 @@ class AsyncSimulation(Clock):
 
     # -- the server
     def _arrive(self, env: simpy.Environment, u: _Update) -> None:
-        if self.mode == "fedasync":
-            self._aggregate(env, [u])
-            return
         self._buffer.append(u)
-        if len(self._buffer) >= self.cfg.buffer_size:
+        if self.rule.flush(len(self._buffer)):  # the rule says when (FedAsync: always; FedBuff: at K)
             arrivals, self._buffer = self._buffer, []
             self._aggregate(env, arrivals)
 
     def _aggregate(self, env: simpy.Environment, updates: list[_Update]) -> None:
         t, now = self._version, env.now
-        arrivals = tuple(Arrival(u.update, u.device, u.version, t - u.version, self.cfg.weight(t - u.version), u.end_s)
-                         for u in updates)
+        arrivals = tuple(Arrival(u.update, u.device, u.version, t - u.version, self.rule.weight(t - u.version),
+                                 u.end_s) for u in updates)
         staleness = {u.update: a.staleness for u, a in zip(updates, arrivals)}
         finished, self._finished = self._finished, []
         lost = tuple(u.update for u in finished if u.dropped)
@@ -531,7 +539,8 @@ class AsyncSimulation(Clock):
         if not self._replay:
             metrics = self.backend.aggregate(Aggregation(
                 index=t, time_s=now, mode=self.mode, arrivals=arrivals, lost=lost, alpha=float(self.cfg.alpha),
-                server_lr=float(self.cfg.server_lr), evaluate=(t + 1) % self.cfg.eval_every == 0))
+                server_lr=float(self.cfg.server_lr), evaluate=(t + 1) % self.cfg.eval_every == 0,
+                combine=self.rule.combine_name()))
         self._log.emit(now, t, -1, "aggregate")
         if self._scheduler is not None:
             self._observe_utility(t)

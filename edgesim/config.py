@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Callable, Optional, Union
 
+from .async_rules import round_modes
 from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 
 ACCESS_SCHEMES = ("tdma", "fdma")
@@ -31,7 +32,6 @@ KAPPA_RANGE = (0.0, 1e-20)  # effective switched capacitance, Eq. (9); the paper
 PATH_LOSS_INTERCEPT_DB_RANGE = (0.0, 250.0)  # the loss at 1 km; 3GPP macro cell 128.1 dB
 PATH_LOSS_SLOPE_DB_RANGE = (0.0, 100.0)  # dB per decade of distance; free space 20, urban 30-60
 SHADOWING_STD_DB_RANGE = (0.0, 30.0)  # measured macro-cell shadowing is 4-12 dB
-ROUND_MODES = ("sync", "deadline", "fedasync", "fedbuff")
 MOBILITY_MODELS = ("static", "random_waypoint")
 
 
@@ -246,7 +246,8 @@ class BudgetConfig:
 
     ``round_mode`` ``"sync"`` ends a round when the last upload arrives (the
     paper's); ``"deadline"`` ends it at ``deadline_s`` (default T/G) and drops
-    uploads not finished by then.
+    uploads not finished by then; a registered asynchronous rule (``"fedasync"``,
+    ``"fedbuff"``, plugins: :mod:`edgesim.async_rules`) has slots instead of rounds.
     """
 
     total_time_s: Number = 250.0
@@ -257,7 +258,8 @@ class BudgetConfig:
     def __post_init__(self):
         check_number("total_time_s", self.total_time_s, minimum=0, strict=True)
         check_int("rounds", self.rounds, 1)
-        check_choice("round_mode", self.round_mode, ROUND_MODES)
+        mode = self.round_mode if isinstance(self.round_mode, str) else ""
+        check_choice("round_mode", self.round_mode, round_modes(mode))  # sync, deadline, the asynchronous rules
         check_number("deadline_s", self.deadline_s, minimum=0, strict=True, allow_none=True)
 
     @property

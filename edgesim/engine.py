@@ -64,7 +64,7 @@ from .device_job import DeviceJob, job_costs, run_job
 from .links import BandedFdmaUplink, Downlink, make_uplink
 from .radio import shannon_rate_bps
 from .records import EVENT_KINDS, DeviceRound, Event, EventLog, RoundRecord, Totals, totals_of
-from .resources import Allocator, ResourcesConfig, tdma_order
+from .resources import Allocator, ResourcesConfig, declared, tdma_order
 from .resources.scheduling import Scheduler
 
 __all__ = ["EVENT_KINDS", "DeviceRound", "Event", "RoundRecord", "Simulation", "cyclic_gc_paused",
@@ -147,7 +147,7 @@ class Simulation(Clock):
         # The defaults are the links' own behaviour: no allocation to run each round, no ranking.
         self._allocator = None if self.resources.is_default else Allocator(self.resources, system, budget)
         self._scheduler = None
-        if self.resources.scheduling != "random":
+        if declared("scheduling", self.resources.scheduling).ranks:
             expected = getattr(backend, "expected_work", None)
             self._scheduler = Scheduler(self.resources, system, budget, self.seed,
                                         expected() if callable(expected) else None)

@@ -13,6 +13,7 @@ import dataclasses
 import typing
 from typing import Any
 
+from edgesim.async_rules import round_modes
 from edgesim.config import field_meaning  # noqa: F401 - edgesim list's meanings (defined in the core: schema uses it)
 
 # key -> (meaning, unit, allowed values). "" unit: none (a count, a name, a flag).
@@ -50,10 +51,12 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "budget.total_time_s": ("training-service time budget T (Eq. 12)", "s", "> 0"),
     "budget.rounds": ("rounds G the budget is split over; the per-round budget is T/G (Eq. 13), and the run's "
                       "length unless run.rounds is set", "rounds", ">= 1"),
-    "budget.round_mode": ("when a round ends: at the last upload, at a deadline, or asynchronous aggregation", "",
-                          '"sync", "deadline", "fedasync" or "fedbuff"'),
-    "budget.deadline_s": ('a round\'s deadline under round_mode = "deadline"; unset: T/G (fedasync/fedbuff: the '
-                          'update time τ of the scheduling policies deadline_feasible and oort)', "s", "> 0, or unset"),
+    "budget.round_mode": ("when a round ends: at the last upload, at a deadline, or asynchronous aggregation "
+                          "(a registered rule)", "", ", ".join(f'"{m}"' for m in round_modes()[:-1])
+                          + f' or "{round_modes()[-1]}"'),
+    "budget.deadline_s": ('a round\'s deadline under round_mode = "deadline"; unset: T/G (fedasync/fedbuff: each '
+                          'update\'s latency target τ of the policies that need one: deadline_feasible, oort, '
+                          'min_energy)', "s", "> 0, or unset"),
     # [workload]
     "workload.local_iterations": ("local epochs I a device trains per round (Eq. 7)", "epochs", ">= 1"),
     "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample", "> 0"),

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from edgesim.asynchrony import ASYNC_MODES, AsyncConfig
+from edgesim.async_rules import is_asynchronous
+from edgesim.asynchrony import AsyncConfig
 from edgesim.availability import AvailabilityConfig, read_trace
 from edgesim.compression import build_compression, compression_for
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
@@ -72,7 +73,7 @@ class Scenario:
     @property
     def asynchronous(self) -> bool:
         """A ``round_mode = "fedasync"`` or ``"fedbuff"`` run (its ``[async]`` table in force)."""
-        return self.budget.round_mode in ASYNC_MODES
+        return is_asynchronous(self.budget.round_mode)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
     @property
@@ -291,7 +292,7 @@ def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: Asy
                      availability: AvailabilityConfig, where: str) -> None:
     """``[async]`` fits the cell (concurrency <= N) and a trace file of ``[availability]`` reads cleanly (every row
     checked now, before any work)."""
-    if budget.round_mode in ASYNC_MODES and (asynchrony.concurrency or 0) > system.n_devices:
+    if is_asynchronous(budget.round_mode) and (asynchrony.concurrency or 0) > system.n_devices:
         raise ScenarioError(f"{where}: [async] concurrency = {asynchrony.concurrency}: expected at most [system] "
                             f"n_devices (= {system.n_devices}); a device trains one update at a time")
     if availability.model == "trace":
@@ -300,7 +301,7 @@ def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: Asy
 
 def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], where: str) -> None:
     """An asynchronous run's algorithms are of the FedAvg family (the others are refused in one line)."""
-    if budget.round_mode not in ASYNC_MODES:
+    if not is_asynchronous(budget.round_mode):
         return
     from edgesim.learning.algorithms import ALGORITHMS, asynchronous_algorithms
     from edgesim.learning.config import algorithm_of
@@ -353,7 +354,7 @@ def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: Bu
         load_entry_points("policies")
     try:
         check_config(resources, system, getattr(run, "algorithms", ()), SELF_SCHEDULING)
-        check_round_mode(resources, budget.round_mode, budget.round_mode in ASYNC_MODES, budget.deadline_s)
+        check_round_mode(resources, budget.round_mode, is_asynchronous(budget.round_mode), budget.deadline_s)
     except ValueError as e:
         raise ScenarioError(f"{where}: [resources] {e}") from None
 

@@ -71,6 +71,7 @@ def test_every_registered_policy_declares_its_round_modes():
     assert ("cpu_freq", "max") not in deadline
     assert tdma_order(ResourcesConfig(bandwidth="shortest_first")) == "shortest_first"
     assert tdma_order(ResourcesConfig()) == "arrival"
+    assert [n for n in POLICIES["scheduling"] if not declared("scheduling", n).ranks] == ["random"]
 
 
 def test_a_plugin_declares_what_it_applies_to():

@@ -206,3 +206,26 @@ def test_the_two_engines_are_siblings():
 
 def test_the_sibling_check_can_fail():
     assert "edgesim.links" in _reaches("edgesim.device_job") and "edgesim.engine" in _reaches("edgesim.plan")
+
+
+def _string_constants(module: str) -> set[str]:
+    """The string literals of ``module``'s code (docstrings left out)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs}
+
+
+def test_the_engines_spell_no_rule_or_policy_name():
+    """The engines ask the registries (edgesim.async_rules, edgesim.resources) what a rule or a policy does; no
+    name of one is tested as a string in them."""
+    from edgesim.async_rules import ASYNC_RULES
+    from edgesim.resources import KINDS, POLICIES
+
+    names = set(ASYNC_RULES) | {name for kind in KINDS for name in POLICIES[kind]}
+    for engine in (*ENGINES, "edgesim.device_job", "edgesim.clock"):
+        spelled = _string_constants(engine) & names
+        assert not spelled, f"{engine} spells {sorted(spelled)}"
+    assert "fedbuff" in _string_constants("edgesim.async_rules")  # the check can fail: the registry spells it

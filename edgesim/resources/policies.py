@@ -24,7 +24,9 @@ scheduling first, before the algorithm plans). A class declares what it applies 
   first idle one of), the two round modes for the others; ``not_async``: why it has no meaning for a free slot;
 - ``needs_deadline``: it plans against a latency target τ (a round has T/G; an asynchronous run needs
   ``[budget] deadline_s``, each update's);
-- ``tdma_order``: the TDMA uplink's waiting line (``"arrival"``, default, or ``"shortest_first"``).
+- ``tdma_order``: the TDMA uplink's waiting line (``"arrival"``, default, or ``"shortest_first"``);
+- ``ranks`` (a scheduling policy): whether it hands over a ranking (default); ``False``: never, the
+  algorithm's own draw (the engines then keep no scheduler).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Declared:
     not_async: str
     needs_deadline: bool
     tdma_order: str
+    ranks: bool
 
 
 def declared(kind: str, name: str) -> Declared:
@@ -70,6 +73,7 @@ def declared(kind: str, name: str) -> Declared:
         not_async=getattr(cls, "not_async", "it does not declare 'async' among its round_modes"),
         needs_deadline=bool(getattr(cls, "needs_deadline", False)),
         tdma_order=getattr(cls, "tdma_order", "arrival"),
+        ranks=bool(getattr(cls, "ranks", True)),
     )
 
 

@@ -74,6 +74,8 @@ def ranked(scores: np.ndarray, uniform: np.ndarray) -> tuple[int, ...]:
 class RandomScheduling:
     """The algorithm's own uniform draw of K devices (today's; no ranking handed over)."""
 
+    ranks = False
+
     def allocate(self, v: ScheduleView) -> Optional[np.ndarray]:
         return None
 

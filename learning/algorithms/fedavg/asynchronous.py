@@ -11,7 +11,8 @@ server optimizers) as an :class:`edgesim.asynchrony.AsyncBackend`:
   (``merge(x_τ, personal_d)``, the family's local task, generators
   ``(seed, "train", τ, d)`` — a sync round ``τ`` draws the same; a device's
   k-th update from one version, k >= 1, draws ``("train#k", τ, d)``), keeps its
-  personal keys on the device, then steps the server:
+  personal keys on the device, then steps the server with the rule's combine step (registered by name,
+  :func:`register_async_combine`; the rule names it, :mod:`edgesim.async_rules`):
 
   - FedAsync (Xie et al. 2019, Alg. 1): the family's server step of
     ``[(x, 1 − α_t), (x_new, α_t)]``, i.e. ``x ← (1 − α_t) x + α_t x_new``
@@ -32,7 +33,7 @@ application refuses an algorithm without one in one line
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Mapping
+from typing import Callable, Mapping
 
 import torch
 
@@ -42,6 +43,53 @@ from edgesim.learning.aggregation import merge, split_keys
 from edgesim.learning.algorithms.common import to_cpu, to_device, train_devices
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.tasks import LocalTrainResult
+
+# name -> combine(inner, agg, current, shared): steps the family's server with the arrivals' trained shared keys
+COMBINES: dict[str, Callable] = {}
+
+
+def register_async_combine(name: str) -> Callable[[Callable], Callable]:
+    """Decorator: ``@register_async_combine("my_rule")`` registers how the FedAvg family's server combines an
+    aggregation of the asynchronous rule whose ``combine`` is ``name``: a function
+    ``combine(backend, agg, current, shared)`` that calls ``backend.inner.server_step(...)`` with the current global
+    state and each arrival's trained global keys (``shared``, in ``agg.arrivals`` order). A name already taken is
+    refused in one line naming both functions."""
+
+    def add(fn: Callable) -> Callable:
+        taken = COMBINES.get(name)
+        if taken is not None and taken is not fn:
+            raise ValueError(f"asynchronous combine step {name!r} is registered by {taken.__module__}."
+                             f"{taken.__qualname__} and again by {fn.__module__}.{fn.__qualname__}; expected one "
+                             f"step per name (rename one)")
+        COMBINES[name] = fn
+        return fn
+
+    return add
+
+
+@register_async_combine("fedasync")
+def fedasync_combine(backend: "AsyncFedAvg", agg: Aggregation, current: dict, shared: list) -> None:
+    """FedAsync: ``x ← (1 − α_t) x + α_t x_new`` through the family's server step, ``α_t = α · s``."""
+    (a,), (x_new,) = agg.arrivals, shared
+    alpha_t = agg.alpha * a.weight
+    backend.inner.server_step([(current, 1.0 - alpha_t), (x_new, alpha_t)])
+
+
+@register_async_combine("fedbuff")
+def fedbuff_combine(backend: "AsyncFedAvg", agg: Aggregation, current: dict, shared: list) -> None:
+    """FedBuff: the server step of ``(x + η_g s_i Δ_i, n_i)``, ``Δ_i = x_i − x_{τ_i}`` (module docstring)."""
+    inner = backend.inner
+    updates = []
+    # By device (then update), as a round sums its arrivals: the float sum does not depend on arrival order.
+    for a, x_new in sorted(zip(agg.arrivals, shared), key=lambda p: (p[0].device, p[0].update)):
+        n = 1.0 if inner.cfg.weighting == "uniform" else float(sum(inner.sizes[a.device].values()))
+        scale = agg.server_lr * a.weight
+        if a.staleness == 0 and scale == 1.0:
+            updates.append((x_new, n))
+            continue
+        start = backend.versions[a.version]
+        updates.append(({key: _moved(current[key], x_new[key], start[key], scale) for key in current}, n))
+    inner.server_step(updates)
 
 
 class AsyncFedAvg:
@@ -73,6 +121,12 @@ class AsyncFedAvg:
         inner, ctx = self.inner, self.inner.ctx
         if agg.index != self.version:
             raise ValueError(f"aggregation {agg.index} but the server is at version {self.version}")
+        name = agg.combine or agg.mode
+        combine = COMBINES.get(name)
+        if combine is None:
+            raise ValueError(f"round_mode = {agg.mode!r}: the FedAvg family has no combine step {name!r}; expected "
+                             f"one of {', '.join(map(repr, COMBINES))}, or a rule that registers its own "
+                             f"(register_async_combine, docs/writing_an_async_rule.md)")
         # Train every arrival from its own start, grouped by (version, k-th update of the device from it).
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         seen: dict[tuple[int, int], int] = defaultdict(int)
@@ -97,23 +151,7 @@ class AsyncFedAvg:
             g, personal = split_keys(state, inner.is_personal)
             inner.personal[a.device] = personal  # personal keys never leave the device
             shared.append(g)
-        current = inner.global_state
-        if agg.mode == "fedasync":
-            (a,), (x_new,) = agg.arrivals, shared
-            alpha_t = agg.alpha * a.weight
-            inner.server_step([(current, 1.0 - alpha_t), (x_new, alpha_t)])
-        else:
-            updates = []
-            # By device (then update), as a round sums its arrivals: the float sum does not depend on arrival order.
-            for a, x_new in sorted(zip(agg.arrivals, shared), key=lambda p: (p[0].device, p[0].update)):
-                n = 1.0 if inner.cfg.weighting == "uniform" else float(sum(inner.sizes[a.device].values()))
-                scale = agg.server_lr * a.weight
-                if a.staleness == 0 and scale == 1.0:
-                    updates.append((x_new, n))
-                    continue
-                start = self.versions[a.version]
-                updates.append(({key: _moved(current[key], x_new[key], start[key], scale) for key in current}, n))
-            inner.server_step(updates)
+        combine(self, agg, inner.global_state, shared)
         self.version += 1
         for a in agg.arrivals:
             self.in_flight.pop(a.update, None)
