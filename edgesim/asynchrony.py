@@ -585,14 +585,16 @@ class AsyncSimulation(Clock):
         rows = []
         kappa = self._kappa
         for u in finished:
-            download_s, compute_s, airtime_s, bits_up, bits_down, wasted, radio_j, compute_j, _ = job_costs(u, kappa)
+            download_s, compute_s, airtime_s, bits_up, bits_down, wasted, radio_j, compute_j, band_hz = \
+                job_costs(u, kappa)
             transfer = u.transfer
             queued_s = (transfer.start_s - transfer.queued_s) if transfer is not None and transfer.start_s is not None \
                 else 0.0
             rows.append(UpdateRow(
                 index, u.device, u.gain, u.rate_bps, download_s, compute_s, airtime_s, queued_s,
                 bits_up, bits_down, wasted, radio_j, compute_j, not u.dropped, u.dropped,
-                u.update, u.version, staleness.get(u.update, -1), u.start_s, u.end_s, u.drop_reason))
+                u.update, u.version, staleness.get(u.update, -1), u.start_s, u.end_s, u.drop_reason,
+                band_hz, u.tx_power_w, u.cpu_freq_hz))
         return rows
 
     # -- checkpoints

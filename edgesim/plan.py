@@ -172,16 +172,26 @@ def first_round_allocation(system: SystemConfig, budget: BudgetConfig, workload:
     (Hz), compute and upload times (s) and energy (J), as the engine ran them (one dict per device, by id).
 
     Which devices take part follows the scheduling policy; under ``"random"`` they are the physics-only backend's
-    draw, not a learning algorithm's (each draws from its own stream).
+    draw, not a learning algorithm's (each draws from its own stream). Under an asynchronous rule, the updates
+    of the first aggregation (``concurrency``: ``clients_per_round``; a device may appear twice, by update).
     """
 
+    from .async_rules import is_asynchronous
     from .curve import ParametricBackend
-    from .engine import Simulation
 
     backend = ParametricBackend(system.n_devices, clients_per_round, workload, seed)
     if cycles is not None:
         backend.cycles = float(cycles)
-    record = Simulation(system, budget, backend, seed, record_events=False, resources=resources).run_round()
+    if is_asynchronous(budget.round_mode):
+        from .asynchrony import AsyncConfig, AsyncSimulation
+
+        sim = AsyncSimulation(system, budget, backend, AsyncConfig().resolved(clients_per_round), seed,
+                              record_events=False, resources=resources)
+    else:
+        from .engine import Simulation
+
+        sim = Simulation(system, budget, backend, seed, record_events=False, resources=resources)
+    record = sim.run_round()
     keys = ("device", "channel_gain", "bandwidth_hz", "tx_power_w", "cpu_freq_hz", "compute_s", "upload_airtime_s",
             "idle_s", "radio_energy_j", "compute_energy_j", "arrived")
     return [{k: getattr(row, k) for k in keys} for row in record.devices]

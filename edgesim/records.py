@@ -88,13 +88,18 @@ class DeviceRound(NamedTuple):
 UPDATE_FIELDS = ("update", "version", "staleness", "start_time_s", "end_time_s", "drop_reason")
 COST_FIELDS = DeviceRound._fields[:DeviceRound._fields.index("drop_reason")]  # round_index .. dropped
 
-UpdateRow = namedtuple("UpdateRow", (*COST_FIELDS, *UPDATE_FIELDS))
+RESOURCE_FIELDS = ("bandwidth_hz", "tx_power_w", "cpu_freq_hz")  # DeviceRound's last three
+
+UpdateRow = namedtuple("UpdateRow", (*COST_FIELDS, *UPDATE_FIELDS, *RESOURCE_FIELDS),
+                       defaults=(math.nan,) * len(RESOURCE_FIELDS))
 UpdateRow.__doc__ = """One asynchronous update (seconds, bits, joules), recorded in the aggregation at or after its end.
 
 The :class:`DeviceRound` columns up to ``dropped`` (:data:`COST_FIELDS`; ``round_index`` is the aggregation's
 index, ``idle_s`` the time queued for the uplink), then :data:`UPDATE_FIELDS`: ``update`` (its index in start
 order), ``version`` (the model it started from), ``staleness`` (``t − version`` when applied; -1 if lost),
-``start_time_s``/``end_time_s`` (s) and ``drop_reason`` (``""`` or ``"offline"``).
+``start_time_s``/``end_time_s`` (s) and ``drop_reason`` (``""`` or ``"offline"``); then the update's resources
+as a :class:`DeviceRound`'s (:data:`RESOURCE_FIELDS`: its own band or 0 Hz, power W, CPU frequency Hz, as the
+``[resources]`` policies planned it; ``nan`` in rows of a checkpoint written before they were recorded).
 """
 
 

@@ -135,7 +135,7 @@ def record_to_dict(r: RoundRecord) -> dict:
 
 def record_from_dict(d: dict) -> RoundRecord:
     def row(values) -> DeviceRound | UpdateRow:  # an asynchronous round has a row per update
-        return (UpdateRow if len(values) == len(UpdateRow._fields) else DeviceRound)(*values)
+        return (UpdateRow if len(values) > len(DeviceRound._fields) else DeviceRound)(*values)
 
     return RoundRecord(**{**d, "devices": tuple(row(values) for values in d["devices"])})
 

@@ -137,6 +137,7 @@ def test_fedbuff_with_min_energy_frequency_by_hand():
         assert row.compute_s == pytest.approx(cycles / f, rel=1e-12)
         assert row.compute_energy_j == pytest.approx(kappa * f ** 2 * cycles, rel=1e-12)  # κ f² C
         assert row.upload_airtime_s == pytest.approx(UPLOAD_S, rel=1e-12)
+        assert row.cpu_freq_hz == pytest.approx(f, rel=1e-12) and row.tx_power_w == sim.system.tx_power_w[0]
     # d0 meets the 2 s target exactly when the band is free; the same run at full frequency spends (1/0.625)² more
     full = async_sim([1e9, 0.4e9], "fedbuff", AsyncConfig(concurrency=2, buffer_size=2), rounds=2,
                      resources=ResourcesConfig(), deadline_s=2.0).run()
@@ -244,3 +245,13 @@ def test_listeners_are_free_of_the_ranking():
                      WithListener(ParametricBackend(6, 2, WorkloadConfig(samples_per_device=100, model_bits=1e6))),
                      resources=ResourcesConfig(scheduling="fastest"))
     assert len(sim.run()) == 2 and not math.isnan(np.mean([r.duration_s for r in sim.records]))
+
+
+def test_edgesim_plan_shows_the_first_aggregations_planned_updates():
+    from edgesim.plan import first_round_allocation
+
+    system, workload = cell([1e9, 0.4e9])
+    rows = first_round_allocation(system, BudgetConfig(rounds=2, round_mode="fedasync", deadline_s=2.0), workload,
+                                  ResourcesConfig(cpu_freq="min_energy"), clients_per_round=2)
+    assert [(r["device"], r["arrived"]) for r in rows] == [(0, True)]  # d0 arrives first, at 2.0 s
+    assert rows[0]["cpu_freq_hz"] == pytest.approx(0.625e9, rel=1e-12) and rows[0]["compute_s"] == pytest.approx(1.6)
