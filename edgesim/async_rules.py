@@ -114,7 +114,13 @@ class AsyncRule:
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
-        self.opts = self.options(**{f: getattr(cfg, f) for f in self.options.__dataclass_fields__})
+        keys = tuple(self.options.__dataclass_fields__)
+        missing = [k for k in keys if not hasattr(cfg, k)]
+        if missing:
+            raise ValueError(f"asynchronous rule {self.name!r}: its options {self.options.__name__} name "
+                             f"{', '.join(map(repr, missing))}, which the [async] table does not have; expected "
+                             f"keys of the [async] table")
+        self.opts = self.options(**{k: getattr(cfg, k) for k in keys})
 
     @classmethod
     def combine_name(cls) -> str:

@@ -72,6 +72,28 @@ def test_a_name_registered_twice_is_refused_in_one_line_naming_both():
         register_async_rule("deadline")
 
 
+def test_a_rule_whose_options_the_table_lacks_is_one_line():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Needs:
+        momentum: float
+
+    @register_async_rule("_test_needs")
+    class NeedsMomentum(AsyncRule):
+        options = Needs
+
+        def flush(self, buffered):
+            return True
+
+    try:
+        with pytest.raises(ValueError, match=r"rule '_test_needs': its options Needs name 'momentum', which the "
+                                             r"\[async\] table does not have"):
+            NeedsMomentum(AsyncConfig().resolved(n_devices=2))
+    finally:
+        ASYNC_RULES.pop("_test_needs")
+
+
 def test_an_unknown_round_mode_names_the_registered_rules():
     with pytest.raises(ConfigError, match=r"round_mode = 'fedavgx': expected one of 'sync', 'deadline', "
                                           r"'fedasync', 'fedbuff'"):
