@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from edgesim.async_rules import is_asynchronous
+from edgesim.async_rules import SYNC_MODES, is_asynchronous, round_modes
 from edgesim.asynchrony import AsyncConfig
 from edgesim.availability import AvailabilityConfig, read_trace
 from edgesim.compression import build_compression, compression_for
@@ -263,7 +263,8 @@ def add_variants(learned: dict, budget: BudgetConfig, values, algorithm_tables, 
         elif v.algorithm in learned["compression"]:
             learned["compression"][name] = learned["compression"][v.algorithm]
         if v.round_mode is not None:
-            family = ASYNC_MODES if budget.round_mode in ASYNC_MODES else ("sync", "deadline")
+            asynchronous = tuple(m for m in round_modes() if is_asynchronous(m))
+            family = asynchronous if is_asynchronous(budget.round_mode) else SYNC_MODES
             if v.round_mode not in family:
                 raise ScenarioError(f"{at}: round_mode = {v.round_mode!r}: expected one of "
                                     f"{', '.join(map(repr, family))} (the run's [budget] round_mode is "
