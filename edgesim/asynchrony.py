@@ -66,7 +66,7 @@ import numpy as np
 import simpy
 
 from ._checks import count, non_negative, positive
-from .async_rules import AsyncRule, is_asynchronous, rule_of
+from .async_rules import AsyncRule, is_asynchronous, round_modes, rule_of
 from .availability import Availability
 from .backend import DeviceWork
 from .channel import ChannelModel
@@ -85,6 +85,14 @@ DEFAULT_CONCURRENCY = 10  # [run] clients_per_round's default: the devices a syn
 STALENESS_FUNCTIONS = ("constant", "polynomial", "hinge")
 STREAM_ASYNC_DRAW = 0xA6
 DROP_REASONS = ("", "offline")
+
+
+def __getattr__(name: str):
+    """``ASYNC_MODES``, for code written before the rules' registry: the asynchronous rules registered now
+    (:mod:`edgesim.async_rules`)."""
+    if name == "ASYNC_MODES":
+        return tuple(m for m in round_modes() if is_asynchronous(m))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- formulas

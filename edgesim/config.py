@@ -240,6 +240,14 @@ class SystemConfig:
         )
 
 
+def __getattr__(name: str):
+    """``ROUND_MODES``, for code written before the rules' registry: the round modes registered now
+    (:func:`edgesim.async_rules.round_modes`)."""
+    if name == "ROUND_MODES":
+        return round_modes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @dataclass(frozen=True)
 class BudgetConfig:
     """The training-service budget: ``total_time_s`` (T) over ``rounds`` (G), Eq. (12)–(13).
