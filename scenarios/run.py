@@ -417,7 +417,7 @@ def views_line(sc: Scenario) -> str:
     given = isinstance(sc.raw.get("data"), dict) and "hflip" in sc.raw["data"]
     flip = "flip (p = 1/2) + " if data.hflip else ""
     why = "as the scenario sets" if given else f"the rule of dataset = {data.dataset!r}"
-    return (f"views: weak = {flip}reflect shift, strong = weak + RandAugment(2, 10) + Cutout; "
+    return (f"note: views: weak = {flip}reflect shift, strong = weak + RandAugment(2, 10) + Cutout; "
             f"[data] hflip = {str(data.hflip).lower()} ({why}; set [data] hflip to change it)")
 
 
