@@ -71,20 +71,17 @@ def resolved_config(sc: Scenario) -> dict:
 def resolved_compression(sc: Scenario) -> dict:
     """``{"": [compression], NAME: [algorithms.NAME.compression] where it differs}`` as tables, only when the
     run compresses anything: without it, ``config.toml`` is what it was before compression existed."""
-    from edgesim.compression import compression_for
-
-    settings = sc.learning.get("compression", {})
+    settings = sc.learning["compression"]  # every algorithm's, resolved by the scenario
     names = sc.learning["run"].algorithms
-    if all(compression_for(settings, a).is_none for a in names):
+    if all(settings[a].is_none for a in names):
         return {}
-    default = compression_for(settings, "")
+    default = settings[""]
     variants = sc.learning.get("variants", {})
 
     def own(a: str) -> bool:  # a variant's table is also kept where its algorithm's differs (it would inherit it)
-        return compression_for(settings, a) != default or (
-            a in variants and compression_for(settings, variants[a].algorithm) != default)
+        return settings[a] != default or (a in variants and settings[variants[a].algorithm] != default)
 
-    return {"": default.to_dict(), **{a: compression_for(settings, a).to_dict() for a in names if own(a)}}
+    return {"": default.to_dict(), **{a: settings[a].to_dict() for a in names if own(a)}}
 
 
 def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
@@ -309,7 +306,6 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
                                      a0=p.a0, a_max=p.a_max, rate=p.rate, download_bits=p.download_bits)
 
         return build, float(sc.workload.model_bits), {}
-    from edgesim.compression import compression_for
     from edgesim.learning.algorithms import REGISTRY
     from edgesim.learning.config import algorithm_of
     from edgesim.learning.context import build_context
@@ -333,7 +329,7 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         spec = REGISTRY[algorithm_of(sc.learning, name)]
         cfg = sc.learning["algorithms"].get(name) or spec.config_cls()
         own = ctx if sc.learning.get("compression") is None else dataclasses.replace(
-            ctx, compression=compression_for(sc.learning["compression"], name))
+            ctx, compression=sc.learning["compression"][name])
         if start is None:
             return spec.build(own, cfg)
         from edgesim.learning.algorithms.common import to_device

@@ -186,13 +186,15 @@ def _print_plan(scenario, plan) -> None:
 
 def _compression_plan(sc, workload) -> dict:
     """Per compressing algorithm and direction: the encoded bits of one transfer (docs/compression.md)."""
-    from edgesim.compression import SENDS_NOTHING, compression_for, plan_table
+    from edgesim.compression import SENDS_NOTHING, plan_table
     from edgesim.learning.algorithms import ALGORITHMS
 
-    settings = sc.learning.get("compression", {})
-    names = [a for a in scenario_algorithms(sc)
+    settings = sc.learning.get("compression")  # every algorithm's, resolved by the scenario (none: physics only)
+    if not settings:
+        return {}
+    names = [a for a in sc.learning["run"].algorithms
              if getattr(getattr(ALGORITHMS.get(a), "config_cls", None), "COMPRESSION", None) != SENDS_NOTHING]
-    if all(compression_for(settings, a).is_none for a in names):
+    if all(settings[a].is_none for a in names):
         return {}
     from edgesim.learning.data.datasets import DatasetError
     from edgesim.learning.sizing import model_tensor_sizes
