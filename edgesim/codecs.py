@@ -148,8 +148,9 @@ class Bf16:
 @register_codec("qsgd")
 @dataclass(frozen=True)
 class Qsgd:
-    """QSGD (Alistarh et al. 2017, Eq. (4)): per bucket a 32-bit norm, per number a sign and a b-bit level:
-    32·Σ_t ⌈n_t / bucket⌉ + (b + 1)·P bits."""
+    """QSGD (Alistarh et al. 2017, Eq. (4)): 32·Σ_t ⌈n_t / bucket⌉ + (b + 1)·P bits.
+
+    Per bucket of ``bucket`` numbers of one tensor its 32-bit norm; per number a sign and a b-bit level."""
 
     bits: int | None = _option("QSGD's bits per number (levels 2^bits − 1)", "bit", "1..16")
     bucket: int = _option("QSGD's numbers per norm", "numbers", ">= 1", DEFAULT_BUCKET)
@@ -173,8 +174,9 @@ class Qsgd:
 @register_codec("topk")
 @dataclass(frozen=True)
 class TopK:
-    """top-k (Stich et al. 2018): the k = ⌈f·P⌉ largest magnitudes and their positions:
-    32·k + min(k·⌈log₂ P⌉, P) bits."""
+    """top-k (Stich et al. 2018): 32·k + min(k·⌈log₂ P⌉, P) bits, k = ⌈f·P⌉.
+
+    The k largest magnitudes of the whole vector as 32-bit values, and their positions (indices or a bitmap)."""
 
     fraction: float | None = _option("top-k's share of numbers kept", "", "(0, 1]")
     lossy: ClassVar[bool] = True
@@ -198,8 +200,9 @@ class TopK:
 @register_codec("sign")
 @dataclass(frozen=True)
 class Sign:
-    """Scaled sign (Bernstein et al. 2018; Karimireddy et al. 2019): per tensor a 32-bit scale, one bit per
-    number: 32·T + P bits."""
+    """Scaled sign (Bernstein et al. 2018; Karimireddy et al. 2019): 32·T + P bits.
+
+    Per tensor its 32-bit scale ‖v‖₁/d; one bit per number."""
 
     lossy: ClassVar[bool] = True
 

@@ -214,6 +214,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
                    for name, build in LEARNING_SECTIONS.items() if not (physics_only and name == "algorithms")}
         learned.setdefault("algorithms", {})
         if not physics_only:  # {"": [compression], NAME: the compression NAME runs with}, resolved once here
+            load_codecs(raw)
             run = learned["run"]
             learned["compression"] = build_compression(raw.get("compression", {}), raw.get("algorithms", {}), where,
                                                        [*run.algorithms, *([run.warm_start["algorithm"]]
@@ -340,6 +341,26 @@ def load_plugins(modules, where: str, algorithms=()) -> None:
     import_plugins(modules, where)
     if any(isinstance(a, str) and a not in ALGORITHMS for a in algorithms):
         load_entry_points("algorithms")
+
+
+def load_codecs(raw: Mapping[str, Any]) -> None:
+    """The installed codec plugins (entry point group ``edgesim.codecs``), loaded only when the scenario's
+    ``[compression]`` tables name a codec that is not registered yet (:mod:`edgesim.codecs`)."""
+    from edgesim.codecs import CODECS
+
+    algorithms = raw.get("algorithms")
+    tables = [raw.get("compression"), *(t.get("compression") for t in (
+        algorithms.values() if isinstance(algorithms, Mapping) else ()) if isinstance(t, Mapping))]
+    named = set()
+    for table in tables:
+        for value in (table.values() if isinstance(table, Mapping) else ()):
+            method = value.get("method") if isinstance(value, Mapping) else value
+            if isinstance(method, str):
+                named.add(method)
+    if named - set(CODECS):
+        from edgesim.learning.plugins import load_entry_points
+
+        load_entry_points("codecs")
 
 
 # The algorithms that choose their own devices (DoFed-SPP's Algorithm 1, UM-pFSSL's helpers): no scheduling policy.
