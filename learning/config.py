@@ -13,10 +13,10 @@ from functools import partial
 from typing import Optional, Union
 
 from edgesim.config import ConfigError, build_config, check_choice, check_int, check_number, fail
-from edgesim.learning.algorithms import ALGORITHMS, check_fixed
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.learning.data.partitions import PARTITIONS
 from edgesim.learning.model_specs import MODELS
+from edgesim.learning.registry import check_fixed, declared
 
 Number = Union[int, float]
 
@@ -323,7 +323,7 @@ def warm_start_algorithms() -> list[str]:
     """The algorithms a warm start may run: one global model trained on the labelled data alone (the FedAvg
     family with ``objective = "supervised"``, ``data = "labeled"``, ``local = "none"``: FedAvg*, FedProx, …)."""
     out = []
-    for name, spec in ALGORITHMS.items():
+    for name, spec in declared().items():
         try:
             cfg = spec.config_cls()
         except Exception:  # noqa: BLE001 - a plugin's config without defaults is no warm start
@@ -365,7 +365,7 @@ def build_algorithms(values, where: str) -> dict:
     ``compression`` sub-table is the scenario's to read: :func:`edgesim.compression.build_compression`).
 
     The registry's names and config classes are torch-free
-    (:data:`edgesim.learning.algorithms.ALGORITHMS`). A table may not set an
+    (:data:`edgesim.learning.registry.ALGORITHMS`). A table may not set an
     option that makes the algorithm another registered one (``fixavg`` with
     ``objective = "supervised"``): :func:`edgesim.learning.algorithms.check_fixed`.
     """
@@ -373,12 +373,12 @@ def build_algorithms(values, where: str) -> dict:
         raise ConfigError(f"{where}: expected tables [algorithms.NAME], got {values!r}")
     out = {}
     for name, table in values.items():
-        if name not in ALGORITHMS:
-            raise ConfigError(f"{where}: unknown algorithm {name!r}; expected one of: {', '.join(sorted(ALGORITHMS))}")
+        if name not in declared():
+            raise ConfigError(f"{where}: unknown algorithm {name!r}; expected one of: {', '.join(sorted(declared()))}")
         table_where = f"{where[:-1]}.{name}]"
         if isinstance(table, dict):  # [algorithms.NAME.compression]: read by edgesim.compression.build_compression
             table = {k: v for k, v in table.items() if k != "compression"}
-        out[name] = build_config(ALGORITHMS[name].config_cls, table, table_where)
+        out[name] = build_config(declared()[name].config_cls, table, table_where)
         try:
             check_fixed(name, out[name])
         except ValueError as e:

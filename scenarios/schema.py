@@ -227,7 +227,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             check_algorithms(built["system"], learned, where)
             check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
-    check_resources(resources, built["system"], built["budget"], learned.get("run"), where)
+    check_resources(resources, built["system"], built["budget"], learned.get("run"), where, learned)
     return Scenario(
         path=where,
         name=name,
@@ -363,14 +363,12 @@ def load_codecs(raw: Mapping[str, Any]) -> None:
         load_entry_points("codecs")
 
 
-# The algorithms that choose their own devices (DoFed-SPP's Algorithm 1, UM-pFSSL's helpers): no scheduling policy.
-SELF_SCHEDULING = ("dofed_spp", "um_pfssl")
-
-
-def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, run, where: str) -> None:
+def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, run, where: str,
+                    learned: Mapping[str, Any] | None = None) -> None:
     """``[resources]``: every policy known (installed policy plugins loaded first when one is not), fit for the
-    access scheme and the algorithms (:func:`edgesim.resources.check_config`); in an asynchronous run, the policies
-    that apply to one (:func:`edgesim.asynchrony.check_async_resources`)."""
+    access scheme and the algorithms (:func:`edgesim.resources.check_config`; a variant is its algorithm, of the
+    ``learned`` sections); in an asynchronous run, the policies that apply to one
+    (:func:`edgesim.asynchrony.check_async_resources`)."""
     if budget.round_mode in ASYNC_MODES:
         from edgesim.asynchrony import check_async_resources
 
@@ -379,12 +377,17 @@ def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: Bu
         except ValueError as e:
             raise ScenarioError(f"{where}: [resources] {e}") from None
     from edgesim.learning.plugins import load_entry_points
+    from edgesim.learning.registry import choosing_devices
     from edgesim.resources import KINDS, POLICIES, check_config
 
     if any(getattr(resources, kind) not in POLICIES[kind] for kind in KINDS):
         load_entry_points("policies")
-    try:
-        check_config(resources, system, getattr(run, "algorithms", ()), SELF_SCHEDULING)
+    from edgesim.learning.config import algorithm_of
+
+    names = list(getattr(run, "algorithms", ()))
+    choosing = [a for a in names if algorithm_of(learned or {}, a) in choosing_devices()]
+    try:  # the algorithms that choose their own devices say so in their declaration
+        check_config(resources, system, names, choosing)
     except ValueError as e:
         raise ScenarioError(f"{where}: [resources] {e}") from None
 
