@@ -346,6 +346,7 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         return spec.build(dataclasses.replace(own, start_state=to_device(ctx, start)), cfg)
 
     check_data(sc, ctx)
+    check_encodings(sc)
     if sc.resources.scheduling != "random":  # a scheduling policy may rank by the devices' losses (Oort)
         from edgesim.learning.algorithms.common import LossLog
 
@@ -362,6 +363,21 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
     if ctx.data_record is not None:  # a user's own npz / image folder: the file, class counts, normalisation
         extra["dataset"] = ctx.data_record
     return build, ctx.model_bits, extra
+
+
+def check_encodings(sc: Scenario) -> None:
+    """Every codec the run's algorithms use has its encoder and decoder registered (a codec plugin registers both
+    sides, docs/writing_a_codec.md), before any round: one line naming the table and the codec."""
+    from edgesim.learning.compression import ENCODINGS
+
+    for name in sc.learning["run"].algorithms:
+        cfg = sc.learning["compression"][name]
+        for direction in ("uplink", "downlink"):
+            method = getattr(cfg, direction).method
+            if method not in ENCODINGS:
+                raise ConfigError(f"{sc.path}: [compression] {direction}.method = {method!r} (for {name!r}): the codec "
+                                  f"has no encoding on the learning side; expected its plugin to register one with "
+                                  f"edgesim.learning.compression.register_encoding({method!r})")
 
 
 def check_data(sc: Scenario, ctx) -> None:

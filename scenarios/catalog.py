@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("algorithms", "models", "datasets", "partitions", "scenarios", "policies", "codecs")
+KINDS = ("algorithms", "models", "datasets", "partitions", "scenarios", "policies")
 
 
 @dataclass(frozen=True)
@@ -123,13 +123,6 @@ def catalog(kind: str) -> list[Entry]:
                 out.append(Entry(f"{key}.{name}", summary(cls), detail,
                                  dataclass_options(ResourcesConfig, getattr(cls, "options", ()), "resources")))
         return out
-    if kind == "codecs":
-        load_entry_points("codecs")
-        from edgesim.codecs import CODECS
-
-        return [Entry(name, (cls.__doc__ or "").strip().split("\n")[0],
-                      "lossy: error_feedback may carry its residual" if cls.lossy else "no error feedback",
-                      dataclass_options(cls, table="compression.uplink")) for name, cls in CODECS.items()]
     raise ValueError(f"kind(={kind!r}) must be one of {KINDS}")
 
 

@@ -1,5 +1,5 @@
 """The worked example of docs/writing_a_codec.md: a codec installed as a package (offline, into a ``--target``
-folder on ``PYTHONPATH``), listed, planned and run by name, its bits the ones the clock charges; the same module by
+folder on ``PYTHONPATH``), planned and run by name, its bits the ones the clock charges; the same module by
 ``[run] plugins``; a codec plugin that takes a built-in's name is refused in one line naming both."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _sizes() -> list[int]:
     return [v.numel() for v in model.state_dict().values() if v.is_floating_point()]
 
 
-def test_the_documented_codec_installs_lists_plans_and_runs(example, tmp_path):
+def test_the_documented_codec_installs_plans_and_runs(example, tmp_path):
     target = tmp_path / "site"
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                           "--no-index", "--target", str(target), str(example)], capture_output=True, text=True,
@@ -57,9 +57,6 @@ def test_the_documented_codec_installs_lists_plans_and_runs(example, tmp_path):
     work.mkdir()
     scenario = work / "uniform.toml"
     scenario.write_text((example / "uniform.toml").read_text())
-    listed = edgesim("list", "codecs", cwd=work, pythonpath=str(target))
-    assert listed.returncode == 0, listed.stderr
-    assert re.search(r"^uniform\s+Uniform b-bit quantisation per tensor", listed.stdout, re.M)
     sizes = _sizes()
     expected = 32 * len(sizes) + 4 * sum(sizes)  # 32·T + b·P, by hand
     plan = edgesim("plan", str(scenario), "--json", cwd=work, pythonpath=str(target))
@@ -113,3 +110,16 @@ def test_a_codec_plugin_that_takes_a_builtin_name_is_refused_naming_both(tmp_pat
     assert ("codec 'qsgd' is registered twice: by edgesim.codecs.Qsgd and again by my_qsgd.Mine; expected a name "
             "not taken") in done.stderr
     assert not (tmp_path / "r").exists() and not (tmp_path / "r.incomplete").exists()
+
+
+def test_a_codec_without_its_encoding_is_refused_before_any_round(tmp_path):
+    (tmp_path / "half_codec.py").write_text(
+        "from dataclasses import dataclass\nfrom typing import ClassVar\nfrom edgesim.codecs import register_codec\n\n"
+        "@register_codec('half_only')\n@dataclass(frozen=True)\nclass HalfOnly:\n    lossy: ClassVar[bool] = False\n\n"
+        "    def size_bits(self, sizes):\n        return 8 * sum(sizes)\n")
+    (tmp_path / "s.toml").write_text(TINY_SCENARIO)
+    done = edgesim("run", "s.toml", "--set", 'run.plugins=["half_codec"]', "--set", "compression.uplink=half_only",
+                   "--out", "r", "-q", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert ("[compression] uplink.method = 'half_only' (for 'fedavg'): the codec has no encoding on the learning "
+            "side; expected its plugin to register one") in done.stderr
