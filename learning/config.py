@@ -421,7 +421,7 @@ def build_variants(values, algorithm_tables, where: str) -> tuple[dict, dict]:
     variants, configs = {}, {}
     for name, table in values.items():
         at = f"{where}: [variants.{name}]"
-        if name in ALGORITHMS:
+        if name in declared():
             raise ConfigError(f"{at}: the name {name!r} is a registered algorithm's; expected a name of its own "
                               f"(such as \"{name}_v2\") with algorithm = \"{name}\"")
         if not name or name.startswith(".") or not set(name) <= VARIANT_NAME_CHARS:
@@ -433,13 +433,13 @@ def build_variants(values, algorithm_tables, where: str) -> tuple[dict, dict]:
             raise ConfigError(f"{at}: algorithm: missing; expected the registered algorithm it is a variant of, "
                               f"such as algorithm = \"fedavg\"")
         base = table["algorithm"]
-        if not isinstance(base, str) or base not in ALGORITHMS:
+        if not isinstance(base, str) or base not in declared():
             raise ConfigError(f"{at}: algorithm = {base!r}: unknown algorithm; expected one of: "
-                              f"{', '.join(sorted(ALGORITHMS))}")
+                              f"{', '.join(sorted(declared()))}")
         own = {k: v for k, v in table.items() if k not in VARIANT_KEYS}
         inherited = tables.get(base) if isinstance(tables.get(base), dict) else {}
         options = {**{k: v for k, v in inherited.items() if k != "compression"}, **own}
-        configs[name] = build_config(ALGORITHMS[base].config_cls, options, at)
+        configs[name] = build_config(declared()[base].config_cls, options, at)
         mode = table.get("round_mode")
         if mode is not None and not isinstance(mode, str):
             raise ConfigError(f"{at}: round_mode = {mode!r}: expected a round mode such as \"deadline\"")
