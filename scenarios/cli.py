@@ -192,8 +192,11 @@ def _compression_plan(sc, workload) -> dict:
     settings = sc.learning.get("compression")  # every algorithm's, resolved by the scenario (none: physics only)
     if not settings:
         return {}
-    names = [a for a in sc.learning["run"].algorithms
-             if getattr(getattr(ALGORITHMS.get(a), "config_cls", None), "COMPRESSION", None) != SENDS_NOTHING]
+    from edgesim.learning.config import algorithm_of
+
+    names = [a for a in sc.learning["run"].algorithms  # its variants included, each as its algorithm
+             if getattr(getattr(ALGORITHMS.get(algorithm_of(sc.learning, a)), "config_cls", None), "COMPRESSION",
+                        None) != SENDS_NOTHING]
     if all(settings[a].is_none for a in names):
         return {}
     from edgesim.learning.data.datasets import DatasetError
