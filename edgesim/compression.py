@@ -182,11 +182,9 @@ def parse_compression(values: Any, base: CompressionConfig = NO_COMPRESSION) -> 
     return CompressionConfig(**codecs)
 
 
-def build_compression(values: Any, algorithm_tables: Any, where: str,
-                      algorithms: Sequence[str] = ()) -> dict[str, CompressionConfig]:
-    """``[compression]`` and each ``[algorithms.NAME.compression]`` → ``{"": default, NAME: its compression, ...}``:
-    the scenario's one resolution of which codecs each algorithm runs with (each of ``algorithms`` is in it, with
-    its own table's or the default; read as ``settings[name]``, never resolved again).
+def build_compression(values: Any, algorithm_tables: Any, where: str) -> dict[str, CompressionConfig]:
+    """``[compression]`` and each ``[algorithms.NAME.compression]`` → ``{"": default, NAME: override, ...}``
+    (the tables as written; :func:`resolve_compression` gives each algorithm's).
 
     An algorithm's table overrides the directions it names; the others come
     from ``[compression]``. Errors are one :class:`ConfigError` line naming the
@@ -203,7 +201,15 @@ def build_compression(values: Any, algorithm_tables: Any, where: str,
                 out[name] = parse_compression(table["compression"], default)
             except ValueError as e:
                 raise ConfigError(f"{where}: [algorithms.{name}.compression] {e}") from None
-    return {**out, **{name: compression_for(out, name) for name in algorithms}}
+    return out
+
+
+def resolve_compression(settings: Mapping[str, CompressionConfig],
+                        algorithms: Sequence[str]) -> dict[str, CompressionConfig]:
+    """``{NAME: the compression NAME runs with}`` for each of ``algorithms``: the scenario's one resolution of each
+    algorithm's codecs (:func:`compression_for` over :func:`build_compression`'s tables), read as
+    ``codecs[name]`` by the run, the plan and the checks, never resolved again."""
+    return {name: compression_for(settings, name) for name in algorithms}
 
 
 def compression_for(settings: Mapping[str, CompressionConfig], algorithm: str) -> CompressionConfig:
@@ -211,15 +217,15 @@ def compression_for(settings: Mapping[str, CompressionConfig], algorithm: str) -
     return settings.get(algorithm) or settings.get("") or NO_COMPRESSION
 
 
-def plan_table(settings: Mapping[str, CompressionConfig], algorithms: Sequence[str], sizes: Sequence[int],
+def plan_table(codecs: Mapping[str, CompressionConfig], algorithms: Sequence[str], sizes: Sequence[int],
                model_bits: float) -> dict[str, dict[str, dict]]:
     """What ``edgesim plan`` shows: per algorithm that compresses, per direction, the codec's label, the bits
     of one transfer of the whole model (tensors of ``sizes`` numbers; an algorithm that sends fewer keys —
-    FedPer, LG-FedAvg, FedBN — sends fewer) and their share of the uncompressed ``model_bits``. ``settings``:
-    :func:`build_compression`'s, every one of ``algorithms`` resolved."""
+    FedPer, LG-FedAvg, FedBN — sends fewer) and their share of the uncompressed ``model_bits``. ``codecs``:
+    :func:`resolve_compression`'s, every one of ``algorithms`` resolved."""
     out = {}
     for name in algorithms:
-        cfg = settings[name]
+        cfg = codecs[name]
         if cfg.is_none:
             continue
         out[name] = {}

@@ -71,17 +71,17 @@ def resolved_config(sc: Scenario) -> dict:
 def resolved_compression(sc: Scenario) -> dict:
     """``{"": [compression], NAME: [algorithms.NAME.compression] where it differs}`` as tables, only when the
     run compresses anything: without it, ``config.toml`` is what it was before compression existed."""
-    settings = sc.learning["compression"]  # every algorithm's, resolved by the scenario
+    codecs = sc.learning["codecs"]  # every algorithm's, resolved by the scenario
     names = sc.learning["run"].algorithms
-    if all(settings[a].is_none for a in names):
+    if all(codecs[a].is_none for a in names):
         return {}
-    default = settings[""]
+    default = sc.learning["compression"][""]
     variants = sc.learning.get("variants", {})
 
     def own(a: str) -> bool:  # a variant's table is also kept where its algorithm's differs (it would inherit it)
-        return settings[a] != default or (a in variants and settings[variants[a].algorithm] != default)
+        return codecs[a] != default or (a in variants and codecs[variants[a].algorithm] != default)
 
-    return {"": default.to_dict(), **{a: settings[a].to_dict() for a in names if own(a)}}
+    return {"": default.to_dict(), **{a: codecs[a].to_dict() for a in names if own(a)}}
 
 
 def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
@@ -338,7 +338,7 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         spec = REGISTRY[algorithm_of(sc.learning, name)]
         cfg = sc.learning["algorithms"].get(name) or spec.config_cls()
         own = ctx if sc.learning.get("compression") is None else dataclasses.replace(
-            ctx, compression=sc.learning["compression"][name])
+            ctx, compression=sc.learning["codecs"][name])
         if start is None:
             return spec.build(own, cfg)
         from edgesim.learning.algorithms.common import to_device
@@ -371,7 +371,7 @@ def check_encodings(sc: Scenario) -> None:
     from edgesim.learning.compression import ENCODINGS
 
     for name in sc.learning["run"].algorithms:
-        cfg = sc.learning["compression"][name]
+        cfg = sc.learning["codecs"][name]
         for direction in ("uplink", "downlink"):
             method = getattr(cfg, direction).method
             if method not in ENCODINGS:

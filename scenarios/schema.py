@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 from edgesim.asynchrony import ASYNC_MODES, AsyncConfig
 from edgesim.availability import AvailabilityConfig, read_trace
-from edgesim.compression import build_compression
+from edgesim.compression import build_compression, compression_for, resolve_compression
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
 from edgesim.curve import ParametricConfig
 from edgesim.learning.config import PARAMETRIC, RunConfig
@@ -213,13 +213,14 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         learned = {name: build(raw.get(name, {}), f"{where}: [{name}]")
                    for name, build in LEARNING_SECTIONS.items() if not (physics_only and name == "algorithms")}
         learned.setdefault("algorithms", {})
-        if not physics_only:  # {"": [compression], NAME: the compression NAME runs with}, resolved once here
+        if not physics_only:  # {"": [compression], NAME: [algorithms.NAME.compression], ...}
             load_codecs(raw)
-            run = learned["run"]
-            learned["compression"] = build_compression(raw.get("compression", {}), raw.get("algorithms", {}), where,
-                                                       [*run.algorithms, *([run.warm_start["algorithm"]]
-                                                                           if run.warm_start else [])])
+            learned["compression"] = build_compression(raw.get("compression", {}), raw.get("algorithms", {}), where)
             add_variants(learned, built["budget"], raw.get("variants", {}), raw.get("algorithms", {}), where)
+            run = learned["run"]  # {NAME: the compression NAME runs with}, every algorithm's, resolved once here
+            learned["codecs"] = resolve_compression(learned["compression"], dict.fromkeys([
+                *run.algorithms, *([run.warm_start["algorithm"]] if run.warm_start else []),
+                *(v.algorithm for v in learned["variants"].values())]))
         check_cross_section(built["system"], learned["run"], where)
         asynchrony = asynchrony.resolved(learned["run"].clients_per_round)
         check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
@@ -249,23 +250,22 @@ def add_variants(learned: dict, budget: BudgetConfig, values, algorithm_tables, 
     when not listed there (so every variant runs; listing it sets its place). A variant's ``round_mode`` stays
     within the run's kind of clock: rounds (``sync``, ``deadline``) or asynchronous (``fedasync``, ``fedbuff``),
     whose ``devices.csv`` columns and ``[async]`` table are the run's."""
-    from edgesim.compression import compression_for, parse_compression
+    from edgesim.compression import parse_compression
     from edgesim.learning.config import build_variants
 
     variants, configs = build_variants(values, algorithm_tables, where)
     learned["variants"] = variants
     learned["algorithms"].update(configs)
-    settings = learned["compression"]
     for name, v in variants.items():
         at = f"{where}: [variants.{name}]"
-        base = settings.setdefault(v.algorithm, compression_for(settings, v.algorithm))  # resolved here, once
         if v.compression is not None:
             try:
-                settings[name] = parse_compression(v.compression, base)
+                learned["compression"][name] = parse_compression(v.compression,
+                                                                 compression_for(learned["compression"], v.algorithm))
             except ValueError as e:
                 raise ScenarioError(f"{where}: [variants.{name}.compression] {e}") from None
-        else:
-            settings[name] = base
+        elif v.algorithm in learned["compression"]:
+            learned["compression"][name] = learned["compression"][v.algorithm]
         if v.round_mode is not None:
             family = ASYNC_MODES if budget.round_mode in ASYNC_MODES else ("sync", "deadline")
             if v.round_mode not in family:
@@ -316,7 +316,7 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
     from edgesim.compression import NO_COMPRESSION
 
     for name in learned["run"].algorithms:
-        if learned["compression"][name] != NO_COMPRESSION:
+        if learned["codecs"][name] != NO_COMPRESSION:
             raise ScenarioError(f"{where}: [compression] for {name!r}: compressed transfers are not simulated in "
                                 f"asynchronous runs yet ([budget] round_mode = {budget.round_mode!r}); expected no "
                                 f"compression, or round_mode 'sync' or 'deadline'")
@@ -452,7 +452,7 @@ def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: st
             raise e.at(f"{where}: {table}") from None
         except ValueError as e:
             raise ScenarioError(f"{where}: {table}: {e}") from None
-        check_compression(name, spec.config_cls, learned.get("compression", {}), where)
+        check_compression(name, spec.config_cls, learned["compression"], learned["codecs"][name], where)
 
 
 def check_option_scales(cfg) -> None:
@@ -468,18 +468,16 @@ def check_option_scales(cfg) -> None:
             check_option_scale(f.name, value, default, field_meaning(type(cfg), f.name))
 
 
-def check_compression(name: str, config_cls: type, settings: Mapping[str, Any], where: str) -> None:
+def check_compression(name: str, config_cls: type, settings: Mapping[str, Any], cfg, where: str) -> None:
     """Algorithm ``name`` takes the compression it would run with, or the scenario is refused in one line.
 
     An algorithm's config class declares ``COMPRESSION`` (what its transfers
     carry, docs/compression.md) when it applies compression; without it, a
     compressed direction is refused with its ``COMPRESSION_REFUSED`` reason.
     """
-    cfg = settings[name]
     if cfg.is_none or getattr(config_cls, "COMPRESSION", None):
         return
-    own = settings[name] is not settings[""]  # resolved from its own table (else it is [compression]'s object)
-    table = f"[algorithms.{name}.compression]" if own else "[compression]"
+    table = f"[algorithms.{name}.compression]" if name in settings else "[compression]"
     direction = next(d for d in ("uplink", "downlink") if not getattr(cfg, d).is_none)
     reason = getattr(config_cls, "COMPRESSION_REFUSED", None) or (
         "its transfers are not one model or update per device that this compression applies to")
