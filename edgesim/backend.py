@@ -14,7 +14,7 @@ Plain Python types only: no torch, no numpy arrays in the protocol.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Protocol, runtime_checkable
+from typing import Callable, Mapping, Optional, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,30 @@ class LearningBackend(Protocol):
         ...
 
     # Optional, read with getattr (not part of the runtime check):
-    #   expected_work() -> (cycles, upload_bits): what each device would do in a round, before it has taken part;
-    #   device_losses() -> Mapping[int, DeviceLoss]: the loss statistic of each device trained since the last
-    #   call (the engine calls it after every complete_round when a [resources] scheduling policy is set, and
-    #   hands it to the policy: Oort's statistical utility). Simulation(device_losses=...) gives the engine
-    #   another source (the built-in algorithms' shared log, edgesim.learning.algorithms.common).
+    #   expected_work() -> (cycles, upload_bits): what each device would do in a round, before it has taken part.
+    # Loss feedback is its own protocol, LossFeedback below: a backend may be one, or the run hands the engine
+    # another (Simulation(device_losses=...): the built-in algorithms' shared log, edgesim.learning.algorithms.common).
+
+
+@runtime_checkable
+class LossFeedback(Protocol):
+    """The loss feedback of the round protocol: what reports each trained device's :class:`DeviceLoss`.
+
+    The engine calls ``device_losses()`` after every ``complete_round`` when a ``[resources]`` scheduling policy
+    is set, and hands the statistics to the policy (Oort's statistical utility, docs/resource_policies.md); each
+    call returns the devices trained since the last one. A :class:`LearningBackend` may be one itself; a run whose
+    algorithms share one log hands the engine that log (``Simulation(device_losses=feedback.device_losses)``).
+    """
+
+    def device_losses(self) -> Mapping[int, DeviceLoss]:
+        """Each device trained since the last call: its loss statistic."""
+        ...
+
+
+def loss_feedback(*sources) -> Optional[Callable[[], Mapping[int, DeviceLoss]]]:
+    """The ``device_losses`` of the first of ``sources`` that is a :class:`LossFeedback` (``None`` when none is):
+    the callable the engine reads after every round."""
+    for source in sources:
+        if isinstance(source, LossFeedback):
+            return source.device_losses
+    return None

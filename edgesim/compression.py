@@ -1,107 +1,96 @@
-"""Compressed transfers: the ``[compression]`` options and the exact encoded size of each method, in bits.
+"""Compressed transfers: the ``[compression]`` options of each direction and the exact encoded size, in bits.
 
-A transfer carries a vector of P floating-point numbers split into T tensors
-(the state-dict keys an algorithm sends; ``sizes`` lists each tensor's
-numbers). Each method's encoding (docs/compression.md) and its size:
-
-- ``none`` — 32-bit floats: ``32·P``.
-- ``fp16``/``bf16`` — 16-bit floats (IEEE half / bfloat16): ``16·P``.
-- ``qsgd`` with ``bits`` = b (Alistarh et al., NeurIPS 2017, §3.1, Eq. (4):
-  stochastic quantisation to s = 2^b − 1 levels of ``|v_i| / ‖v‖₂``) in
-  buckets of ``bucket`` consecutive numbers of a tensor (default 512, their
-  §5), each bucket its own 32-bit norm, then per number one sign bit and its
-  level in b bits (fixed width, no Elias coding):
-  ``32·Σ_t ⌈n_t / bucket⌉ + (b + 1)·P``.
-- ``topk`` with ``fraction`` = f (Stich et al., NeurIPS 2018, the top-k
-  operator of §2): the k = ⌈f·P⌉ numbers largest in magnitude over the whole
-  vector, as 32-bit values plus their positions — k indices of ⌈log₂ P⌉ bits
-  each, or a P-bit bitmap when that is smaller: ``32·k + min(k·⌈log₂ P⌉, P)``.
-- ``sign`` (Bernstein et al., ICML 2018, signSGD; scaled by the mean
-  magnitude as in Karimireddy et al., ICML 2019, EF-SignSGD), one scale per
-  tensor: its 32-bit ``‖v‖₁ / d``, then one bit per number: ``32·T + P``.
-
-``error_feedback`` (any lossy uplink method; Stich et al. 2018, Alg. 1, "memory"):
-the device adds what it did not send last time to its next update. This
-module is torch-free: ``edgesim plan`` shows the sizes without a model; the
-encoders and decoders are in ``edgesim.learning.compression``.
+A direction's :class:`Codec` names a registered codec (:mod:`edgesim.codecs`: one class per method, its
+options, its exact size in bits, lossy or not; plugins register there too), holds that codec's options
+and ``error_feedback`` (any lossy uplink method; Stich et al. 2018, Alg. 1, "memory": the device adds
+what it did not send last time to its next update). :func:`encoded_bits` is the codec's ``size_bits``,
+:func:`scaled_encoded_bits` what the clock charges. This module is torch-free: ``edgesim plan`` shows
+the sizes without a model; the encoders and decoders are in ``edgesim.learning.compression``.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from .codecs import (  # noqa: F401 - FLOAT_BITS, HALF_BITS, index_bits, qsgd_buckets, topk_count: re-exported
+    CODECS,
+    FLOAT_BITS,
+    HALF_BITS,
+    index_bits,
+    lossy_methods,
+    methods,
+    option_fields,
+    qsgd_buckets,
+    readers,
+    topk_count,
+)
 from .config import ConfigError, check_choice, fail
 
-METHODS = ("none", "fp16", "bf16", "qsgd", "topk", "sign")
-LOSSY = ("qsgd", "topk", "sign")  # methods whose error error_feedback can carry (casts lose too, but ~1e-3)
 DIRECTIONS = ("uplink", "downlink")
-CODEC_KEYS = ("method", "bits", "bucket", "fraction", "error_feedback")
-DEFAULT_BUCKET = 512  # QSGD's bucket size in Alistarh et al.'s experiments (§5)
-FLOAT_BITS = 32  # an uncompressed number, a norm, a scale, a top-k value
-HALF_BITS = 16
-MAX_QSGD_BITS = 16
 SENDS_NOTHING = "nothing"  # an algorithm config's COMPRESSION when its devices send nothing (Local)
 
 
-@dataclass(frozen=True)
+def codec_keys() -> tuple[str, ...]:
+    """The keys of a direction's table: ``method``, every registered codec's options, ``error_feedback``."""
+    return ("method", *option_fields(), "error_feedback")
+
+
+@dataclass(frozen=True, init=False)
 class Codec:
-    """One direction's compression: ``method`` (one of :data:`METHODS`), QSGD's ``bits`` (1–16, levels
-    s = 2^bits − 1) and ``bucket`` (numbers per norm, default 512), top-k's ``fraction`` (0 < f ≤ 1) and
-    ``error_feedback`` (carry the residual)."""
+    """One direction's compression: ``method`` (a registered codec's name, :mod:`edgesim.codecs`), that codec's
+    ``options`` (an instance of its class: QSGD's ``bits`` and ``bucket``, top-k's ``fraction``; read as
+    ``codec.bits``) and ``error_feedback`` (carry the residual; lossy codecs only).
+    ``Codec("qsgd", bits=8)``, ``Codec("topk", fraction=0.01, error_feedback=True)``."""
 
-    method: str = "none"
-    bits: int | None = None
-    bucket: int | None = None
-    fraction: float | None = None
-    error_feedback: bool = False
+    method: str
+    options: Any
+    error_feedback: bool
 
-    def __post_init__(self):
-        check_choice("method", self.method, METHODS)
-        if self.method == "qsgd":
-            if self.bits is None:
-                fail("bits", None, 'an integer in 1..16 with method = "qsgd", e.g. {method = "qsgd", bits = 8}')
-            if isinstance(self.bits, bool) or not isinstance(self.bits, int) or not 1 <= self.bits <= MAX_QSGD_BITS:
-                fail("bits", self.bits, f"an integer in 1..{MAX_QSGD_BITS} (QSGD's levels s = 2^bits - 1)")
-            if self.bucket is None:
-                object.__setattr__(self, "bucket", DEFAULT_BUCKET)
-            if isinstance(self.bucket, bool) or not isinstance(self.bucket, int) or self.bucket < 1:
-                fail("bucket", self.bucket, "an integer >= 1 (numbers per QSGD norm)")
-        else:
-            for key in ("bits", "bucket"):
-                if getattr(self, key) is not None:
-                    fail(key, getattr(self, key), f'left out: only method = "qsgd" reads it (method = {self.method!r})')
-        if self.method == "topk":
-            f = self.fraction
-            if f is None:
-                fail("fraction", None,
-                 'a number in (0, 1] with method = "topk", e.g. {method = "topk", fraction = 0.01}')
-            if isinstance(f, bool) or not isinstance(f, (int, float)) or not (math.isfinite(f) and 0 < f <= 1):
-                fail("fraction", f, "a number in (0, 1] (the share of the numbers sent)")
-        elif self.fraction is not None:
-            fail("fraction", self.fraction, f'left out: only method = "topk" reads it (method = {self.method!r})')
-        if not isinstance(self.error_feedback, bool):
-            fail("error_feedback", self.error_feedback, "true or false")
-        if self.error_feedback and self.method not in LOSSY:
-            fail("error_feedback", True, f"false with method = {self.method!r} (only {', '.join(LOSSY)} "
+    def __init__(self, method: str = "none", error_feedback: bool = False, **options):
+        check_choice("method", method, methods())
+        cls = CODECS[method]
+        own = {f.name for f in dataclasses.fields(cls)}
+        for key, value in options.items():
+            if key not in own:
+                others = readers(key)
+                if not others:
+                    fail(key, value, f"one of the keys {', '.join(codec_keys())}")
+                only = " or ".join(f'method = "{m}"' for m in others)
+                fail(key, value, f"left out: only {only} reads it (method = {method!r})")
+        opts = cls(**options)
+        if not isinstance(error_feedback, bool):
+            fail("error_feedback", error_feedback, "true or false")
+        if error_feedback and not cls.lossy:
+            fail("error_feedback", True, f"false with method = {method!r} (only {', '.join(lossy_methods())} "
                  "leave a residual to feed back)")
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "options", opts)
+        object.__setattr__(self, "error_feedback", error_feedback)
+
+    def __getattr__(self, name: str):  # an option: codec.bits is codec.options.bits
+        options = self.__dict__.get("options")
+        if options is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(options, name)
 
     @property
     def is_none(self) -> bool:
         return self.method == "none"
 
+    def size_bits(self, sizes: Sequence[int]) -> int:
+        """The exact bits of one transfer of tensors of ``sizes`` numbers (the codec's ``size_bits``)."""
+        return int(self.options.size_bits(sizes))
+
     def label(self) -> str:
-        """A short name: ``"qsgd8"``, ``"top1%+ef"``, ``"fp16"``."""
-        if self.method == "qsgd":
-            return f"qsgd{self.bits}"
-        if self.method == "topk":
-            return f"top{self.fraction * 100:g}%" + ("+ef" if self.error_feedback else "")
-        return self.method + ("+ef" if self.error_feedback else "")
+        """A short name: ``"qsgd8"``, ``"top1%+ef"``, ``"fp16"`` (the codec's ``label()``, else its name)."""
+        own = getattr(self.options, "label", None)
+        return (own() if callable(own) else self.method) + ("+ef" if self.error_feedback else "")
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in (("method", self.method), ("bits", self.bits), ("bucket", self.bucket),
-                                  ("fraction", self.fraction),
+        opts = {f.name: getattr(self.options, f.name) for f in dataclasses.fields(self.options)}
+        return {k: v for k, v in (("method", self.method), *opts.items(),
                                   ("error_feedback", self.error_feedback or None)) if v is not None}
 
 
@@ -139,46 +128,11 @@ def _check_sizes(sizes: Sequence[int]) -> None:
             raise ValueError(f"sizes: {s!r}: expected the number of values of each tensor, integers >= 0")
 
 
-def topk_count(fraction: float, n_numbers: int) -> int:
-    """k = ⌈f·P⌉ numbers sent by top-k (at least one of a non-empty vector, never more than P)."""
-    if n_numbers == 0:
-        return 0
-    return min(n_numbers, max(1, math.ceil(fraction * n_numbers - 1e-9)))  # 1e-9: 0.07·100 is 7.000000000000001
-
-
-def index_bits(n_numbers: int) -> int:
-    """⌈log₂ P⌉: the bits of one position among P (0 for P ≤ 1)."""
-    return (n_numbers - 1).bit_length() if n_numbers > 1 else 0
-
-
-def qsgd_buckets(sizes: Sequence[int], bucket: int) -> int:
-    """Σ_t ⌈n_t / bucket⌉: QSGD's norms (a bucket never spans two tensors)."""
-    return sum(-(-int(n) // int(bucket)) for n in sizes)
-
-
 def encoded_bits(codec: Codec, sizes: Sequence[int]) -> int:
-    """Exact size in bits of one transfer of tensors of ``sizes`` numbers under ``codec`` (module docstring).
-
-    ``none``: 32·P; ``fp16``/``bf16``: 16·P; ``qsgd``: 32·Σ_t ⌈n_t/bucket⌉ + (b + 1)·P;
-    ``topk``: 32·k + min(k·⌈log₂ P⌉, P), k = ⌈f·P⌉; ``sign``: 32·T + P —
-    where n_t are the ``sizes``, P = Σ n_t and T counts the non-empty tensors.
-    """
+    """Exact size in bits of one transfer of tensors of ``sizes`` numbers under ``codec``: its registered codec's
+    ``size_bits`` (:mod:`edgesim.codecs`; e.g. ``none``: 32·P, ``qsgd``: 32·Σ_t ⌈n_t/bucket⌉ + (b + 1)·P)."""
     _check_sizes(sizes)
-    p = sum(sizes)
-    t = sum(1 for s in sizes if s > 0)
-    m = codec.method
-    if m == "none":
-        return FLOAT_BITS * p
-    if m in ("fp16", "bf16"):
-        return HALF_BITS * p
-    if m == "qsgd":
-        return FLOAT_BITS * qsgd_buckets(sizes, codec.bucket) + (codec.bits + 1) * p
-    if m == "topk":
-        k = topk_count(codec.fraction, p)
-        return FLOAT_BITS * k + min(k * index_bits(p), p)
-    if m == "sign":
-        return FLOAT_BITS * t + p
-    raise ValueError(f"method = {m!r}: expected one of {', '.join(METHODS)}")
+    return codec.size_bits(sizes)
 
 
 def scaled_encoded_bits(codec: Codec, sizes: Sequence[int], model_bits: float, model_numbers: int) -> int:
@@ -205,12 +159,12 @@ def parse_codec(value: Any, key: str) -> Codec:
         value = {"method": value}
     if not isinstance(value, Mapping):
         fail(key, value,
-             f'a method name (one of {", ".join(METHODS)}) or a table such as {{method = "qsgd", bits = 8}}')
-    unknown = sorted(set(value) - set(CODEC_KEYS))
+             f'a method name (one of {", ".join(methods())}) or a table such as {{method = "qsgd", bits = 8}}')
+    unknown = sorted(set(value) - set(codec_keys()))
     if unknown:
-        fail(f"{key}.{unknown[0]}", value[unknown[0]], f"one of the keys {', '.join(CODEC_KEYS)}")
+        fail(f"{key}.{unknown[0]}", value[unknown[0]], f"one of the keys {', '.join(codec_keys())}")
     if "method" not in value:
-        fail(key, dict(value), f'a table with a method (one of {", ".join(METHODS)})')
+        fail(key, dict(value), f'a table with a method (one of {", ".join(methods())})')
     try:
         return Codec(**value)
     except ValueError as e:
@@ -229,7 +183,8 @@ def parse_compression(values: Any, base: CompressionConfig = NO_COMPRESSION) -> 
 
 
 def build_compression(values: Any, algorithm_tables: Any, where: str) -> dict[str, CompressionConfig]:
-    """``[compression]`` and each ``[algorithms.NAME.compression]`` → ``{"": default, NAME: override, ...}``.
+    """``[compression]`` and each ``[algorithms.NAME.compression]`` → ``{"": default, NAME: override, ...}``
+    (the tables as written; :func:`resolve_compression` gives each algorithm's).
 
     An algorithm's table overrides the directions it names; the others come
     from ``[compression]``. Errors are one :class:`ConfigError` line naming the
@@ -249,19 +204,28 @@ def build_compression(values: Any, algorithm_tables: Any, where: str) -> dict[st
     return out
 
 
+def resolve_compression(settings: Mapping[str, CompressionConfig],
+                        algorithms: Sequence[str]) -> dict[str, CompressionConfig]:
+    """``{NAME: the compression NAME runs with}`` for each of ``algorithms``: the scenario's one resolution of each
+    algorithm's codecs (:func:`compression_for` over :func:`build_compression`'s tables), read as
+    ``codecs[name]`` by the run, the plan and the checks, never resolved again."""
+    return {name: compression_for(settings, name) for name in algorithms}
+
+
 def compression_for(settings: Mapping[str, CompressionConfig], algorithm: str) -> CompressionConfig:
     """The compression ``algorithm`` runs with: its own table's, else ``[compression]``'s, else none."""
     return settings.get(algorithm) or settings.get("") or NO_COMPRESSION
 
 
-def plan_table(settings: Mapping[str, CompressionConfig], algorithms: Sequence[str], sizes: Sequence[int],
+def plan_table(codecs: Mapping[str, CompressionConfig], algorithms: Sequence[str], sizes: Sequence[int],
                model_bits: float) -> dict[str, dict[str, dict]]:
     """What ``edgesim plan`` shows: per algorithm that compresses, per direction, the codec's label, the bits
     of one transfer of the whole model (tensors of ``sizes`` numbers; an algorithm that sends fewer keys —
-    FedPer, LG-FedAvg, FedBN — sends fewer) and their share of the uncompressed ``model_bits``."""
+    FedPer, LG-FedAvg, FedBN — sends fewer) and their share of the uncompressed ``model_bits``. ``codecs``:
+    :func:`resolve_compression`'s, every one of ``algorithms`` resolved."""
     out = {}
     for name in algorithms:
-        cfg = compression_for(settings, name)
+        cfg = codecs[name]
         if cfg.is_none:
             continue
         out[name] = {}

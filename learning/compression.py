@@ -1,12 +1,18 @@
-"""Encoders and decoders of the compressed transfers, and an algorithm's transfers with their device state.
+"""Encoders and decoders of the compressed transfers (one class per codec, registered by name), and an algorithm's
+transfers with their device state.
 
-The methods, their encodings and their sizes are
-:mod:`edgesim.compression`'s (torch-free; docs/compression.md). Here each
-method really encodes: :func:`encode` turns a list of flat float tensors into
-an :class:`Encoded` (the parts that would go on the air: norms, sign bits,
-levels, values, indices), :func:`decode` turns it back, and
-:func:`payload_bits` counts the parts' bits — the same number as
-:func:`edgesim.compression.encoded_bits` (a test checks they agree).
+The codecs, their options and their sizes are :mod:`edgesim.codecs`' (torch-free; docs/compression.md).
+Here each codec really encodes: its *encoding*, registered under the codec's name
+(``@register_encoding("qsgd")``), is one class with
+
+- ``encode(self, codec, v, sizes, generator)``: the flat float32 vector ``v`` of tensors of ``sizes``
+  numbers → the parts that would go on the air (norms, sign bits, levels, values, indices), a dict of tensors;
+- ``decode(self, codec, parts, sizes)``: the parts → the flat float32 vector they stand for;
+- ``payload_bits(self, codec, parts, sizes)`` (optional): the parts' bits as laid out on the air — the
+  same number as the codec's ``size_bits`` (a test checks they agree);
+
+where ``codec`` is the codec's options (an instance of its :mod:`edgesim.codecs` class: ``codec.bits``).
+:func:`encode`, :func:`decode` and :func:`payload_bits` dispatch on a :class:`edgesim.compression.Codec`.
 
 - QSGD (Alistarh et al., NeurIPS 2017, Eq. (4)): per bucket v (``bucket``
   consecutive numbers of one tensor; the last one of a tensor shorter), s = 2^b − 1,
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import torch
 
@@ -43,14 +49,36 @@ from edgesim.compression import (
     scaled_encoded_bits,
     topk_count,
 )
+from edgesim.registries import claim
 
 Params = dict[str, torch.Tensor]
-CASTS = {"fp16": torch.float16, "bf16": torch.bfloat16}
+ENCODINGS: dict[str, object] = {}  # codec name -> its encoding (an instance of the registered class)
+
+
+def register_encoding(name: str) -> Callable[[type], type]:
+    """Class decorator: the encoder and decoder of the codec registered as ``name`` in :mod:`edgesim.codecs`
+    (module docstring). A name already taken is refused in one line naming both classes."""
+
+    def add(cls: type) -> type:
+        if not callable(getattr(cls, "encode", None)) or not callable(getattr(cls, "decode", None)):
+            raise ValueError(f"encoding {name!r} ({cls.__name__}): expected a class with the methods "
+                             f"encode(self, codec, v, sizes, generator) and decode(self, codec, parts, sizes)")
+        claim(ENCODINGS, name, cls(), "codec encoding")  # an instance's source is its class's
+        return cls
+
+    return add
+
+
+def _encoding(method: str):
+    if method not in ENCODINGS:
+        raise ValueError(f"codec {method!r} has no encoding; expected a class registered for it with "
+                         f"edgesim.learning.compression.register_encoding({method!r}) (docs/writing_a_codec.md)")
+    return ENCODINGS[method]
 
 
 @dataclass
 class Encoded:
-    """One encoded transfer: ``method``, the tensors' ``sizes`` and the ``parts`` sent (module docstring)."""
+    """One encoded transfer: its ``codec``, the tensors' ``sizes`` and the ``parts`` sent (module docstring)."""
 
     codec: Codec
     sizes: tuple[int, ...]
@@ -64,21 +92,111 @@ def _flat(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
 def encode(codec: Codec, tensors: Sequence[torch.Tensor], generator: Optional[torch.Generator] = None) -> Encoded:
     """Encode ``tensors`` (flattened, float32) with ``codec``; QSGD draws its uniforms from ``generator``."""
     sizes = tuple(int(t.numel()) for t in tensors)
-    v = _flat(tensors)
-    m = codec.method
-    if m == "none":
-        return Encoded(codec, sizes, {"values": v.clone()})
-    if m in CASTS:
-        return Encoded(codec, sizes, {"values": v.to(CASTS[m])})
-    if m == "topk":
+    parts = _encoding(codec.method).encode(codec.options, _flat(tensors), sizes, generator)
+    return Encoded(codec, sizes, parts)
+
+
+def decode(enc: Encoded) -> torch.Tensor:
+    """The flat float32 vector an :class:`Encoded` stands for."""
+    return _encoding(enc.codec.method).decode(enc.codec.options, enc.parts, enc.sizes)
+
+
+def payload_bits(enc: Encoded) -> int:
+    """The bits of ``enc``'s parts as they are laid out on the air (docs/compression.md): 32-bit floats
+    (values, norms, scales), 16-bit casts, one bit per sign, ``bits`` per QSGD level, and top-k's
+    positions as ⌈log₂ P⌉-bit indices or a P-bit bitmap, whichever is smaller."""
+    return int(_encoding(enc.codec.method).payload_bits(enc.codec.options, enc.parts, enc.sizes))
+
+
+# --------------------------------------------------------------------------- the built-in encodings
+
+
+@register_encoding("none")
+class NoEncoding:
+    """32-bit floats as they are."""
+
+    def encode(self, codec, v, sizes, generator):
+        return {"values": v.clone()}
+
+    def decode(self, codec, parts, sizes):
+        return parts["values"].float()
+
+    def payload_bits(self, codec, parts, sizes):
+        return FLOAT_BITS * parts["values"].numel()
+
+
+class _Cast:
+    dtype: torch.dtype
+
+    def encode(self, codec, v, sizes, generator):
+        return {"values": v.to(self.dtype)}
+
+    def decode(self, codec, parts, sizes):
+        return parts["values"].float()
+
+    def payload_bits(self, codec, parts, sizes):
+        return HALF_BITS * parts["values"].numel()
+
+
+@register_encoding("fp16")
+class Fp16Encoding(_Cast):
+    """A cast to IEEE half and back."""
+
+    dtype = torch.float16
+
+
+@register_encoding("bf16")
+class Bf16Encoding(_Cast):
+    """A cast to bfloat16 and back."""
+
+    dtype = torch.bfloat16
+
+
+@register_encoding("topk")
+class TopKEncoding:
+    """The k = ⌈f·P⌉ largest magnitudes of the whole vector, their values and sorted positions."""
+
+    def encode(self, codec, v, sizes, generator):
         k = topk_count(codec.fraction, v.numel())
         idx = torch.topk(v.abs(), k, sorted=False).indices.sort().values if k else torch.zeros(0, dtype=torch.long)
-        return Encoded(codec, sizes, {"values": v[idx], "indices": idx})
-    pieces = [p for p in v.split(list(sizes)) if p.numel()]
-    if m == "sign":
+        return {"values": v[idx], "indices": idx}
+
+    def decode(self, codec, parts, sizes):
+        out = torch.zeros(sum(sizes), dtype=torch.float32, device=parts["values"].device)
+        return out.index_copy_(0, parts["indices"], parts["values"])
+
+    def payload_bits(self, codec, parts, sizes):
+        k = parts["indices"].numel()
+        return FLOAT_BITS * parts["values"].numel() + min(k * index_bits(sum(sizes)), sum(sizes))
+
+
+def _signs(parts) -> torch.Tensor:
+    return parts["signs"].float() * 2 - 1
+
+
+@register_encoding("sign")
+class SignEncoding:
+    """Per tensor its scale ‖v‖₁/d, one sign per number (sgn(0) = +1)."""
+
+    def encode(self, codec, v, sizes, generator):
+        pieces = [p for p in v.split(list(sizes)) if p.numel()]
         scales = torch.stack([p.abs().mean() for p in pieces]) if pieces else torch.zeros(0)
-        return Encoded(codec, sizes, {"scales": scales, "signs": v >= 0})
-    if m == "qsgd":
+        return {"scales": scales, "signs": v >= 0}
+
+    def decode(self, codec, parts, sizes):
+        sign = _signs(parts)
+        nonempty = torch.tensor([s for s in sizes if s], dtype=torch.long, device=sign.device)
+        return torch.repeat_interleave(parts["scales"], nonempty) * sign if sum(sizes) else sign
+
+    def payload_bits(self, codec, parts, sizes):
+        return FLOAT_BITS * parts["scales"].numel() + parts["signs"].numel()
+
+
+@register_encoding("qsgd")
+class QsgdEncoding:
+    """Per bucket its L2 norm; per number its sign and its stochastic level in ``bits`` bits (Eq. (4))."""
+
+    def encode(self, codec, v, sizes, generator):
         s = 2 ** codec.bits - 1
         ids = bucket_ids(sizes, codec.bucket).to(v.device)
         n_buckets = int(ids[-1]) + 1 if ids.numel() else 0
@@ -89,8 +207,16 @@ def encode(codec: Codec, tensors: Sequence[torch.Tensor], generator: Optional[to
         u = torch.rand(v.numel(), generator=generator, dtype=torch.float32).to(v.device)
         levels = (low + (u < (r - low)).float()).clamp_(0, s)
         dtype = torch.uint8 if codec.bits <= 8 else torch.int32
-        return Encoded(codec, sizes, {"norms": norms, "signs": v >= 0, "levels": levels.to(dtype)})
-    raise ValueError(f"method = {m!r}: no encoder")
+        return {"norms": norms, "signs": v >= 0, "levels": levels.to(dtype)}
+
+    def decode(self, codec, parts, sizes):
+        sign = _signs(parts)
+        s = 2 ** codec.bits - 1
+        norm = parts["norms"][bucket_ids(sizes, codec.bucket).to(sign.device)]
+        return norm * sign * (parts["levels"].float() / s)
+
+    def payload_bits(self, codec, parts, sizes):
+        return FLOAT_BITS * parts["norms"].numel() + parts["signs"].numel() + codec.bits * parts["levels"].numel()
 
 
 @functools.lru_cache(maxsize=64)
@@ -101,45 +227,6 @@ def bucket_ids(sizes: tuple[int, ...], bucket: int) -> torch.Tensor:
         ids.append(torch.arange(n, dtype=torch.long) // bucket + start)
         start += -(-n // bucket)
     return torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long)
-
-
-def decode(enc: Encoded) -> torch.Tensor:
-    """The flat float32 vector an :class:`Encoded` stands for."""
-    m, parts, sizes = enc.codec.method, enc.parts, enc.sizes
-    if m in ("none", *CASTS):
-        return parts["values"].float()
-    n = sum(sizes)
-    if m == "topk":
-        out = torch.zeros(n, dtype=torch.float32, device=parts["values"].device)
-        return out.index_copy_(0, parts["indices"], parts["values"])
-    sign = parts["signs"].float() * 2 - 1
-    nonempty = torch.tensor([s for s in sizes if s], dtype=torch.long, device=sign.device)
-    if m == "sign":
-        return torch.repeat_interleave(parts["scales"], nonempty) * sign if n else sign
-    if m == "qsgd":
-        s = 2 ** enc.codec.bits - 1
-        norm = parts["norms"][bucket_ids(sizes, enc.codec.bucket).to(sign.device)]
-        return norm * sign * (parts["levels"].float() / s)
-    raise ValueError(f"method = {m!r}: no decoder")
-
-
-def payload_bits(enc: Encoded) -> int:
-    """The bits of ``enc``'s parts as they are laid out on the air (docs/compression.md): 32-bit floats
-    (values, norms, scales), 16-bit casts, one bit per sign, ``bits`` per QSGD level, and top-k's
-    positions as ⌈log₂ P⌉-bit indices or a P-bit bitmap, whichever is smaller."""
-    m, parts, n = enc.codec.method, enc.parts, sum(enc.sizes)
-    if m == "none":
-        return FLOAT_BITS * parts["values"].numel()
-    if m in CASTS:
-        return HALF_BITS * parts["values"].numel()
-    if m == "topk":
-        k = parts["indices"].numel()
-        return FLOAT_BITS * parts["values"].numel() + min(k * index_bits(n), n)
-    if m == "sign":
-        return FLOAT_BITS * parts["scales"].numel() + parts["signs"].numel()
-    if m == "qsgd":
-        return FLOAT_BITS * parts["norms"].numel() + parts["signs"].numel() + enc.codec.bits * parts["levels"].numel()
-    raise ValueError(f"method = {m!r}")
 
 
 def relative_error(decoded: torch.Tensor, true: torch.Tensor) -> float:

@@ -13,10 +13,10 @@ from functools import partial
 from typing import Optional, Union
 
 from edgesim.config import ConfigError, build_config, check_choice, check_int, check_number, fail
-from edgesim.learning.algorithms import ALGORITHMS, check_fixed
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.learning.data.partitions import PARTITIONS
 from edgesim.learning.model_specs import MODELS
+from edgesim.learning.registry import check_fixed, declared
 
 Number = Union[int, float]
 
@@ -323,7 +323,7 @@ def warm_start_algorithms() -> list[str]:
     """The algorithms a warm start may run: one global model trained on the labelled data alone (the FedAvg
     family with ``objective = "supervised"``, ``data = "labeled"``, ``local = "none"``: FedAvg*, FedProx, …)."""
     out = []
-    for name, spec in ALGORITHMS.items():
+    for name, spec in declared().items():
         try:
             cfg = spec.config_cls()
         except Exception:  # noqa: BLE001 - a plugin's config without defaults is no warm start
@@ -365,7 +365,7 @@ def build_algorithms(values, where: str) -> dict:
     ``compression`` sub-table is the scenario's to read: :func:`edgesim.compression.build_compression`).
 
     The registry's names and config classes are torch-free
-    (:data:`edgesim.learning.algorithms.ALGORITHMS`). A table may not set an
+    (:data:`edgesim.learning.registry.ALGORITHMS`). A table may not set an
     option that makes the algorithm another registered one (``fixavg`` with
     ``objective = "supervised"``): :func:`edgesim.learning.algorithms.check_fixed`.
     """
@@ -373,12 +373,12 @@ def build_algorithms(values, where: str) -> dict:
         raise ConfigError(f"{where}: expected tables [algorithms.NAME], got {values!r}")
     out = {}
     for name, table in values.items():
-        if name not in ALGORITHMS:
-            raise ConfigError(f"{where}: unknown algorithm {name!r}; expected one of: {', '.join(sorted(ALGORITHMS))}")
+        if name not in declared():
+            raise ConfigError(f"{where}: unknown algorithm {name!r}; expected one of: {', '.join(sorted(declared()))}")
         table_where = f"{where[:-1]}.{name}]"
         if isinstance(table, dict):  # [algorithms.NAME.compression]: read by edgesim.compression.build_compression
             table = {k: v for k, v in table.items() if k != "compression"}
-        out[name] = build_config(ALGORITHMS[name].config_cls, table, table_where)
+        out[name] = build_config(declared()[name].config_cls, table, table_where)
         try:
             check_fixed(name, out[name])
         except ValueError as e:
@@ -421,7 +421,7 @@ def build_variants(values, algorithm_tables, where: str) -> tuple[dict, dict]:
     variants, configs = {}, {}
     for name, table in values.items():
         at = f"{where}: [variants.{name}]"
-        if name in ALGORITHMS:
+        if name in declared():
             raise ConfigError(f"{at}: the name {name!r} is a registered algorithm's; expected a name of its own "
                               f"(such as \"{name}_v2\") with algorithm = \"{name}\"")
         if not name or name.startswith(".") or not set(name) <= VARIANT_NAME_CHARS:
@@ -433,13 +433,13 @@ def build_variants(values, algorithm_tables, where: str) -> tuple[dict, dict]:
             raise ConfigError(f"{at}: algorithm: missing; expected the registered algorithm it is a variant of, "
                               f"such as algorithm = \"fedavg\"")
         base = table["algorithm"]
-        if not isinstance(base, str) or base not in ALGORITHMS:
+        if not isinstance(base, str) or base not in declared():
             raise ConfigError(f"{at}: algorithm = {base!r}: unknown algorithm; expected one of: "
-                              f"{', '.join(sorted(ALGORITHMS))}")
+                              f"{', '.join(sorted(declared()))}")
         own = {k: v for k, v in table.items() if k not in VARIANT_KEYS}
         inherited = tables.get(base) if isinstance(tables.get(base), dict) else {}
         options = {**{k: v for k, v in inherited.items() if k != "compression"}, **own}
-        configs[name] = build_config(ALGORITHMS[base].config_cls, options, at)
+        configs[name] = build_config(declared()[base].config_cls, options, at)
         mode = table.get("round_mode")
         if mode is not None and not isinstance(mode, str):
             raise ConfigError(f"{at}: round_mode = {mode!r}: expected a round mode such as \"deadline\"")

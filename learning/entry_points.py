@@ -20,6 +20,7 @@ GROUPS = {
     "datasets": "edgesim.datasets",
     "partitions": "edgesim.partitions",
     "policies": "edgesim.policies",
+    "codecs": "edgesim.codecs",
 }
 _loaded: set[tuple[str, str, str]] = set()
 entry_records: list[dict] = []  # the entry points loaded in this process, for run.json (plugin_record)
@@ -48,7 +49,7 @@ def load_entry_points(*kinds: str) -> list[str]:
             dist = getattr(getattr(ep, "dist", None), "name", None) or "an installed package"
             try:
                 register_from(ep.load())
-            except Exception as e:  # noqa: BLE001 - any failure of someone else's code is reported in one line
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - someone else's code: its failure in one line
                 raise PluginError(f"plugin entry point {ep.name!r} = {ep.value!r} (group {group!r}, from {dist}): "
                                   f"cannot be loaded ({type(e).__name__}: {e}); expected a module that registers "
                                   f"{kind}, or uninstall {dist}") from None

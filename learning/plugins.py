@@ -1,4 +1,5 @@
-"""Plugins: algorithms, models, data sets and partitions from other packages, without editing edgesim.
+"""Plugins: algorithms, models, data sets, partitions, resource policies and codecs from other packages, without
+editing edgesim.
 
 Two ways in, both ending in the same registries as edgesim's own entries:
 
@@ -52,7 +53,7 @@ def import_plugins(modules, where: str) -> None:
             if moved is None:
                 raise PluginError(f"{where}: [run] plugins: cannot import {name!r} ({type(e).__name__}: {e}); expected "
                                   f"a module on the Python path (the current folder or PYTHONPATH) that registers "
-                                  f"algorithms, models, data sets or partitions") from None
+                                  f"algorithms, models, data sets, partitions, resource policies or codecs") from None
             raise PluginError(f"{where}: [run] plugins: {name!r} imports {e.name!r}, which is now {moved!r} (edgesim's "
                               f"packages moved under it: learning -> edgesim.learning, scenarios -> "
                               f"edgesim.scenarios, plots -> edgesim.plots); expected the plugin to import the new "
@@ -60,13 +61,14 @@ def import_plugins(modules, where: str) -> None:
         except (Exception, SystemExit) as e:  # noqa: BLE001 - sys.exit() on import must not end edgesim silently
             raise PluginError(f"{where}: [run] plugins: cannot import {name!r} ({type(e).__name__}: {e}); expected "
                               f"a module on the Python path (the current folder or PYTHONPATH) that registers "
-                              f"algorithms, models, data sets or partitions") from None
-        if _registered() > before:
+                              f"algorithms, models, data sets, partitions, resource policies or codecs") from None
+        if _registered() - before:
             _registering.add(name)
-        elif name not in _registering and name not in _noted:  # once per process
+        elif name not in _registering and name not in _noted:  # once per process (a worker's is its parent's)
             _noted.add(name)
-            print(f"note: {where}: [run] plugins: {name!r} registered no algorithm, model, data set or partition "
-                  f"(a module imported before, or not a plugin?)", file=sys.stderr)
+            if _notes:
+                print(f"note: {where}: [run] plugins: {name!r} registered no algorithm, model, data set or partition, "
+                      f"nor a resource policy or codec (a module imported before, or not a plugin?)", file=sys.stderr)
 
 
 OLD_PACKAGES = ("learning", "scenarios", "plots")  # top-level before the namespace moved under edgesim
@@ -116,16 +118,28 @@ class _old_names_refused:
 
 _registering: set[str] = set()  # plugin modules that registered something (a later import of theirs adds nothing)
 _noted: set[str] = set()
+_notes = True  # a --jobs worker validates the scenario its parent validated: its notes are the parent's, said once
 
 
-def _registered() -> int:
-    """How many algorithms, models, data sets and partitions are registered (a plugin's import adds to it)."""
+def silence_notes() -> None:
+    """No ``[run] plugins`` notes from this process (a ``--jobs`` worker: its parent printed them)."""
+    global _notes
+    _notes = False
+
+
+def _registered() -> set[tuple[str, str]]:
+    """Every registered ``(kind, name)``: algorithms, models, data sets, partitions, resource policies
+    (``policy bandwidth``, ...) and codecs (a plugin's import adds to it)."""
+    from edgesim.codecs import CODECS
     from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.data.datasets import DATASETS
     from edgesim.learning.data.partitions import PARTITIONS
     from edgesim.learning.model_specs import MODELS
+    from edgesim.resources import POLICIES
 
-    return len(ALGORITHMS) + len(DATASETS) + len(PARTITIONS) + len(MODELS)
+    tables = {"algorithm": ALGORITHMS, "dataset": DATASETS, "partition": PARTITIONS, "model": MODELS,
+              "codec": CODECS, **{f"policy {kind}": names for kind, names in POLICIES.items()}}
+    return {(kind, name) for kind, table in tables.items() for name in table}
 
 
 def _module_version(name: str) -> str | None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
-from edgesim.backend import Diverged
+from edgesim.backend import DeviceLoss, Diverged, loss_feedback
 from edgesim.budget import InfeasibleBudgetError
 from edgesim.config import ConfigError
 from edgesim.engine import Simulation
@@ -71,20 +71,17 @@ def resolved_config(sc: Scenario) -> dict:
 def resolved_compression(sc: Scenario) -> dict:
     """``{"": [compression], NAME: [algorithms.NAME.compression] where it differs}`` as tables, only when the
     run compresses anything: without it, ``config.toml`` is what it was before compression existed."""
-    from edgesim.compression import compression_for
-
-    settings = sc.learning.get("compression", {})
+    codecs = sc.learning["codecs"]  # every algorithm's, resolved by the scenario
     names = sc.learning["run"].algorithms
-    if all(compression_for(settings, a).is_none for a in names):
+    if all(codecs[a].is_none for a in names):
         return {}
-    default = compression_for(settings, "")
+    default = sc.learning["compression"][""]
     variants = sc.learning.get("variants", {})
 
     def own(a: str) -> bool:  # a variant's table is also kept where its algorithm's differs (it would inherit it)
-        return compression_for(settings, a) != default or (
-            a in variants and compression_for(settings, variants[a].algorithm) != default)
+        return codecs[a] != default or (a in variants and codecs[variants[a].algorithm] != default)
 
-    return {"": default.to_dict(), **{a: compression_for(settings, a).to_dict() for a in names if own(a)}}
+    return {"": default.to_dict(), **{a: codecs[a].to_dict() for a in names if own(a)}}
 
 
 def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
@@ -138,7 +135,7 @@ def run_algorithm(
                 on_round(name, rec)
     sc = scenario_for(sc, name)
     backend = build_backend(name) if warm is None else build_backend(name, warm.model)
-    sim = make_simulation(sc, backend, name, device_losses=getattr(build_backend, "device_losses", None))
+    sim = make_simulation(sc, backend, name, device_losses=loss_feedback(build_backend, backend))
     backend = sim.backend
     if every:
         checkpoint.check_resumable(backend, name)
@@ -209,11 +206,13 @@ def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Ca
 
     if not isinstance(backend, AsyncBackend):
         if not callable(getattr(backend, "asynchronous", None)):
+            from edgesim.learning.registry import asynchronous_algorithms
+
             raise ConfigError(
                 f"{sc.path}: [budget] round_mode = {sc.budget.round_mode!r}: algorithm {name!r} "
                 f"({type(backend).__name__}) has no asynchronous mode: FedAsync and FedBuff combine independent "
-                f"device updates of one shared model, which only the FedAvg family (fedavg, fedprox, fedbn, fixavg, "
-                f"fedavg_uda, fedadam, ...) does; its round couples the devices (or the server) in ways an "
+                f"device updates of one shared model, which only the algorithms that declare one do "
+                f"({', '.join(asynchronous_algorithms())}); its round couples the devices (or the server) in ways an "
                 f"arrival-by-arrival server does not have")
         backend = backend.asynchronous()
     return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability,
@@ -248,15 +247,17 @@ def check_record(sc: Scenario, name: str, rec) -> None:
 
 
 def check_budgets(sc: Scenario, build_backend: Callable) -> None:
-    """Before any round: each algorithm whose backend decides on the round budget (a ``check_budget(view)`` method,
-    DoFed-SPP's Ineq. 26) checks it at the first round's system view, with the cycles its rounds charge — exactly as
-    ``edgesim plan`` reports it. An infeasible budget is one line naming the scenario, and nothing is written."""
+    """Before any round: each algorithm that decides its round under the budget (it declares a planning hook; its
+    backend's ``check_budget(view)``, DoFed-SPP's Ineq. 26) checks it at the first round's system view, with the
+    cycles its rounds charge — exactly as ``edgesim plan`` reports it. An infeasible budget is one line naming the
+    scenario, and nothing is written."""
     if sc.physics_only:
         return
     from edgesim.learning.config import algorithm_of
+    from edgesim.learning.registry import decides_budget
 
     for name in sc.learning["run"].algorithms:
-        if not _decides_budget(algorithm_of(sc.learning, name)):  # no backend is built only to be asked
+        if not decides_budget(algorithm_of(sc.learning, name)):  # a planning hook; no backend built only to be asked
             continue
         backend = build_backend(name)
         check = getattr(backend, "check_budget", None)
@@ -266,16 +267,6 @@ def check_budgets(sc: Scenario, build_backend: Callable) -> None:
             check(Simulation(sc.system, scenario_for(sc, name).budget, backend, seed=sc.seed).system_view())
         except InfeasibleBudgetError as e:
             raise ConfigError(f"{sc.path}: {e}") from None
-
-
-def _decides_budget(name: str) -> bool:
-    """Whether a class of ``name``'s builder's module defines ``check_budget`` (asked without building a backend)."""
-    import importlib
-
-    from edgesim.learning.algorithms import REGISTRY
-
-    module = importlib.import_module(REGISTRY[name].build.__module__) if REGISTRY[name].build else None
-    return any(callable(getattr(getattr(module, attr, None), "check_budget", None)) for attr in dir(module or object()))
 
 
 def divergence_message(sc: Scenario, name: str, error: str) -> str:
@@ -297,6 +288,21 @@ def divergence_message(sc: Scenario, name: str, error: str) -> str:
     return f"{error.split('; lower ')[0]}; {hint} or check the data"
 
 
+class LossReportingBuilder:
+    """A run's backend builder (``builder(name, start=None)``) whose algorithms record their devices' losses in one
+    shared log: it is the run's :class:`edgesim.backend.LossFeedback` (``device_losses()``, each trained device's
+    statistic since the last call), which :func:`run_algorithm` hands the engine."""
+
+    def __init__(self, build: Callable, log) -> None:
+        self.build, self.log = build, log
+
+    def __call__(self, name: str, start: Optional[dict] = None):
+        return self.build(name, start)
+
+    def device_losses(self) -> Mapping[int, DeviceLoss]:
+        return self.log.take()
+
+
 def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
     """``(build_backend, model_bits, extra summary)`` of a scenario; data errors are :class:`ConfigError`."""
     if sc.physics_only:
@@ -309,7 +315,6 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
                                      a0=p.a0, a_max=p.a_max, rate=p.rate, download_bits=p.download_bits)
 
         return build, float(sc.workload.model_bits), {}
-    from edgesim.compression import compression_for
     from edgesim.learning.algorithms import REGISTRY
     from edgesim.learning.config import algorithm_of
     from edgesim.learning.context import build_context
@@ -333,7 +338,7 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         spec = REGISTRY[algorithm_of(sc.learning, name)]
         cfg = sc.learning["algorithms"].get(name) or spec.config_cls()
         own = ctx if sc.learning.get("compression") is None else dataclasses.replace(
-            ctx, compression=compression_for(sc.learning["compression"], name))
+            ctx, compression=sc.learning["codecs"][name])
         if start is None:
             return spec.build(own, cfg)
         from edgesim.learning.algorithms.common import to_device
@@ -341,11 +346,12 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         return spec.build(dataclasses.replace(own, start_state=to_device(ctx, start)), cfg)
 
     check_data(sc, ctx)
+    check_encodings(sc)
     if sc.resources.scheduling != "random":  # a scheduling policy may rank by the devices' losses (Oort)
         from edgesim.learning.algorithms.common import LossLog
 
         ctx.loss_log = LossLog()
-        build.device_losses = ctx.loss_log.take  # read by run_algorithm's Simulation after every round
+        build = LossReportingBuilder(build, ctx.loss_log)  # the run's loss feedback, read after every round
 
     held = [len(c.x_sup) + len(c.x_unl) for c in ctx.clients]
     extra = {"samples_per_device": {
@@ -357,6 +363,21 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
     if ctx.data_record is not None:  # a user's own npz / image folder: the file, class counts, normalisation
         extra["dataset"] = ctx.data_record
     return build, ctx.model_bits, extra
+
+
+def check_encodings(sc: Scenario) -> None:
+    """Every codec the run's algorithms use has its encoder and decoder registered (a codec plugin registers both
+    sides, docs/writing_a_codec.md), before any round: one line naming the table and the codec."""
+    from edgesim.learning.compression import ENCODINGS
+
+    for name in sc.learning["run"].algorithms:
+        cfg = sc.learning["codecs"][name]
+        for direction in ("uplink", "downlink"):
+            method = getattr(cfg, direction).method
+            if method not in ENCODINGS:
+                raise ConfigError(f"{sc.path}: [compression] {direction}.method = {method!r} (for {name!r}): the codec "
+                                  f"has no encoding on the learning side; expected its plugin to register one with "
+                                  f"edgesim.learning.compression.register_encoding({method!r})")
 
 
 def check_data(sc: Scenario, ctx) -> None:

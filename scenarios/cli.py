@@ -186,13 +186,18 @@ def _print_plan(scenario, plan) -> None:
 
 def _compression_plan(sc, workload) -> dict:
     """Per compressing algorithm and direction: the encoded bits of one transfer (docs/compression.md)."""
-    from edgesim.compression import SENDS_NOTHING, compression_for, plan_table
+    from edgesim.compression import SENDS_NOTHING, plan_table
     from edgesim.learning.algorithms import ALGORITHMS
 
-    settings = sc.learning.get("compression", {})
-    names = [a for a in scenario_algorithms(sc)
-             if getattr(getattr(ALGORITHMS.get(a), "config_cls", None), "COMPRESSION", None) != SENDS_NOTHING]
-    if all(compression_for(settings, a).is_none for a in names):
+    codecs = sc.learning.get("codecs")  # every algorithm's, resolved by the scenario (none: physics only)
+    if not codecs:
+        return {}
+    from edgesim.learning.config import algorithm_of
+
+    names = [a for a in sc.learning["run"].algorithms  # its variants included, each as its algorithm
+             if getattr(getattr(ALGORITHMS.get(algorithm_of(sc.learning, a)), "config_cls", None), "COMPRESSION",
+                        None) != SENDS_NOTHING]
+    if all(codecs[a].is_none for a in names):
         return {}
     from edgesim.learning.data.datasets import DatasetError
     from edgesim.learning.sizing import model_tensor_sizes
@@ -201,7 +206,7 @@ def _compression_plan(sc, workload) -> dict:
         sizes = model_tensor_sizes(sc)
     except DatasetError as e:
         raise ConfigError(f"{sc.path}: [data] {e}") from None
-    return plan_table(settings, names, sizes, workload.model_bits)
+    return plan_table(codecs, names, sizes, workload.model_bits)
 
 
 def _print_compression(compressed: dict, plan) -> None:

@@ -49,6 +49,7 @@ _PROGRESS = None  # a worker's queue for per-round progress (None: nobody listen
 
 def _init_worker(threads: int, progress) -> None:
     from edgesim.learning.malloc import keep_freed_memory
+    from edgesim.learning.plugins import silence_notes
     from edgesim.scenarios.signals import worker_signals
     from edgesim.scenarios.threads import set_threads
 
@@ -57,6 +58,7 @@ def _init_worker(threads: int, progress) -> None:
         progress.cancel_join_thread()
     keep_freed_memory()
     set_threads(threads)
+    silence_notes()  # the parent validated the same scenario and printed its notes: --jobs says what one process says
     global _PROGRESS
     _PROGRESS = progress
 

@@ -184,23 +184,34 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "resources.oort_exploration": ("Oort's share ε of picks among devices never tried", "", "[0, 1]"),
     "resources.oort_alpha": ("Oort's straggler penalty exponent α", "", ">= 0"),
 }
-for _direction in ("uplink", "downlink"):
-    KEY_DOCS.update({
-        f"compression.{_direction}.method": (f"how the {_direction} transfer is encoded", "",
-                                             '"none", "fp16", "bf16", "qsgd", "topk" or "sign"'),
-        f"compression.{_direction}.bits": ("QSGD's bits per number (levels 2^bits − 1)", "bit", "1..16, or unset"),
-        f"compression.{_direction}.bucket": ("QSGD's numbers per norm", "numbers", ">= 1, or unset (512)"),
-        f"compression.{_direction}.fraction": ("top-k's share of numbers kept", "", "(0, 1], or unset"),
-        f"compression.{_direction}.error_feedback": ("carry the compression residual to the next round", "",
-                                                     "true or false"),
-    })
+def _codec_docs() -> dict[str, tuple[str, str, str]]:
+    """``[compression.uplink]``/``[compression.downlink]``'s keys, from the codec registry: ``method`` names the
+    registered codecs, each option's meaning, unit and range are its field's metadata (:mod:`edgesim.codecs`)."""
+    from edgesim.compression import DIRECTIONS, lossy_methods, methods, option_fields, readers
+
+    names = [f'"{m}"' for m in methods()]
+    out = {}
+    for direction in DIRECTIONS:
+        out[f"compression.{direction}.method"] = (f"how the {direction} transfer is encoded", "",
+                                                  ", ".join(names[:-1]) + f" or {names[-1]}")
+        for name, f in option_fields().items():
+            only = " or ".join(readers(name))
+            out[f"compression.{direction}.{name}"] = (f.metadata.get("meaning", ""), f.metadata.get("unit", ""),
+                                                      f"{f.metadata.get('range', '')} with method {only}; else unset")
+        out[f"compression.{direction}.error_feedback"] = (
+            "carry the compression residual to the next round", "",
+            f"true or false (true only with {', '.join(lossy_methods())})" if direction == "uplink" else "false")
+    return out
 
 
-def scenario_tables() -> dict[str, type]:
-    """Every table of a scenario (``compression.uplink`` is ``[compression.uplink]``) and its config dataclass."""
+KEY_DOCS.update(_codec_docs())
+
+
+def scenario_tables() -> dict[str, type | str]:
+    """Every table of a scenario (``compression.uplink`` is ``[compression.uplink]``) and its config dataclass
+    (``"codec"`` for a compression direction, whose keys come from the codec registry)."""
     from edgesim.asynchrony import AsyncConfig
     from edgesim.availability import AvailabilityConfig
-    from edgesim.compression import Codec
     from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
     from edgesim.curve import ParametricConfig
     from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
@@ -208,7 +219,7 @@ def scenario_tables() -> dict[str, type]:
 
     return {"system": SystemConfig, "budget": BudgetConfig, "workload": WorkloadConfig, "data": DataConfig,
             "train": TrainConfig, "run": RunConfig, "parametric": ParametricConfig, "async": AsyncConfig,
-            "availability": AvailabilityConfig, "compression.uplink": Codec, "compression.downlink": Codec,
+            "availability": AvailabilityConfig, "compression.uplink": "codec", "compression.downlink": "codec",
             "resources": ResourcesConfig}
 
 
@@ -239,11 +250,26 @@ def scenario_keys() -> dict[str, tuple[str, Any]]:
     top = {"name": "(the file's name)", "description": "", "seed": 0}
     keys: dict[str, tuple[str, Any]] = {k: (t.__name__, top.get(k)) for k, t in TOP_LEVEL_KEYS.items()}
     for table, cls in scenario_tables().items():
-        hints = typing.get_type_hints(cls) if not isinstance(cls, str) else {}
+        if cls == "codec":  # a direction: method, every registered codec's options, error_feedback
+            keys.update(_codec_keys(table))
+            continue
+        hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             if f.name.startswith("_"):
                 continue
             keys[f"{table}.{f.name}"] = (_type_name(hints.get(f.name, f.type)), _default(f))
+    return keys
+
+
+def _codec_keys(table: str) -> dict[str, tuple[str, Any]]:
+    """A ``[compression.DIRECTION]`` table's keys with type and default, from the codec registry."""
+    from edgesim.compression import CODECS, option_fields
+
+    keys = {f"{table}.method": ("str", "none")}
+    for name, f in option_fields().items():
+        owner = next(c for c in CODECS.values() if name in {g.name for g in dataclasses.fields(c)})
+        keys[f"{table}.{name}"] = (_type_name(typing.get_type_hints(owner).get(name, f.type)), _default(f))
+    keys[f"{table}.error_feedback"] = ("bool", False)
     return keys
 
 

@@ -390,7 +390,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         folder.remove(CHECKPOINT_DIR)  # only an unfinished run needs them
         if tracker is not None:
             tracker.close()
-    except BaseException as e:  # the unfinished folder survives every failure, marked with its cause
+    except BaseException as caught:  # the unfinished folder survives every failure, marked with its cause
+        e = plugin_exit(caught, sc.path)
         if live is not None:
             live.close()
         if tracker is not None:
@@ -403,6 +404,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             how = ("; ⟨+resume⟩ to go on from its checkpoints once the cause is fixed"
                    if sc.learning["run"].checkpoint_every else "")
             raise e.reworded(f"{e} (the unfinished run is kept in {folder.work}{how})") from None
+        if e is not caught:
+            raise e from None
         raise
     final = folder.finish()
     if tracker is not None:
@@ -419,6 +422,19 @@ def views_line(sc: Scenario) -> str:
     why = "as the scenario sets" if given else f"the rule of dataset = {data.dataset!r}"
     return (f"note: views: weak = {flip}reflect shift, strong = weak + RandAugment(2, 10) + Cutout; "
             f"[data] hflip = {str(data.hflip).lower()} ({why}; set [data] hflip to change it)")
+
+
+def plugin_exit(e: BaseException, where: str) -> BaseException:
+    """A ``SystemExit`` raised while a run runs is no request to end edgesim (edgesim's own code never calls
+    ``sys.exit`` there): some plugin's code (an algorithm, a policy, a codec) called it. It becomes a
+    :class:`edgesim.learning.plugins.PluginError` (one line, non-zero exit, the unfinished folder kept for
+    ``--resume``); any other error is returned as it is."""
+    if not isinstance(e, SystemExit):
+        return e
+    from edgesim.learning.plugins import PluginError
+
+    return PluginError(f"{where}: the run's code called sys.exit({e.code!r}) (a plugin's algorithm, policy or "
+                       f"codec?); expected it to return or raise an error")
 
 
 def failure_note(e: BaseException) -> str:

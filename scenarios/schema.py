@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from edgesim.async_rules import SYNC_MODES, is_asynchronous, round_modes
 from edgesim.asynchrony import AsyncConfig
 from edgesim.availability import AvailabilityConfig, read_trace
-from edgesim.compression import build_compression, compression_for
+from edgesim.compression import build_compression, compression_for, resolve_compression
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
 from edgesim.curve import ParametricConfig
 from edgesim.learning.config import PARAMETRIC, RunConfig
@@ -215,8 +215,13 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
                    for name, build in LEARNING_SECTIONS.items() if not (physics_only and name == "algorithms")}
         learned.setdefault("algorithms", {})
         if not physics_only:  # {"": [compression], NAME: [algorithms.NAME.compression], ...}
+            load_codecs(raw)
             learned["compression"] = build_compression(raw.get("compression", {}), raw.get("algorithms", {}), where)
             add_variants(learned, built["budget"], raw.get("variants", {}), raw.get("algorithms", {}), where)
+            run = learned["run"]  # {NAME: the compression NAME runs with}, every algorithm's, resolved once here
+            learned["codecs"] = resolve_compression(learned["compression"], dict.fromkeys([
+                *run.algorithms, *([run.warm_start["algorithm"]] if run.warm_start else []),
+                *(v.algorithm for v in learned["variants"].values())]))
         check_cross_section(built["system"], learned["run"], where)
         asynchrony = asynchrony.resolved(learned["run"].clients_per_round)
         check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
@@ -224,7 +229,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             check_algorithms(built["system"], learned, where)
             check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
-    check_resources(resources, built["system"], built["budget"], learned.get("run"), where)
+    check_resources(resources, built["system"], built["budget"], learned.get("run"), where, learned)
     return Scenario(
         path=where,
         name=name,
@@ -313,7 +318,7 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
     from edgesim.compression import NO_COMPRESSION
 
     for name in learned["run"].algorithms:
-        if compression_for(learned.get("compression", {}), name) != NO_COMPRESSION:
+        if learned["codecs"][name] != NO_COMPRESSION:
             raise ScenarioError(f"{where}: [compression] for {name!r}: compressed transfers are not simulated in "
                                 f"asynchronous runs yet ([budget] round_mode = {budget.round_mode!r}); expected no "
                                 f"compression, or round_mode 'sync' or 'deadline'")
@@ -340,21 +345,43 @@ def load_plugins(modules, where: str, algorithms=()) -> None:
         load_entry_points("algorithms")
 
 
-# The algorithms that choose their own devices (DoFed-SPP's Algorithm 1, UM-pFSSL's helpers): no scheduling policy.
-SELF_SCHEDULING = ("dofed_spp", "um_pfssl")
+def load_codecs(raw: Mapping[str, Any]) -> None:
+    """The installed codec plugins (entry point group ``edgesim.codecs``), loaded only when the scenario's
+    ``[compression]`` tables name a codec that is not registered yet (:mod:`edgesim.codecs`)."""
+    from edgesim.codecs import CODECS
+
+    algorithms = raw.get("algorithms")
+    tables = [raw.get("compression"), *(t.get("compression") for t in (
+        algorithms.values() if isinstance(algorithms, Mapping) else ()) if isinstance(t, Mapping))]
+    named = set()
+    for table in tables:
+        for value in (table.values() if isinstance(table, Mapping) else ()):
+            method = value.get("method") if isinstance(value, Mapping) else value
+            if isinstance(method, str):
+                named.add(method)
+    if named - set(CODECS):
+        from edgesim.learning.plugins import load_entry_points
+
+        load_entry_points("codecs")
 
 
-def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, run, where: str) -> None:
+def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, run, where: str,
+                    learned: Mapping[str, Any] | None = None) -> None:
     """``[resources]``: every policy known (installed policy plugins loaded first when one is not), fit for the
-    access scheme and the algorithms (:func:`edgesim.resources.check_config`) and for the round mode, from what
-    each policy declares (:func:`edgesim.resources.check_round_mode`)."""
+    access scheme and the algorithms (:func:`edgesim.resources.check_config`; a variant is its algorithm, of the
+    ``learned`` sections) and for the round mode, from what each policy declares
+    (:func:`edgesim.resources.check_round_mode`)."""
+    from edgesim.learning.config import algorithm_of
     from edgesim.learning.plugins import load_entry_points
+    from edgesim.learning.registry import choosing_devices
     from edgesim.resources import KINDS, POLICIES, check_config, check_round_mode
 
     if any(getattr(resources, kind) not in POLICIES[kind] for kind in KINDS):
         load_entry_points("policies")
-    try:
-        check_config(resources, system, getattr(run, "algorithms", ()), SELF_SCHEDULING)
+    names = list(getattr(run, "algorithms", ()))
+    choosing = [a for a in names if algorithm_of(learned or {}, a) in choosing_devices()]
+    try:  # the algorithms that choose their own devices say so in their declaration
+        check_config(resources, system, names, choosing)
         check_round_mode(resources, budget.round_mode, is_asynchronous(budget.round_mode), budget.deadline_s)
     except ValueError as e:
         raise ScenarioError(f"{where}: [resources] {e}") from None
@@ -420,7 +447,7 @@ def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: st
             raise e.at(f"{where}: {table}") from None
         except ValueError as e:
             raise ScenarioError(f"{where}: {table}: {e}") from None
-        check_compression(name, spec.config_cls, learned.get("compression", {}), where)
+        check_compression(name, spec.config_cls, learned["compression"], learned["codecs"][name], where)
 
 
 def check_option_scales(cfg) -> None:
@@ -436,14 +463,13 @@ def check_option_scales(cfg) -> None:
             check_option_scale(f.name, value, default, field_meaning(type(cfg), f.name))
 
 
-def check_compression(name: str, config_cls: type, settings: Mapping[str, Any], where: str) -> None:
+def check_compression(name: str, config_cls: type, settings: Mapping[str, Any], cfg, where: str) -> None:
     """Algorithm ``name`` takes the compression it would run with, or the scenario is refused in one line.
 
     An algorithm's config class declares ``COMPRESSION`` (what its transfers
     carry, docs/compression.md) when it applies compression; without it, a
     compressed direction is refused with its ``COMPRESSION_REFUSED`` reason.
     """
-    cfg = compression_for(settings, name)
     if cfg.is_none or getattr(config_cls, "COMPRESSION", None):
         return
     table = f"[algorithms.{name}.compression]" if name in settings else "[compression]"

@@ -229,3 +229,41 @@ def test_the_engines_spell_no_rule_or_policy_name():
         spelled = _string_constants(engine) & names
         assert not spelled, f"{engine} spells {sorted(spelled)}"
     assert "fedbuff" in _string_constants("edgesim.async_rules")  # the check can fail: the registry spells it
+def _name_literals(module: str, names: set[str]) -> list[str]:
+    """``path:line: 'name'`` of every string literal of ``module`` that is one of ``names``."""
+    path = MODULES[module]
+    return [f"{path.relative_to(REPO)}:{n.lineno}: {n.value!r}" for n in ast.walk(ast.parse(path.read_text("utf-8")))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names]
+
+
+def test_the_algorithm_registry_is_a_module_of_its_own():
+    """``edgesim.learning.config`` validates algorithm names against ``edgesim.learning.registry`` and imports no
+    algorithm (the registry fills itself by name); the algorithms package re-exports the registry's API."""
+    config = {t for _, t, _ in GRAPH["edgesim.learning.config"]}
+    assert "edgesim.learning.registry" in config
+    assert not [t for t in config if t.startswith("edgesim.learning.algorithms")], sorted(config)
+    assert "edgesim.learning.registry" in {t for _, t, _ in GRAPH["edgesim.learning.algorithms"]}
+
+
+def test_capabilities_are_declared_not_listed_by_name():
+    """No rule of the simulator or the scenario's validation and runs names an algorithm: which algorithms choose
+    their own devices, decide their budget or run asynchronously is each algorithm's declaration."""
+    from edgesim.learning.registry import declared
+
+    names = set(declared())
+    rules = [m for m in MODULES if floor(m) in ("edgesim", "edgesim.results")] + [
+        "edgesim.scenarios.schema", "edgesim.scenarios.algorithm_run", "edgesim.scenarios.run"]
+    found = [hit for m in rules for hit in _name_literals(m, names)]
+    assert not found, "\n".join(found)
+    assert _name_literals("edgesim.learning.config", names)  # the check can fail: DEFAULT_ALGORITHMS names some
+
+
+def test_no_module_outside_the_codec_registries_spells_a_codec_name():
+    """A codec's name is spelled where it is registered (its torch-free class, its encoding) and nowhere else."""
+    from edgesim.codecs import CODECS
+
+    names = set(CODECS) - {"none"}  # "none" is also every default's word
+    homes = {"edgesim.codecs", "edgesim.learning.compression"}
+    found = [hit for m in MODULES if m not in homes for hit in _name_literals(m, names)]
+    assert not found, "\n".join(found)
+    assert _name_literals("edgesim.codecs", names)

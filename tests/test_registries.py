@@ -124,8 +124,8 @@ def test_every_algorithm_has_its_display_name():
 
 
 def test_register_keeps_its_signature_and_defaults_display_to_the_name(monkeypatch):
-    monkeypatch.setattr("edgesim.learning.algorithms.ALGORITHMS", dict(REGISTRY))
-    from edgesim.learning import algorithms as registry
+    monkeypatch.setattr("edgesim.learning.registry.ALGORITHMS", dict(REGISTRY))
+    from edgesim.learning import registry
 
     @register("plain", object)
     def build_plain(ctx, cfg):

@@ -36,6 +36,7 @@ from typing import Callable, Mapping, Optional
 
 import numpy as np
 
+from ..registries import claim
 from . import formulas
 from .config import KINDS
 
@@ -80,7 +81,8 @@ def declared(kind: str, name: str) -> Declared:
 def register_policy(kind: str, name: str) -> Callable[[type], type]:
     """Class decorator: ``@register_policy("bandwidth", "my_split")`` makes ``[resources] bandwidth = "my_split"``
     choose it. The class has one method, ``allocate(self, r)``; its docstring's first line is what
-    ``edgesim list policies`` prints."""
+    ``edgesim list policies`` prints. A name already taken (a built-in's, another plugin's) is refused in one
+    line naming both classes (:func:`edgesim.registries.claim`)."""
     if kind not in KINDS:
         raise ValueError(f"policy kind {kind!r}: expected one of {', '.join(KINDS)}")
     if not isinstance(name, str) or not name:
@@ -90,8 +92,7 @@ def register_policy(kind: str, name: str) -> Callable[[type], type]:
         if not callable(getattr(cls, "allocate", None)):
             raise ValueError(f"policy {kind} {name!r} ({cls.__name__}): expected a class with a method "
                              f"allocate(self, r)")
-        POLICIES[kind][name] = cls
-        return cls
+        return claim(POLICIES[kind], name, cls, f"policy {kind}")  # a plugin never replaces a built-in silently
 
     return add
 

@@ -180,7 +180,7 @@ class Allocator:
             return self.policies[kind].allocate(r)
         except PolicyError:
             raise
-        except Exception as e:  # noqa: BLE001 - a plugin's failure, reported in one line
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's failure (sys.exit too), reported in one line
             self._fail(kind, r, f"raised {type(e).__name__}: {e}", "an answer")
 
     def _check(self, values, r: RoundResources, kind: str, what: str, *, positive: bool = False,

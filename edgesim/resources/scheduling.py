@@ -206,7 +206,7 @@ class Scheduler:
         where = f"[resources] scheduling = {self.name!r}: round {round_index}"
         try:
             scores = self.policy.allocate(view)
-        except Exception as e:  # noqa: BLE001 - a plugin's failure, reported in one line
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's failure (sys.exit too), reported in one line
             raise PolicyError(f"{where}: raised {type(e).__name__}: {e}; expected an answer") from None
         if scores is None:
             return None

@@ -117,5 +117,5 @@ DofedSppConfig.COMPRESSION_REFUSED = (  # docs/compression.md
     "(Ineq. 26); not implemented")
 
 declare("dofed_spp", DofedSppConfig, planning=PLANNING, module="edgesim.learning.algorithms.dofed_spp.algorithm",
-        display="DoFed-SPP",
+        display="DoFed-SPP", chooses_devices=True,  # Algorithm 1 picks the round's K devices and B pseudo-labellers
         summary="DoFed-SPP: reciprocal + target models, similarity ratios, B/K on the budget")

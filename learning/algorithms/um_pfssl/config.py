@@ -82,4 +82,5 @@ UMPFSSLConfig.COMPRESSION = (  # docs/compression.md
     "its model's difference from the server's copy (uplink) and every helper model it downloads (downlink)")
 
 declare("um_pfssl", UMPFSSLConfig, module="edgesim.learning.algorithms.um_pfssl.algorithm", display="UM-pFSSL", check=check_um_pfssl,
-        summary="UM-pFSSL: helpers chosen by uncertainty pseudo-label each device's data")
+        summary="UM-pFSSL: helpers chosen by uncertainty pseudo-label each device's data",
+        chooses_devices=True)  # each round's helpers and devices are its own choice

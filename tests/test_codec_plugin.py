@@ -1,0 +1,125 @@
+"""The worked example of docs/writing_a_codec.md: a codec installed as a package (offline, into a ``--target``
+folder on ``PYTHONPATH``), planned and run by name, its bits the ones the clock charges; the same module by
+``[run] plugins``; a codec plugin that takes a built-in's name is refused in one line naming both."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY_SCENARIO
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_a_codec.md"
+
+
+def doc_files() -> dict[str, str]:
+    return dict(re.findall(r"```\w+ file=(\S+)\n(.*?)```", DOC.read_text(), flags=re.S))
+
+
+def edgesim(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture
+def example(tmp_path) -> Path:
+    files = doc_files()
+    assert set(files) == {"edgesim_uniform.py", "pyproject.toml", "uniform.toml"}
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    return pkg
+
+
+def _sizes() -> list[int]:
+    """The numbers of each float tensor of the example's model (digits, 8x8, 10 classes): what FedAvg sends."""
+    from edgesim.learning.models import build_model
+
+    model = build_model("cnn", (1, 8, 8), 10, seed=0)
+    return [v.numel() for v in model.state_dict().values() if v.is_floating_point()]
+
+
+def test_the_documented_codec_installs_plans_and_runs(example, tmp_path):
+    target = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(target), str(example)], capture_output=True, text=True,
+                         timeout=300)
+    assert pip.returncode == 0, pip.stderr
+    work = tmp_path / "work"  # not the package's folder: only the entry point can find the module
+    work.mkdir()
+    scenario = work / "uniform.toml"
+    scenario.write_text((example / "uniform.toml").read_text())
+    sizes = _sizes()
+    expected = 32 * len(sizes) + 4 * sum(sizes)  # 32·T + b·P, by hand
+    plan = edgesim("plan", str(scenario), "--json", cwd=work, pythonpath=str(target))
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["compression"]["fedavg"]["uplink"] == {
+        "method": "uniform4+ef", "bits": expected, "ratio": expected / (32 * sum(sizes))}
+    done = edgesim("run", str(scenario), "--out", str(work / "run"), "-q", cwd=work, pythonpath=str(target))
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader((work / "run" / "rounds.csv").open()))
+    assert [float(r["bits_up"]) for r in rows] == [3 * expected] * 2  # three devices a round, each its size_bits
+    assert all(0 < float(r["compression_error"]) < 0.5 for r in rows)
+    bad = edgesim("run", str(scenario), "--set", "compression.uplink.bits=40", "--out", str(work / "x"), "-q",
+                  cwd=work, pythonpath=str(target))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert ("[compression] uplink.bits = 40: expected an integer in 2..16 (the uniform codec's bits per number)"
+            in bad.stderr)
+    unknown = edgesim("run", str(scenario), "--out", str(work / "y"), "-q", cwd=work)  # not installed here
+    assert unknown.returncode == 2 and "uplink.method = 'uniform': expected one of 'none'" in unknown.stderr
+
+
+def test_run_plugins_imports_the_codec_and_its_parts_weigh_its_size(example):
+    scenario = example / "uniform.toml"
+    scenario.write_text(scenario.read_text().replace("[run]\n", '[run]\nplugins = ["edgesim_uniform"]\n'))
+    done = edgesim("run", str(scenario), "--out", str(example / "run"), "-q", cwd=example)
+    assert done.returncode == 0, done.stderr
+    assert 'method = "uniform"' in (example / "run" / "config.toml").read_text()
+    check = ("import torch, edgesim_uniform\n"
+             "from edgesim.compression import Codec, encoded_bits\n"
+             "from edgesim.learning.compression import decode, encode, payload_bits\n"
+             "x = [torch.tensor([3.0, -4.0]), torch.zeros(0), torch.tensor([0.0, 1.0, -2.0])]\n"
+             "c = Codec('uniform', bits=3)\n"
+             "e = encode(c, x)\n"
+             "print(encoded_bits(c, [2, 0, 3]), payload_bits(e), decode(e).tolist())\n")
+    out = subprocess.run([sys.executable, "-c", check], cwd=example, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    # by hand: 32·T + b·P = 32·2 + 3·5 bits; L = 2^2 − 1 = 3, q = round(3·v/m) per tensor (m = 4, then 2: 1.5 rounds
+    # to even), decoded m·q/3
+    bits, weighed, decoded = out.stdout.split(" ", 2)
+    assert (bits, weighed) == ("79", "79")
+    assert json.loads(decoded) == pytest.approx([8 / 3, -4.0, 0.0, 4 / 3, -2.0])
+
+
+def test_a_codec_plugin_that_takes_a_builtin_name_is_refused_naming_both(tmp_path):
+    (tmp_path / "my_qsgd.py").write_text(
+        "from dataclasses import dataclass\nfrom typing import ClassVar\nfrom edgesim.codecs import register_codec\n\n"
+        "@register_codec('qsgd')\n@dataclass(frozen=True)\nclass Mine:\n    lossy: ClassVar[bool] = True\n\n"
+        "    def size_bits(self, sizes):\n        return sum(sizes)\n")
+    (tmp_path / "s.toml").write_text(TINY_SCENARIO)
+    done = edgesim("run", "s.toml", "--set", 'run.plugins=["my_qsgd"]', "--out", "r", "-q", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert ("codec 'qsgd' is registered twice: by edgesim.codecs.Qsgd and again by my_qsgd.Mine; expected a name "
+            "not taken") in done.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "r.incomplete").exists()
+
+
+def test_a_codec_without_its_encoding_is_refused_before_any_round(tmp_path):
+    (tmp_path / "half_codec.py").write_text(
+        "from dataclasses import dataclass\nfrom typing import ClassVar\nfrom edgesim.codecs import register_codec\n\n"
+        "@register_codec('half_only')\n@dataclass(frozen=True)\nclass HalfOnly:\n    lossy: ClassVar[bool] = False\n\n"
+        "    def size_bits(self, sizes):\n        return 8 * sum(sizes)\n")
+    (tmp_path / "s.toml").write_text(TINY_SCENARIO)
+    done = edgesim("run", "s.toml", "--set", 'run.plugins=["half_codec"]', "--set", "compression.uplink=half_only",
+                   "--out", "r", "-q", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert ("[compression] uplink.method = 'half_only' (for 'fedavg'): the codec has no encoding on the learning "
+            "side; expected its plugin to register one") in done.stderr
