@@ -149,8 +149,11 @@ def run_algorithm(
         sim.load_state_dict(warm.engine)
     accs = [r.metrics.get("accuracy", float("nan")) for r in out.records]
     n_events = len(out.events)
+    measure = getattr(build_backend, "measure", None)  # which rounds and devices are evaluated
     while not _finished(sc, sim, accs):
         raise_if_signalled()  # a Ctrl-C or kill whose exception a finalizer dropped ends the run here
+        if measure is not None:
+            measure.round_index = sim.round_index
         try:
             rec = sim.run_round()
         except Diverged as e:  # keep its rounds so far; the other algorithms go on
@@ -176,6 +179,8 @@ def run_algorithm(
                 checkpoint.save(checkpoint_dir, name, fingerprint=fingerprint, sim=sim, backend=backend,
                                 records=out.records, events=events, done=done, use_torch=not sc.physics_only,
                                 graphs=out.graphs)
+    if measure is not None:
+        measure.round_index = None
     out.events = out.events[:n_events] + sim.events
     out.now_s = sim.now_s
     if out.diverged is not None:  # nothing of the round that diverged: it has no record
@@ -341,6 +346,7 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
         return spec.build(dataclasses.replace(own, start_state=to_device(ctx, start)), cfg)
 
     check_data(sc, ctx)
+    ctx.measure = build.measure = evaluation_of(sc, ctx)  # set to each round by run_algorithm
     if sc.resources.scheduling != "random":  # a scheduling policy may rank by the devices' losses (Oort)
         from edgesim.learning.algorithms.common import LossLog
 
@@ -357,6 +363,16 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
     if ctx.data_record is not None:  # a user's own npz / image folder: the file, class counts, normalisation
         extra["dataset"] = ctx.data_record
     return build, ctx.model_bits, extra
+
+
+def evaluation_of(sc: Scenario, ctx):
+    """The run's :class:`edgesim.learning.evaluation.Measure`: ``[run] eval_every``, ``eval_devices`` (a sample
+    from the run's seed, stream ``"eval_devices"``, the same for every algorithm) and ``label_quality``."""
+    from edgesim.learning.evaluation import EvalPlan, Measure
+
+    run_cfg = sc.learning["run"]
+    rounds = run_cfg.rounds or sc.budget.rounds
+    return Measure(EvalPlan.from_config(run_cfg, ctx.n_devices, rounds, ctx.rng("eval_devices")))
 
 
 def check_data(sc: Scenario, ctx) -> None:

@@ -22,6 +22,7 @@ and torch is never imported.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from pathlib import Path
 from typing import Callable, Optional
@@ -86,7 +87,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         accs = [r.metrics.get("accuracy", float("nan")) for r in recs]
         final, idx, settled = final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience) if recs else (float("nan"), -1, False)
         last = recs[-1] if recs else None
-        in_budget = [a for a, t in zip(accs, times) if t <= budget_s]
+        seen = [a for a in accs if not math.isnan(a)]  # the evaluated rounds' ([run] eval_every)
+        in_budget = [a for a, t in zip(accs, times) if t <= budget_s and not math.isnan(a)]
         tta = {str(t): time_to_accuracy(times, accs, t, sustain) for t in run_cfg.accuracy_thresholds}
         algs[name] = {
             "display": display_name(name),
@@ -96,8 +98,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
             "final_round": idx,
             "final_time_s": times[idx] if recs else None,
             "plateau_reached": settled,
-            "last_accuracy": accs[-1] if recs else None,
-            "best_accuracy": max(accs) if recs else None,
+            "last_accuracy": seen[-1] if seen else accs[-1] if recs else None,
+            "best_accuracy": max(seen) if seen else max(accs) if recs else None,
             "final_accuracy_var": recs[idx].metrics.get("accuracy_var") if recs else None,
             "time_to_accuracy_s": tta,
             "accuracy_at_budget": in_budget[-1] if in_budget else None,
