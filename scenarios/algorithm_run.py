@@ -54,6 +54,7 @@ def resolved_config(sc: Scenario) -> dict:
 
         for name in ("data", "train", "run"):
             out[name] = dataclasses.asdict(sc.learning[name])
+        out["run"].pop("client_workers")  # where the clients train, not what: the run folder is the same bytes
         algs, variants = sc.learning["algorithms"], sc.learning.get("variants", {})
         out["algorithms"] = {
             a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
@@ -302,8 +303,13 @@ def divergence_message(sc: Scenario, name: str, error: str) -> str:
     return f"{error.split('; lower ')[0]}; {hint} or check the data"
 
 
-def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
-    """``(build_backend, model_bits, extra summary)`` of a scenario; data errors are :class:`ConfigError`."""
+def make_backends(sc: Scenario, client_pool: str = "local", ray_address: Optional[str] = None
+                  ) -> tuple[Callable, float, dict]:
+    """``(build_backend, model_bits, extra summary)`` of a scenario; data errors are :class:`ConfigError`.
+
+    With ``[run] client_workers`` > 1 (or ``client_pool = "ray"``) each round's clients train on that many
+    workers (:class:`edgesim.learning.client_workers.WorkerExecutor`: local processes, or Ray actors on
+    ``ray_address``'s cluster); ``build_backend.close()`` stops them."""
     if sc.physics_only:
         from edgesim.curve import ParametricBackend
 
@@ -347,6 +353,20 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
 
     check_data(sc, ctx)
     ctx.measure = build.measure = evaluation_of(sc, ctx)  # set to each round by run_algorithm
+    workers = sc.learning["run"].client_workers or 1
+    if workers > 1 or client_pool == "ray":
+        import torch
+
+        from edgesim.learning.client_workers import WorkerExecutor
+
+        try:
+            ctx.executor = WorkerExecutor(ctx.executor, workers, ctx, threads=torch.get_num_threads(),
+                                          pool=client_pool, address=ray_address)
+        except ValueError as e:
+            raise ConfigError(f"{sc.path}: [run] client_workers = {workers}: {e} ([train] executor = "
+                              f"{sc.learning['train'].executor!r}; expected \"sequential\", or \"auto\" on a "
+                              f"CPU)") from None
+        build.close = ctx.executor.close
     if sc.resources.scheduling != "random":  # a scheduling policy may rank by the devices' losses (Oort)
         from edgesim.learning.algorithms.common import LossLog
 

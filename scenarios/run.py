@@ -267,6 +267,8 @@ def run_scenario(
     jobs: int = 1,
     formats: tuple[str, ...] = ("png",),
     argv: Optional[list[str]] = None,
+    client_executor: str = "local",
+    ray_address: Optional[str] = None,
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
@@ -287,10 +289,21 @@ def run_scenario(
     The run trains with ``run.threads`` torch threads (:mod:`edgesim.scenarios.threads`);
     the process's own setting is back when it returns. ``jobs`` > 1 trains the
     algorithms in that many worker processes at once (:mod:`edgesim.scenarios.parallel`),
-    writing the same bytes.
+    writing the same bytes. ``client_executor = "ray"`` trains each round's clients on ``run.client_workers`` Ray
+    actors (``ray_address``: a cluster's; unset: a Ray on this machine), the same bytes too
+    (:mod:`edgesim.learning.client_workers`).
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"⟨jobs=⟩{jobs!r}: expected an integer >= 1")
+    if client_executor not in ("local", "ray"):
+        raise ConfigError(f"⟨executor=⟩{client_executor!r}: expected 'local' or 'ray'")
+    if ray_address and client_executor != "ray":
+        raise ConfigError("⟨ray-address⟩ needs ⟨executor=⟩ray")
+    if client_executor == "ray" and jobs > 1:
+        raise ConfigError(f"⟨jobs=⟩{jobs} with ⟨executor=⟩ray: the Ray actors train one algorithm's clients; "
+                          f"expected ⟨jobs=⟩1 (the algorithms one after another)")
+    if client_executor == "ray" and sc.physics_only:
+        raise ConfigError("⟨executor=⟩ray: a physics-only run trains no clients; expected ⟨executor=⟩local")
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume)
     try:
@@ -302,12 +315,12 @@ def run_scenario(
     with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
             workers_for(sc, jobs, True) as workers:  # every round comes back: rounds.csv grows as the run goes
         return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, workers=workers,
-                             formats=formats, argv=argv)
+                             formats=formats, argv=argv, clients=(client_executor, ray_address))
 
 
 def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resume: bool, overwrite: bool,
                   say: Optional[Callable[[str], None]], workers, formats: tuple[str, ...],
-                  argv: Optional[list[str]]) -> Path:
+                  argv: Optional[list[str]], clients: tuple = ("local", None)) -> Path:
     say = say or (lambda line: None)
     if resume and overwrite:
         raise ConfigError("⟨resume⟩ and ⟨overwrite⟩: give one of them (go on with a run, or replace it)")
@@ -340,7 +353,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
                     f"{sc.learning['run'].checkpoint_every}): starting from scratch in it")
         else:
             say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
-    build_backend, model_bits, extra = make_backends(sc)
+    build_backend, model_bits, extra = make_backends(sc, *clients)
     check_budgets(sc, build_backend)
     if not sc.physics_only and not resuming and DATASETS[sc.learning["data"].dataset].kind == "image":
         say(views_line(sc))
@@ -406,6 +419,10 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
                    if sc.learning["run"].checkpoint_every else "")
             raise e.reworded(f"{e} (the unfinished run is kept in {folder.work}{how})") from None
         raise
+    finally:
+        close = getattr(build_backend, "close", None)  # the client workers ([run] client_workers, Ray actors)
+        if close is not None:
+            close()
     final = folder.finish()
     if tracker is not None:
         tracker.finish(final)
