@@ -87,8 +87,10 @@ def test_ray_actors_write_the_sequential_bytes(tiny_scenario, sequential_run, tm
     pytest.importorskip("ray")
     port = _free_port()
     ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
+    script = Path(sys.executable).with_name("ray")  # the venv's, else Ray's own module (a venv that shares Ray's)
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
     head = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+        [*command, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
          "--include-dashboard=false", f"--temp-dir={ray_dir}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
     )
