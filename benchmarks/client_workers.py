@@ -9,6 +9,12 @@ Interleaved: for each repetition, every worker count once in turn (whatever else
 alike). A run's rounds after its first are timed (the first also starts the workers); the median round is
 reported, with the ratio to 1 worker, and whether the run folders' ``rounds.csv`` are the same bytes.
 
+On a shared machine the host time says little (with the kernel's autogroup scheduling a session's processes
+share one session's slice of the CPU, however many there are), so the CPU seconds are measured too: the run's
+own process (``time.process_time``) and each worker's (``/proc/PID/stat``) per round. On idle cores a round takes
+about its *critical path*: the run's own CPU plus its busiest worker's (they do not overlap: the run waits for the
+workers); ``speed-up on idle cores`` is the 1-worker round's CPU over that.
+
     python benchmarks/client_workers.py --workers 1 2 --repeats 3 --rounds 4
 
 Results: benchmarks/RESULTS.md, "Client workers".
@@ -61,16 +67,46 @@ client_workers = {workers}
 """
 
 
-def one(workers: int, rounds: int, out: Path) -> list[float]:
-    """Host seconds of each round of one run (the run's own process; workers started at its first round)."""
+POOLS: list = []
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (``/proc/PID/stat`` fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one(workers: int, rounds: int, out: Path) -> list[tuple[float, float, float]]:
+    """Per round after the first: (host seconds, this process's CPU seconds, the busiest worker's CPU seconds)."""
+    from edgesim.learning import client_workers
     from edgesim.scenarios.run import run_scenario
     from edgesim.scenarios.schema import load_scenario
 
+    start = client_workers.LocalPool.__init__
+
+    def remember(self, *a, **k):
+        start(self, *a, **k)
+        POOLS.append(self)
+
+    client_workers.LocalPool.__init__ = remember
+    POOLS.clear()
     path = out.with_suffix(".toml")
     path.write_text(SCENARIO.format(rounds=rounds, workers=workers))
-    stamps = [time.perf_counter()]
-    run_scenario(load_scenario(path), out, on_round=lambda name, rec: stamps.append(time.perf_counter()))
-    return [b - a for a, b in zip(stamps, stamps[1:])]
+    marks = []
+
+    def mark(name, rec):
+        pids = [p.pid for pool in POOLS for p in pool.procs]
+        marks.append((time.perf_counter(), time.process_time(), [_cpu_s(pid) for pid in pids]))
+
+    try:
+        run_scenario(load_scenario(path), out, on_round=mark)
+    finally:
+        client_workers.LocalPool.__init__ = start
+    out_rounds = []
+    for (w0, c0, k0), (w1, c1, k1) in zip(marks, marks[1:]):
+        busiest = max((b - a for a, b in zip(k0, k1)), default=0.0)
+        out_rounds.append((w1 - w0, c1 - c0, busiest))
+    return out_rounds
 
 
 def main() -> None:
@@ -81,23 +117,33 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
+    from edgesim.learning.malloc import keep_freed_memory
+
+    keep_freed_memory()  # as the edgesim command does
     torch.set_num_threads(1)
     tmp = Path(tempfile.mkdtemp(prefix="client_workers_"))
-    times: dict[int, list[float]] = {n: [] for n in args.workers}
+    times: dict[int, list[tuple[float, float, float]]] = {n: [] for n in args.workers}
     for r in range(args.repeats):
         for n in args.workers:
             rounds = one(n, args.rounds, tmp / f"w{n}_r{r}")
-            times[n] += rounds[1:]
-            print(f"repeat {r} workers {n}: rounds {', '.join(f'{t:.2f}' for t in rounds)} s "
-                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
-    base = statistics.median(times[args.workers[0]])
-    same = {n: (tmp / f"w{n}_r0" / "rounds.csv").read_bytes() == (tmp / f"w{args.workers[0]}_r0" / "rounds.csv")
-            .read_bytes() for n in args.workers}
-    print("| workers | median round (s) | rounds timed | speed-up | rounds.csv same bytes |")
-    print("| ---: | ---: | ---: | ---: | --- |")
+            times[n] += rounds
+            print(f"repeat {r} workers {n}: (host s, own CPU s, busiest worker CPU s) per round "
+                  f"{[tuple(round(x, 2) for x in t) for t in rounds]} (load {os.getloadavg()[0]:.1f})", flush=True)
+    first = args.workers[0]
+    base_host = statistics.median(t[0] for t in times[first])
+    base_cpu = statistics.median(t[1] + t[2] for t in times[first])
+    same = {n: (tmp / f"w{n}_r0" / "rounds.csv").read_bytes() == (tmp / f"w{first}_r0" / "rounds.csv").read_bytes()
+            for n in args.workers}
+    print("| workers | median round, host (s) | speed-up (host) | own CPU (s) | busiest worker CPU (s) | "
+          "critical path CPU (s) | speed-up on idle cores (CPU) | rounds | rounds.csv same bytes |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for n in args.workers:
-        m = statistics.median(times[n])
-        print(f"| {n} | {m:.2f} | {len(times[n])} | {base / m:.2f}× | {'yes' if same[n] else 'NO'} |")
+        host = statistics.median(t[0] for t in times[n])
+        own = statistics.median(t[1] for t in times[n])
+        busiest = statistics.median(t[2] for t in times[n])
+        path = statistics.median(t[1] + t[2] for t in times[n])
+        print(f"| {n} | {host:.2f} | {base_host / host:.2f}× | {own:.2f} | {busiest:.2f} | {path:.2f} | "
+              f"{base_cpu / path:.2f}× | {len(times[n])} | {'yes' if same[n] else 'NO'} |")
 
 
 if __name__ == "__main__":

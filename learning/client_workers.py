@@ -11,8 +11,8 @@ same bytes as one process training every client in turn; ``tests/test_client_wor
 server's sets — and the model once, when it starts (each worker holds its own copy: n workers hold n copies of
 the data set), and keeps them for the whole run. A call then sends only what changes: the task (pickled with
 ``cloudpickle``: a loss may be a closure), the clients' start states, their generators' states, and for their
-data a name (``("client", 3, "x_sup")``) wherever it is one of the loaded tensors (a tensor an algorithm made
-this round, such as DoFed-SPP's pseudo-labelled set, travels itself).
+data a name (``("client", 3, "x_sup")``) wherever one of the loaded tensors appears, at any depth (a tensor an
+algorithm made this round, such as DoFed-SPP's pseudo-labelled set, travels itself).
 
 The pools: :class:`LocalPool` (fresh interpreters, ``python -m edgesim.learning.client_workers``) and
 :class:`RayPool` (one actor per worker, ``num_cpus`` = the run's threads, a share of a GPU per actor where
@@ -26,7 +26,6 @@ import dataclasses
 import math
 import pickle
 import traceback
-from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 import torch
@@ -36,13 +35,6 @@ from edgesim.learning.models import draw_seed
 from edgesim.learning.tasks import LocalTrainResult
 
 MODEL_KEY = ("model",)
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """A name standing for a tensor (or the model) every worker holds."""
-
-    key: tuple
 
 
 def context_tensors(ctx) -> dict[tuple, torch.Tensor]:
@@ -61,38 +53,40 @@ def context_tensors(ctx) -> dict[tuple, torch.Tensor]:
     return out
 
 
-def encode(obj, names: Mapping[int, tuple]):
-    """``obj`` with each tensor that is one of the loaded ones (``names``: ``id(tensor) -> key``) replaced by its
-    :class:`Loaded` name, through tuples, lists and dicts."""
-    if isinstance(obj, (torch.Tensor, torch.nn.Module)):
-        key = names.get(id(obj))
-        return Loaded(key) if key is not None else obj
-    if isinstance(obj, tuple):
-        return tuple(encode(v, names) for v in obj)
-    if isinstance(obj, list):
-        return [encode(v, names) for v in obj]
-    if isinstance(obj, dict):
-        return {k: encode(v, names) for k, v in obj.items()}
-    return obj
+def dumps(obj, names: Mapping[int, tuple]) -> bytes:
+    """``obj`` pickled with ``cloudpickle`` (a loss may be a closure), every loaded tensor or model in it — at any
+    depth: in a stream, a closure's cell, an object's attribute — written as its name (``names``: ``id -> key``)."""
+    import io
+
+    import cloudpickle
+
+    class Pickler(cloudpickle.CloudPickler):
+        def persistent_id(self, o):
+            return names.get(id(o)) if isinstance(o, (torch.Tensor, torch.nn.Module)) else None
+
+    buf = io.BytesIO()
+    Pickler(buf, protocol=5).dump(obj)
+    return buf.getvalue()
 
 
-def decode(obj, loaded: Mapping[tuple, Any]):
-    """The inverse of :func:`encode` in a worker holding ``loaded``."""
-    if isinstance(obj, Loaded):
-        return loaded[obj.key]
-    if isinstance(obj, tuple):
-        return tuple(decode(v, loaded) for v in obj)
-    if isinstance(obj, list):
-        return [decode(v, loaded) for v in obj]
-    if isinstance(obj, dict):
-        return {k: decode(v, loaded) for k, v in obj.items()}
-    return obj
+def loads(data: bytes, loaded: Mapping[tuple, Any]):
+    """The inverse of :func:`dumps` in a worker holding ``loaded``."""
+    import io
+
+    class Unpickler(pickle.Unpickler):
+        def persistent_load(self, key):
+            return loaded[tuple(key)]
+
+    return Unpickler(io.BytesIO(data)).load()
 
 
 class _Worker:
     """What a worker holds and does: the loaded tensors and model, the run's executor; one call at a time."""
 
     def __init__(self, loaded: Mapping[tuple, Any], executor, threads: int) -> None:
+        from edgesim.learning.malloc import keep_freed_memory
+
+        keep_freed_memory()  # as the edgesim command and the sweep's workers do (docs: learning/malloc.py)
         torch.set_num_threads(threads)
         self.loaded, self.executor = dict(loaded), executor
 
@@ -100,7 +94,7 @@ class _Worker:
         import cloudpickle
 
         try:
-            model, task, starts, data, gens = decode(cloudpickle.loads(payload), self.loaded)
+            model, task, starts, data, gens = loads(payload, self.loaded)
             gens = [g if isinstance(g, int) else torch.Generator().set_state(g) for g in gens]
             return pickle.dumps(("ok", self.executor.run(model, task, starts, data, gens)))
         except Exception as e:  # noqa: BLE001 - the parent raises it (or, unpicklable, its text)
@@ -252,8 +246,6 @@ class WorkerExecutor:
         return self._pool
 
     def run(self, model, task, start_params: list, data: list, generators: list) -> LocalTrainResult:
-        import cloudpickle
-
         k = len(start_params)
         if k < 2 or (self.n < 2 and self.kind == "local"):
             return self.executor.run(model, task, start_params, data, generators)
@@ -266,7 +258,7 @@ class WorkerExecutor:
         for share in shares:
             states = [g if isinstance(g, int) else g.get_state() for g in (gens[i] for i in share)]
             payload = (model, task, [start_params[i] for i in share], [data[i] for i in share], states)
-            payloads.append(cloudpickle.dumps(encode(payload, self.names)))
+            payloads.append(dumps(payload, self.names))
         replies = [pickle.loads(r) for r in self.pool().map(payloads)]
         for status, value in replies:
             if status == "error":

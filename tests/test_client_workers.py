@@ -19,7 +19,7 @@ import torch
 from typer.testing import CliRunner
 
 from edgesim.config import ConfigError
-from edgesim.learning.client_workers import Loaded, decode, encode, merge
+from edgesim.learning.client_workers import dumps, loads, merge
 from edgesim.learning.tasks import LocalTrainResult
 from edgesim.scenarios.cli import app
 from edgesim.scenarios.run import run_scenario
@@ -60,12 +60,18 @@ def test_merge_puts_the_shares_back_in_the_clients_order():
 
 
 def test_loaded_tensors_travel_as_names():
-    x, other = torch.arange(3.0), torch.ones(2)
+    x, other = torch.full((64,), 7.25), torch.ones(2)
     names = {id(x): ("client", 0, "x_sup")}
-    sent = encode({"main": (x, other), "list": [x]}, names)
-    assert sent["main"][0] == Loaded(("client", 0, "x_sup")) and sent["main"][1] is other
-    back = decode(sent, {("client", 0, "x_sup"): x})
-    assert back["main"][0] is x and back["list"][0] is x
+
+    def loss():  # a closure holding a loaded tensor: it travels as a name too
+        return x.sum()
+
+    sent = dumps({"main": (x, other), "list": [x], "loss": loss}, names)
+    assert x.numpy().tobytes() not in sent and x.numpy().tobytes() in dumps(x, {})  # the name, not the bytes
+    stand_in = torch.arange(3.0) * 10  # what the worker holds under that name
+    back = loads(sent, {("client", 0, "x_sup"): stand_in})
+    assert back["main"][0] is stand_in and back["list"][0] is stand_in and float(back["loss"]()) == 30.0
+    assert torch.equal(back["main"][1], other)
 
 
 def test_client_workers_need_the_sequential_executor(tiny_scenario, tmp_path):
