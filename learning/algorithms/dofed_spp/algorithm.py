@@ -70,6 +70,7 @@ from edgesim.config import ConfigError
 from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
     accuracy_metrics,
+    accuracy_per_device,
     due_devices,
     evaluate_personal,
     labeling_accuracy,
@@ -92,7 +93,7 @@ from edgesim.learning.algorithms.dofed_spp.pseudo_labels import (
 from edgesim.learning.algorithms.dofed_spp.similarity import device_similarity
 from edgesim.learning.context import Context
 from edgesim.learning.costs import forward_cycles_per_sample
-from edgesim.learning.inference import evaluate, predict_proba
+from edgesim.learning.inference import predict_proba
 from edgesim.learning.label_quality import label_rates, round_label_metrics
 from edgesim.learning.state import sent_numbers
 from edgesim.plan import slowest_device_constants
@@ -365,8 +366,10 @@ class DofedSpp:
         # target model, the one labeller it has (as in round 0)
         uncovered = [d for d, ids in assign.items() if not ids or self.rho[d, list(ids)].sum() <= 0]
         scored = set(due_devices(ctx, labels=True) or ())  # the labelling diagnostic's devices this round
-        own = {d: evaluate(ctx.model, [self.tar[d]], ctx.clients[d].x_unl, ctx.clients[d].y_unl_hidden,
-                           ctx.train_cfg.eval_batch_size)[0] for d in uncovered if d in scored}
+        own_ids = [d for d in uncovered if d in scored]
+        own = dict(zip(own_ids, accuracy_per_device(ctx, [self.tar[d] for d in own_ids],
+                                                    [(ctx.clients[d].x_unl, ctx.clients[d].y_unl_hidden)
+                                                     for d in own_ids])))
         datasets, lab_acc, pl_rates, start = [], [], [], 0
         for d, c in enumerate(ctx.clients):
             k = c.x_unl.shape[0]
