@@ -188,3 +188,14 @@ def test_bad_evaluation_settings_are_one_line(tiny_scenario, override, words):
     with pytest.raises((ScenarioError, ConfigError)) as e:
         load_scenario(tiny_scenario, [override])
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_personalised_methods_evaluate_the_chosen_rounds_and_devices(tiny_scenario, tmp_path):
+    """UM-pFSSL and DoFed-SPP evaluate their own models (and DoFed-SPP labels with its pseudo-labels): the same
+    rules — only the last of 2 rounds, 3 of the 6 devices, no labelling diagnostic."""
+    sets = ["budget.rounds=2", "budget.total_time_s=1e6", 'run.algorithms=["um_pfssl", "dofed_spp"]', "data.labeled_ratio_alpha=0.5",
+            "run.eval_every=2", "run.eval_devices=3", "run.label_quality=false"]
+    got = rows(run_scenario(load_scenario(tiny_scenario, sets), tmp_path / "p"))
+    assert "labeling_accuracy" not in got[0]
+    for r in got:
+        assert (r["accuracy"] == "") == (r["round"] == "0"), r
