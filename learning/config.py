@@ -236,8 +236,16 @@ class RunConfig:
     final-accuracy rule (mean accuracy changes by less than it between
     rounds), held for ``plateau_patience`` consecutive rounds (1 = the
     paper's literal rule; see docs/metrics.md); ``stop_on_plateau`` also
-    ends the run there. Every round is evaluated (accuracy is a column of
-    every row of ``rounds.csv``).
+    ends the run there (both counted in evaluated rounds).
+
+    ``eval_every``: evaluate every that many rounds and the last (unset: every
+    round); ``eval_devices``: the devices evaluated — ``"all"`` (unset), a count or
+    a fraction of ``n_devices``, a fixed sample drawn once from the run's seed;
+    ``label_quality``: the labelling diagnostic (``labeling_accuracy``) at every
+    evaluated round (true, unset), never (false) or every n-th round and the last
+    (:mod:`edgesim.learning.evaluation`, docs/metrics.md). ``client_workers``: the
+    round's devices trained on that many local worker processes (unset: 1, in
+    this process; the same bytes, docs/executors.md).
 
     ``backend`` is ``"torch"`` (real training of ``algorithms``) or
     ``"parametric"``: a physics-only run of the clock alone with
@@ -280,6 +288,10 @@ class RunConfig:
     tracking: str = "none"
     sustain_rounds: Optional[int] = None
     warm_start: Optional[dict] = None
+    eval_every: Optional[int] = None
+    eval_devices: Union[str, int, float, None] = None
+    label_quality: Union[bool, int, None] = None
+    client_workers: Optional[int] = None
 
     def __post_init__(self):
         check_choice("backend", self.backend, BACKENDS)
@@ -314,6 +326,29 @@ class RunConfig:
         if self.sustain_rounds is not None:
             check_int("sustain_rounds", self.sustain_rounds, 1)
         check_warm_start(self.warm_start, self.rounds, self.backend)
+        check_evaluation(self)
+
+
+def check_evaluation(run: "RunConfig") -> None:
+    """``eval_every`` (an integer >= 1), ``eval_devices`` ("all", a count >= 1 or a fraction in (0, 1]),
+    ``label_quality`` (true, false or an integer >= 1) and ``client_workers`` (an integer >= 1); all four left out of
+    a physics-only run, which has no model to evaluate or train (docs/metrics.md, docs/executors.md)."""
+    if run.eval_every is not None:
+        check_int("eval_every", run.eval_every, 1)
+    d = run.eval_devices
+    if d is not None and d != "all" and not (isinstance(d, int) and not isinstance(d, bool) and d >= 1) and not (
+            isinstance(d, float) and 0 < d <= 1):
+        fail("eval_devices", d, '"all", a number of devices >= 1 or a fraction in (0, 1]')
+    q = run.label_quality
+    if q is not None and not isinstance(q, bool) and not (isinstance(q, int) and q >= 1):
+        fail("label_quality", q, "true, false or an integer >= 1 (every that many rounds and the last)")
+    if run.client_workers is not None:
+        check_int("client_workers", run.client_workers, 1)
+    if run.backend == PARAMETRIC:
+        for key in ("eval_every", "eval_devices", "label_quality", "client_workers"):
+            if getattr(run, key) is not None:
+                fail(key, getattr(run, key), 'left out with backend = "parametric" (a physics-only run evaluates '
+                                             'its curve at every round and trains nothing)')
 
 
 WARM_START_KEYS = ("algorithm", "rounds")

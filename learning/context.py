@@ -75,6 +75,8 @@ class Context:
     ``loss_log``: where the local training records each trained device's loss statistic for a
     ``[resources]`` scheduling policy (:class:`edgesim.learning.algorithms.common.LossLog`; ``None``:
     nothing is computed, the default run's path).
+    ``measure``: which rounds and devices are evaluated (:class:`edgesim.learning.evaluation.Measure`, set by the
+    run; ``None``: every device at every call).
     """
 
     seed: int
@@ -105,6 +107,7 @@ class Context:
     compression: Optional[object] = None
     hflip_preserves_labels: bool = True
     loss_log: Optional[object] = None
+    measure: Optional[object] = None
 
     @property
     def n_devices(self) -> int:

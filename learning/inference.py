@@ -123,6 +123,47 @@ def evaluate(model: nn.Module, params_list: Sequence[Mapping[str, torch.Tensor]]
     return [float(c) / x.shape[0] for c in correct.tolist()]
 
 
+def paired_accuracy(model: nn.Module, params_list: Sequence[Mapping[str, torch.Tensor]],
+                    parts: Sequence[tuple[torch.Tensor, torch.Tensor]], *, batch_size: int = 1024,
+                    max_models: int | None = None) -> list[float]:
+    """Accuracy of model i on its own ``parts[i] = (x_i, y_i)``, for every i: the models stacked and ``vmap``'d
+    over their own rows (each set padded to the longest; padded rows are never counted), ``max_models`` at a time
+    (``None``: all), ``batch_size`` rows of every set per call. Eval mode: a row's output depends on its model and
+    itself only, so the counts are those of :func:`evaluate` model by model. NaN for an empty set."""
+    if len(params_list) != len(parts):
+        raise ValueError(f"{len(params_list)} models for {len(parts)} sets")
+    out: list[float] = []
+    step = max_models or max(1, len(parts))
+    for g in range(0, len(parts), step):
+        out += _paired_group(model, params_list[g:g + step], parts[g:g + step], batch_size)
+    return out
+
+
+def _paired_group(model, params_list, parts, batch_size: int) -> list[float]:
+    sizes = [int(x.shape[0]) for x, _ in parts]
+    width = max(sizes, default=0)
+    if width == 0:
+        return [float("nan")] * len(parts)
+    stacked = as_stacked(model, params_list)
+    x = torch.stack([torch.cat([xi, xi.new_zeros((width - n, *xi.shape[1:]))]) if n < width else xi
+                     for (xi, _), n in zip(parts, sizes)])
+    y = torch.stack([torch.cat([yi, yi.new_full((width - n,), -1)]) if n < width else yi
+                     for (_, yi), n in zip(parts, sizes)])
+
+    def one(p: Params, xb: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        with forward_state(ForwardState(key=torch.zeros((), dtype=torch.int64, device=xb.device), rows=rows)):
+            return functional_call(model, p, (xb,))
+
+    many = vmap(one, in_dims=(0, 0, None))
+    correct = torch.zeros(len(parts), dtype=torch.int64, device=x.device)
+    with eval_mode(model), torch.no_grad():
+        for i in range(0, width, batch_size):
+            xb, yb = x[:, i:i + batch_size], y[:, i:i + batch_size]
+            rows = torch.arange(i, i + xb.shape[1], device=x.device)
+            correct += (many(stacked, xb, rows).argmax(-1) == yb).sum(1)
+    return [float(c) / n if n else float("nan") for c, n in zip(correct.tolist(), sizes)]
+
+
 def mc_dropout_proba(model: nn.Module, params: ParamsLike, x: torch.Tensor, n_passes: int,
                      seed: Union[int, Sequence[int]], *, batch_size: int = 1024, vectorize: bool = True) -> torch.Tensor:
     """UM-pFSSL Eq. (9) for every model: mean softmax over ``n_passes`` MC-dropout passes, ``(n_models, n, C)``.

@@ -54,6 +54,7 @@ def resolved_config(sc: Scenario) -> dict:
 
         for name in ("data", "train", "run"):
             out[name] = dataclasses.asdict(sc.learning[name])
+        out["run"].pop("client_workers")  # where the clients train, not what: the run folder is the same bytes
         algs, variants = sc.learning["algorithms"], sc.learning.get("variants", {})
         out["algorithms"] = {
             a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
@@ -146,8 +147,11 @@ def run_algorithm(
         sim.load_state_dict(warm.engine)
     accs = [r.metrics.get("accuracy", float("nan")) for r in out.records]
     n_events = len(out.events)
+    measure = getattr(build_backend, "measure", None)  # which rounds and devices are evaluated
     while not _finished(sc, sim, accs):
         raise_if_signalled()  # a Ctrl-C or kill whose exception a finalizer dropped ends the run here
+        if measure is not None:
+            measure.round_index = sim.round_index
         try:
             rec = sim.run_round()
         except Diverged as e:  # keep its rounds so far; the other algorithms go on
@@ -173,6 +177,8 @@ def run_algorithm(
                 checkpoint.save(checkpoint_dir, name, fingerprint=fingerprint, sim=sim, backend=backend,
                                 records=out.records, events=events, done=done, use_torch=not sc.physics_only,
                                 graphs=out.graphs)
+    if measure is not None:
+        measure.round_index = None
     out.events = out.events[:n_events] + sim.events
     out.now_s = sim.now_s
     if out.diverged is not None:  # nothing of the round that diverged: it has no record
@@ -302,9 +308,19 @@ class LossReportingBuilder:
     def device_losses(self) -> Mapping[int, DeviceLoss]:
         return self.log.take()
 
+    def __getattr__(self, name: str):  # what the run reads off the builder (``measure``, ``close``) is the build's
+        if name == "build":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.build, name)
 
-def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
-    """``(build_backend, model_bits, extra summary)`` of a scenario; data errors are :class:`ConfigError`."""
+
+def make_backends(sc: Scenario, client_pool: str = "local", ray_address: Optional[str] = None
+                  ) -> tuple[Callable, float, dict]:
+    """``(build_backend, model_bits, extra summary)`` of a scenario; data errors are :class:`ConfigError`.
+
+    With ``[run] client_workers`` > 1 (or ``client_pool = "ray"``) each round's clients train on that many
+    workers (:class:`edgesim.learning.client_workers.WorkerExecutor`: local processes, or Ray actors on
+    ``ray_address``'s cluster); ``build_backend.close()`` stops them."""
     if sc.physics_only:
         from edgesim.curve import ParametricBackend
 
@@ -347,6 +363,21 @@ def make_backends(sc: Scenario) -> tuple[Callable, float, dict]:
 
     check_data(sc, ctx)
     check_encodings(sc)
+    ctx.measure = build.measure = evaluation_of(sc, ctx)  # set to each round by run_algorithm
+    workers = sc.learning["run"].client_workers or 1
+    if workers > 1 or client_pool == "ray":
+        import torch
+
+        from edgesim.learning.client_workers import WorkerExecutor
+
+        try:
+            ctx.executor = WorkerExecutor(ctx.executor, workers, ctx, threads=torch.get_num_threads(),
+                                          pool=client_pool, address=ray_address)
+        except ValueError as e:
+            raise ConfigError(f"{sc.path}: [run] client_workers = {workers}: {e} ([train] executor = "
+                              f"{sc.learning['train'].executor!r}; expected \"sequential\", or \"auto\" on a "
+                              f"CPU)") from None
+        build.close = ctx.executor.close
     if sc.resources.scheduling != "random":  # a scheduling policy may rank by the devices' losses (Oort)
         from edgesim.learning.algorithms.common import LossLog
 
@@ -378,6 +409,16 @@ def check_encodings(sc: Scenario) -> None:
                 raise ConfigError(f"{sc.path}: [compression] {direction}.method = {method!r} (for {name!r}): the codec "
                                   f"has no encoding on the learning side; expected its plugin to register one with "
                                   f"edgesim.learning.compression.register_encoding({method!r})")
+
+
+def evaluation_of(sc: Scenario, ctx):
+    """The run's :class:`edgesim.learning.evaluation.Measure`: ``[run] eval_every``, ``eval_devices`` (a sample
+    from the run's seed, stream ``"eval_devices"``, the same for every algorithm) and ``label_quality``."""
+    from edgesim.learning.evaluation import EvalPlan, Measure
+
+    run_cfg = sc.learning["run"]
+    rounds = run_cfg.rounds or sc.budget.rounds
+    return Measure(EvalPlan.from_config(run_cfg, ctx.n_devices, rounds, ctx.rng("eval_devices")))
 
 
 def check_data(sc: Scenario, ctx) -> None:

@@ -329,6 +329,14 @@ def run(
         "1", "--jobs", "-j", help="Train the scenario's algorithms in this many processes at once (each with "
         "--threads threads); the run folder is the same bytes as with 1."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    client_workers: Optional[str] = typer.Option(
+        None, "--client-workers", help="Train each round's devices on this many worker processes (or Ray actors "
+        "with --executor ray), each keeping the data loaded; the run folder is the same bytes as with 1 "
+        "(run.client_workers)."),
+    executor: str = typer.Option("local", "--executor", help="Where --client-workers run: local (processes) or ray."),
+    ray_address: Optional[str] = typer.Option(
+        None, "--ray-address", help="With --executor ray: join this Ray cluster (e.g. 127.0.0.1:6379 from `ray start "
+        "--head`); default: start a Ray on this machine."),
 ) -> None:
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, figures)."""
     _style(style, width)
@@ -356,6 +364,11 @@ def run(
         overrides.append(override)
         options.append("threads")
     jobs = _count_option("--jobs", jobs)
+    if client_workers is not None:
+        overrides.append(f"run.client_workers={_count_option('--client-workers', client_workers)}")
+        options.append("client-workers")
+    if executor not in ("local", "ray"):
+        _fail(f"--executor {executor}: expected local or ray")
     try:
         sc = load_scenario(scenario, overrides, options=options)
     except ConfigError as e:
@@ -374,7 +387,8 @@ def run(
         with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
             on_round = host_time_note(progress.update, run_cfg.rounds or sc.budget.rounds, len(run_cfg.algorithms))
             folder = run_scenario(sc, out, on_round=on_round, resume=resume, overwrite=overwrite,
-                                  say=lambda line: typer.echo(line, err=True), jobs=jobs, formats=figure_formats)
+                                  say=lambda line: typer.echo(line, err=True), jobs=jobs, formats=figure_formats,
+                                  client_executor=executor, ray_address=ray_address)
     except ConfigError as e:
         _fail(str(e))
     except Diverged as e:

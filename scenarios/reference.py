@@ -146,6 +146,14 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                            "rounds", ">= 1, or unset"),
     "run.warm_start": ("{algorithm = NAME, rounds = R}: every algorithm starts from NAME's first R rounds", "",
                        "a table, or unset"),
+    "run.eval_every": ("evaluate every this many rounds and the last; the other rounds' accuracy cells are empty "
+                       "(docs/metrics.md); unset: every round", "rounds", "1..the run's rounds, or unset"),
+    "run.eval_devices": ("the devices evaluated: all, a count or a fraction of n_devices, a fixed sample drawn once "
+                         "from the seed (docs/metrics.md); unset: all", "", '"all", 1..n_devices or (0, 1], or unset'),
+    "run.label_quality": ("the labelling diagnostic (labeling_accuracy): at every evaluated round, never, or every "
+                          "n-th round and the last; unset: true", "", "true, false or >= 1, or unset"),
+    "run.client_workers": ("local worker processes that train a round's devices (docs/executors.md); results are "
+                           "the same bytes; unset: 1, in the run's process", "processes", ">= 1, or unset"),
     # [parametric]
     "parametric.a0": ("accuracy before any upload of the physics-only curve", "", "[0, a_max]"),
     "parametric.a_max": ("accuracy the curve tends to", "", "(0, 1]"),

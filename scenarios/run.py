@@ -22,6 +22,7 @@ and torch is never imported.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from pathlib import Path
 from typing import Callable, Optional
@@ -86,7 +87,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         accs = [r.metrics.get("accuracy", float("nan")) for r in recs]
         final, idx, settled = final_accuracy(accs, run_cfg.plateau_tol, run_cfg.plateau_patience) if recs else (float("nan"), -1, False)
         last = recs[-1] if recs else None
-        in_budget = [a for a, t in zip(accs, times) if t <= budget_s]
+        seen = [a for a in accs if not math.isnan(a)]  # the evaluated rounds' ([run] eval_every)
+        in_budget = [a for a, t in zip(accs, times) if t <= budget_s and not math.isnan(a)]
         tta = {str(t): time_to_accuracy(times, accs, t, sustain) for t in run_cfg.accuracy_thresholds}
         algs[name] = {
             "display": display_name(name),
@@ -96,8 +98,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
             "final_round": idx,
             "final_time_s": times[idx] if recs else None,
             "plateau_reached": settled,
-            "last_accuracy": accs[-1] if recs else None,
-            "best_accuracy": max(accs) if recs else None,
+            "last_accuracy": seen[-1] if seen else accs[-1] if recs else None,
+            "best_accuracy": max(seen) if seen else max(accs) if recs else None,
             "final_accuracy_var": recs[idx].metrics.get("accuracy_var") if recs else None,
             "time_to_accuracy_s": tta,
             "accuracy_at_budget": in_budget[-1] if in_budget else None,
@@ -265,6 +267,8 @@ def run_scenario(
     jobs: int = 1,
     formats: tuple[str, ...] = ("png",),
     argv: Optional[list[str]] = None,
+    client_executor: str = "local",
+    ray_address: Optional[str] = None,
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
@@ -285,10 +289,21 @@ def run_scenario(
     The run trains with ``run.threads`` torch threads (:mod:`edgesim.scenarios.threads`);
     the process's own setting is back when it returns. ``jobs`` > 1 trains the
     algorithms in that many worker processes at once (:mod:`edgesim.scenarios.parallel`),
-    writing the same bytes.
+    writing the same bytes. ``client_executor = "ray"`` trains each round's clients on ``run.client_workers`` Ray
+    actors (``ray_address``: a cluster's; unset: a Ray on this machine), the same bytes too
+    (:mod:`edgesim.learning.client_workers`).
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"⟨jobs=⟩{jobs!r}: expected an integer >= 1")
+    if client_executor not in ("local", "ray"):
+        raise ConfigError(f"⟨executor=⟩{client_executor!r}: expected 'local' or 'ray'")
+    if ray_address and client_executor != "ray":
+        raise ConfigError("⟨ray-address⟩ needs ⟨executor=⟩ray")
+    if client_executor == "ray" and jobs > 1:
+        raise ConfigError(f"⟨jobs=⟩{jobs} with ⟨executor=⟩ray: the Ray actors train one algorithm's clients; "
+                          f"expected ⟨jobs=⟩1 (the algorithms one after another)")
+    if client_executor == "ray" and sc.physics_only:
+        raise ConfigError("⟨executor=⟩ray: a physics-only run trains no clients; expected ⟨executor=⟩local")
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume)
     try:
@@ -300,12 +315,12 @@ def run_scenario(
     with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
             workers_for(sc, jobs, True) as workers:  # every round comes back: rounds.csv grows as the run goes
         return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, workers=workers,
-                             formats=formats, argv=argv)
+                             formats=formats, argv=argv, clients=(client_executor, ray_address))
 
 
 def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resume: bool, overwrite: bool,
                   say: Optional[Callable[[str], None]], workers, formats: tuple[str, ...],
-                  argv: Optional[list[str]]) -> Path:
+                  argv: Optional[list[str]], clients: tuple = ("local", None)) -> Path:
     say = say or (lambda line: None)
     if resume and overwrite:
         raise ConfigError("⟨resume⟩ and ⟨overwrite⟩: give one of them (go on with a run, or replace it)")
@@ -338,7 +353,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
                     f"{sc.learning['run'].checkpoint_every}): starting from scratch in it")
         else:
             say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
-    build_backend, model_bits, extra = make_backends(sc)
+    build_backend, model_bits, extra = make_backends(sc, *clients)
     check_budgets(sc, build_backend)
     if not sc.physics_only and not resuming and DATASETS[sc.learning["data"].dataset].kind == "image":
         say(views_line(sc))
@@ -407,6 +422,10 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         if e is not caught:
             raise e from None
         raise
+    finally:
+        close = getattr(build_backend, "close", None)  # the client workers ([run] client_workers, Ray actors)
+        if close is not None:
+            close()
     final = folder.finish()
     if tracker is not None:
         tracker.finish(final)

@@ -223,6 +223,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
                 *run.algorithms, *([run.warm_start["algorithm"]] if run.warm_start else []),
                 *(v.algorithm for v in learned["variants"].values())]))
         check_cross_section(built["system"], learned["run"], where)
+        check_evaluation_fits(built["system"], built["budget"], learned["run"], where)
         asynchrony = asynchrony.resolved(learned["run"].clients_per_round)
         check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
         if not physics_only:
@@ -394,6 +395,20 @@ def check_cross_section(system: SystemConfig, run, where: str) -> None:
             f"{where}: [run] clients_per_round = {run.clients_per_round}: expected at most [system] n_devices "
             f"(= {system.n_devices}); a round cannot select more devices than the cell has"
         )
+
+
+def check_evaluation_fits(system: SystemConfig, budget: BudgetConfig, run, where: str) -> None:
+    """``[run] eval_every`` at most the run's rounds (else only the last round would be evaluated: refused, as a
+    typo is more likely than the intent) and an ``eval_devices`` count at most ``n_devices``."""
+    rounds = run.rounds or budget.rounds
+    if run.eval_every is not None and run.eval_every > rounds:
+        source = "[run] rounds" if run.rounds else "[budget] rounds"
+        raise ScenarioError(f"{where}: [run] eval_every = {run.eval_every!r}: expected at most the run's rounds "
+                            f"({source} = {rounds}); the last round is always evaluated")
+    d = run.eval_devices
+    if isinstance(d, int) and not isinstance(d, bool) and d > system.n_devices:
+        raise ScenarioError(f"{where}: [run] eval_devices = {d!r}: expected at most [system] n_devices "
+                            f"(= {system.n_devices}), \"all\" or a fraction in (0, 1]")
 
 
 DATA_ENV = "EDGESIM_DATA"

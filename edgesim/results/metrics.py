@@ -79,13 +79,23 @@ def plateau_index(accuracies: Sequence[float], tol: float, patience: int = 1) ->
 
 
 def final_accuracy(accuracies: Sequence[float], tol: float, patience: int = 1) -> tuple[float, int, bool]:
-    """(accuracy, index, settled): the accuracy where the plateau rule first holds, else the last one."""
+    """(accuracy, index, settled): the accuracy where the plateau rule first holds, else the last one.
+
+    The rule runs over the evaluated rounds (missing/NaN accuracies skipped: ``[run] eval_every``), so the change
+    it compares is from one evaluated round to the next and ``patience`` counts evaluated rounds; the index is
+    into ``accuracies``. With no accuracy at all: (NaN, last index, False)."""
     if not accuracies:
         raise ValueError("final_accuracy needs at least one accuracy")
-    i = plateau_index(accuracies, tol, patience)
-    if i is None:
-        return float(accuracies[-1]), len(accuracies) - 1, False
-    return float(accuracies[i]), i, True
+    evaluated = [i for i, a in enumerate(accuracies) if a is not None and not math.isnan(a)]
+    if len(evaluated) == len(accuracies):
+        i = plateau_index(accuracies, tol, patience)
+        if i is None:
+            return float(accuracies[-1]), len(accuracies) - 1, False
+        return float(accuracies[i]), i, True
+    if not evaluated:
+        return math.nan, len(accuracies) - 1, False
+    final, j, settled = final_accuracy([accuracies[i] for i in evaluated], tol, patience)
+    return final, evaluated[j], settled
 
 
 def crossing(cols: Mapping[str, np.ndarray], threshold: float, sustain: int = 1) -> Optional[dict]:

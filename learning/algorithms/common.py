@@ -246,9 +246,12 @@ def mean_loss(result: LocalTrainResult) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
-def accuracy_metrics(accuracies: Sequence[float], prefix: str = "accuracy") -> dict[str, float]:
+def accuracy_metrics(accuracies: Sequence[float] | None, prefix: str = "accuracy") -> dict[str, float]:
     """Mean, standard deviation, variance (UM-pFSSL's fairness measure, Fig. 5), min and max over devices
-    (population statistics, ddof = 0; NaN accuracies — devices without test data — are skipped)."""
+    (population statistics, ddof = 0; NaN accuracies — devices without test data, or not in the evaluated
+    sample — are skipped). ``None`` (a round not evaluated, :mod:`edgesim.learning.evaluation`): ``{}``."""
+    if accuracies is None:
+        return {}
     a = np.asarray([x for x in accuracies if not math.isnan(x)], dtype=float)
     if a.size == 0:
         return {prefix: float("nan")}
@@ -261,25 +264,47 @@ def accuracy_metrics(accuracies: Sequence[float], prefix: str = "accuracy") -> d
     }
 
 
-def evaluate_shared(ctx: Context, state: Mapping[str, torch.Tensor]) -> list[float]:
-    """Accuracy of one model on every device's test set (one forward pass over their union).
+def due_devices(ctx: Context, labels: bool = False) -> tuple[int, ...] | None:
+    """The devices evaluated in the current round (``labels``: by the labelling diagnostic), or ``None`` when the
+    round is not evaluated (``[run] eval_every``, ``eval_devices``, ``label_quality``; ``ctx.measure``)."""
+    measure = getattr(ctx, "measure", None)
+    return tuple(range(ctx.n_devices)) if measure is None else measure.devices(ctx.n_devices, labels)
+
+
+def measured(ctx: Context, values: Sequence[float], labels: bool = False) -> list[float] | None:
+    """Per-device values an algorithm computed anyway, as the evaluation reports them: NaN outside the evaluated
+    sample, ``None`` in a round not evaluated (:func:`due_devices`)."""
+    due = due_devices(ctx, labels)
+    if due is None:
+        return None
+    keep = set(due)
+    return [v if d in keep else float("nan") for d, v in enumerate(values)]
+
+
+def evaluate_shared(ctx: Context, state: Mapping[str, torch.Tensor]) -> list[float] | None:
+    """Accuracy of one model on every evaluated device's test set (one forward pass over their union; NaN for
+    the others), or ``None`` in a round not evaluated.
 
     Devices whose test sets are the same samples (labels-at-server: every device holds the whole test
     pool) are evaluated once and share the result.
     """
+    due = due_devices(ctx)
+    if due is None:
+        return None
     first: dict[bytes, int] = {}
-    owner = [first.setdefault(np.asarray(c.split.test).tobytes(), d) for d, c in enumerate(ctx.clients)]
-    distinct = sorted(set(owner))
+    owner = {d: first.setdefault(np.asarray(ctx.clients[d].split.test).tobytes(), d) for d in due}
+    distinct = sorted(set(owner.values()))
     accs = dict(zip(distinct, accuracy_per_part(ctx, state, [(ctx.clients[d].x_test, ctx.clients[d].y_test)
                                                              for d in distinct])))
-    return [accs[o] for o in owner]
+    return [accs[owner[d]] if d in owner else float("nan") for d in range(ctx.n_devices)]
 
 
 def shared_model_metrics(ctx: Context, state: Mapping[str, torch.Tensor]) -> dict[str, float]:
     """One shared model's accuracy metrics on the devices' test sets, and ``val_accuracy`` on the server's
     validation set when one is held out (``[data] server_validation``: what hyper-parameters are chosen by)."""
-    out = accuracy_metrics(evaluate_shared(ctx, state))
-    if ctx.val_x is not None:
+    accs = evaluate_shared(ctx, state)
+    out = accuracy_metrics(accs)
+    if ctx.val_x is not None and accs is not None:
         out["val_accuracy"] = accuracy_per_part(ctx, state, [(ctx.val_x, ctx.val_y)])[0]
     return out
 
@@ -288,10 +313,39 @@ def accuracy_per_part(ctx: Context, state: Mapping[str, torch.Tensor],
                       parts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
     """Accuracy of one model on each ``(x, y)`` part, in one eval-mode forward pass over their union
     (NaN for an empty part)."""
+    correct = _correct_over_union(ctx, state, parts)
+    if correct is None:
+        return [float("nan")] * len(parts)
+    correct = correct.float()
+    out, start = [], 0
+    for _, y in parts:
+        n = y.shape[0]
+        out.append(float(correct[start : start + n].mean()) if n else float("nan"))
+        start += n
+    return out
+
+
+def counts_per_part(ctx: Context, state: Mapping[str, torch.Tensor],
+                    parts: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[float]:
+    """As :func:`accuracy_per_part`, each accuracy as :func:`edgesim.learning.inference.evaluate` writes it:
+    right answers / rows, in double precision."""
+    correct = _correct_over_union(ctx, state, parts)
+    out, start = [], 0
+    for _, y in parts:
+        n = int(y.shape[0])
+        out.append(int(correct[start:start + n].sum()) / n if n else float("nan"))
+        start += n
+    return out
+
+
+def _correct_over_union(ctx: Context, state, parts) -> torch.Tensor | None:
+    """``argmax == y`` (bool) over the concatenated parts, ``eval_batch_size`` rows a call; ``None`` if empty."""
+    if not parts:
+        return None
     xs = torch.cat([x for x, _ in parts])
     ys = torch.cat([y for _, y in parts])
     if xs.shape[0] == 0:
-        return [float("nan")] * len(parts)
+        return None
     with torch.no_grad():
         from torch.func import functional_call
 
@@ -303,37 +357,78 @@ def accuracy_per_part(ctx: Context, state: Mapping[str, torch.Tensor],
             )
         finally:
             ctx.model.train(was)
-    correct = (preds == ys).float()
-    out, start = [], 0
-    for _, y in parts:
-        n = y.shape[0]
-        out.append(float(correct[start : start + n].mean()) if n else float("nan"))
-        start += n
+    return preds == ys
+
+
+def accuracy_per_device(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]],
+                        parts: Sequence[tuple[torch.Tensor, torch.Tensor]], *, one_model_pass: bool = False
+                        ) -> list[float]:
+    """Accuracy of ``states[i]`` on ``parts[i] = (x, y)``, for every i, batched: the parts of one model (the same
+    state object) in one pass over their union (:func:`accuracy_per_part`); the models of one part each, stacked
+    and ``vmap``'d over their own padded rows when the run's executor is the vectorised one and the model
+    allows it (:func:`edgesim.learning.inference.paired_accuracy`, ``[train] vmap_max_clients`` at a time), else
+    one after another (:func:`edgesim.learning.inference.evaluate`: on a CPU a loop is the faster of the two).
+    Accuracies are counts: every path gives the numbers of evaluating each device alone, written as
+    right / rows (``one_model_pass``: when every part has the same model, :func:`accuracy_per_part`'s single-
+    precision mean, as the labelling accuracy of a shared model has always been written)."""
+    from edgesim.learning.executors import VmapExecutor
+    from edgesim.learning.inference import paired_accuracy
+
+    out = [float("nan")] * len(parts)
+    groups: dict[int, list[int]] = {}
+    for i, s in enumerate(states):
+        groups.setdefault(id(s), []).append(i)
+    if one_model_pass and len(groups) == 1 and len(states) > 1:
+        return accuracy_per_part(ctx, states[0], parts)
+    singles = []
+    for ids in groups.values():
+        if len(ids) == 1:
+            singles.append(ids[0])
+            continue
+        for i, a in zip(ids, counts_per_part(ctx, states[ids[0]], [parts[i] for i in ids])):
+            out[i] = a
+    bs = ctx.train_cfg.eval_batch_size
+    executor = ctx.executor
+    if len(singles) > 1 and getattr(executor, "name", "") == "vmap" and \
+            VmapExecutor.unsupported_reason(ctx.model) is None:
+        accs = paired_accuracy(ctx.model, [states[i] for i in singles], [parts[i] for i in singles],
+                               batch_size=bs, max_models=getattr(executor, "max_clients", None))
+    else:
+        accs = [evaluate(ctx.model, [states[i]], *parts[i], bs)[0] for i in singles]
+    for i, a in zip(singles, accs):
+        out[i] = a
     return out
 
 
-def evaluate_personal(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]) -> list[float]:
-    """Accuracy of device n's own model on device n's test set, for every device."""
-    return [
-        evaluate(ctx.model, [s], c.x_test, c.y_test, ctx.train_cfg.eval_batch_size)[0]
-        for s, c in zip(states, ctx.clients)
-    ]
+def _on_due(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]], part, labels: bool) -> list[float] | None:
+    due = due_devices(ctx, labels)
+    if due is None:
+        return None
+    accs = accuracy_per_device(ctx, [states[d] for d in due], [part(ctx.clients[d]) for d in due],
+                               one_model_pass=labels)
+    out = [float("nan")] * len(states)
+    for d, a in zip(due, accs):
+        out[d] = a
+    return out
 
 
-def labeling_accuracy(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]) -> list[float]:
+def evaluate_personal(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]) -> list[float] | None:
+    """Accuracy of device n's own model on device n's test set, for every evaluated device (NaN for the others;
+    ``None`` in a round not evaluated), batched by :func:`accuracy_per_device`."""
+    return _on_due(ctx, states, lambda c: (c.x_test, c.y_test), labels=False)
+
+
+def labeling_accuracy(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]) -> list[float] | None:
     """Accuracy of device n's model as a labeller of its unlabelled data (vs the hidden true labels).
 
     DoFed-SPP's labelling metric for a baseline whose one classifier also
     labels the unlabelled target set (docs/dofed_spp.md). NaN for a device
-    without unlabelled data. One model on every device (a shared global
-    model): one forward pass over all the unlabelled data.
+    without unlabelled data or outside the evaluated sample; ``None`` in a round the
+    labelling diagnostic is not measured (``[run] label_quality``). One model on
+    every device (a shared global model): one forward pass over all the unlabelled
+    data (:func:`accuracy_per_device`).
     """
-    if len(states) > 1 and all(s is states[0] for s in states):
-        return accuracy_per_part(ctx, states[0], [(c.x_unl, c.y_unl_hidden) for c in ctx.clients])
-    return [
-        evaluate(ctx.model, [s], c.x_unl, c.y_unl_hidden, ctx.train_cfg.eval_batch_size)[0]
-        for s, c in zip(states, ctx.clients)
-    ]
+    return _on_due(ctx, states, lambda c: (c.x_unl, c.y_unl_hidden), labels=True)
 
 
 # --------------------------------------------------------------------------- labels at the server

@@ -70,9 +70,12 @@ from edgesim.config import ConfigError
 from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
     accuracy_metrics,
+    accuracy_per_device,
+    due_devices,
     evaluate_personal,
     labeling_accuracy,
     mean_loss,
+    measured,
     sgd_cycles,
     sgd_task,
     step_metrics,
@@ -90,7 +93,7 @@ from edgesim.learning.algorithms.dofed_spp.pseudo_labels import (
 from edgesim.learning.algorithms.dofed_spp.similarity import device_similarity
 from edgesim.learning.context import Context
 from edgesim.learning.costs import forward_cycles_per_sample
-from edgesim.learning.inference import evaluate, predict_proba
+from edgesim.learning.inference import predict_proba
 from edgesim.learning.label_quality import label_rates, round_label_metrics
 from edgesim.learning.state import sent_numbers
 from edgesim.plan import slowest_device_constants
@@ -362,15 +365,19 @@ class DofedSpp:
         # trains on its labelled data only (edgesim.learning.algorithms.dofed_spp.pseudo_labels); as a labeller each is scored by its own
         # target model, the one labeller it has (as in round 0)
         uncovered = [d for d, ids in assign.items() if not ids or self.rho[d, list(ids)].sum() <= 0]
-        own = {d: evaluate(ctx.model, [self.tar[d]], ctx.clients[d].x_unl, ctx.clients[d].y_unl_hidden,
-                           ctx.train_cfg.eval_batch_size)[0] for d in uncovered}
+        scored = set(due_devices(ctx, labels=True) or ())  # the labelling diagnostic's devices this round
+        own_ids = [d for d in uncovered if d in scored]
+        own = dict(zip(own_ids, accuracy_per_device(ctx, [self.tar[d] for d in own_ids],
+                                                    [(ctx.clients[d].x_unl, ctx.clients[d].y_unl_hidden)
+                                                     for d in own_ids])))
         datasets, lab_acc, pl_rates, start = [], [], [], 0
         for d, c in enumerate(ctx.clients):
             k = c.x_unl.shape[0]
             p = pseudo[start:start + k]
             start += k
             keep = p >= 0
-            lab_acc.append(own[d] if d in own else float((p == c.y_unl_hidden).float().mean()) if k else float("nan"))
+            lab_acc.append(own[d] if d in own else float("nan") if d in uncovered or not k
+                           else float((p == c.y_unl_hidden).float().mean()))
             pl_rates.append(label_rates(p, c.y_unl_hidden, keep))  # scored against the hidden labels, not trained
             datasets.append((torch.cat([c.x_unl[keep], c.x_lab]), torch.cat([p[keep].to(c.y_lab.dtype), c.y_lab])))
         # Phase 3: teacher–student step on pseudo ∪ labelled target data (Eq. 22).
@@ -383,7 +390,7 @@ class DofedSpp:
         self.rec_prev, self.rec = self.rec, rec_result.params
         self._gc()
         metrics = {**accuracy_metrics(evaluate_personal(ctx, self.tar))}
-        metrics.update(accuracy_metrics(lab_acc, "labeling_accuracy"))
+        metrics.update(accuracy_metrics(measured(ctx, lab_acc, labels=True), "labeling_accuracy"))
         metrics.update(round_label_metrics(pl_rates))
         metrics.update({
             "train_loss": mean_loss(rec_result),

@@ -73,6 +73,8 @@ from edgesim.learning.algorithms import register
 from edgesim.learning.algorithms.common import (
     NO_STEPS,
     accuracy_metrics,
+    accuracy_per_device,
+    due_devices,
     mean_loss,
     sample_clients,
     step_metrics,
@@ -91,7 +93,7 @@ from edgesim.learning.algorithms.um_pfssl.config import (  # noqa: F401 - re-exp
 from edgesim.learning.compression import transfers_for
 from edgesim.learning.context import Context
 from edgesim.learning.costs import forward_cycles, task_cycles
-from edgesim.learning.inference import entropy, evaluate, mc_dropout_proba
+from edgesim.learning.inference import entropy, mc_dropout_proba
 from edgesim.learning.label_quality import label_rates, round_label_metrics
 from edgesim.learning.objectives import cross_entropy_loss, kl_to_soft
 from edgesim.learning.tasks import LocalTask, LocalTrainResult, StepInputs, Stream
@@ -517,18 +519,22 @@ class UMPFSSL:
 
     def _metrics(self, result) -> dict[str, float]:
         ctx = self.ctx
-        accs, labs = [], []
-        for k, c in enumerate(ctx.clients):
-            key = (k, self.latest[k])
-            if key not in self._accuracy:
-                s = self._own_model(k)
-                bs = ctx.train_cfg.eval_batch_size
-                self._accuracy[key] = (evaluate(ctx.model, [s], c.x_test, c.y_test, bs)[0],
-                                       evaluate(ctx.model, [s], c.x_unl, c.y_unl_hidden, bs)[0])
-            a, lab = self._accuracy[key]
-            accs.append(a)
-            labs.append(lab)
+        tested, labelled = due_devices(ctx), due_devices(ctx, labels=True)
+        # each device's own model at its latest version, evaluated once per version (kept until it changes)
+        for which, devices in ((0, tested), (1, labelled)):
+            need = [k for k in devices or () if self._accuracy.get((k, self.latest[k]), (None, None))[which] is None]
+            models = {k: self._own_model(k) for k in need}
+            c = ctx.clients
+            parts = [(c[k].x_test, c[k].y_test) if which == 0 else (c[k].x_unl, c[k].y_unl_hidden) for k in need]
+            for k, a in zip(need, accuracy_per_device(ctx, [models[k] for k in need], parts)):
+                pair = list(self._accuracy.get((k, self.latest[k]), (None, None)))
+                pair[which] = a
+                self._accuracy[(k, self.latest[k])] = tuple(pair)
         self._accuracy = {key: v for key, v in self._accuracy.items() if key[1] == self.latest[key[0]]}
+        accs = None if tested is None else [self._accuracy[(k, self.latest[k])][0] if k in set(tested) else
+                                            float("nan") for k in range(ctx.n_devices)]
+        labs = None if labelled is None else [self._accuracy[(k, self.latest[k])][1] if k in set(labelled) else
+                                              float("nan") for k in range(ctx.n_devices)]
         metrics = {**accuracy_metrics(accs), **accuracy_metrics(labs, "labeling_accuracy")}
         if result is not None:  # train_devices has checked its losses
             metrics["train_loss"] = mean_loss(result)

@@ -1,0 +1,128 @@
+"""A round's clients on worker processes or Ray actors (``[run] client_workers``, ``edgesim run --client-workers``,
+``--executor ray``): the run folder is the same bytes as one process training every client in turn."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from edgesim.config import ConfigError
+from edgesim.learning.client_workers import dumps, loads, merge
+from edgesim.learning.tasks import LocalTrainResult
+from edgesim.scenarios.cli import app
+from edgesim.scenarios.run import run_scenario
+from edgesim.scenarios.schema import load_scenario
+
+FILES = ("rounds.csv", "devices.csv", "events.csv", "summary.json", "config.toml")
+# FedAvg (one stream), FixAvg (two streams, augmented views, pseudo-label aux values), Local (personal models)
+SETS = ['run.algorithms=["fedavg", "fixavg", "local"]', "budget.rounds=2", "data.labeled_ratio_alpha=0.5"]
+runner = CliRunner()
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    for name in FILES:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+@pytest.fixture
+def sequential_run(tiny_scenario, tmp_path) -> Path:
+    return run_scenario(load_scenario(tiny_scenario, SETS), tmp_path / "one")
+
+
+def test_client_workers_write_the_sequential_bytes(tiny_scenario, sequential_run, tmp_path):
+    out = tmp_path / "two"
+    result = runner.invoke(app, ["run", str(tiny_scenario), *[x for s in SETS for x in ("--set", s)],
+                                 "--client-workers", "2", "--out", str(out), "-q", "--format", "png"])
+    assert result.exit_code == 0, result.output
+    assert_same_run(sequential_run, out)
+    assert "client_workers" not in (out / "config.toml").read_text()  # where the clients train, not what
+
+
+def test_merge_puts_the_shares_back_in_the_clients_order():
+    a = LocalTrainResult([{"w": torch.tensor(0.0)}, {"w": torch.tensor(2.0)}], [0.5, 2.5], [3, 1], {"m": [0.1, 0.3]})
+    b = LocalTrainResult([{"w": torch.tensor(1.0)}], [1.5], [2], {})
+    out = merge([a, b], [[0, 2], [1]], 3)
+    assert [float(p["w"]) for p in out.params] == [0.0, 1.0, 2.0]
+    assert out.mean_loss == [0.5, 1.5, 2.5] and out.n_steps == [3, 2, 1] and out.ema is None
+    assert out.aux["m"][0] == 0.1 and math.isnan(out.aux["m"][1]) and out.aux["m"][2] == 0.3  # b's client lacks it
+
+
+def test_loaded_tensors_travel_as_names():
+    x, other = torch.full((64,), 7.25), torch.ones(2)
+    names = {id(x): ("client", 0, "x_sup")}
+
+    def loss():  # a closure holding a loaded tensor: it travels as a name too
+        return x.sum()
+
+    sent = dumps({"main": (x, other), "list": [x], "loss": loss}, names)
+    assert x.numpy().tobytes() not in sent and x.numpy().tobytes() in dumps(x, {})  # the name, not the bytes
+    stand_in = torch.arange(3.0) * 10  # what the worker holds under that name
+    back = loads(sent, {("client", 0, "x_sup"): stand_in})
+    assert back["main"][0] is stand_in and back["list"][0] is stand_in and float(back["loss"]()) == 30.0
+    assert torch.equal(back["main"][1], other)
+
+
+def test_client_workers_need_the_sequential_executor(tiny_scenario, tmp_path):
+    sc = load_scenario(tiny_scenario, [*SETS, "run.client_workers=2", 'train.executor="vmap"'])
+    with pytest.raises(ConfigError) as e:
+        run_scenario(sc, tmp_path / "r")
+    assert "[run] client_workers = 2" in str(e.value) and "sequential" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow  # ~1 min: `ray start --head`, then a run's clients on two actors of that cluster
+def test_ray_actors_write_the_sequential_bytes(tiny_scenario, sequential_run, tmp_path):
+    pytest.importorskip("ray")
+    port = _free_port()
+    ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
+    script = Path(sys.executable).with_name("ray")  # the venv's, else Ray's own module (a venv that shares Ray's)
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+    head = subprocess.Popen(
+        [*command, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
+         "--include-dashboard=false", f"--temp-dir={ray_dir}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    auth = os.environ.get("RAY_AUTH_MODE")
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert head.poll() is None, "ray start --head exited"
+            assert time.monotonic() < deadline, "ray start --head did not listen within 120 s"
+            time.sleep(0.5)
+        out = tmp_path / "ray"
+        result = runner.invoke(app, ["run", str(tiny_scenario), *[x for s in SETS for x in ("--set", s)],
+                                     "--client-workers", "2", "--executor", "ray", "--ray-address",
+                                     f"127.0.0.1:{port}", "--out", str(out), "-q"])
+        assert result.exit_code == 0, result.output
+        assert_same_run(sequential_run, out)
+    finally:
+        head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        shutil.rmtree(ray_dir, ignore_errors=True)
+        if auth is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
