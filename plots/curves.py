@@ -266,6 +266,7 @@ def overlay_labels(groups, keys: Iterable[str] = ()) -> list[str]:
     none given: every key on which the groups differ, :func:`edgesim.results.stats.group_runs`' ``point``), or the
     scenario's name when nothing differs. A key no run has, or keys that leave two groups one label, are a
     :class:`ConfigError` line naming the keys that do differ."""
+    from edgesim.results.files import CONFIG
     from edgesim.results.fingerprint import scenario_keys
 
     keys = list(keys)
@@ -274,7 +275,7 @@ def overlay_labels(groups, keys: Iterable[str] = ()) -> list[str]:
     for key in keys:
         if not any(key in f for f in flat):
             raise ConfigError(f"⟨label=⟩{key!r}: not a scenario key of these runs; expected a dotted key of their "
-                              f"config.toml, such as one that differs here: {differ}")
+                              f"{CONFIG}, such as one that differs here: {differ}")
     if not keys:
         return [g.label for g in groups]
     labels = [", ".join(f"{k}={f.get(k)}" for k in keys) for f in flat]
