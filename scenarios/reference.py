@@ -174,7 +174,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                              '"random", "round_robin", "best_channel", "fastest", "deadline_feasible", "age", '
                              '"oort" or a plugin'),
     "resources.bandwidth": ("how the uplink band is shared", "",
-                            '"equal"; FDMA "proportional" or "min_max_time"; TDMA "shortest_first"; or a plugin'),
+                            '"equal"; FDMA "equal_static", "proportional", "min_max_time" or "min_energy"; TDMA '
+                            '"shortest_first"; or a plugin'),
     "resources.power": ("each uploader's transmit power (the configured one is the maximum)", "",
                         '"fixed"; FDMA "min_energy"; or a plugin'),
     "resources.cpu_freq": ("each device's CPU frequency (the configured one is the maximum)", "",
@@ -183,6 +184,10 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                                   "device's maximum", "Hz", "[1e3, the slowest cpu_freq_hz], or unset"),
     "resources.oort_exploration": ("Oort's share ε of picks among devices never tried", "", "[0, 1]"),
     "resources.oort_alpha": ("Oort's straggler penalty exponent α", "", ">= 0"),
+    "resources.energy_weight": ("the weight w of energy in min_energy's objective w·E + (1 − w)·λ·T (1: energy "
+                                "alone)", "", "[0, 1]"),
+    "resources.time_price_j_per_s": ("λ in min_energy's objective: the joules one second of round time is worth",
+                                     "J/s", ">= 0"),
 }
 def _codec_docs() -> dict[str, tuple[str, str, str]]:
     """``[compression.uplink]``/``[compression.downlink]``'s keys, from the codec registry: ``method`` names the

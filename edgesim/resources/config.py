@@ -23,7 +23,10 @@ class ResourcesConfig:
     lowest frequency a DVFS policy may choose (Hz); ``None``: a tenth of each
     device's maximum. ``oort_exploration``: the fraction of Oort's picks spent
     on devices never tried (ε, Lai et al., OSDI 2021, §4.2); ``oort_alpha``: its
-    straggler penalty exponent (α). Which names exist (plugins included) is
+    straggler penalty exponent (α). ``energy_weight``: w in [0, 1] of the
+    ``min_energy`` bandwidth's objective w·E + (1 − w)·λ·T (1: energy alone);
+    ``time_price_j_per_s``: λ, the joules a second of round time is worth (J/s,
+    default 1). Which names exist (plugins included) is
     checked by :func:`edgesim.resources.round.check_config`.
     """
 
@@ -34,6 +37,8 @@ class ResourcesConfig:
     cpu_freq_min_hz: Optional[float] = None
     oort_exploration: float = 0.1
     oort_alpha: float = 2.0
+    energy_weight: float = 1.0
+    time_price_j_per_s: float = 1.0
 
     def __post_init__(self):
         for kind in KINDS:
@@ -46,6 +51,10 @@ class ResourcesConfig:
         if self.oort_exploration > 1:
             fail("oort_exploration", self.oort_exploration, "a fraction in [0, 1]")
         check_number("oort_alpha", self.oort_alpha, minimum=0)
+        check_number("energy_weight", self.energy_weight, minimum=0)
+        if self.energy_weight > 1:
+            fail("energy_weight", self.energy_weight, "a weight in [0, 1] (1: energy alone)")
+        check_number("time_price_j_per_s", self.time_price_j_per_s, minimum=0)
 
     @property
     def is_default(self) -> bool:

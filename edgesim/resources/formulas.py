@@ -201,7 +201,9 @@ def joint_energy_j(upload_time_s, cycles, upload_bits, bandwidth_hz, time_s, cha
                    kappa, cpu_freq_min_hz, cpu_freq_max_hz, tx_power_max_w):
     """The device energy ``κ C f(t)² + p(t) t`` when the upload takes ``t`` of the ``τ`` seconds left and the
     compute the rest (``f(t) = max(f_min, C / (τ − t))``, ``p(t)`` = :func:`min_energy_power_w`); J."""
-    f = np.maximum(cpu_freq_min_hz, np.asarray(cycles, dtype=float) / (time_s - upload_time_s))
+    c = np.asarray(cycles, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.maximum(cpu_freq_min_hz, np.where(c > 0, c / (time_s - upload_time_s), 0.0))  # no cycles: f_min
     f = np.minimum(f, cpu_freq_max_hz)
     p = min_energy_power_w(upload_bits, bandwidth_hz, upload_time_s, channel_gain, tx_power_max_w,
                            noise_psd_w_per_hz)
