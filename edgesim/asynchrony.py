@@ -77,7 +77,7 @@ from .links import BandedFdmaUplink, Downlink, make_uplink
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 from .records import UPDATE_FIELDS as UPDATE_FIELDS  # the records live in edgesim.records; named here for readers
 from .records import EventLog, RoundRecord, Totals, UpdateRow, totals_of
-from .resources import Allocator, ResourcesConfig, check_round_mode, declared, tdma_order
+from .resources import Allocator, ResourcesConfig, check_round_mode, tdma_order
 from .resources.formulas import oort_statistical_utility
 from .resources.scheduling import Scheduler, ranked
 
@@ -346,7 +346,7 @@ class AsyncSimulation(Clock):
         self._gains_version, self._gains = -1, np.zeros(0)
         self._rates_version, self._rates = -1, np.zeros(0)
         self._scheduler: Optional[Scheduler] = None  # a policy that never ranks: the uniform draw
-        if declared("scheduling", self.resources.scheduling).ranks:
+        if Scheduler.needed(self.resources):
             work = [self._work_of(d) for d in range(n)]
             deadline = self.budget.deadline_s
             self._scheduler = Scheduler(self.resources, self.system, self.budget, self.seed,

@@ -64,7 +64,7 @@ from .device_job import DeviceJob, job_costs, run_job
 from .links import BandedFdmaUplink, Downlink, make_uplink
 from .radio import shannon_rate_bps
 from .records import EVENT_KINDS, DeviceRound, Event, EventLog, RoundRecord, Totals, totals_of
-from .resources import Allocator, ResourcesConfig, declared, tdma_order
+from .resources import Allocator, ResourcesConfig, tdma_order
 from .resources.scheduling import Scheduler
 
 __all__ = ["EVENT_KINDS", "DeviceRound", "Event", "RoundRecord", "Simulation", "cyclic_gc_paused",
@@ -147,10 +147,11 @@ class Simulation(Clock):
         # The defaults are the links' own behaviour: no allocation to run each round, no ranking.
         self._allocator = None if self.resources.is_default else Allocator(self.resources, system, budget)
         self._scheduler = None
-        if declared("scheduling", self.resources.scheduling).ranks:
+        if Scheduler.needed(self.resources):
             expected = getattr(backend, "expected_work", None)
             self._scheduler = Scheduler(self.resources, system, budget, self.seed,
-                                        expected() if callable(expected) else None)
+                                        expected() if callable(expected) else None,
+                                        clients_per_round=getattr(backend, "clients_per_round", None))
         # Where each round's per-device loss statistics come from (Oort's utility): the run's source, else the
         # backend's own device_losses(), else none (Oort then ranks by its system half, docs/resource_policies.md).
         self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)

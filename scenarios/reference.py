@@ -186,6 +186,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "resources.oort_alpha": ("Oort's straggler penalty exponent α", "", ">= 0"),
     "resources.energy_weight": ("the weight w of energy in min_energy's objective w·E + (1 − w)·λ·T (1: energy "
                                 "alone)", "", "[0, 1]"),
+    "resources.stragglers": ("whether a device that cannot meet the round's budget even alone at full power and "
+                             "frequency is scheduled", "", '"keep" or "exclude"'),
     "resources.time_price_j_per_s": ("λ in min_energy's objective: the joules one second of round time is worth",
                                      "J/s", ">= 0"),
 }

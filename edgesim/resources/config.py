@@ -8,6 +8,7 @@ from typing import Optional
 from ..config import CPU_FREQ_HZ_RANGE, check_number, check_range, fail
 
 KINDS = ("scheduling", "bandwidth", "power", "cpu_freq")
+STRAGGLERS = ("keep", "exclude")
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,9 @@ class ResourcesConfig:
     straggler penalty exponent (α). ``energy_weight``: w in [0, 1] of the
     ``min_energy`` bandwidth's objective w·E + (1 − w)·λ·T (1: energy alone);
     ``time_price_j_per_s``: λ, the joules a second of round time is worth (J/s,
-    default 1). Which names exist (plugins included) is
+    default 1). ``stragglers``: ``"keep"`` (every device may be scheduled) or
+    ``"exclude"`` (a device that cannot meet the round's budget τ even alone on the
+    band at its maximum power and frequency is not scheduled that round). Which names exist (plugins included) is
     checked by :func:`edgesim.resources.round.check_config`.
     """
 
@@ -39,6 +42,7 @@ class ResourcesConfig:
     oort_alpha: float = 2.0
     energy_weight: float = 1.0
     time_price_j_per_s: float = 1.0
+    stragglers: str = "keep"
 
     def __post_init__(self):
         for kind in KINDS:
@@ -55,6 +59,8 @@ class ResourcesConfig:
         if self.energy_weight > 1:
             fail("energy_weight", self.energy_weight, "a weight in [0, 1] (1: energy alone)")
         check_number("time_price_j_per_s", self.time_price_j_per_s, minimum=0)
+        if self.stragglers not in STRAGGLERS:
+            fail("stragglers", self.stragglers, " or ".join(map(repr, STRAGGLERS)))
 
     @property
     def is_default(self) -> bool:

@@ -229,7 +229,9 @@ def check_round_mode(config: ResourcesConfig, round_mode: str, asynchronous: boo
     """Every policy of ``config`` against the round mode, from what it declares (``round_modes``,
     ``needs_deadline``): a ``ValueError`` of one line naming the key, its value and what was expected.
     ``asynchronous``: ``round_mode`` is an asynchronous rule (its policies apply to one free slot, ``"async"``);
-    ``deadline_s``: ``[budget] deadline_s`` (an asynchronous run's latency target per update)."""
+    ``deadline_s``: ``[budget] deadline_s`` (an asynchronous run's latency target per update). ``stragglers``
+    other than ``"keep"`` applies to rounds only (a free slot takes one device: no round's stragglers to leave
+    out)."""
     family = "async" if asynchronous else round_mode
     for kind in KINDS:
         name = getattr(config, kind)
@@ -245,6 +247,9 @@ def check_round_mode(config: ResourcesConfig, round_mode: str, asynchronous: boo
                              f"update's latency target τ (s; an asynchronous run has no round budget T/G): {kind} = "
                              f"{name!r} does not apply to round_mode = {round_mode!r} without it; expected "
                              f"{default!r} or deadline_s set")
+    if asynchronous and config.stragglers != "keep":
+        raise ValueError(f"stragglers = {config.stragglers!r} with round_mode = {round_mode!r} does not apply: a free "
+                         f"slot takes one device, it excludes no round's stragglers; expected 'keep'")
 
 
 def check_config(config: ResourcesConfig, system: SystemConfig, algorithms=(), self_scheduling=()) -> None:

@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from . import formulas
-from .policies import register_policy
+from .policies import declared, register_policy
 
 STREAM_SCHEDULE = 0x5C  # the scheduling policies' random stream (beside the channel's 0xC0-0xC4)
 
@@ -55,12 +55,37 @@ class ScheduleView:
     pointer: int
     exploration: float
     alpha: float
+    sharing: int = 1
 
     def predicted_s(self) -> np.ndarray:
         """Each device's predicted compute + upload time alone on the band, ``C / f + s / r`` (s)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             up = np.where(self.upload_bits > 0, self.upload_bits / self.rate_bps, 0.0)
         return self.cycles / self.cpu_freq_hz + up
+
+    def shared_rate_bps(self) -> np.ndarray:
+        """The rate on the band a device will get (bit/s): FDMA ``B / K`` (``K`` = ``sharing``, the uploads that share
+        the band: ``equal_static``'s share and the least processor sharing gives while all K are on air), Eq. (8)
+        rescaled from the full-band rate (``g p / N0 = B (2^{r/B} − 1)``); TDMA (its turn on the whole band) or
+        ``K`` ≤ 1: the full-band rate."""
+        if self.access != "fdma" or self.sharing <= 1:
+            return self.rate_bps
+        b = self.bandwidth_hz
+        snr_hz = b * np.expm1(np.log(2.0) * self.rate_bps / b)
+        share = b / self.sharing
+        return share * np.log1p(snr_hz / share) / np.log(2.0)
+
+    def predicted_shared_s(self) -> np.ndarray:
+        """Each device's predicted compute + upload time on the band it will get, ``C / f + s / r(B / K)`` (s)."""
+        rate = self.shared_rate_bps()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            up = np.where(self.upload_bits > 0, self.upload_bits / rate, 0.0)
+        return self.cycles / self.cpu_freq_hz + up
+
+    def stragglers(self) -> np.ndarray:
+        """The devices that cannot meet the round's budget τ even alone on the whole band at their maximum power and
+        frequency, ``C / f_max + s / r(B, p_max) > τ`` (bool per device)."""
+        return self.predicted_s() > self.deadline_s
 
 
 def ranked(scores: np.ndarray, uniform: np.ndarray) -> tuple[int, ...]:
@@ -106,13 +131,13 @@ class FastestScheduling:
 
 @register_policy("scheduling", "deadline_feasible")
 class DeadlineFeasibleScheduling:
-    """Only devices that can finish within the round's budget (C / f + s / r ≤ τ alone on the band), random among
-    them."""
+    """Only devices that can finish within the round's budget (C / f + s / r ≤ τ on the band they will get: FDMA
+    B / K), random among them."""
 
     needs_deadline = True
 
     def allocate(self, v: ScheduleView) -> np.ndarray:
-        return np.where(v.predicted_s() <= v.deadline_s, v.uniform, -np.inf)
+        return np.where(v.predicted_shared_s() <= v.deadline_s, v.uniform, -np.inf)
 
 
 @register_policy("scheduling", "age")
@@ -145,7 +170,8 @@ class Scheduler:
     device (:meth:`scores`; :mod:`edgesim.asynchrony`, docs/asynchrony.md).
     """
 
-    def __init__(self, config, system, budget, seed: int, expected_work=None, deadline_s=None):
+    def __init__(self, config, system, budget, seed: int, expected_work=None, deadline_s=None,
+                 clients_per_round=None):
         from .policies import POLICIES
 
         self.config = config
@@ -172,6 +198,16 @@ class Scheduler:
         self.upload_bits = np.full(n, np.nan)
         self.utility = np.full(n, np.nan)
         self.pointer = 0
+        # K, the uploads the band is shared among: the backend's, else how many took part in the last round
+        self.clients_per_round = None if clients_per_round is None else int(clients_per_round)
+        self.last_taken = 0
+
+    @staticmethod
+    def needed(config) -> bool:
+        """Whether a run with this ``[resources]`` table ranks its devices: its scheduling policy ranks (it
+        declares ``ranks``), or stragglers are excluded (``stragglers = "exclude"``: the uniform draw, stragglers
+        left out)."""
+        return declared("scheduling", config.scheduling).ranks or getattr(config, "stragglers", "keep") == "exclude"
 
     def _predicted(self, seen: np.ndarray, expected: Optional[np.ndarray]) -> np.ndarray:
         """What a device did last time; else what the backend expects; else the mean of the devices seen; else 0."""
@@ -202,14 +238,18 @@ class Scheduler:
             last_round=self.last_round.copy(), rounds_taken=self.rounds_taken.copy(),
             duration_s=self.duration_s.copy(), utility=self.utility.copy(), uniform=uniform, pointer=self.pointer,
             exploration=float(self.config.oort_exploration), alpha=float(self.config.oort_alpha),
+            sharing=self.clients_per_round if self.clients_per_round is not None else self.last_taken,
         )
         where = f"[resources] scheduling = {self.name!r}: round {round_index}"
         try:
             scores = self.policy.allocate(view)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's failure (sys.exit too), reported in one line
             raise PolicyError(f"{where}: raised {type(e).__name__}: {e}; expected an answer") from None
+        exclude = getattr(self.config, "stragglers", "keep") == "exclude"
         if scores is None:
-            return None
+            if not exclude:
+                return None
+            scores = uniform  # the algorithm's uniform draw, as a ranking of the round's random numbers
         try:
             scores = np.asarray(scores, dtype=float).reshape(-1)
         except (TypeError, ValueError):
@@ -217,6 +257,8 @@ class Scheduler:
         if scores.size != self.n or np.isnan(scores).any():
             raise PolicyError(f"{where}: returned {scores.size} scores (nan: {int(np.isnan(scores).sum())}); "
                               f"expected {self.n} numbers, one per device (-inf: not this round), none nan")
+        if exclude:
+            scores = np.where(view.stragglers(), -np.inf, scores)
         return scores, uniform
 
     def observe(self, round_index: int, rows, work_by_device, losses=None) -> None:
@@ -239,6 +281,7 @@ class Scheduler:
             self.upload_bits[d] = float(work.upload_bits)
             self.duration_s[d] = row.download_s + row.compute_s + row.upload_airtime_s
         self.pointer = (self.pointer + taken) % self.n
+        self.last_taken = taken
         for d, loss in (losses or {}).items():
             self.utility[int(d)] = formulas.oort_statistical_utility(loss.sum_sq_loss, loss.n_samples)
 
@@ -258,7 +301,8 @@ class Scheduler:
     def state_dict(self) -> dict:
         return {"last_round": self.last_round.tolist(), "rounds_taken": self.rounds_taken.tolist(),
                 "duration_s": self.duration_s.tolist(), "cycles": self.cycles.tolist(),
-                "upload_bits": self.upload_bits.tolist(), "utility": self.utility.tolist(), "pointer": self.pointer}
+                "upload_bits": self.upload_bits.tolist(), "utility": self.utility.tolist(), "pointer": self.pointer,
+                "last_taken": self.last_taken}
 
     def load_state_dict(self, state) -> None:
         self.last_round = np.asarray(state["last_round"], dtype=np.int64)
@@ -266,3 +310,4 @@ class Scheduler:
         for key in ("duration_s", "cycles", "upload_bits", "utility"):
             setattr(self, key, np.asarray(state[key], dtype=float))
         self.pointer = int(state["pointer"])
+        self.last_taken = int(state.get("last_taken", 0))

@@ -36,7 +36,7 @@ def flatten(config: Mapping, prefix: str = "") -> dict:
 OMITTED_WHEN_DEFAULT = {
     "resources": {"scheduling": "random", "bandwidth": "equal", "power": "fixed", "cpu_freq": "max",
                   "oort_exploration": 0.1, "oort_alpha": 2.0, "energy_weight": 1.0,
-                  "time_price_j_per_s": 1.0},
+                  "time_price_j_per_s": 1.0, "stragglers": "keep"},
 }
 
 
