@@ -182,8 +182,18 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                            '"max", "min_energy"; FDMA "joint" (with power "min_energy"); or a plugin'),
     "resources.cpu_freq_min_hz": ("the lowest frequency a DVFS policy may choose; unset: a tenth of each "
                                   "device's maximum", "Hz", "[1e3, the slowest cpu_freq_hz], or unset"),
-    "resources.oort_exploration": ("Oort's share ε of picks among devices never tried", "", "[0, 1]"),
+    "resources.oort_exploration": ("Oort's starting share ε of picks among devices never tried", "", "[0, 1]"),
+    "resources.oort_decay": ("the factor Oort's ε is multiplied by each round", "", "[0, 1]"),
+    "resources.oort_exploration_min": ("the floor Oort's ε decays to", "", "[0, 1]"),
     "resources.oort_alpha": ("Oort's straggler penalty exponent α", "", ">= 0"),
+    "resources.oort_cutoff": ("Oort's c: devices above c × the K-th utility are sampled in proportion to it", "",
+                              "[0, 1]"),
+    "resources.oort_pacer_window": ("Oort's pacer window W: the rounds whose summed utility it compares", "rounds",
+                                    ">= 1"),
+    "resources.oort_pacer_step": ("Oort's pacer step Δ: the share of τ added to the preferred round duration when "
+                                  "the utility stops rising", "", ">= 0"),
+    "resources.oort_blacklist_rounds": ("the participations after which Oort no longer picks a device (0: never)",
+                                        "rounds", ">= 0"),
     "resources.energy_weight": ("the weight w of energy in min_energy's objective w·E + (1 − w)·λ·T (1: energy "
                                 "alone)", "", "[0, 1]"),
     "resources.stragglers": ("whether a device that cannot meet the round's budget even alone at full power and "

@@ -84,3 +84,76 @@ def test_stragglers_option_is_checked():
     with pytest.raises(ValueError) as e:
         ResourcesConfig(stragglers="drop")
     assert "stragglers" in str(e.value) and "'keep' or 'exclude'" in str(e.value) and "\n" not in str(e.value)
+
+
+# --- Oort as published -------------------------------------------------------------------------------------------
+
+def _oort(round_index, last, taken, utility, uniform, history=(), **kw):
+    from edgesim.resources import formulas as F
+
+    n = len(last)
+    opts = dict(deadline_s=10.0, exploration=0.5, decay=0.5, exploration_min=0.2, alpha=2.0, cutoff=0.95,
+                pacer_window=20, pacer_step=0.1, blacklist_rounds=0)
+    opts.update(kw)
+    scores = F.oort_selection(round_index, 2, np.asarray(utility, dtype=float), np.ones(n), np.asarray(last),
+                              np.asarray(taken), history, np.arange(1.0, n + 1), np.asarray(uniform, dtype=float),
+                              **opts)
+    return set(np.argsort(-scores, kind="stable")[:2].tolist()), scores
+
+
+def test_oort_three_rounds_by_hand():
+    """Six devices (speed = id + 1), K = 2, ε_0 = 0.5 decaying by 0.5 to 0.2, c = 0.95, every duration within T.
+
+    Round 0: ε = 0.5, ⌈εK⌉ = 1 slot, but nobody is explored: both picks explore, the fastest: {5, 4}.
+    Round 1: ε = 0.25 → 1 exploration slot, 1 exploitation slot. Reported U_4 = 1, U_5 = 4; bonus
+    sqrt(0.1 ln 2 / 1) = 0.2633: 1.2633 and 4.2633; cut-off 0.95 × 4.2633 = 4.05 leaves device 5 alone → {5, 3}.
+    Round 2: ε = max(0.125, 0.2) = 0.2 → 1 + 1. U_3 = 3.9 (reported), U_5 = 4; bonus sqrt(0.1 ln 3 / 2) = 0.2344
+    for devices 3 and 5 (last in round 1), sqrt(0.1 ln 3 / 1) = 0.3315 for device 4: 4.1344, 4.2344, 1.3315.
+    Cut-off 0.95 × 4.2344 = 4.0227: devices 5 and 3 are sampled in proportion to the utility, keys ln(u) / U:
+    u_5 = 0.5 → −0.1637, u_3 = 0.9 → −0.0255: device 3; exploration takes device 2 → {3, 2}.
+    """
+    nan = np.nan
+    u = [0.1, 0.2, 0.3, 0.9, 0.4, 0.5]
+    assert _oort(0, [-1] * 6, [0] * 6, [nan] * 6, u)[0] == {5, 4}
+    assert _oort(1, [-1, -1, -1, -1, 0, 0], [0, 0, 0, 0, 1, 1], [nan, nan, nan, nan, 1.0, 4.0], u)[0] == {5, 3}
+    picks, scores = _oort(2, [-1, -1, -1, 1, 0, 1], [0, 0, 0, 1, 1, 2], [nan, nan, nan, 3.9, 1.0, 4.0], u)
+    assert picks == {3, 2}
+    # the same round with c = 1: only the top utility is admitted (device 5)
+    assert _oort(2, [-1, -1, -1, 1, 0, 1], [0, 0, 0, 1, 1, 2], [nan, nan, nan, 3.9, 1.0, 4.0], u,
+                 cutoff=1.0)[0] == {5, 2}
+
+
+def test_oort_pacer_and_blacklist_by_hand():
+    from edgesim.resources import formulas as F
+
+    flat = [1.0] * 6  # W = 2: at r = 4, Σ h[2:4] = 2 ≤ Σ h[0:2] = 2, and again at r = 6: relaxed twice
+    assert F.oort_preferred_duration_s(6, 10.0, flat, 2, 0.1) == pytest.approx(12.0)
+    assert F.oort_preferred_duration_s(5, 10.0, flat, 2, 0.1) == pytest.approx(11.0)
+    assert F.oort_preferred_duration_s(6, 10.0, [1, 2, 3, 4, 5, 6], 2, 0.1) == 10.0  # rising: T stays τ
+    # more than 2 participations: devices 0, 1, 2; at most ⌊0.3 · 4⌋ = 1 of them, the most-taken
+    assert F.oort_blacklist([5, 3, 3, 0], 2).tolist() == [True, False, False, False]
+    assert not F.oort_blacklist([5, 3, 3, 0], 0).any()  # 0: no blacklist
+    assert F.oort_exploration_rate(0, 0.9, 0.98, 0.2) == 0.9
+    assert F.oort_exploration_rate(1, 0.9, 0.98, 0.2) == pytest.approx(0.882)
+    assert F.oort_exploration_rate(100, 0.9, 0.98, 0.2) == 0.2  # 0.9 · 0.98^100 = 0.119 < 0.2
+
+
+def test_oort_defaults_explore_at_k5():
+    """K = 5 of 20 devices with Oort's defaults (ε 0.9 → 0.2 by 0.98): more than K distinct devices take part within
+    40 rounds (the old ⌊0.1 · 5⌋ = 0 exploration slots kept the first five forever)."""
+    from test_resources import _sim as sim
+
+    s = sim("fdma", ResourcesConfig(scheduling="oort"), n=20, k=5, rounds=40, total=400.0)
+    seen = {d for rec in s.run() for d in rec.arrived}
+    assert len(seen) > 5
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("oort_decay", 1.5, "a fraction in [0, 1]"), ("oort_exploration_min", -0.1, "a number >= 0"),
+    ("oort_cutoff", 2.0, "a fraction in [0, 1]"), ("oort_pacer_window", 0, "an integer >= 1"),
+    ("oort_pacer_step", -1.0, "a number >= 0"), ("oort_blacklist_rounds", -1, "an integer >= 0"),
+    ("oort_exploration", 1.2, "a fraction in [0, 1]")])
+def test_oort_options_out_of_range_are_one_line(key, value, expected):
+    with pytest.raises(ValueError) as e:
+        ResourcesConfig(**{key: value})
+    assert key in str(e.value) and expected in str(e.value) and "\n" not in str(e.value)

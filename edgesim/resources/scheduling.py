@@ -34,7 +34,10 @@ class ScheduleView:
     in; ``duration_s``: its last round's compute + upload time (s; ``nan``: never);
     ``utility``: the backend's statistical utility of its last update (Oort's
     ``|B_i| sqrt(mean loss²)``; ``nan``: none reported); ``uniform``: the round's
-    common random numbers in [0, 1); ``pointer``: round robin's next device.
+    common random numbers in [0, 1); ``pointer``: round robin's next device;
+    ``sharing``: K, the devices a round takes (the backend's, else the last
+    round's count; 0: not known yet); ``config``: the ``[resources]`` table (its
+    options); ``utility_history``: each past round's summed reported utility.
     """
 
     round_index: int
@@ -56,6 +59,8 @@ class ScheduleView:
     exploration: float
     alpha: float
     sharing: int = 1
+    config: Optional[object] = None
+    utility_history: tuple = ()
 
     def predicted_s(self) -> np.ndarray:
         """Each device's predicted compute + upload time alone on the band, ``C / f + s / r`` (s)."""
@@ -150,14 +155,20 @@ class AgeScheduling:
 
 @register_policy("scheduling", "oort")
 class OortScheduling:
-    """Oort (Lai et al., OSDI 2021): statistical utility × (T / t_i)^α for stragglers, with ε exploration."""
+    """Oort (Lai et al., OSDI 2021, Alg. 1): utility-proportional sampling above a cut-off, (T / t_i)^α for stragglers,
+    decaying ε exploration, the pacer and the blacklist."""
 
-    options = ("oort_exploration", "oort_alpha")
+    options = ("oort_exploration", "oort_decay", "oort_exploration_min", "oort_alpha", "oort_cutoff",
+               "oort_pacer_window", "oort_pacer_step", "oort_blacklist_rounds")
     needs_deadline = True
 
     def allocate(self, v: ScheduleView) -> np.ndarray:
-        return formulas.oort_scores(v.round_index, v.utility, v.duration_s, v.last_round, v.deadline_s,
-                                    v.exploration, v.alpha, v.rate_bps, v.uniform)
+        c = v.config
+        return formulas.oort_selection(
+            v.round_index, v.sharing, v.utility, v.duration_s, v.last_round, v.rounds_taken, v.utility_history,
+            v.rate_bps, v.uniform, deadline_s=v.deadline_s, exploration=c.oort_exploration, decay=c.oort_decay,
+            exploration_min=c.oort_exploration_min, alpha=c.oort_alpha, cutoff=c.oort_cutoff,
+            pacer_window=c.oort_pacer_window, pacer_step=c.oort_pacer_step, blacklist_rounds=c.oort_blacklist_rounds)
 
 
 class Scheduler:
@@ -201,6 +212,7 @@ class Scheduler:
         # K, the uploads the band is shared among: the backend's, else how many took part in the last round
         self.clients_per_round = None if clients_per_round is None else int(clients_per_round)
         self.last_taken = 0
+        self.utility_history: list[float] = []  # each round's summed reported utility (Oort's pacer)
 
     @staticmethod
     def needed(config) -> bool:
@@ -239,6 +251,7 @@ class Scheduler:
             duration_s=self.duration_s.copy(), utility=self.utility.copy(), uniform=uniform, pointer=self.pointer,
             exploration=float(self.config.oort_exploration), alpha=float(self.config.oort_alpha),
             sharing=self.clients_per_round if self.clients_per_round is not None else self.last_taken,
+            config=self.config, utility_history=tuple(self.utility_history),
         )
         where = f"[resources] scheduling = {self.name!r}: round {round_index}"
         try:
@@ -282,8 +295,11 @@ class Scheduler:
             self.duration_s[d] = row.download_s + row.compute_s + row.upload_airtime_s
         self.pointer = (self.pointer + taken) % self.n
         self.last_taken = taken
+        heard = 0.0
         for d, loss in (losses or {}).items():
             self.utility[int(d)] = formulas.oort_statistical_utility(loss.sum_sq_loss, loss.n_samples)
+            heard += self.utility[int(d)]
+        self.utility_history.append(heard)
 
     def started(self, index: int, device: int) -> None:
         """An asynchronous run started update ``index`` on ``device``: its age counts from here; round robin's
@@ -302,7 +318,7 @@ class Scheduler:
         return {"last_round": self.last_round.tolist(), "rounds_taken": self.rounds_taken.tolist(),
                 "duration_s": self.duration_s.tolist(), "cycles": self.cycles.tolist(),
                 "upload_bits": self.upload_bits.tolist(), "utility": self.utility.tolist(), "pointer": self.pointer,
-                "last_taken": self.last_taken}
+                "last_taken": self.last_taken, "utility_history": list(self.utility_history)}
 
     def load_state_dict(self, state) -> None:
         self.last_round = np.asarray(state["last_round"], dtype=np.int64)
@@ -311,3 +327,4 @@ class Scheduler:
             setattr(self, key, np.asarray(state[key], dtype=float))
         self.pointer = int(state["pointer"])
         self.last_taken = int(state.get("last_taken", 0))
+        self.utility_history = [float(x) for x in state.get("utility_history", [])]
