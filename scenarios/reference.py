@@ -172,7 +172,7 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "resources.scheduling": ("who takes part in a round (the algorithm takes the first K of the ranking; "
                              "fedasync/fedbuff: a free slot takes the first idle online device)", "",
                              '"random", "round_robin", "best_channel", "fastest", "deadline_feasible", "age", '
-                             '"oort" or a plugin'),
+                             '"age_channel", "oort" or a plugin'),
     "resources.bandwidth": ("how the uplink band is shared", "",
                             '"equal"; FDMA "equal_static", "proportional", "min_max_time" or "min_energy"; TDMA '
                             '"shortest_first"; or a plugin'),
@@ -194,6 +194,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                                   "the utility stops rising", "", ">= 0"),
     "resources.oort_blacklist_rounds": ("the participations after which Oort no longer picks a device (0: never)",
                                         "rounds", ">= 0"),
+    "resources.age_exponent": ("ν of age_channel's priority A^ν · log2(1 + SNR): how much the age of update weighs "
+                               "against the channel", "", ">= 0"),
     "resources.energy_weight": ("the weight w of energy in min_energy's objective w·E + (1 − w)·λ·T (1: energy "
                                 "alone)", "", "[0, 1]"),
     "resources.stragglers": ("whether a device that cannot meet the round's budget even alone at full power and "

@@ -157,3 +157,30 @@ def test_oort_options_out_of_range_are_one_line(key, value, expected):
     with pytest.raises(ValueError) as e:
         ResourcesConfig(**{key: value})
     assert key in str(e.value) and expected in str(e.value) and "\n" not in str(e.value)
+
+
+# --- age of update with the channel ------------------------------------------------------------------------------
+
+def test_age_channel_ranking_by_hand():
+    """Round R = 4, K = 2 subchannels, ν = 1. Full-band SNRs 1.5, 0.5, 7.5, 3.5 → on B/2: 3, 1, 15, 7 →
+    log2(1 + ·) = 2, 1, 4, 3. Ages: device 0 last in round 0 (A = 4), 1 never (A = R + 1 = 5), 2 in round 3 (A = 1),
+    3 in round 2 (A = 2). Priorities 8, 5, 4, 6: order 0, 3, 1, 2 (pure staleness would give 1, 0, 3, 2; the best
+    channel 2, 3, 0, 1). ν = 0: the channel alone."""
+    from edgesim.resources import formulas as F
+
+    last = [0, -1, 3, 2]
+    snr = [1.5, 0.5, 7.5, 3.5]
+    pri = F.age_channel_priority(4, last, snr, 2, 1.0)
+    assert pri.tolist() == pytest.approx([8.0, 5.0, 4.0, 6.0])
+    assert np.argsort(-pri).tolist() == [0, 3, 1, 2]
+    assert np.argsort(-F.age_channel_priority(4, last, snr, 2, 0.0)).tolist() == [2, 3, 0, 1]
+    # through the policy: the full-band rate r = B log2(1 + SNR) is what the engine hands over
+    rate = 1e6 * np.log2(1 + np.asarray(snr))
+    v = _view(4, rate=rate, last_round=last, round_index=4, sharing=2, config=ResourcesConfig())
+    assert np.argsort(-POLICIES["scheduling"]["age_channel"]().allocate(v)).tolist() == [0, 3, 1, 2]
+
+
+def test_age_exponent_out_of_range_is_one_line():
+    with pytest.raises(ValueError) as e:
+        ResourcesConfig(age_exponent=-1.0)
+    assert "age_exponent" in str(e.value) and "a number >= 0" in str(e.value) and "\n" not in str(e.value)

@@ -31,7 +31,8 @@ class ResourcesConfig:
     whose summed utility the pacer compares. ``oort_pacer_step``: Δ, the share
     of τ the pacer adds to the preferred round duration T when that utility
     stops rising. ``oort_blacklist_rounds``: the participations after which a
-    device is no longer picked (0: never). ``energy_weight``: w in [0, 1] of the
+    device is no longer picked (0: never). ``age_exponent``: ν of the
+    ``age_channel`` priority A^ν · log2(1 + SNR) (0: the channel alone). ``energy_weight``: w in [0, 1] of the
     ``min_energy`` bandwidth's objective w·E + (1 − w)·λ·T (1: energy alone);
     ``time_price_j_per_s``: λ, the joules a second of round time is worth (J/s,
     default 1). ``stragglers``: ``"keep"`` (every device may be scheduled) or
@@ -53,6 +54,7 @@ class ResourcesConfig:
     oort_pacer_window: int = 20
     oort_pacer_step: float = 0.1
     oort_blacklist_rounds: int = 0
+    age_exponent: float = 1.0
     energy_weight: float = 1.0
     time_price_j_per_s: float = 1.0
     stragglers: str = "keep"
@@ -75,6 +77,7 @@ class ResourcesConfig:
         check_number("oort_pacer_step", self.oort_pacer_step, minimum=0)
         check_int("oort_pacer_window", self.oort_pacer_window, 1)
         check_int("oort_blacklist_rounds", self.oort_blacklist_rounds, 0)
+        check_number("age_exponent", self.age_exponent, minimum=0)
         check_number("energy_weight", self.energy_weight, minimum=0)
         if self.energy_weight > 1:
             fail("energy_weight", self.energy_weight, "a weight in [0, 1] (1: energy alone)")

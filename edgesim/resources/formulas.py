@@ -451,3 +451,20 @@ def oort_selection(round_index: int, k: int, utility, duration_s, last_round, ro
                           last[idx], t_pref, eps, alpha, np.asarray(speed, dtype=float)[idx], u[idx])
         scores[idx] = sub  # in (−n, 0]: below every pick
     return scores
+
+
+def age_channel_priority(round_index: int, last_round, snr_full_band, subchannels: int, exponent: float) -> np.ndarray:
+    """The age-of-update scheduling priority with the channel term (Yang, Arafa, Quek and Poor, "Age-based scheduling
+    policy for federated learning in mobile edge networks", ICASSP 2020): ``A_k^ν · log2(1 + SNR_k)``.
+
+    ``A_k`` the age of update in rounds (``R − L_k``, the rounds since device k's
+    update last reached the server; ``R + 1`` for one never heard from), ``ν`` =
+    ``exponent`` (how much staleness weighs against the channel; 0: best channel
+    alone), ``SNR_k`` its SNR on one of the ``subchannels`` equal subchannels,
+    ``K · SNR(B)`` (``snr_full_band`` = ``g p / (N0 B)``). Dimensionless (bit/s/Hz
+    times rounds^ν); higher first. With equal subchannels the paper's assignment
+    of K subchannels reduces to the K highest priorities.
+    """
+    last = np.asarray(last_round, dtype=float)
+    age = np.where(last < 0, round_index + 1.0, round_index - last)
+    return age ** exponent * np.log2(1.0 + subchannels * np.asarray(snr_full_band, dtype=float))

@@ -147,10 +147,22 @@ class DeadlineFeasibleScheduling:
 
 @register_policy("scheduling", "age")
 class AgeScheduling:
-    """The longest since last scheduled first (never scheduled: first of all)."""
+    """Pure staleness: the longest since last scheduled first (never scheduled: first of all); round robin in effect."""
 
     def allocate(self, v: ScheduleView) -> np.ndarray:
         return np.where(v.last_round < 0, np.inf, v.round_index - v.last_round).astype(float)
+
+
+@register_policy("scheduling", "age_channel")
+class AgeChannelScheduling:
+    """Age of update with the channel (Yang, Arafa, Quek, Poor, ICASSP 2020): A_k^ν · log2(1 + SNR_k) first."""
+
+    options = ("age_exponent",)
+
+    def allocate(self, v: ScheduleView) -> np.ndarray:
+        snr_hz = v.bandwidth_hz * np.expm1(np.log(2.0) * v.rate_bps / v.bandwidth_hz)  # g p / N0 from r(B)
+        return formulas.age_channel_priority(v.round_index, v.last_round, snr_hz / v.bandwidth_hz,
+                                             max(int(v.sharing), 1), v.config.age_exponent)
 
 
 @register_policy("scheduling", "oort")
