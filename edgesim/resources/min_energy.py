@@ -61,8 +61,8 @@ def _tx_energy_j(band_hz, upload_s, upload_bits, channel_gain, noise_psd_w_per_h
 
 def _compute_energy_j(cycles, compute_s, kappa, cpu_freq_min_hz):
     """``κ C f²`` with ``f = max(f_min, C / t_c)`` (J)."""
-    with np.errstate(divide="ignore"):
-        f = np.maximum(cpu_freq_min_hz, cycles / compute_s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.maximum(cpu_freq_min_hz, np.where(cycles > 0, cycles / compute_s, 0.0))  # no cycles: f_min
     return kappa * cycles * f ** 2
 
 
