@@ -59,9 +59,11 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                           'min_energy)', "s", "> 0, or unset"),
     # [workload]
     "workload.local_iterations": ("local epochs I a device trains per round (Eq. 7)", "epochs", ">= 1"),
-    "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample", "> 0"),
+    "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample",
+                                   '> 0; physics-only also a list (one per device) or {dist = "uniform", low, high}'),
     "workload.samples_per_device": ("samples D per device that `edgesim plan` assumes (a run charges each device "
-                                    "for the data it holds)", "samples", ">= 1"),
+                                    "for the data it holds)", "samples",
+                                    '>= 1; physics-only also a list or {dist = "uniform", low, high}'),
     "workload.sr_cycles": ("cycles C_SR of DoFed-SPP's similarity step per round; \"auto\": from the model", "cycles",
                            '>= 0 or "auto"'),
     "workload.pseudo_label_cycles_per_model": ("cycles C_pse to pseudo-label with one model; \"auto\": from the "

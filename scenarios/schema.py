@@ -208,6 +208,12 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
                 if section in raw:
                     raise ScenarioError(f"{where}: [{section}] is not used by a physics-only run "
                                         f"([run] backend = \"parametric\"); expected it left out")
+        if not physics_only and built["workload"].per_device:
+            w = built["workload"]
+            key = "cycles_per_sample" if not isinstance(w.cycles_per_sample, (int, float)) else "samples_per_device"
+            raise ScenarioError(f"{where}: [workload] {key} = {getattr(w, key)!r}: per-device values apply to a "
+                                f"physics-only run ([run] backend = \"parametric\"; a learning run's D_k comes from "
+                                f"its partition); expected a number")
         if not physics_only and "parametric" in raw:
             raise ScenarioError(f"{where}: [parametric] is used only by a physics-only run ([run] backend = "
                                 f"\"parametric\"); this run has backend = {run.backend!r}: expected it left out")
