@@ -137,6 +137,16 @@ def check_async_resources(resources: ResourcesConfig, budget: BudgetConfig) -> N
     check_round_mode(resources, budget.round_mode, True, budget.deadline_s)
 
 
+def check_async_system(system: SystemConfig, budget: BudgetConfig) -> None:
+    """``[system]`` for an asynchronous ``budget.round_mode``: a ``ValueError`` of one line naming the first setting
+    that applies to rounds only (what the config declares, :attr:`edgesim.config.SystemConfig.rounds_only`)."""
+    given = system.rounds_only
+    if given:
+        key, value = next(iter(given.items()))
+        raise ValueError(f"system.{key} = {value!r} with round_mode = {budget.round_mode!r} does not apply: it is "
+                         f"for rounds ('sync' or 'deadline'); expected it unset")
+
+
 # --------------------------------------------------------------------------- configuration
 
 
@@ -312,6 +322,7 @@ class AsyncSimulation(Clock):
         self._work_cache: dict[int, tuple[DeviceWork, float]] = {}
         self.resources = ResourcesConfig() if resources is None else resources
         check_async_resources(self.resources, budget)
+        check_async_system(system, budget)
         # The bandwidth, power and CPU-frequency policies plan each update alone (none at their defaults: the
         # links' sharing at full power and frequency, no plan to make): τ = [budget] deadline_s from its start.
         planned = any(getattr(self.resources, k) != getattr(ResourcesConfig, k) for k in ("bandwidth", "power",

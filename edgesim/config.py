@@ -179,6 +179,7 @@ class SystemConfig:
     mobility: str = "static"
     speed_m_per_s: Number = 1.0
     server_freq_hz: Number = 1e10
+    battery_j: Optional[Union[Number, list]] = None
 
     def __post_init__(self):
         check_int("n_devices", self.n_devices, 1)
@@ -191,6 +192,8 @@ class SystemConfig:
         if self.channel_gain_db is not None:
             check_range("channel_gain_db", self.channel_gain_db, *CHANNEL_GAIN_DB_RANGE, "dB")
         per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, plausible=(*CPU_FREQ_HZ_RANGE, "Hz"))
+        if self.battery_j is not None:
+            per_device("battery_j", self.battery_j, self.n_devices, minimum=0, strict=True)
         check_range("kappa", self.kappa, *KAPPA_RANGE, "(J per cycle per Hz^2; 1e-28 is typical)")
         check_choice("access", self.access, ACCESS_SCHEMES)
         check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
@@ -214,6 +217,18 @@ class SystemConfig:
     @property
     def noise_psd_w_per_hz(self) -> float:
         return dbm_per_hz_to_w_per_hz(self.noise_psd_dbm_per_hz)
+
+    @property
+    def rounds_only(self) -> dict[str, object]:
+        """The settings given here that apply to rounds only (``round_mode`` ``"sync"`` or ``"deadline"``), key →
+        value: ``battery_j`` (each device is charged its round's energy at the round's end). An asynchronous run
+        refuses them in one line (:func:`edgesim.asynchrony.check_async_system`)."""
+        return {key: value for key, value in (("battery_j", self.battery_j),) if value is not None}
+
+    @property
+    def batteries_j(self) -> Optional[tuple[float, ...]]:
+        """Each device's energy budget for the run (J), or ``None``: unlimited (``battery_j`` unset)."""
+        return None if self.battery_j is None else per_device("battery_j", self.battery_j, self.n_devices)
 
     @property
     def tx_power_w(self) -> tuple[float, ...]:

@@ -155,6 +155,10 @@ class Simulation(Clock):
         # Where each round's per-device loss statistics come from (Oort's utility): the run's source, else the
         # backend's own device_losses(), else none (Oort then ranks by its system half, docs/resource_policies.md).
         self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)
+        # Energy budgets (system.battery_j; None: unlimited): what each device has spent so far, J.
+        batteries = system.batteries_j
+        self._battery_j = None if batteries is None else np.asarray(batteries, dtype=float)
+        self._energy_spent_j = np.zeros(system.n_devices)
         self._records: list[RoundRecord] = []
         self._round_index = 0
         self._totals = Totals()
@@ -193,7 +197,30 @@ class Simulation(Clock):
             channel_gain=tuple(gains.tolist()),
             uplink_rate_bps=tuple(rates.tolist()),
             schedule=None if self._scheduler is None else self._scheduler.schedule(self._round_index, gains, rates),
+            **self._battery_view(),
         )
+
+    def _battery_view(self) -> dict:
+        """The energy spent and the battery left of every device (SystemView's; nothing without batteries)."""
+        if self._battery_j is None:
+            return {}
+        return {"energy_spent_j": tuple(self._energy_spent_j.tolist()),
+                "battery_left_j": tuple(np.maximum(self._battery_j - self._energy_spent_j, 0.0).tolist())}
+
+    def _charged_only(self, plan: RoundPlan) -> RoundPlan:
+        """The plan without the devices whose battery is spent: they take no further part."""
+        if not isinstance(plan, RoundPlan):
+            return plan  # _devices_of names the problem
+        left = self._battery_j - self._energy_spent_j
+        return dataclasses.replace(plan, work=tuple(w for w in plan.work if left[w.device] > 0))
+
+    def _spend(self, record: RoundRecord) -> None:
+        """Charge each device the round's energy; a battery spent now is a ``battery_empty`` event (once)."""
+        for row in record.devices:
+            before = self._energy_spent_j[row.device]
+            self._energy_spent_j[row.device] = before + row.radio_energy_j + row.compute_energy_j
+            if before < self._battery_j[row.device] <= self._energy_spent_j[row.device]:
+                self._log.emit(record.end_time_s, record.round_index, row.device, "battery_empty")
 
     def run_round(self) -> RoundRecord:
         """Plan, run on the clock, let the backend learn, record; then move the devices."""
@@ -204,6 +231,8 @@ class Simulation(Clock):
             self._check_ranking(plan, view.schedule)
         if self.availability is not None:
             plan = self._online_only(plan, env.now)
+        if self._battery_j is not None:
+            plan = self._charged_only(plan)
         with cyclic_gc_paused():
             rnd = _Round(self._round_index, env.now, self._devices_of(plan, view), env.event(),
                          self._server_seconds(plan))
@@ -215,6 +244,8 @@ class Simulation(Clock):
             # collector is back on: it never traverses them (one collection over them was ~5 % of a round).
             rnd.devices = None
         record = self._finish_round(rnd, plan, *rows)
+        if self._battery_j is not None:
+            self._spend(record)
         if self._scheduler is not None:
             losses = self._device_losses() if callable(self._device_losses) else None
             arrived = set(record.arrived)  # the server hears a device's loss with its update (Oort, §4.2)
@@ -468,6 +499,7 @@ class Simulation(Clock):
             **self._totals.state_dict(),
             "channel": self.channel.state_dict(),
             **({"schedule": self._scheduler.state_dict()} if self._scheduler is not None else {}),
+            **({"energy_spent_j": self._energy_spent_j.tolist()} if self._battery_j is not None else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -482,6 +514,9 @@ class Simulation(Clock):
         self.channel.load_state_dict(state["channel"])
         if self._scheduler is not None and "schedule" in state:
             self._scheduler.load_state_dict(state["schedule"])
+        if self._battery_j is not None:
+            self._energy_spent_j = np.asarray(state.get("energy_spent_j", np.zeros(self.system.n_devices)),
+                                              dtype=float)
         self._round_index = count("round_index", state["round_index"])
         self._totals = Totals.from_state(state)
         self._log = EventLog(self._log.record, count("event_count", state["event_count"]))

@@ -47,6 +47,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "system.mobility": ("how devices move between rounds", "", '"static" or "random_waypoint"'),
     "system.speed_m_per_s": ("device speed under a moving mobility model", "m/s", ">= 0"),
     "system.server_freq_hz": ("the base station's CPU for a round's server phases", "cycles/s", "> 0"),
+    "system.battery_j": ("each device's energy budget for the run: a device whose battery is spent takes no further "
+                         "part; unset: unlimited", "J", "> 0 (one value or one per device), or unset"),
     # [budget]
     "budget.total_time_s": ("training-service time budget T (Eq. 12)", "s", "> 0"),
     "budget.rounds": ("rounds G the budget is split over; the per-round budget is T/G (Eq. 13), and the run's "

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from edgesim.async_rules import SYNC_MODES, is_asynchronous, round_modes
-from edgesim.asynchrony import AsyncConfig
+from edgesim.asynchrony import AsyncConfig, check_async_system
 from edgesim.availability import AvailabilityConfig, read_trace
 from edgesim.compression import build_compression, compression_for, resolve_compression
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
@@ -303,10 +303,16 @@ def variant_budget(budget: BudgetConfig, learned: Mapping[str, Any], name: str) 
 def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: AsyncConfig,
                      availability: AvailabilityConfig, where: str) -> None:
     """``[async]`` fits the cell (concurrency <= N) and a trace file of ``[availability]`` reads cleanly (every row
-    checked now, before any work)."""
+    checked now, before any work); an asynchronous run has none of ``[system]``'s settings for rounds only
+    (:func:`edgesim.asynchrony.check_async_system`)."""
     if is_asynchronous(budget.round_mode) and (asynchrony.concurrency or 0) > system.n_devices:
         raise ScenarioError(f"{where}: [async] concurrency = {asynchrony.concurrency}: expected at most [system] "
                             f"n_devices (= {system.n_devices}); a device trains one update at a time")
+    if is_asynchronous(budget.round_mode):
+        try:
+            check_async_system(system, budget)
+        except ValueError as e:
+            raise ScenarioError(f"{where}: [system] {e}") from None
     if availability.model == "trace":
         read_trace(Path(availability.trace), system.n_devices)
 

@@ -37,7 +37,9 @@ class ScheduleView:
     common random numbers in [0, 1); ``pointer``: round robin's next device;
     ``sharing``: K, the devices a round takes (the backend's, else the last
     round's count; 0: not known yet); ``config``: the ``[resources]`` table (its
-    options); ``utility_history``: each past round's summed reported utility.
+    options); ``utility_history``: each past round's summed reported utility;
+    ``energy_spent_j``: each device's compute + radio energy so far (J);
+    ``battery_j``: its ``system.battery_j`` (J; ``None``: unlimited).
     """
 
     round_index: int
@@ -61,6 +63,8 @@ class ScheduleView:
     sharing: int = 1
     config: Optional[object] = None
     utility_history: tuple = ()
+    energy_spent_j: Optional[np.ndarray] = None
+    battery_j: Optional[np.ndarray] = None
 
     def predicted_s(self) -> np.ndarray:
         """Each device's predicted compute + upload time alone on the band, ``C / f + s / r`` (s)."""
@@ -225,6 +229,9 @@ class Scheduler:
         self.clients_per_round = None if clients_per_round is None else int(clients_per_round)
         self.last_taken = 0
         self.utility_history: list[float] = []  # each round's summed reported utility (Oort's pacer)
+        self.energy_spent_j = np.zeros(n)  # each device's compute + radio energy so far (J)
+        batteries = getattr(system, "batteries_j", None)
+        self.battery_j = None if batteries is None else np.asarray(batteries, dtype=float)
 
     @staticmethod
     def needed(config) -> bool:
@@ -264,6 +271,7 @@ class Scheduler:
             exploration=float(self.config.oort_exploration), alpha=float(self.config.oort_alpha),
             sharing=self.clients_per_round if self.clients_per_round is not None else self.last_taken,
             config=self.config, utility_history=tuple(self.utility_history),
+            energy_spent_j=self.energy_spent_j.copy(), battery_j=self.battery_j,
         )
         where = f"[resources] scheduling = {self.name!r}: round {round_index}"
         try:
@@ -305,6 +313,8 @@ class Scheduler:
             self.cycles[d] = cycles
             self.upload_bits[d] = float(work.upload_bits)
             self.duration_s[d] = row.download_s + row.compute_s + row.upload_airtime_s
+        for row in rows:
+            self.energy_spent_j[row.device] += row.radio_energy_j + row.compute_energy_j
         self.pointer = (self.pointer + taken) % self.n
         self.last_taken = taken
         heard = 0.0
@@ -330,7 +340,8 @@ class Scheduler:
         return {"last_round": self.last_round.tolist(), "rounds_taken": self.rounds_taken.tolist(),
                 "duration_s": self.duration_s.tolist(), "cycles": self.cycles.tolist(),
                 "upload_bits": self.upload_bits.tolist(), "utility": self.utility.tolist(), "pointer": self.pointer,
-                "last_taken": self.last_taken, "utility_history": list(self.utility_history)}
+                "last_taken": self.last_taken, "utility_history": list(self.utility_history),
+                "energy_spent_j": self.energy_spent_j.tolist()}
 
     def load_state_dict(self, state) -> None:
         self.last_round = np.asarray(state["last_round"], dtype=np.int64)
@@ -340,3 +351,4 @@ class Scheduler:
         self.pointer = int(state["pointer"])
         self.last_taken = int(state.get("last_taken", 0))
         self.utility_history = [float(x) for x in state.get("utility_history", [])]
+        self.energy_spent_j = np.asarray(state.get("energy_spent_j", np.zeros(self.n)), dtype=float)
