@@ -144,7 +144,7 @@ def check_async_system(system: SystemConfig, budget: BudgetConfig) -> None:
     if given:
         key, value = next(iter(given.items()))
         raise ValueError(f"system.{key} = {value!r} with round_mode = {budget.round_mode!r} does not apply: it is "
-                         f"for rounds ('sync' or 'deadline'); expected it unset")
+                         f"for rounds ('sync' or 'deadline'); expected it unset (or its default)")
 
 
 # --------------------------------------------------------------------------- configuration

@@ -18,6 +18,7 @@ from .async_rules import round_modes
 from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 
 ACCESS_SCHEMES = ("tdma", "fdma")
+CSI_MODES = ("perfect", "estimated", "outdated")
 # The largest cell a scenario may describe: checked before anything is allocated; `edgesim plan` takes
 # well under a second at this size (docs/system_model.md, "Plausible values").
 MAX_DEVICES = 100_000
@@ -180,6 +181,8 @@ class SystemConfig:
     speed_m_per_s: Number = 1.0
     server_freq_hz: Number = 1e10
     battery_j: Optional[Union[Number, list]] = None
+    csi: Optional[str] = None
+    csi_error_std: Optional[Number] = None
 
     def __post_init__(self):
         check_int("n_devices", self.n_devices, 1)
@@ -213,6 +216,15 @@ class SystemConfig:
         check_choice("mobility", self.mobility, MOBILITY_MODELS)
         check_number("speed_m_per_s", self.speed_m_per_s, minimum=0)
         check_range("server_freq_hz", self.server_freq_hz, *CPU_FREQ_HZ_RANGE, "Hz")
+        if self.csi is not None:
+            check_choice("csi", self.csi, CSI_MODES)
+        if self.csi == "estimated":
+            if self.csi_error_std is None:
+                fail("csi_error_std", None, "a number >= 0 (the relative error's standard deviation) with csi = "
+                                            "'estimated'")
+            check_number("csi_error_std", self.csi_error_std, minimum=0)
+        elif self.csi_error_std is not None:
+            fail("csi_error_std", self.csi_error_std, f"unset: it applies to csi = 'estimated' (csi = {self.csi!r})")
 
     @property
     def noise_psd_w_per_hz(self) -> float:
@@ -221,9 +233,12 @@ class SystemConfig:
     @property
     def rounds_only(self) -> dict[str, object]:
         """The settings given here that apply to rounds only (``round_mode`` ``"sync"`` or ``"deadline"``), key →
-        value: ``battery_j`` (each device is charged its round's energy at the round's end). An asynchronous run
+        value: ``battery_j`` (each device is charged its round's energy at the round's end) and an imperfect ``csi``
+        (the base station plans a round on its estimate, the devices transmit on the truth). An asynchronous run
         refuses them in one line (:func:`edgesim.asynchrony.check_async_system`)."""
-        return {key: value for key, value in (("battery_j", self.battery_j),) if value is not None}
+        imperfect_csi = None if self.csi in (None, CSI_MODES[0]) else self.csi
+        return {key: value for key, value in (("battery_j", self.battery_j), ("csi", imperfect_csi))
+                if value is not None}
 
     @property
     def batteries_j(self) -> Optional[tuple[float, ...]]:

@@ -56,7 +56,7 @@ from ._checks import count, non_negative, positive
 from .availability import Availability
 from .backend import DeviceLoss, LearningBackend, RoundOutcome, RoundPlan, SystemView
 from .budget import REL_TOL
-from .channel import ChannelModel
+from .channel import ChannelModel, estimated_gains
 from .clock import Clock, cyclic_gc_paused
 from .compute import compute_time_s
 from .config import BudgetConfig, ConfigError, SystemConfig
@@ -159,6 +159,9 @@ class Simulation(Clock):
         batteries = system.batteries_j
         self._battery_j = None if batteries is None else np.asarray(batteries, dtype=float)
         self._energy_spent_j = np.zeros(system.n_devices)
+        # What the base station knows of the channel (system.csi; None: perfect, today's engine exactly).
+        self._csi = system.csi or "perfect"
+        self._last_gains: Optional[np.ndarray] = None  # "outdated": the previous round's true gains
         self._records: list[RoundRecord] = []
         self._round_index = 0
         self._totals = Totals()
@@ -181,7 +184,7 @@ class Simulation(Clock):
     def system_view(self, gains: Optional[np.ndarray] = None) -> SystemView:
         """What the BS knows at the start of the next round."""
         if gains is None:
-            gains = self.channel.gains(self._round_index)
+            gains = self._planned_gains(self.channel.gains(self._round_index))
         b, n0 = float(self.system.bandwidth_hz), self._noise_psd_w_per_hz
         rates = shannon_rate_bps(b, np.asarray(gains, dtype=float), self._tx_power_arr, n0)
         return SystemView(
@@ -199,6 +202,16 @@ class Simulation(Clock):
             schedule=None if self._scheduler is None else self._scheduler.schedule(self._round_index, gains, rates),
             **self._battery_view(),
         )
+
+    def _planned_gains(self, gains: np.ndarray) -> np.ndarray:
+        """The gains the base station plans on (system.csi): the true ones; ``"estimated"``: with a relative
+        Gaussian error (:func:`edgesim.channel.estimated_gains`); ``"outdated"``: the previous round's (round 0: the
+        true ones)."""
+        if self._csi == "estimated":
+            return estimated_gains(gains, float(self.system.csi_error_std), self.seed, self._round_index)
+        if self._csi == "outdated" and self._last_gains is not None:
+            return self._last_gains.copy()
+        return gains
 
     def _battery_view(self) -> dict:
         """The energy spent and the battery left of every device (SystemView's; nothing without batteries)."""
@@ -225,7 +238,8 @@ class Simulation(Clock):
     def run_round(self) -> RoundRecord:
         """Plan, run on the clock, let the backend learn, record; then move the devices."""
         env = self._env
-        view = self.system_view()
+        true = None if self._csi == "perfect" else self.channel.gains(self._round_index)
+        view = self.system_view(None if true is None else self._planned_gains(true))
         plan = self.backend.plan_round(view)
         if view.schedule is not None and isinstance(plan, RoundPlan):
             self._check_ranking(plan, view.schedule)
@@ -234,10 +248,10 @@ class Simulation(Clock):
         if self._battery_j is not None:
             plan = self._charged_only(plan)
         with cyclic_gc_paused():
-            rnd = _Round(self._round_index, env.now, self._devices_of(plan, view), env.event(),
+            rnd = _Round(self._round_index, env.now, self._devices_of(plan, view, true), env.event(),
                          self._server_seconds(plan))
             if self._allocator is not None:
-                self._allocate(rnd)
+                self._allocate(rnd, view.channel_gain)
             env.run(until=env.process(self._round_process(env, rnd)))
             rows = self._device_rows(rnd, env.now - rnd.start_s, float(self.system.kappa))
             # The devices, their transfers and processes are freed here, by reference counting, before the
@@ -251,6 +265,8 @@ class Simulation(Clock):
             arrived = set(record.arrived)  # the server hears a device's loss with its update (Oort, §4.2)
             losses = {d: loss for d, loss in (losses or {}).items() if d in arrived}
             self._scheduler.observe(record.round_index, record.devices, {w.device: w for w in plan.work}, losses)
+        if true is not None:
+            self._last_gains = true
         self.channel.advance(record.duration_s)
         return record
 
@@ -290,13 +306,18 @@ class Simulation(Clock):
                         process.interrupt("offline")
                 env.timeout(off_s - env.now).callbacks.append(go)
 
-    def _devices_of(self, plan: RoundPlan, view: SystemView) -> list[DeviceJob]:
-        """The plan's devices, every input checked for the whole round at once (one clear error otherwise)."""
+    def _devices_of(self, plan: RoundPlan, view: SystemView, true_gains=None) -> list[DeviceJob]:
+        """The plan's devices, every input checked for the whole round at once (one clear error otherwise).
+        ``true_gains``: the channel the devices transmit on when the view's is an estimate (imperfect CSI)."""
         if not isinstance(plan, RoundPlan):
             raise ValueError(f"plan_round returned {plan!r}, expected a RoundPlan")
         work = plan.work
         ids = [w.device for w in work]
         gains, rates = view.channel_gain, view.uplink_rate_bps
+        if true_gains is not None:
+            gains = tuple(true_gains.tolist())
+            rates = tuple(shannon_rate_bps(float(self.system.bandwidth_hz), true_gains, self._tx_power_arr,
+                                           self._noise_psd_w_per_hz).tolist())
         try:
             n = len(work)
             phases = np.fromiter(chain.from_iterable([w.compute_cycles.values() for w in work]), float)
@@ -319,12 +340,14 @@ class Simulation(Clock):
             for w, d in zip(work, ids)
         ]
 
-    def _allocate(self, rnd: _Round) -> None:
-        """The ``[resources]`` policies' plan for the round's devices: their bands, powers and frequencies."""
+    def _allocate(self, rnd: _Round, planned_gains) -> None:
+        """The ``[resources]`` policies' plan for the round's devices: their bands, powers and frequencies, planned on
+        the gains the base station knows (``planned_gains``, by device id); the devices then transmit on their own."""
         devices = rnd.devices
         downlink = self._downlink
         plan = self._allocator.allocate(
-            rnd.index, [d.device for d in devices], [d.gain for d in devices], [d.cycles for d in devices],
+            rnd.index, [d.device for d in devices], [planned_gains[d.device] for d in devices],
+            [d.cycles for d in devices],
             [float(d.work.upload_bits) for d in devices],
             [downlink.duration_s(float(d.work.download_bits)) for d in devices],
             rnd.server_s[0] or 0.0,
@@ -500,6 +523,8 @@ class Simulation(Clock):
             "channel": self.channel.state_dict(),
             **({"schedule": self._scheduler.state_dict()} if self._scheduler is not None else {}),
             **({"energy_spent_j": self._energy_spent_j.tolist()} if self._battery_j is not None else {}),
+            **({"csi_last_gains": self._last_gains.tolist()}
+               if self._csi == "outdated" and self._last_gains is not None else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -514,6 +539,8 @@ class Simulation(Clock):
         self.channel.load_state_dict(state["channel"])
         if self._scheduler is not None and "schedule" in state:
             self._scheduler.load_state_dict(state["schedule"])
+        if "csi_last_gains" in state:
+            self._last_gains = np.asarray(state["csi_last_gains"], dtype=float)
         if self._battery_j is not None:
             self._energy_spent_j = np.asarray(state.get("energy_spent_j", np.zeros(self.system.n_devices)),
                                               dtype=float)

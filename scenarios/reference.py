@@ -47,6 +47,11 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "system.mobility": ("how devices move between rounds", "", '"static" or "random_waypoint"'),
     "system.speed_m_per_s": ("device speed under a moving mobility model", "m/s", ">= 0"),
     "system.server_freq_hz": ("the base station's CPU for a round's server phases", "cycles/s", "> 0"),
+    "system.csi": ("what the base station knows of the channel when it plans: \"perfect\" (unset), \"estimated\" "
+                   "(a relative Gaussian error) or \"outdated\" (the previous round's gains)", "",
+                   '"perfect", "estimated" or "outdated", or unset'),
+    "system.csi_error_std": ("the standard deviation of the relative error of csi = \"estimated\"", "",
+                             '>= 0 with csi = "estimated", else unset'),
     "system.battery_j": ("each device's energy budget for the run: a device whose battery is spent takes no further "
                          "part; unset: unlimited", "J", "> 0 (one value or one per device), or unset"),
     # [budget]
