@@ -111,8 +111,9 @@ def summary(cls: type) -> str:
 
 @register_policy("bandwidth", "equal")
 class EqualBandwidth:
-    """Today's sharing: TDMA, the whole band in turn, first come first served; FDMA, processor sharing (b/n each,
-    n the uploads still on air: dynamic, not EB-FDMA's static B/K — that is ``equal_static``)."""
+    """Today's sharing: TDMA, the whole band in turn; FDMA, processor sharing (B/n among the uploads on air).
+
+    Dynamic (a device's share grows as others finish), not EB-FDMA's static B/K — that is ``equal_static``."""
 
     round_modes = ROUND_MODES
 
@@ -159,8 +160,10 @@ class EqualStaticBandwidth:
 
 @register_policy("bandwidth", "min_energy")
 class MinEnergyBandwidth:
-    """FDMA: the bands (with the joint powers and frequencies) of the least w·E + (1 − w)·λ·T round (Yang et al.,
-    IEEE TWC 2021)."""
+    """FDMA: the bands of the least-energy round, w·E + (1 − w)·λ·T (Yang et al., IEEE TWC 2021), solved exactly.
+
+    With ``cpu_freq = "joint"`` and ``power = "min_energy"`` (which it needs) the round runs the optimum's powers
+    and frequencies (:mod:`edgesim.resources.min_energy`)."""
 
     access = ("fdma",)
     needs = {"power": "min_energy", "cpu_freq": "joint"}

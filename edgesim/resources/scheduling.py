@@ -140,8 +140,9 @@ class FastestScheduling:
 
 @register_policy("scheduling", "deadline_feasible")
 class DeadlineFeasibleScheduling:
-    """Only devices that can finish within the round's budget (C / f + s / r ≤ τ on the band they will get: FDMA
-    B / K), random among them."""
+    """Only devices that can finish within the round's budget on the band they will get, random among them.
+
+    C / f + s / r ≤ τ with r on FDMA's B / K (TDMA: the whole band)."""
 
     needs_deadline = True
 
@@ -171,8 +172,9 @@ class AgeChannelScheduling:
 
 @register_policy("scheduling", "oort")
 class OortScheduling:
-    """Oort (Lai et al., OSDI 2021, Alg. 1): utility-proportional sampling above a cut-off, (T / t_i)^α for stragglers,
-    decaying ε exploration, the pacer and the blacklist."""
+    """Oort as published (Lai et al., OSDI 2021, Alg. 1): utility sampling, decaying ε, pacer, blacklist.
+
+    Utility-proportional sampling above c × the K-th utility, (T / t_i)^α for stragglers."""
 
     options = ("oort_exploration", "oort_decay", "oort_exploration_min", "oort_alpha", "oort_cutoff",
                "oort_pacer_window", "oort_pacer_step", "oort_blacklist_rounds")
