@@ -240,6 +240,9 @@ class Simulation(Clock):
         env = self._env
         true = None if self._csi == "perfect" else self.channel.gains(self._round_index)
         view = self.system_view(None if true is None else self._planned_gains(true))
+        if self._scheduler is not None and self._scheduler.excluded:  # stragglers = "exclude": said in the events
+            for d in self._scheduler.excluded:
+                self._log.emit(env.now, self._round_index, d, "straggler_excluded")
         plan = self.backend.plan_round(view)
         if view.schedule is not None and isinstance(plan, RoundPlan):
             self._check_ranking(plan, view.schedule)

@@ -28,6 +28,7 @@ EVENT_KINDS = (
     "server_compute_end",
     "round_end",
     "battery_empty",
+    "straggler_excluded",
 )
 
 

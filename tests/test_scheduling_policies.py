@@ -78,6 +78,12 @@ def test_exclude_never_schedules_a_straggler(scheduling):
         assert rd.devices and all(alone_s(row) <= tau for row in rd.devices)
         late_kept += sum(alone_s(row) > tau for row in rk.devices)
     assert late_kept > 0
+    # events.csv says why: a straggler_excluded event per excluded device and round, none of them in the round
+    excluded = [(e.round_index, e.device) for e in drop.events if e.kind == "straggler_excluded"]
+    assert excluded
+    taken = {(r.round_index, row.device) for r in drop.records for row in r.devices}
+    assert not taken & set(excluded)
+    assert not [e for e in keep.events if e.kind == "straggler_excluded"]
 
 
 def test_stragglers_option_is_checked():

@@ -230,6 +230,7 @@ class Scheduler:
         # K, the uploads the band is shared among: the backend's, else how many took part in the last round
         self.clients_per_round = None if clients_per_round is None else int(clients_per_round)
         self.last_taken = 0
+        self.excluded: tuple[int, ...] = ()  # the last ranking's stragglers (stragglers = "exclude")
         self.utility_history: list[float] = []  # each round's summed reported utility (Oort's pacer)
         self.energy_spent_j = np.zeros(n)  # each device's compute + radio energy so far (J)
         batteries = getattr(system, "batteries_j", None)
@@ -293,7 +294,9 @@ class Scheduler:
             raise PolicyError(f"{where}: returned {scores.size} scores (nan: {int(np.isnan(scores).sum())}); "
                               f"expected {self.n} numbers, one per device (-inf: not this round), none nan")
         if exclude:
-            scores = np.where(view.stragglers(), -np.inf, scores)
+            late = view.stragglers()
+            self.excluded = tuple(int(d) for d in np.flatnonzero(late))
+            scores = np.where(late, -np.inf, scores)
         return scores, uniform
 
     def observe(self, round_index: int, rows, work_by_device, losses=None) -> None:
