@@ -312,7 +312,7 @@ def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: Asy
         try:
             check_async_system(system, budget)
         except ValueError as e:
-            raise ScenarioError(f"{where}: [system] {e}") from None
+            raise ScenarioError(f"{where}: {e}") from None  # e names system.KEY
     if availability.model == "trace":
         read_trace(Path(availability.trace), system.n_devices)
 

@@ -63,3 +63,17 @@ def test_bad_batteries_are_one_line(value, expected):
     with pytest.raises(ValueError) as e:
         SystemConfig(n_devices=3, battery_j=value)
     assert expected in str(e.value) and "\n" not in str(e.value)
+
+
+def test_batteries_csi_and_excluded_stragglers_are_refused_in_asynchronous_runs():
+    from edgesim.asynchrony import AsyncSimulation, check_async_resources
+    from edgesim.resources import ResourcesConfig
+
+    budget = BudgetConfig(rounds=4, round_mode="fedasync", deadline_s=2.0)
+    for kw, key in ((dict(battery_j=1.0), "battery_j"), (dict(csi="outdated"), "csi")):
+        system = SystemConfig(n_devices=3, access="fdma", **kw)
+        with pytest.raises(ValueError) as e:
+            AsyncSimulation(system, budget, ParametricBackend(3, 3, WORK))
+        assert f"system.{key}" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="stragglers = 'exclude' with round_mode = 'fedasync'"):
+        check_async_resources(ResourcesConfig(stragglers="exclude"), budget)
