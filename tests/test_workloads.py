@@ -63,3 +63,14 @@ def test_a_learning_run_refuses_per_device_workloads():
     with pytest.raises(ScenarioError) as e:
         validate({"workload": {"samples_per_device": [10, 20]}}, "s.toml")
     assert "samples_per_device" in str(e.value) and "physics-only" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_plan_counts_the_local_steps_of_the_device_with_the_most_samples():
+    from edgesim.scenarios.cli import device_round_steps
+    from edgesim.scenarios.schema import validate
+
+    sc = validate({"run": {"backend": "parametric", "clients_per_round": 2}, "system": {"n_devices": 3},
+                   "workload": {"samples_per_device": [10, 100, 40]}}, "s.toml")
+    steps = device_round_steps(sc)
+    batch = steps["batch_size"]
+    assert steps["samples_per_device"] == 100 and steps["local_steps_per_device"] == -(-100 // batch)
