@@ -90,6 +90,7 @@ def _device_best(nu, cycles, upload_bits, time_left_s, channel_gain, noise_psd_w
              + _tx_energy_j(b, t, upload_bits, channel_gain, noise_psd_w_per_hz) + nu * b)
         return np.where(np.isfinite(e), e, np.inf), b
 
+    end = hi
     x1, x2 = hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
     f1, f2 = cost(x1)[0], cost(x2)[0]
     for _ in range(_T_STEPS):
@@ -102,7 +103,7 @@ def _device_best(nu, cycles, upload_bits, time_left_s, channel_gain, noise_psd_w
         x2, f2 = np.where(left, keep_x, new), np.where(left, keep_f, f_new)
     # the end of the interval is a candidate too (the optimum may sit on t = L − C / f_max)
     mid = 0.5 * (lo + hi)
-    t = np.where(cost(hi)[0] < cost(mid)[0], hi, mid)
+    t = np.where(cost(end)[0] < cost(mid)[0], end, mid)
     return cost(t)[1], t
 
 
