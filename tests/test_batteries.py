@@ -77,3 +77,31 @@ def test_batteries_csi_and_excluded_stragglers_are_refused_in_asynchronous_runs(
         assert f"system.{key}" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(ValueError, match="stragglers = 'exclude' with round_mode = 'fedasync'"):
         check_async_resources(ResourcesConfig(stragglers="exclude"), budget)
+
+
+@pytest.mark.parametrize("section, key, value", [("system", "battery_j", 1.0), ("system", "csi", "outdated"),
+                                                 ("resources", "stragglers", "exclude")])
+def test_a_scenario_refuses_rounds_only_settings_in_an_asynchronous_run(section, key, value):
+    """The scenario's checks ask the same declarations as the engine (SystemConfig.rounds_only,
+    check_round_mode): one line naming the key, the value and the round mode."""
+    from edgesim.scenarios.schema import ScenarioError, validate
+
+    raw = {"run": {"backend": "parametric", "clients_per_round": 2},
+           "system": {"n_devices": 3, "access": "fdma"}, "budget": {"round_mode": "fedbuff", "deadline_s": 2.0},
+           "async": {"buffer_size": 2}}
+    raw.setdefault(section, {})[key] = value
+    with pytest.raises(ScenarioError) as e:
+        validate(raw, "s.toml")
+    msg = str(e.value)
+    assert f"{key} = {value!r}" in msg and "round_mode = 'fedbuff'" in msg and "\n" not in msg
+
+
+def test_the_new_bandwidth_policies_declare_rounds_only():
+    from edgesim.resources import ResourcesConfig, check_round_mode, declared
+
+    for name in ("equal_static", "min_energy"):
+        d = declared("bandwidth", name)
+        assert d.access == ("fdma",) and "async" not in d.round_modes and "sync" in d.round_modes
+    check_round_mode(ResourcesConfig(bandwidth="equal_static"), "sync", False, None)
+    with pytest.raises(ValueError, match="bandwidth = 'equal_static' does not apply to round_mode = 'fedbuff'"):
+        check_round_mode(ResourcesConfig(bandwidth="equal_static"), "fedbuff", True, 2.0)
