@@ -77,7 +77,7 @@ from .links import BandedFdmaUplink, Downlink, make_uplink
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 from .records import UPDATE_FIELDS as UPDATE_FIELDS  # the records live in edgesim.records; named here for readers
 from .records import EventLog, RoundRecord, Totals, UpdateRow, totals_of
-from .resources import Allocator, ResourcesConfig, check_round_mode, declared, tdma_order
+from .resources import Allocator, ResourcesConfig, check_round_mode, tdma_order
 from .resources.formulas import oort_statistical_utility
 from .resources.scheduling import Scheduler, ranked
 
@@ -135,6 +135,16 @@ def check_async_resources(resources: ResourcesConfig, budget: BudgetConfig) -> N
     key, its value and why when a policy has no meaning for a free slot, or needs ``[budget] deadline_s`` and it is
     unset (what each policy declares, :func:`edgesim.resources.check_round_mode`; docs/asynchrony.md)."""
     check_round_mode(resources, budget.round_mode, True, budget.deadline_s)
+
+
+def check_async_system(system: SystemConfig, budget: BudgetConfig) -> None:
+    """``[system]`` for an asynchronous ``budget.round_mode``: a ``ValueError`` of one line naming the first setting
+    that applies to rounds only (what the config declares, :attr:`edgesim.config.SystemConfig.rounds_only`)."""
+    given = system.rounds_only
+    if given:
+        key, value = next(iter(given.items()))
+        raise ValueError(f"system.{key} = {value!r} with round_mode = {budget.round_mode!r} does not apply: it is "
+                         f"for rounds ('sync' or 'deadline'); expected it unset (or its default)")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -312,6 +322,7 @@ class AsyncSimulation(Clock):
         self._work_cache: dict[int, tuple[DeviceWork, float]] = {}
         self.resources = ResourcesConfig() if resources is None else resources
         check_async_resources(self.resources, budget)
+        check_async_system(system, budget)
         # The bandwidth, power and CPU-frequency policies plan each update alone (none at their defaults: the
         # links' sharing at full power and frequency, no plan to make): τ = [budget] deadline_s from its start.
         planned = any(getattr(self.resources, k) != getattr(ResourcesConfig, k) for k in ("bandwidth", "power",
@@ -346,7 +357,7 @@ class AsyncSimulation(Clock):
         self._gains_version, self._gains = -1, np.zeros(0)
         self._rates_version, self._rates = -1, np.zeros(0)
         self._scheduler: Optional[Scheduler] = None  # a policy that never ranks: the uniform draw
-        if declared("scheduling", self.resources.scheduling).ranks:
+        if Scheduler.needed(self.resources):
             work = [self._work_of(d) for d in range(n)]
             deadline = self.budget.deadline_s
             self._scheduler = Scheduler(self.resources, self.system, self.budget, self.seed,

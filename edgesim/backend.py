@@ -27,6 +27,9 @@ class SystemView:
     ``schedule``: the ``[resources] scheduling`` policy's ranking of the devices
     (best first; devices it rules out left out), from which an algorithm that
     samples K devices takes the first K; ``None`` (``"random"``): its own draw.
+    ``energy_spent_j`` and ``battery_left_j``: each device's energy spent so far
+    (compute + radio, J) and what is left of its ``system.battery_j``; ``None``
+    without batteries.
     """
 
     round_index: int
@@ -41,6 +44,8 @@ class SystemView:
     channel_gain: tuple[float, ...]
     uplink_rate_bps: tuple[float, ...]
     schedule: Optional[tuple[int, ...]] = None
+    energy_spent_j: Optional[tuple[float, ...]] = None
+    battery_left_j: Optional[tuple[float, ...]] = None
 
 
 @dataclass(frozen=True)

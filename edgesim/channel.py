@@ -45,6 +45,7 @@ STREAM_SHADOWING = 0xC1
 STREAM_FADING = 0xC2
 STREAM_WAYPOINTS = 0xC3
 STREAM_MOBILITY = 0xC4
+STREAM_CSI = 0xC5
 
 
 def path_loss_db(
@@ -224,3 +225,12 @@ class ChannelModel:
         self._waypoints_m = waypoints
         self._large_scale = None
         self._moves = count("moves", state["moves"])
+
+
+def estimated_gains(gains, error_std: float, seed: int, round_index: int) -> np.ndarray:
+    """The base station's estimate of the gains under imperfect CSI: ``ĝ = g · max(1 + e, 1e-3)``, ``e`` Gaussian
+    with standard deviation ``error_std`` (relative), from ``default_rng((seed, round_index, STREAM_CSI))`` (a stream
+    of its own: the true channel's draws are untouched). The floor keeps an estimate positive. Linear, like ``g``."""
+    g = np.asarray(gains, dtype=float)
+    e = np.random.default_rng((seed, round_index, STREAM_CSI)).normal(0.0, float(error_std), g.shape)
+    return g * np.maximum(1.0 + e, 1e-3)

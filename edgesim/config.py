@@ -18,6 +18,7 @@ from .async_rules import round_modes
 from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 
 ACCESS_SCHEMES = ("tdma", "fdma")
+CSI_MODES = ("perfect", "estimated", "outdated")
 # The largest cell a scenario may describe: checked before anything is allocated; `edgesim plan` takes
 # well under a second at this size (docs/system_model.md, "Plausible values").
 MAX_DEVICES = 100_000
@@ -179,6 +180,9 @@ class SystemConfig:
     mobility: str = "static"
     speed_m_per_s: Number = 1.0
     server_freq_hz: Number = 1e10
+    battery_j: Optional[Union[Number, list]] = None
+    csi: Optional[str] = None
+    csi_error_std: Optional[Number] = None
 
     def __post_init__(self):
         check_int("n_devices", self.n_devices, 1)
@@ -191,6 +195,8 @@ class SystemConfig:
         if self.channel_gain_db is not None:
             check_range("channel_gain_db", self.channel_gain_db, *CHANNEL_GAIN_DB_RANGE, "dB")
         per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, plausible=(*CPU_FREQ_HZ_RANGE, "Hz"))
+        if self.battery_j is not None:
+            per_device("battery_j", self.battery_j, self.n_devices, minimum=0, strict=True)
         check_range("kappa", self.kappa, *KAPPA_RANGE, "(J per cycle per Hz^2; 1e-28 is typical)")
         check_choice("access", self.access, ACCESS_SCHEMES)
         check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
@@ -210,10 +216,34 @@ class SystemConfig:
         check_choice("mobility", self.mobility, MOBILITY_MODELS)
         check_number("speed_m_per_s", self.speed_m_per_s, minimum=0)
         check_range("server_freq_hz", self.server_freq_hz, *CPU_FREQ_HZ_RANGE, "Hz")
+        if self.csi is not None:
+            check_choice("csi", self.csi, CSI_MODES)
+        if self.csi == "estimated":
+            if self.csi_error_std is None:
+                fail("csi_error_std", None, "a number >= 0 (the relative error's standard deviation) with csi = "
+                                            "'estimated'")
+            check_number("csi_error_std", self.csi_error_std, minimum=0)
+        elif self.csi_error_std is not None:
+            fail("csi_error_std", self.csi_error_std, f"unset: it applies to csi = 'estimated' (csi = {self.csi!r})")
 
     @property
     def noise_psd_w_per_hz(self) -> float:
         return dbm_per_hz_to_w_per_hz(self.noise_psd_dbm_per_hz)
+
+    @property
+    def rounds_only(self) -> dict[str, object]:
+        """The settings given here that apply to rounds only (``round_mode`` ``"sync"`` or ``"deadline"``), key →
+        value: ``battery_j`` (each device is charged its round's energy at the round's end) and an imperfect ``csi``
+        (the base station plans a round on its estimate, the devices transmit on the truth). An asynchronous run
+        refuses them in one line (:func:`edgesim.asynchrony.check_async_system`)."""
+        imperfect_csi = None if self.csi in (None, CSI_MODES[0]) else self.csi
+        return {key: value for key, value in (("battery_j", self.battery_j), ("csi", imperfect_csi))
+                if value is not None}
+
+    @property
+    def batteries_j(self) -> Optional[tuple[float, ...]]:
+        """Each device's energy budget for the run (J), or ``None``: unlimited (``battery_j`` unset)."""
+        return None if self.battery_j is None else per_device("battery_j", self.battery_j, self.n_devices)
 
     @property
     def tx_power_w(self) -> tuple[float, ...]:
@@ -294,11 +324,15 @@ class WorkloadConfig:
     ``model_bits``, ``sr_cycles`` and ``pseudo_label_cycles_per_model`` may
     be ``"auto"``: computed by the learning backend from the model and the
     data (see ``learning/sizing.py``); ``edgesim plan`` shows the numbers used.
+    In a physics-only run ``cycles_per_sample`` and ``samples_per_device`` may
+    also be per device: a list (one value per device) or a distribution table
+    ``{dist = "uniform", low = ..., high = ...}`` drawn once per run from the
+    seed (:func:`workload_per_device`).
     """
 
     local_iterations: int = 1
-    cycles_per_sample: Number = 1e6
-    samples_per_device: int = 500
+    cycles_per_sample: Union[Number, list, dict] = 1e6
+    samples_per_device: Union[int, list, dict] = 500
     sr_cycles: Union[Number, str] = 0.0
     pseudo_label_cycles_per_model: Union[Number, str] = 0.0
     model_bits: Union[Number, str] = 17_440_000
@@ -307,8 +341,8 @@ class WorkloadConfig:
 
     def __post_init__(self):
         check_int("local_iterations", self.local_iterations, 1)
-        check_number("cycles_per_sample", self.cycles_per_sample, minimum=0)
-        check_int("samples_per_device", self.samples_per_device, 1)
+        _check_workload_value("cycles_per_sample", self.cycles_per_sample, integer=False)
+        _check_workload_value("samples_per_device", self.samples_per_device, integer=True)
         for name in ("sr_cycles", "pseudo_label_cycles_per_model"):
             if getattr(self, name) != "auto":
                 check_number(name, getattr(self, name), minimum=0)
@@ -316,6 +350,67 @@ class WorkloadConfig:
             check_number("model_bits", self.model_bits, minimum=0, strict=True)
         check_choice("cycles_source", self.cycles_source, ("given", "flops"))
         check_number("flops_per_cycle", self.flops_per_cycle, minimum=0, strict=True)
+
+    @property
+    def per_device(self) -> bool:
+        """Whether ``cycles_per_sample`` or ``samples_per_device`` differs by device (a list or a table)."""
+        return not all(isinstance(v, (int, float)) for v in (self.cycles_per_sample, self.samples_per_device))
+
+
+WORKLOAD_DISTRIBUTIONS = ("uniform",)
+STREAM_WORKLOAD = {"cycles_per_sample": 0xD0, "samples_per_device": 0xD1}  # their own random streams
+
+
+def _check_workload_value(name: str, value, *, integer: bool) -> None:
+    """A scalar, a list of scalars or ``{dist = "uniform", low, high}`` (``low`` <= ``high``); one line if not."""
+    def scalar(label, v):
+        if integer:
+            check_int(label, v, 1)
+        else:
+            check_number(label, v, minimum=0)
+
+    if isinstance(value, dict):
+        keys = set(value)
+        if keys != {"dist", "low", "high"}:
+            fail(name, value, '{dist = "uniform", low = ..., high = ...} (exactly those keys)')
+        check_choice(f"{name}.dist", value["dist"], WORKLOAD_DISTRIBUTIONS)
+        scalar(f"{name}.low", value["low"])
+        scalar(f"{name}.high", value["high"])
+        if value["low"] > value["high"]:
+            fail(f"{name}.high", value["high"], f"a value >= low (= {value['low']!r})")
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            fail(name, value, "a number, a non-empty list (one per device) or a distribution table")
+        for i, v in enumerate(value):
+            scalar(f"{name}[{i}]", v)
+    else:
+        scalar(name, value)
+
+
+def workload_per_device(workload: "WorkloadConfig", n_devices: int, seed: int) -> tuple:
+    """Each device's ``cycles_per_sample`` C_k (cycles/sample) and ``samples_per_device`` D_k: a scalar for all, a
+    list (its length must be ``n_devices``), or a uniform draw in ``[low, high]`` once per run from
+    ``default_rng((seed, stream))`` (its own stream, :data:`STREAM_WORKLOAD`; D_k an integer, both ends included).
+    Two NumPy arrays."""
+    import numpy as np
+
+    out = []
+    for name in ("cycles_per_sample", "samples_per_device"):
+        value = getattr(workload, name)
+        if isinstance(value, dict):
+            rng = np.random.default_rng((seed, STREAM_WORKLOAD[name]))
+            if name == "samples_per_device":
+                arr = rng.integers(int(value["low"]), int(value["high"]) + 1, n_devices).astype(float)
+            else:
+                arr = rng.uniform(float(value["low"]), float(value["high"]), n_devices)
+        elif isinstance(value, (list, tuple)):
+            if len(value) != n_devices:
+                fail(name, value, f"a list of n_devices (= {n_devices}) values, got {len(value)}")
+            arr = np.asarray(value, dtype=float)
+        else:
+            arr = np.full(n_devices, float(value))
+        out.append(arr)
+    return out[0], out[1]
 
 
 def field_names(cls) -> tuple[str, ...]:

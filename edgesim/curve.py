@@ -91,9 +91,18 @@ class ParametricBackend:
         self.rate = non_negative("rate", rate)
         self.download_bits = non_negative("download_bits", download_bits)
         self.model_bits = positive("model_bits", self.workload.model_bits)
-        self.cycles = training_cycles(
-            self.workload.local_iterations, self.workload.cycles_per_sample, self.workload.samples_per_device
-        )
+        if self.workload.per_device:  # C_k D_k per device (a list or a table drawn from the seed)
+            from .config import workload_per_device
+
+            c, d = workload_per_device(self.workload, self.n_devices, self.seed)
+            self.cycles_by_device = tuple(training_cycles(self.workload.local_iterations, float(ck), float(dk))
+                                          for ck, dk in zip(c, d))
+            self.cycles = float(np.mean(self.cycles_by_device))
+        else:
+            self.cycles = training_cycles(
+                self.workload.local_iterations, self.workload.cycles_per_sample, self.workload.samples_per_device
+            )
+            self.cycles_by_device = None
         self.arrived_uploads = 0
 
     def accuracy(self, arrived_uploads: int) -> float:
@@ -110,13 +119,18 @@ class ParametricBackend:
             rng = np.random.default_rng((self.seed, view.round_index))
             chosen = np.sort(rng.choice(self.n_devices, size=self.clients_per_round, replace=False))
         work = tuple(
-            DeviceWork(int(d), {"train": self.cycles}, self.model_bits, self.download_bits) for d in chosen
+            DeviceWork(int(d), {"train": self._cycles_of(d)}, self.model_bits, self.download_bits) for d in chosen
         )
         return RoundPlan(work, {"K": float(self.clients_per_round)})
 
     def expected_work(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """Each device's cycles and upload bits in a round (what a scheduling policy predicts before it took part)."""
-        return (self.cycles,) * self.n_devices, (float(self.model_bits),) * self.n_devices
+        cycles = self.cycles_by_device if self.cycles_by_device is not None else (self.cycles,) * self.n_devices
+        return cycles, (float(self.model_bits),) * self.n_devices
+
+    def _cycles_of(self, device) -> float:
+        """Device ``device``'s training cycles ``I · C_k · D_k`` (the same for all without per-device workloads)."""
+        return self.cycles if self.cycles_by_device is None else self.cycles_by_device[int(device)]
 
     def complete_round(self, outcome: RoundOutcome) -> Mapping[str, float]:
         self.arrived_uploads += len(outcome.arrived)
@@ -125,7 +139,7 @@ class ParametricBackend:
     # -- asynchronous aggregation (edgesim.asynchrony.AsyncBackend): U counts the updates applied
     def update_work(self, device: int) -> DeviceWork:
         """One update of ``device``: the round's work (``I * C * D`` cycles, ``model_bits`` up, the broadcast down)."""
-        return DeviceWork(int(device), {"train": self.cycles}, self.model_bits, self.download_bits)
+        return DeviceWork(int(device), {"train": self._cycles_of(device)}, self.model_bits, self.download_bits)
 
     def start_update(self, update: int, device: int, version: int) -> None:
         """Nothing to keep: the curve has no model."""

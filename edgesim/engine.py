@@ -56,7 +56,7 @@ from ._checks import count, non_negative, positive
 from .availability import Availability
 from .backend import DeviceLoss, LearningBackend, RoundOutcome, RoundPlan, SystemView
 from .budget import REL_TOL
-from .channel import ChannelModel
+from .channel import ChannelModel, estimated_gains
 from .clock import Clock, cyclic_gc_paused
 from .compute import compute_time_s
 from .config import BudgetConfig, ConfigError, SystemConfig
@@ -64,7 +64,7 @@ from .device_job import DeviceJob, job_costs, run_job
 from .links import BandedFdmaUplink, Downlink, make_uplink
 from .radio import shannon_rate_bps
 from .records import EVENT_KINDS, DeviceRound, Event, EventLog, RoundRecord, Totals, totals_of
-from .resources import Allocator, ResourcesConfig, declared, tdma_order
+from .resources import Allocator, ResourcesConfig, tdma_order
 from .resources.scheduling import Scheduler
 
 __all__ = ["EVENT_KINDS", "DeviceRound", "Event", "RoundRecord", "Simulation", "cyclic_gc_paused",
@@ -147,13 +147,21 @@ class Simulation(Clock):
         # The defaults are the links' own behaviour: no allocation to run each round, no ranking.
         self._allocator = None if self.resources.is_default else Allocator(self.resources, system, budget)
         self._scheduler = None
-        if declared("scheduling", self.resources.scheduling).ranks:
+        if Scheduler.needed(self.resources):
             expected = getattr(backend, "expected_work", None)
             self._scheduler = Scheduler(self.resources, system, budget, self.seed,
-                                        expected() if callable(expected) else None)
+                                        expected() if callable(expected) else None,
+                                        clients_per_round=getattr(backend, "clients_per_round", None))
         # Where each round's per-device loss statistics come from (Oort's utility): the run's source, else the
         # backend's own device_losses(), else none (Oort then ranks by its system half, docs/resource_policies.md).
         self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)
+        # Energy budgets (system.battery_j; None: unlimited): what each device has spent so far, J.
+        batteries = system.batteries_j
+        self._battery_j = None if batteries is None else np.asarray(batteries, dtype=float)
+        self._energy_spent_j = np.zeros(system.n_devices)
+        # What the base station knows of the channel (system.csi; None: perfect, today's engine exactly).
+        self._csi = system.csi or "perfect"
+        self._last_gains: Optional[np.ndarray] = None  # "outdated": the previous round's true gains
         self._records: list[RoundRecord] = []
         self._round_index = 0
         self._totals = Totals()
@@ -176,7 +184,7 @@ class Simulation(Clock):
     def system_view(self, gains: Optional[np.ndarray] = None) -> SystemView:
         """What the BS knows at the start of the next round."""
         if gains is None:
-            gains = self.channel.gains(self._round_index)
+            gains = self._planned_gains(self.channel.gains(self._round_index))
         b, n0 = float(self.system.bandwidth_hz), self._noise_psd_w_per_hz
         rates = shannon_rate_bps(b, np.asarray(gains, dtype=float), self._tx_power_arr, n0)
         return SystemView(
@@ -192,33 +200,76 @@ class Simulation(Clock):
             channel_gain=tuple(gains.tolist()),
             uplink_rate_bps=tuple(rates.tolist()),
             schedule=None if self._scheduler is None else self._scheduler.schedule(self._round_index, gains, rates),
+            **self._battery_view(),
         )
+
+    def _planned_gains(self, gains: np.ndarray) -> np.ndarray:
+        """The gains the base station plans on (system.csi): the true ones; ``"estimated"``: with a relative
+        Gaussian error (:func:`edgesim.channel.estimated_gains`); ``"outdated"``: the previous round's (round 0: the
+        true ones)."""
+        if self._csi == "estimated":
+            return estimated_gains(gains, float(self.system.csi_error_std), self.seed, self._round_index)
+        if self._csi == "outdated" and self._last_gains is not None:
+            return self._last_gains.copy()
+        return gains
+
+    def _battery_view(self) -> dict:
+        """The energy spent and the battery left of every device (SystemView's; nothing without batteries)."""
+        if self._battery_j is None:
+            return {}
+        return {"energy_spent_j": tuple(self._energy_spent_j.tolist()),
+                "battery_left_j": tuple(np.maximum(self._battery_j - self._energy_spent_j, 0.0).tolist())}
+
+    def _charged_only(self, plan: RoundPlan) -> RoundPlan:
+        """The plan without the devices whose battery is spent: they take no further part."""
+        if not isinstance(plan, RoundPlan):
+            return plan  # _devices_of names the problem
+        left = self._battery_j - self._energy_spent_j
+        return dataclasses.replace(plan, work=tuple(w for w in plan.work if left[w.device] > 0))
+
+    def _spend(self, record: RoundRecord) -> None:
+        """Charge each device the round's energy; a battery spent now is a ``battery_empty`` event (once)."""
+        for row in record.devices:
+            before = self._energy_spent_j[row.device]
+            self._energy_spent_j[row.device] = before + row.radio_energy_j + row.compute_energy_j
+            if before < self._battery_j[row.device] <= self._energy_spent_j[row.device]:
+                self._log.emit(record.end_time_s, record.round_index, row.device, "battery_empty")
 
     def run_round(self) -> RoundRecord:
         """Plan, run on the clock, let the backend learn, record; then move the devices."""
         env = self._env
-        view = self.system_view()
+        true = None if self._csi == "perfect" else self.channel.gains(self._round_index)
+        view = self.system_view(None if true is None else self._planned_gains(true))
+        if self._scheduler is not None and self._scheduler.excluded:  # stragglers = "exclude": said in the events
+            for d in self._scheduler.excluded:
+                self._log.emit(env.now, self._round_index, d, "straggler_excluded")
         plan = self.backend.plan_round(view)
         if view.schedule is not None and isinstance(plan, RoundPlan):
             self._check_ranking(plan, view.schedule)
         if self.availability is not None:
             plan = self._online_only(plan, env.now)
+        if self._battery_j is not None:
+            plan = self._charged_only(plan)
         with cyclic_gc_paused():
-            rnd = _Round(self._round_index, env.now, self._devices_of(plan, view), env.event(),
+            rnd = _Round(self._round_index, env.now, self._devices_of(plan, view, true), env.event(),
                          self._server_seconds(plan))
             if self._allocator is not None:
-                self._allocate(rnd)
+                self._allocate(rnd, view.channel_gain)
             env.run(until=env.process(self._round_process(env, rnd)))
             rows = self._device_rows(rnd, env.now - rnd.start_s, float(self.system.kappa))
             # The devices, their transfers and processes are freed here, by reference counting, before the
             # collector is back on: it never traverses them (one collection over them was ~5 % of a round).
             rnd.devices = None
         record = self._finish_round(rnd, plan, *rows)
+        if self._battery_j is not None:
+            self._spend(record)
         if self._scheduler is not None:
             losses = self._device_losses() if callable(self._device_losses) else None
             arrived = set(record.arrived)  # the server hears a device's loss with its update (Oort, §4.2)
             losses = {d: loss for d, loss in (losses or {}).items() if d in arrived}
             self._scheduler.observe(record.round_index, record.devices, {w.device: w for w in plan.work}, losses)
+        if true is not None:
+            self._last_gains = true
         self.channel.advance(record.duration_s)
         return record
 
@@ -258,13 +309,18 @@ class Simulation(Clock):
                         process.interrupt("offline")
                 env.timeout(off_s - env.now).callbacks.append(go)
 
-    def _devices_of(self, plan: RoundPlan, view: SystemView) -> list[DeviceJob]:
-        """The plan's devices, every input checked for the whole round at once (one clear error otherwise)."""
+    def _devices_of(self, plan: RoundPlan, view: SystemView, true_gains=None) -> list[DeviceJob]:
+        """The plan's devices, every input checked for the whole round at once (one clear error otherwise).
+        ``true_gains``: the channel the devices transmit on when the view's is an estimate (imperfect CSI)."""
         if not isinstance(plan, RoundPlan):
             raise ValueError(f"plan_round returned {plan!r}, expected a RoundPlan")
         work = plan.work
         ids = [w.device for w in work]
         gains, rates = view.channel_gain, view.uplink_rate_bps
+        if true_gains is not None:
+            gains = tuple(true_gains.tolist())
+            rates = tuple(shannon_rate_bps(float(self.system.bandwidth_hz), true_gains, self._tx_power_arr,
+                                           self._noise_psd_w_per_hz).tolist())
         try:
             n = len(work)
             phases = np.fromiter(chain.from_iterable([w.compute_cycles.values() for w in work]), float)
@@ -287,12 +343,14 @@ class Simulation(Clock):
             for w, d in zip(work, ids)
         ]
 
-    def _allocate(self, rnd: _Round) -> None:
-        """The ``[resources]`` policies' plan for the round's devices: their bands, powers and frequencies."""
+    def _allocate(self, rnd: _Round, planned_gains) -> None:
+        """The ``[resources]`` policies' plan for the round's devices: their bands, powers and frequencies, planned on
+        the gains the base station knows (``planned_gains``, by device id); the devices then transmit on their own."""
         devices = rnd.devices
         downlink = self._downlink
         plan = self._allocator.allocate(
-            rnd.index, [d.device for d in devices], [d.gain for d in devices], [d.cycles for d in devices],
+            rnd.index, [d.device for d in devices], [planned_gains[d.device] for d in devices],
+            [d.cycles for d in devices],
             [float(d.work.upload_bits) for d in devices],
             [downlink.duration_s(float(d.work.download_bits)) for d in devices],
             rnd.server_s[0] or 0.0,
@@ -467,6 +525,9 @@ class Simulation(Clock):
             **self._totals.state_dict(),
             "channel": self.channel.state_dict(),
             **({"schedule": self._scheduler.state_dict()} if self._scheduler is not None else {}),
+            **({"energy_spent_j": self._energy_spent_j.tolist()} if self._battery_j is not None else {}),
+            **({"csi_last_gains": self._last_gains.tolist()}
+               if self._csi == "outdated" and self._last_gains is not None else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -481,6 +542,11 @@ class Simulation(Clock):
         self.channel.load_state_dict(state["channel"])
         if self._scheduler is not None and "schedule" in state:
             self._scheduler.load_state_dict(state["schedule"])
+        if "csi_last_gains" in state:
+            self._last_gains = np.asarray(state["csi_last_gains"], dtype=float)
+        if self._battery_j is not None:
+            self._energy_spent_j = np.asarray(state.get("energy_spent_j", np.zeros(self.system.n_devices)),
+                                              dtype=float)
         self._round_index = count("round_index", state["round_index"])
         self._totals = Totals.from_state(state)
         self._log = EventLog(self._log.record, count("event_count", state["event_count"]))

@@ -27,6 +27,8 @@ EVENT_KINDS = (
     "server_compute_start",
     "server_compute_end",
     "round_end",
+    "battery_empty",
+    "straggler_excluded",
 )
 
 

@@ -226,8 +226,13 @@ def device_round_steps(scenario) -> dict:
     """The local optimiser steps a device takes in a round with one supervised stream: ``I·⌈D/B⌉``
     (``workload.local_iterations``, ``workload.samples_per_device``, ``train.batch_size``; docs/metrics.md)."""
     w, batch = scenario.workload, scenario.learning["train"].batch_size
-    return {"local_iterations": w.local_iterations, "samples_per_device": w.samples_per_device, "batch_size": batch,
-            "local_steps_per_device": w.local_iterations * -(-w.samples_per_device // batch)}
+    samples = w.samples_per_device
+    if w.per_device:  # a list or a table (physics-only): the device with the most samples
+        from edgesim.config import workload_per_device
+
+        samples = int(workload_per_device(w, scenario.system.n_devices, scenario.seed)[1].max())
+    return {"local_iterations": w.local_iterations, "samples_per_device": samples, "batch_size": batch,
+            "local_steps_per_device": w.local_iterations * -(-samples // batch)}
 
 
 def _print_allocation(sc, rows: list) -> None:

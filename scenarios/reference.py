@@ -47,6 +47,13 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "system.mobility": ("how devices move between rounds", "", '"static" or "random_waypoint"'),
     "system.speed_m_per_s": ("device speed under a moving mobility model", "m/s", ">= 0"),
     "system.server_freq_hz": ("the base station's CPU for a round's server phases", "cycles/s", "> 0"),
+    "system.csi": ("what the base station knows of the channel when it plans: \"perfect\" (unset), \"estimated\" "
+                   "(a relative Gaussian error) or \"outdated\" (the previous round's gains)", "",
+                   '"perfect", "estimated" or "outdated", or unset'),
+    "system.csi_error_std": ("the standard deviation of the relative error of csi = \"estimated\"", "",
+                             '>= 0 with csi = "estimated", else unset'),
+    "system.battery_j": ("each device's energy budget for the run: a device whose battery is spent takes no further "
+                         "part; unset: unlimited", "J", "> 0 (one value or one per device), or unset"),
     # [budget]
     "budget.total_time_s": ("training-service time budget T (Eq. 12)", "s", "> 0"),
     "budget.rounds": ("rounds G the budget is split over; the per-round budget is T/G (Eq. 13), and the run's "
@@ -59,9 +66,11 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                           'min_energy)', "s", "> 0, or unset"),
     # [workload]
     "workload.local_iterations": ("local epochs I a device trains per round (Eq. 7)", "epochs", ">= 1"),
-    "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample", "> 0"),
+    "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample",
+                                   '> 0; physics-only also a list (one per device) or {dist = "uniform", low, high}'),
     "workload.samples_per_device": ("samples D per device that `edgesim plan` assumes (a run charges each device "
-                                    "for the data it holds)", "samples", ">= 1"),
+                                    "for the data it holds)", "samples",
+                                    '>= 1; physics-only also a list or {dist = "uniform", low, high}'),
     "workload.sr_cycles": ("cycles C_SR of DoFed-SPP's similarity step per round; \"auto\": from the model", "cycles",
                            '>= 0 or "auto"'),
     "workload.pseudo_label_cycles_per_model": ("cycles C_pse to pseudo-label with one model; \"auto\": from the "
@@ -180,17 +189,36 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "resources.scheduling": ("who takes part in a round (the algorithm takes the first K of the ranking; "
                              "fedasync/fedbuff: a free slot takes the first idle online device)", "",
                              '"random", "round_robin", "best_channel", "fastest", "deadline_feasible", "age", '
-                             '"oort" or a plugin'),
+                             '"age_channel", "oort" or a plugin'),
     "resources.bandwidth": ("how the uplink band is shared", "",
-                            '"equal"; FDMA "proportional" or "min_max_time"; TDMA "shortest_first"; or a plugin'),
+                            '"equal"; FDMA "equal_static", "proportional", "min_max_time" or "min_energy"; TDMA '
+                            '"shortest_first"; or a plugin'),
     "resources.power": ("each uploader's transmit power (the configured one is the maximum)", "",
                         '"fixed"; FDMA "min_energy"; or a plugin'),
     "resources.cpu_freq": ("each device's CPU frequency (the configured one is the maximum)", "",
                            '"max", "min_energy"; FDMA "joint" (with power "min_energy"); or a plugin'),
     "resources.cpu_freq_min_hz": ("the lowest frequency a DVFS policy may choose; unset: a tenth of each "
                                   "device's maximum", "Hz", "[1e3, the slowest cpu_freq_hz], or unset"),
-    "resources.oort_exploration": ("Oort's share ε of picks among devices never tried", "", "[0, 1]"),
+    "resources.oort_exploration": ("Oort's starting share ε of picks among devices never tried", "", "[0, 1]"),
+    "resources.oort_decay": ("the factor Oort's ε is multiplied by each round", "", "[0, 1]"),
+    "resources.oort_exploration_min": ("the floor Oort's ε decays to", "", "[0, 1]"),
     "resources.oort_alpha": ("Oort's straggler penalty exponent α", "", ">= 0"),
+    "resources.oort_cutoff": ("Oort's c: devices above c × the K-th utility are sampled in proportion to it", "",
+                              "[0, 1]"),
+    "resources.oort_pacer_window": ("Oort's pacer window W: the rounds whose summed utility it compares", "rounds",
+                                    ">= 1"),
+    "resources.oort_pacer_step": ("Oort's pacer step Δ: the share of τ added to the preferred round duration when "
+                                  "the utility stops rising", "", ">= 0"),
+    "resources.oort_blacklist_rounds": ("the participations after which Oort no longer picks a device (0: never)",
+                                        "rounds", ">= 0"),
+    "resources.age_exponent": ("ν of age_channel's priority A^ν · log2(1 + SNR): how much the age of update weighs "
+                               "against the channel", "", ">= 0"),
+    "resources.energy_weight": ("the weight w of energy in min_energy's objective w·E + (1 − w)·λ·T (1: energy "
+                                "alone)", "", "[0, 1]"),
+    "resources.stragglers": ("whether a device that cannot meet the round's budget even alone at full power and "
+                             "frequency is scheduled", "", '"keep" or "exclude"'),
+    "resources.time_price_j_per_s": ("λ in min_energy's objective: the joules one second of round time is worth",
+                                     "J/s", ">= 0"),
 }
 def _codec_docs() -> dict[str, tuple[str, str, str]]:
     """``[compression.uplink]``/``[compression.downlink]``'s keys, from the codec registry: ``method`` names the

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from edgesim.async_rules import SYNC_MODES, is_asynchronous, round_modes
-from edgesim.asynchrony import AsyncConfig
+from edgesim.asynchrony import AsyncConfig, check_async_system
 from edgesim.availability import AvailabilityConfig, read_trace
 from edgesim.compression import build_compression, compression_for, resolve_compression
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
@@ -208,6 +208,12 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
                 if section in raw:
                     raise ScenarioError(f"{where}: [{section}] is not used by a physics-only run "
                                         f"([run] backend = \"parametric\"); expected it left out")
+        if not physics_only and built["workload"].per_device:
+            w = built["workload"]
+            key = "cycles_per_sample" if not isinstance(w.cycles_per_sample, (int, float)) else "samples_per_device"
+            raise ScenarioError(f"{where}: [workload] {key} = {getattr(w, key)!r}: per-device values apply to a "
+                                f"physics-only run ([run] backend = \"parametric\"; a learning run's D_k comes from "
+                                f"its partition); expected a number")
         if not physics_only and "parametric" in raw:
             raise ScenarioError(f"{where}: [parametric] is used only by a physics-only run ([run] backend = "
                                 f"\"parametric\"); this run has backend = {run.backend!r}: expected it left out")
@@ -298,10 +304,16 @@ def variant_budget(budget: BudgetConfig, learned: Mapping[str, Any], name: str) 
 def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: AsyncConfig,
                      availability: AvailabilityConfig, where: str) -> None:
     """``[async]`` fits the cell (concurrency <= N) and a trace file of ``[availability]`` reads cleanly (every row
-    checked now, before any work)."""
+    checked now, before any work); an asynchronous run has none of ``[system]``'s settings for rounds only
+    (:func:`edgesim.asynchrony.check_async_system`)."""
     if is_asynchronous(budget.round_mode) and (asynchrony.concurrency or 0) > system.n_devices:
         raise ScenarioError(f"{where}: [async] concurrency = {asynchrony.concurrency}: expected at most [system] "
                             f"n_devices (= {system.n_devices}); a device trains one update at a time")
+    if is_asynchronous(budget.round_mode):
+        try:
+            check_async_system(system, budget)
+        except ValueError as e:
+            raise ScenarioError(f"{where}: {e}") from None  # e names system.KEY
     if availability.model == "trace":
         read_trace(Path(availability.trace), system.n_devices)
 

@@ -201,7 +201,9 @@ def joint_energy_j(upload_time_s, cycles, upload_bits, bandwidth_hz, time_s, cha
                    kappa, cpu_freq_min_hz, cpu_freq_max_hz, tx_power_max_w):
     """The device energy ``κ C f(t)² + p(t) t`` when the upload takes ``t`` of the ``τ`` seconds left and the
     compute the rest (``f(t) = max(f_min, C / (τ − t))``, ``p(t)`` = :func:`min_energy_power_w`); J."""
-    f = np.maximum(cpu_freq_min_hz, np.asarray(cycles, dtype=float) / (time_s - upload_time_s))
+    c = np.asarray(cycles, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.maximum(cpu_freq_min_hz, np.where(c > 0, c / (time_s - upload_time_s), 0.0))  # no cycles: f_min
     f = np.minimum(f, cpu_freq_max_hz)
     p = min_energy_power_w(upload_bits, bandwidth_hz, upload_time_s, channel_gain, tx_power_max_w,
                            noise_psd_w_per_hz)
@@ -354,3 +356,115 @@ def oort_scores(round_index: int, utility, duration_s, last_round, deadline_s: f
     scores = np.empty(n)
     scores[np.asarray(order, dtype=np.int64)] = -np.arange(n, dtype=float)
     return scores
+
+
+def oort_exploration_rate(round_index: int, start: float, decay: float, floor: float) -> float:
+    """Oort's ε in round ``R`` (0-based): ``max(ε_0 · d^R, ε_min)`` (Lai et al., OSDI 2021, §5.1, "the exploration
+    factor ... decays by 0.98 after each round till 0.2"; FedScale's selector multiplies before each selection)."""
+    return max(start * decay ** round_index, floor)
+
+
+def oort_preferred_duration_s(round_index: int, deadline_s: float, history, window: int, step: float) -> float:
+    """Oort's pacer (Alg. 1, lines 11-12): the preferred round duration ``T`` starts at ``τ`` and is relaxed by
+    ``step · τ`` at every checkpoint ``r`` (a multiple of ``W`` = ``window``, ``2W ≤ r ≤ R``) where the summed
+    statistical utility of the last ``W`` rounds did not rise above that of the ``W`` before,
+    ``Σ U[r−W, r) ≤ Σ U[r−2W, r−W)``; ``history[r]``: round r's summed utility. s."""
+    h = np.asarray(history, dtype=float)
+    relaxed = 0
+    for r in range(2 * window, min(round_index, h.size) + 1, window):
+        if h[r - window:r].sum() <= h[r - 2 * window:r - window].sum():
+            relaxed += 1
+    return deadline_s * (1.0 + step * relaxed)
+
+
+def oort_blacklist(rounds_taken, threshold: int, max_share: float = 0.3) -> np.ndarray:
+    """Oort's blacklist (§4.3, "we remove a client after it has been selected R times"): devices that took part in
+    more than ``threshold`` rounds, at most ``⌊max_share · N⌋`` of them, the most-taken first (ties by id) — FedScale's
+    ``blacklist_max_len`` 0.3; ``threshold`` 0: none. Bool per device."""
+    taken = np.asarray(rounds_taken)
+    out = np.zeros(taken.size, dtype=bool)
+    if threshold <= 0:
+        return out
+    over = np.flatnonzero(taken > threshold)
+    over = over[np.lexsort((over, -taken[over]))][:int(max_share * taken.size)]
+    out[over] = True
+    return out
+
+
+def oort_selection(round_index: int, k: int, utility, duration_s, last_round, rounds_taken, history, speed, uniform,
+                   *, deadline_s: float, exploration: float, decay: float, exploration_min: float, alpha: float,
+                   cutoff: float, pacer_window: int, pacer_step: float, blacklist_rounds: int) -> np.ndarray:
+    """Oort as published (Lai et al., OSDI 2021, Alg. 1): a score per device whose first ``K`` are the round's picks.
+
+    ``ε_R`` (:func:`oort_exploration_rate`); ``e = min(#unexplored, ⌈ε_R K⌉)``
+    exploration slots (⌈·⌉: the defaults explore at K = 5) and ``x = min(K − e,
+    #explored)`` exploitation slots (the rest to exploration if too few are
+    explored). Exploitation: the explored, not blacklisted devices' utility
+    :func:`oort_utility` with the pacer's ``T`` (:func:`oort_preferred_duration_s`);
+    those at or above ``c · U_(x)`` (``c`` = ``cutoff``, ``U_(x)`` the x-th largest)
+    are sampled, ``x`` of them without replacement in proportion to the utility
+    (Efraimidis-Spirakis keys ``ln(u) / U`` with the round's common random numbers
+    ``u``). Exploration: the fastest unexplored devices (full-band rate, ties by
+    ``u``). Scores: the picks first — the exploited by utility, with an explored
+    pick at each position j where ``⌈(j+1)ε⌉ > ⌈jε⌉`` (the order matters only to an
+    asynchronous run's free slot) — then the rest as :func:`oort_scores`
+    interleaves them; blacklisted devices ``-inf``.
+    """
+    n = np.asarray(last_round).size
+    k = n if k <= 0 else min(int(k), n)
+    last = np.asarray(last_round)
+    u = np.asarray(uniform, dtype=float)
+    eps = oort_exploration_rate(round_index, exploration, decay, exploration_min)
+    banned = oort_blacklist(rounds_taken, blacklist_rounds)
+    t_pref = oort_preferred_duration_s(round_index, deadline_s, history, pacer_window, pacer_step)
+    util = oort_utility(utility, duration_s, last_round, round_index, t_pref, alpha)
+    explored = np.flatnonzero((last >= 0) & ~banned)
+    unexplored = np.flatnonzero(last < 0)
+    e = min(unexplored.size, math.ceil(eps * k - 1e-12))
+    x = min(k - e, explored.size)
+    e = min(unexplored.size, k - x)
+    exploit: list[int] = []
+    explore: list[int] = []
+    if x > 0:
+        ranked_ex = explored[np.lexsort((u[explored], -util[explored]))]
+        threshold = cutoff * util[ranked_ex[x - 1]]
+        pool = ranked_ex[util[ranked_ex] >= threshold]
+        with np.errstate(divide="ignore"):
+            keys = np.where(util[pool] > 0, np.log(np.maximum(u[pool], 1e-300)) / util[pool], -np.inf)
+        chosen = pool[np.lexsort((u[pool], -keys))][:x]
+        exploit = [int(d) for d in chosen[np.lexsort((u[chosen], -util[chosen]))]]
+    if e > 0:
+        ranked_un = unexplored[np.lexsort((u[unexplored], -np.asarray(speed, dtype=float)[unexplored]))]
+        explore = [int(d) for d in ranked_un[:e]]
+    picked: list[int] = []
+    for pos in range(x + e):  # the picks interleaved as ε would (a free slot of an asynchronous run takes the first)
+        slot = math.ceil((pos + 1) * eps - 1e-12) > math.ceil(pos * eps - 1e-12)
+        picked.append(explore.pop(0) if (slot and explore) or not exploit else exploit.pop(0))
+    rest = np.ones(n, dtype=bool)
+    rest[picked] = False
+    rest &= ~banned
+    scores = np.full(n, -np.inf)
+    scores[picked] = 2.0 * n - np.arange(len(picked), dtype=float)
+    if rest.any():
+        idx = np.flatnonzero(rest)
+        sub = oort_scores(round_index, np.asarray(utility, dtype=float)[idx], np.asarray(duration_s)[idx],
+                          last[idx], t_pref, eps, alpha, np.asarray(speed, dtype=float)[idx], u[idx])
+        scores[idx] = sub  # in (−n, 0]: below every pick
+    return scores
+
+
+def age_channel_priority(round_index: int, last_round, snr_full_band, subchannels: int, exponent: float) -> np.ndarray:
+    """The age-of-update scheduling priority with the channel term (Yang, Arafa, Quek and Poor, "Age-based scheduling
+    policy for federated learning in mobile edge networks", ICASSP 2020): ``A_k^ν · log2(1 + SNR_k)``.
+
+    ``A_k`` the age of update in rounds (``R − L_k``, the rounds since device k's
+    update last reached the server; ``R + 1`` for one never heard from), ``ν`` =
+    ``exponent`` (how much staleness weighs against the channel; 0: best channel
+    alone), ``SNR_k`` its SNR on one of the ``subchannels`` equal subchannels,
+    ``K · SNR(B)`` (``snr_full_band`` = ``g p / (N0 B)``). Dimensionless (bit/s/Hz
+    times rounds^ν); higher first. With equal subchannels the paper's assignment
+    of K subchannels reduces to the K highest priorities.
+    """
+    last = np.asarray(last_round, dtype=float)
+    age = np.where(last < 0, round_index + 1.0, round_index - last)
+    return age ** exponent * np.log2(1.0 + subchannels * np.asarray(snr_full_band, dtype=float))

@@ -27,6 +27,10 @@ scheduling first, before the algorithm plans). A class declares what it applies 
 - ``tdma_order``: the TDMA uplink's waiting line (``"arrival"``, default, or ``"shortest_first"``);
 - ``ranks`` (a scheduling policy): whether it hands over a ranking (default); ``False``: never, the
   algorithm's own draw (the engines then keep no scheduler).
+
+A bandwidth policy may also have ``round_time_s(self, r)``: the time (s from the round's start, at most τ)
+the round's devices plan to end by; the frequency and power policies then plan against it instead of τ
+(``min_energy`` with ``energy_weight`` < 1).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Callable, Mapping, Optional
 import numpy as np
 
 from ..registries import claim
-from . import formulas
+from . import formulas, min_energy
 from .config import KINDS
 
 # kind -> name -> policy class
@@ -107,7 +111,9 @@ def summary(cls: type) -> str:
 
 @register_policy("bandwidth", "equal")
 class EqualBandwidth:
-    """Today's sharing: TDMA, the whole band in turn, first come first served; FDMA, processor sharing (b/n each)."""
+    """Today's sharing: TDMA, the whole band in turn; FDMA, processor sharing (B/n among the uploads on air).
+
+    Dynamic (a device's share grows as others finish), not EB-FDMA's static B/K — that is ``equal_static``."""
 
     round_modes = ROUND_MODES
 
@@ -137,6 +143,48 @@ class MinMaxTimeBandwidth:
     def allocate(self, r) -> np.ndarray:
         return formulas.min_max_time_bands_hz(r.bandwidth_hz, r.ready_s(), r.upload_bits, r.channel_gain,
                                               r.tx_power_w, r.noise_psd_w_per_hz)
+
+
+@register_policy("bandwidth", "equal_static")
+class EqualStaticBandwidth:
+    """FDMA: B / K to each of the K uploaders, fixed for the round (EB-FDMA, the literature's "equal bandwidth")."""
+
+    access = ("fdma",)
+    round_modes = ("sync", "deadline")
+    not_async = "its B / K is one round's split among its K uploaders, and an asynchronous update uploads alone " \
+                "while the others come and go"
+
+    def allocate(self, r) -> np.ndarray:
+        return formulas.equal_bands_hz(r.bandwidth_hz, r.upload_bits)
+
+
+@register_policy("bandwidth", "min_energy")
+class MinEnergyBandwidth:
+    """FDMA: the bands of the least-energy round, w·E + (1 − w)·λ·T (Yang et al., IEEE TWC 2021), solved exactly.
+
+    With ``cpu_freq = "joint"`` and ``power = "min_energy"`` (which it needs) the round runs the optimum's powers
+    and frequencies (:mod:`edgesim.resources.min_energy`)."""
+
+    access = ("fdma",)
+    needs = {"power": "min_energy", "cpu_freq": "joint"}
+    options = ("energy_weight", "time_price_j_per_s", "cpu_freq_min_hz")
+    round_modes = ("sync", "deadline")
+    needs_deadline = True
+    not_async = "it solves one round's bands, powers and frequencies together for that round's uploaders and its " \
+                "deadline, and an asynchronous update uploads alone while the others come and go"
+
+    @staticmethod
+    def _args(r):
+        return (r.server_before_s + r.download_s, r.cycles, r.upload_bits, r.channel_gain, r.noise_psd_w_per_hz,
+                r.kappa, r.cpu_freq_min_hz, r.cpu_freq_max_hz, r.tx_power_max_w)
+
+    def round_time_s(self, r) -> float:
+        """The round time T the devices plan to end by (s from the round's start): τ at ``energy_weight`` = 1."""
+        return min_energy.weighted_round_time_s(r.energy_weight, r.time_price_j_per_s, r.bandwidth_hz, r.deadline_s,
+                                                *self._args(r))
+
+    def allocate(self, r) -> np.ndarray:
+        return min_energy.min_energy_bands_hz(r.bandwidth_hz, r.deadline_s, *self._args(r))
 
 
 @register_policy("bandwidth", "shortest_first")

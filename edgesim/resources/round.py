@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -28,7 +29,8 @@ class RoundResources:
     server's compute before the broadcast ``server_before_s``, ``kappa`` κ;
     per device its ``channel_gain`` g, ``upload_bits`` s, ``cycles`` C,
     ``download_s``, the maxima ``tx_power_max_w`` and ``cpu_freq_max_hz`` (the
-    configured ones) and the DVFS floor ``cpu_freq_min_hz``.
+    configured ones) and the DVFS floor ``cpu_freq_min_hz``; the weighted
+    objective's ``energy_weight`` w and ``time_price_j_per_s`` λ (J/s).
     Decided so far: ``bands_hz`` (``None``: the link's own sharing),
     ``cpu_freq_hz``, ``tx_power_w`` (the maxima until a policy decides).
     ``uplink_sharers``: how many uploads may share the FDMA band at once (0: this round's uploaders; an
@@ -55,6 +57,8 @@ class RoundResources:
     cpu_freq_hz: np.ndarray
     tx_power_w: np.ndarray
     uplink_sharers: int = 0
+    energy_weight: float = 1.0
+    time_price_j_per_s: float = 1.0
 
     @property
     def uploads(self) -> np.ndarray:
@@ -157,7 +161,13 @@ class Allocator:
             cycles=np.asarray(cycles, dtype=float), download_s=np.asarray(download_s, dtype=float),
             tx_power_max_w=self._pmax[ids], cpu_freq_max_hz=self._fmax[ids], cpu_freq_min_hz=self._fmin[ids],
             bands_hz=None, cpu_freq_hz=self._fmax[ids], tx_power_w=self._pmax[ids], uplink_sharers=self.uplink_sharers,
+            energy_weight=float(self.config.energy_weight), time_price_j_per_s=float(self.config.time_price_j_per_s),
         )
+        if hasattr(self.policies["bandwidth"], "round_time_s"):
+            target = self._run("bandwidth", r, "round_time_s")
+            if not (isinstance(target, (int, float)) and math.isfinite(target) and 0 < target <= r.deadline_s):
+                self._fail("bandwidth", r, f"its round time is {target!r} s", f"a time in (0, {r.deadline_s!r}] s")
+            r = dataclasses.replace(r, deadline_s=float(target))
         bands = self._run("bandwidth", r)
         if bands is not None:
             bands = self._check(bands, r, "bandwidth", "bands in Hz")
@@ -175,9 +185,9 @@ class Allocator:
         powers = self._check(self._run("power", r), r, "power", "powers in W", positive=True, cap=r.tx_power_max_w)
         return ResourcePlan(bands, powers, freqs)
 
-    def _run(self, kind: str, r: RoundResources):
+    def _run(self, kind: str, r: RoundResources, method: str = "allocate"):
         try:
-            return self.policies[kind].allocate(r)
+            return getattr(self.policies[kind], method)(r)
         except PolicyError:
             raise
         except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's failure (sys.exit too), reported in one line
@@ -219,7 +229,9 @@ def check_round_mode(config: ResourcesConfig, round_mode: str, asynchronous: boo
     """Every policy of ``config`` against the round mode, from what it declares (``round_modes``,
     ``needs_deadline``): a ``ValueError`` of one line naming the key, its value and what was expected.
     ``asynchronous``: ``round_mode`` is an asynchronous rule (its policies apply to one free slot, ``"async"``);
-    ``deadline_s``: ``[budget] deadline_s`` (an asynchronous run's latency target per update)."""
+    ``deadline_s``: ``[budget] deadline_s`` (an asynchronous run's latency target per update). ``stragglers``
+    other than ``"keep"`` applies to rounds only (a free slot takes one device: no round's stragglers to leave
+    out)."""
     family = "async" if asynchronous else round_mode
     for kind in KINDS:
         name = getattr(config, kind)
@@ -235,6 +247,9 @@ def check_round_mode(config: ResourcesConfig, round_mode: str, asynchronous: boo
                              f"update's latency target τ (s; an asynchronous run has no round budget T/G): {kind} = "
                              f"{name!r} does not apply to round_mode = {round_mode!r} without it; expected "
                              f"{default!r} or deadline_s set")
+    if asynchronous and config.stragglers != "keep":
+        raise ValueError(f"stragglers = {config.stragglers!r} with round_mode = {round_mode!r} does not apply: a free "
+                         f"slot takes one device, it excludes no round's stragglers; expected 'keep'")
 
 
 def check_config(config: ResourcesConfig, system: SystemConfig, algorithms=(), self_scheduling=()) -> None:

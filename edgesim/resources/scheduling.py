@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from . import formulas
-from .policies import register_policy
+from .policies import declared, register_policy
 
 STREAM_SCHEDULE = 0x5C  # the scheduling policies' random stream (beside the channel's 0xC0-0xC4)
 
@@ -34,7 +34,12 @@ class ScheduleView:
     in; ``duration_s``: its last round's compute + upload time (s; ``nan``: never);
     ``utility``: the backend's statistical utility of its last update (Oort's
     ``|B_i| sqrt(mean loss²)``; ``nan``: none reported); ``uniform``: the round's
-    common random numbers in [0, 1); ``pointer``: round robin's next device.
+    common random numbers in [0, 1); ``pointer``: round robin's next device;
+    ``sharing``: K, the devices a round takes (the backend's, else the last
+    round's count; 0: not known yet); ``config``: the ``[resources]`` table (its
+    options); ``utility_history``: each past round's summed reported utility;
+    ``energy_spent_j``: each device's compute + radio energy so far (J);
+    ``battery_j``: its ``system.battery_j`` (J; ``None``: unlimited).
     """
 
     round_index: int
@@ -55,12 +60,41 @@ class ScheduleView:
     pointer: int
     exploration: float
     alpha: float
+    sharing: int = 1
+    config: Optional[object] = None
+    utility_history: tuple = ()
+    energy_spent_j: Optional[np.ndarray] = None
+    battery_j: Optional[np.ndarray] = None
 
     def predicted_s(self) -> np.ndarray:
         """Each device's predicted compute + upload time alone on the band, ``C / f + s / r`` (s)."""
         with np.errstate(divide="ignore", invalid="ignore"):
             up = np.where(self.upload_bits > 0, self.upload_bits / self.rate_bps, 0.0)
         return self.cycles / self.cpu_freq_hz + up
+
+    def shared_rate_bps(self) -> np.ndarray:
+        """The rate on the band a device will get (bit/s): FDMA ``B / K`` (``K`` = ``sharing``, the uploads that share
+        the band: ``equal_static``'s share and the least processor sharing gives while all K are on air), Eq. (8)
+        rescaled from the full-band rate (``g p / N0 = B (2^{r/B} − 1)``); TDMA (its turn on the whole band) or
+        ``K`` ≤ 1: the full-band rate."""
+        if self.access != "fdma" or self.sharing <= 1:
+            return self.rate_bps
+        b = self.bandwidth_hz
+        snr_hz = b * np.expm1(np.log(2.0) * self.rate_bps / b)
+        share = b / self.sharing
+        return share * np.log1p(snr_hz / share) / np.log(2.0)
+
+    def predicted_shared_s(self) -> np.ndarray:
+        """Each device's predicted compute + upload time on the band it will get, ``C / f + s / r(B / K)`` (s)."""
+        rate = self.shared_rate_bps()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            up = np.where(self.upload_bits > 0, self.upload_bits / rate, 0.0)
+        return self.cycles / self.cpu_freq_hz + up
+
+    def stragglers(self) -> np.ndarray:
+        """The devices that cannot meet the round's budget τ even alone on the whole band at their maximum power and
+        frequency, ``C / f_max + s / r(B, p_max) > τ`` (bool per device)."""
+        return self.predicted_s() > self.deadline_s
 
 
 def ranked(scores: np.ndarray, uniform: np.ndarray) -> tuple[int, ...]:
@@ -106,33 +140,53 @@ class FastestScheduling:
 
 @register_policy("scheduling", "deadline_feasible")
 class DeadlineFeasibleScheduling:
-    """Only devices that can finish within the round's budget (C / f + s / r ≤ τ alone on the band), random among
-    them."""
+    """Only devices that can finish within the round's budget on the band they will get, random among them.
+
+    C / f + s / r ≤ τ with r on FDMA's B / K (TDMA: the whole band)."""
 
     needs_deadline = True
 
     def allocate(self, v: ScheduleView) -> np.ndarray:
-        return np.where(v.predicted_s() <= v.deadline_s, v.uniform, -np.inf)
+        return np.where(v.predicted_shared_s() <= v.deadline_s, v.uniform, -np.inf)
 
 
 @register_policy("scheduling", "age")
 class AgeScheduling:
-    """The longest since last scheduled first (never scheduled: first of all)."""
+    """Pure staleness: the longest since last scheduled first (never scheduled: first of all); round robin in effect."""
 
     def allocate(self, v: ScheduleView) -> np.ndarray:
         return np.where(v.last_round < 0, np.inf, v.round_index - v.last_round).astype(float)
 
 
+@register_policy("scheduling", "age_channel")
+class AgeChannelScheduling:
+    """Age of update with the channel (Yang, Arafa, Quek, Poor, ICASSP 2020): A_k^ν · log2(1 + SNR_k) first."""
+
+    options = ("age_exponent",)
+
+    def allocate(self, v: ScheduleView) -> np.ndarray:
+        snr_hz = v.bandwidth_hz * np.expm1(np.log(2.0) * v.rate_bps / v.bandwidth_hz)  # g p / N0 from r(B)
+        return formulas.age_channel_priority(v.round_index, v.last_round, snr_hz / v.bandwidth_hz,
+                                             max(int(v.sharing), 1), v.config.age_exponent)
+
+
 @register_policy("scheduling", "oort")
 class OortScheduling:
-    """Oort (Lai et al., OSDI 2021): statistical utility × (T / t_i)^α for stragglers, with ε exploration."""
+    """Oort as published (Lai et al., OSDI 2021, Alg. 1): utility sampling, decaying ε, pacer, blacklist.
 
-    options = ("oort_exploration", "oort_alpha")
+    Utility-proportional sampling above c × the K-th utility, (T / t_i)^α for stragglers."""
+
+    options = ("oort_exploration", "oort_decay", "oort_exploration_min", "oort_alpha", "oort_cutoff",
+               "oort_pacer_window", "oort_pacer_step", "oort_blacklist_rounds")
     needs_deadline = True
 
     def allocate(self, v: ScheduleView) -> np.ndarray:
-        return formulas.oort_scores(v.round_index, v.utility, v.duration_s, v.last_round, v.deadline_s,
-                                    v.exploration, v.alpha, v.rate_bps, v.uniform)
+        c = v.config
+        return formulas.oort_selection(
+            v.round_index, v.sharing, v.utility, v.duration_s, v.last_round, v.rounds_taken, v.utility_history,
+            v.rate_bps, v.uniform, deadline_s=v.deadline_s, exploration=c.oort_exploration, decay=c.oort_decay,
+            exploration_min=c.oort_exploration_min, alpha=c.oort_alpha, cutoff=c.oort_cutoff,
+            pacer_window=c.oort_pacer_window, pacer_step=c.oort_pacer_step, blacklist_rounds=c.oort_blacklist_rounds)
 
 
 class Scheduler:
@@ -145,7 +199,8 @@ class Scheduler:
     device (:meth:`scores`; :mod:`edgesim.asynchrony`, docs/asynchrony.md).
     """
 
-    def __init__(self, config, system, budget, seed: int, expected_work=None, deadline_s=None):
+    def __init__(self, config, system, budget, seed: int, expected_work=None, deadline_s=None,
+                 clients_per_round=None):
         from .policies import POLICIES
 
         self.config = config
@@ -172,6 +227,21 @@ class Scheduler:
         self.upload_bits = np.full(n, np.nan)
         self.utility = np.full(n, np.nan)
         self.pointer = 0
+        # K, the uploads the band is shared among: the backend's, else how many took part in the last round
+        self.clients_per_round = None if clients_per_round is None else int(clients_per_round)
+        self.last_taken = 0
+        self.excluded: tuple[int, ...] = ()  # the last ranking's stragglers (stragglers = "exclude")
+        self.utility_history: list[float] = []  # each round's summed reported utility (Oort's pacer)
+        self.energy_spent_j = np.zeros(n)  # each device's compute + radio energy so far (J)
+        batteries = getattr(system, "batteries_j", None)
+        self.battery_j = None if batteries is None else np.asarray(batteries, dtype=float)
+
+    @staticmethod
+    def needed(config) -> bool:
+        """Whether a run with this ``[resources]`` table ranks its devices: its scheduling policy ranks (it
+        declares ``ranks``), or stragglers are excluded (``stragglers = "exclude"``: the uniform draw, stragglers
+        left out)."""
+        return declared("scheduling", config.scheduling).ranks or getattr(config, "stragglers", "keep") == "exclude"
 
     def _predicted(self, seen: np.ndarray, expected: Optional[np.ndarray]) -> np.ndarray:
         """What a device did last time; else what the backend expects; else the mean of the devices seen; else 0."""
@@ -202,14 +272,20 @@ class Scheduler:
             last_round=self.last_round.copy(), rounds_taken=self.rounds_taken.copy(),
             duration_s=self.duration_s.copy(), utility=self.utility.copy(), uniform=uniform, pointer=self.pointer,
             exploration=float(self.config.oort_exploration), alpha=float(self.config.oort_alpha),
+            sharing=self.clients_per_round if self.clients_per_round is not None else self.last_taken,
+            config=self.config, utility_history=tuple(self.utility_history),
+            energy_spent_j=self.energy_spent_j.copy(), battery_j=self.battery_j,
         )
         where = f"[resources] scheduling = {self.name!r}: round {round_index}"
         try:
             scores = self.policy.allocate(view)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - a plugin's failure (sys.exit too), reported in one line
             raise PolicyError(f"{where}: raised {type(e).__name__}: {e}; expected an answer") from None
+        exclude = getattr(self.config, "stragglers", "keep") == "exclude"
         if scores is None:
-            return None
+            if not exclude:
+                return None
+            scores = uniform  # the algorithm's uniform draw, as a ranking of the round's random numbers
         try:
             scores = np.asarray(scores, dtype=float).reshape(-1)
         except (TypeError, ValueError):
@@ -217,6 +293,10 @@ class Scheduler:
         if scores.size != self.n or np.isnan(scores).any():
             raise PolicyError(f"{where}: returned {scores.size} scores (nan: {int(np.isnan(scores).sum())}); "
                               f"expected {self.n} numbers, one per device (-inf: not this round), none nan")
+        if exclude:
+            late = view.stragglers()
+            self.excluded = tuple(int(d) for d in np.flatnonzero(late))
+            scores = np.where(late, -np.inf, scores)
         return scores, uniform
 
     def observe(self, round_index: int, rows, work_by_device, losses=None) -> None:
@@ -238,9 +318,15 @@ class Scheduler:
             self.cycles[d] = cycles
             self.upload_bits[d] = float(work.upload_bits)
             self.duration_s[d] = row.download_s + row.compute_s + row.upload_airtime_s
+        for row in rows:
+            self.energy_spent_j[row.device] += row.radio_energy_j + row.compute_energy_j
         self.pointer = (self.pointer + taken) % self.n
+        self.last_taken = taken
+        heard = 0.0
         for d, loss in (losses or {}).items():
             self.utility[int(d)] = formulas.oort_statistical_utility(loss.sum_sq_loss, loss.n_samples)
+            heard += self.utility[int(d)]
+        self.utility_history.append(heard)
 
     def started(self, index: int, device: int) -> None:
         """An asynchronous run started update ``index`` on ``device``: its age counts from here; round robin's
@@ -258,7 +344,9 @@ class Scheduler:
     def state_dict(self) -> dict:
         return {"last_round": self.last_round.tolist(), "rounds_taken": self.rounds_taken.tolist(),
                 "duration_s": self.duration_s.tolist(), "cycles": self.cycles.tolist(),
-                "upload_bits": self.upload_bits.tolist(), "utility": self.utility.tolist(), "pointer": self.pointer}
+                "upload_bits": self.upload_bits.tolist(), "utility": self.utility.tolist(), "pointer": self.pointer,
+                "last_taken": self.last_taken, "utility_history": list(self.utility_history),
+                "energy_spent_j": self.energy_spent_j.tolist()}
 
     def load_state_dict(self, state) -> None:
         self.last_round = np.asarray(state["last_round"], dtype=np.int64)
@@ -266,3 +354,6 @@ class Scheduler:
         for key in ("duration_s", "cycles", "upload_bits", "utility"):
             setattr(self, key, np.asarray(state[key], dtype=float))
         self.pointer = int(state["pointer"])
+        self.last_taken = int(state.get("last_taken", 0))
+        self.utility_history = [float(x) for x in state.get("utility_history", [])]
+        self.energy_spent_j = np.asarray(state.get("energy_spent_j", np.zeros(self.n)), dtype=float)

@@ -35,7 +35,11 @@ def flatten(config: Mapping, prefix: str = "") -> dict:
 # edgesim.resources.ResourcesConfig's (tests/test_resources.py checks they agree; None-valued keys are left out).
 OMITTED_WHEN_DEFAULT = {
     "resources": {"scheduling": "random", "bandwidth": "equal", "power": "fixed", "cpu_freq": "max",
-                  "oort_exploration": 0.1, "oort_alpha": 2.0},
+                  "oort_exploration": 0.9, "oort_decay": 0.98, "oort_exploration_min": 0.2, "oort_alpha": 2.0,
+                  "oort_cutoff": 0.95, "oort_pacer_window": 20, "oort_pacer_step": 0.1, "oort_blacklist_rounds": 0,
+                  "age_exponent": 1.0,
+                  "energy_weight": 1.0,
+                  "time_price_j_per_s": 1.0, "stragglers": "keep"},
 }
 
 
