@@ -30,6 +30,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
+from edgesim.learning.config import LOCAL_POOL
 from edgesim.learning.executors import as_generator
 from edgesim.learning.models import draw_seed
 from edgesim.learning.tasks import LocalTrainResult
@@ -100,7 +101,7 @@ class _Worker:
         except Exception as e:  # noqa: BLE001 - the parent raises it (or, unpicklable, its text)
             try:
                 return cloudpickle.dumps(("error", e))
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - an unpicklable error goes back as its text
                 return pickle.dumps(("error", RuntimeError(f"{type(e).__name__}: {e}\n{traceback.format_exc()}")))
 
 
@@ -179,19 +180,19 @@ class LocalPool:
 
 class RayPool:
     """``n`` Ray actors (``address``: a cluster's; ``None``: a Ray started on this machine with ``n × threads``
-    CPUs, stopped by :meth:`close`), each with ``num_cpus = threads`` and an equal share of the GPUs, if any."""
+    CPUs, stopped by :meth:`close`), each with ``num_cpus = threads`` and an equal share of the GPUs, if any.
+    ``ray``: the imported ``ray`` module and ``before_join`` what to call before joining ``address``, both handed
+    down by the application (:mod:`edgesim.scenarios`), which owns Ray's import and its cluster settings."""
 
-    def __init__(self, n: int, loaded: Mapping[tuple, Any], executor, threads: int,
-                 address: Optional[str] = None) -> None:
+    def __init__(self, n: int, loaded: Mapping[tuple, Any], executor, threads: int, ray,
+                 address: Optional[str] = None, before_join: Optional[Any] = None) -> None:
         import logging
 
-        from edgesim.scenarios.sweep import _ray_auth_env, import_ray
-
-        ray = import_ray()
         self.ray, self.owns = ray, not ray.is_initialized()
         if self.owns:
             if address:
-                _ray_auth_env()
+                if before_join is not None:  # the application's set-up for joining a cluster (its auth token)
+                    before_join()
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
                 ray.init(address="local", num_cpus=n * threads, include_dashboard=False, log_to_driver=False,
@@ -223,12 +224,13 @@ class WorkerExecutor:
     worker, every call: a process of its own would only add the transfers).
     """
 
-    def __init__(self, executor, n: int, ctx, threads: int = 1, pool: str = "local",
-                 address: Optional[str] = None) -> None:
+    def __init__(self, executor, n: int, ctx, threads: int = 1, pool: str = LOCAL_POOL,
+                 address: Optional[str] = None, ray=None, before_join=None) -> None:
         if getattr(executor, "name", None) != "sequential":
             raise ValueError(f"client workers train with the sequential executor (got {executor.name!r}): the "
                              f"vectorised one batches clients, so a worker's share would round differently")
         self.executor, self.n, self.threads, self.kind, self.address = executor, n, threads, pool, address
+        self.ray, self.before_join = ray, before_join
         self.name = executor.name
         self.loaded = {**context_tensors(ctx), MODEL_KEY: ctx.model}
         self.names = {id(v): k for k, v in self.loaded.items()}
@@ -240,14 +242,15 @@ class WorkerExecutor:
 
     def pool(self):
         if self._pool is None:
-            make = LocalPool if self.kind == "local" else RayPool
-            extra = {} if self.kind == "local" else {"address": self.address}
+            make = LocalPool if self.kind == LOCAL_POOL else RayPool
+            extra = {} if self.kind == LOCAL_POOL else {"ray": self.ray, "address": self.address,
+                                                        "before_join": self.before_join}
             self._pool = make(self.n, self.loaded, self.executor, self.threads, **extra)
         return self._pool
 
     def run(self, model, task, start_params: list, data: list, generators: list) -> LocalTrainResult:
         k = len(start_params)
-        if k < 2 or (self.n < 2 and self.kind == "local"):
+        if k < 2 or (self.n < 2 and self.kind == LOCAL_POOL):
             return self.executor.run(model, task, start_params, data, generators)
         if not (k == len(data) == len(generators)):
             raise ValueError(f"start_params, datasets and generators must have one entry per client "

@@ -27,6 +27,8 @@ BACKENDS = ("torch", "parametric")
 PRECISIONS = ("float32", "bfloat16")  # edgesim.learning.numerics
 MEMORY_FORMATS = ("channels_last", "contiguous")
 PARAMETRIC = "parametric"  # the one "algorithm" of a physics-only run
+LOCAL_POOL, RAY_POOL = "local", "ray"  # where [run] client_workers train: local processes or Ray actors
+CLIENT_POOLS = (LOCAL_POOL, RAY_POOL)
 DEFAULT_ALGORITHMS = ["fedavg", "fedprox", "local"]
 
 

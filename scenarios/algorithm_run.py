@@ -18,6 +18,7 @@ from edgesim.backend import DeviceLoss, Diverged, loss_feedback
 from edgesim.budget import InfeasibleBudgetError
 from edgesim.config import ConfigError
 from edgesim.engine import Simulation
+from edgesim.learning.config import LOCAL_POOL, RAY_POOL
 from edgesim.results.metrics import final_accuracy
 from edgesim.scenarios import checkpoint
 from edgesim.scenarios.checkpoint import AlgorithmRun
@@ -314,7 +315,7 @@ class LossReportingBuilder:
         return getattr(self.build, name)
 
 
-def make_backends(sc: Scenario, client_pool: str = "local", ray_address: Optional[str] = None
+def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Optional[str] = None
                   ) -> tuple[Callable, float, dict]:
     """``(build_backend, model_bits, extra summary)`` of a scenario; data errors are :class:`ConfigError`.
 
@@ -365,14 +366,19 @@ def make_backends(sc: Scenario, client_pool: str = "local", ray_address: Optiona
     check_encodings(sc)
     ctx.measure = build.measure = evaluation_of(sc, ctx)  # set to each round by run_algorithm
     workers = sc.learning["run"].client_workers or 1
-    if workers > 1 or client_pool == "ray":
+    if workers > 1 or client_pool == RAY_POOL:
         import torch
 
         from edgesim.learning.client_workers import WorkerExecutor
 
+        ray = {}
+        if client_pool == RAY_POOL:  # the application owns Ray's import and how a cluster is joined
+            from edgesim.scenarios.ray_cluster import import_ray, ray_auth_env
+
+            ray = {"ray": import_ray(), "before_join": ray_auth_env}
         try:
             ctx.executor = WorkerExecutor(ctx.executor, workers, ctx, threads=torch.get_num_threads(),
-                                          pool=client_pool, address=ray_address)
+                                          pool=client_pool, address=ray_address, **ray)
         except ValueError as e:
             raise ConfigError(f"{sc.path}: [run] client_workers = {workers}: {e} ([train] executor = "
                               f"{sc.learning['train'].executor!r}; expected \"sequential\", or \"auto\" on a "

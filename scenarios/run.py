@@ -30,7 +30,7 @@ from typing import Callable, Optional
 import tomli_w
 
 from edgesim.config import ConfigError, as_written
-from edgesim.learning.config import PARAMETRIC
+from edgesim.learning.config import CLIENT_POOLS, LOCAL_POOL, PARAMETRIC, RAY_POOL
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.records import UPDATE_FIELDS
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, ROUNDS, SUMMARY
@@ -267,7 +267,7 @@ def run_scenario(
     jobs: int = 1,
     formats: tuple[str, ...] = ("png",),
     argv: Optional[list[str]] = None,
-    client_executor: str = "local",
+    client_executor: str = LOCAL_POOL,
     ray_address: Optional[str] = None,
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
@@ -295,14 +295,14 @@ def run_scenario(
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ConfigError(f"⟨jobs=⟩{jobs!r}: expected an integer >= 1")
-    if client_executor not in ("local", "ray"):
-        raise ConfigError(f"⟨executor=⟩{client_executor!r}: expected 'local' or 'ray'")
-    if ray_address and client_executor != "ray":
+    if client_executor not in CLIENT_POOLS:
+        raise ConfigError(f"⟨executor=⟩{client_executor!r}: expected one of {', '.join(CLIENT_POOLS)}")
+    if ray_address and client_executor != RAY_POOL:
         raise ConfigError("⟨ray-address⟩ needs ⟨executor=⟩ray")
-    if client_executor == "ray" and jobs > 1:
+    if client_executor == RAY_POOL and jobs > 1:
         raise ConfigError(f"⟨jobs=⟩{jobs} with ⟨executor=⟩ray: the Ray actors train one algorithm's clients; "
                           f"expected ⟨jobs=⟩1 (the algorithms one after another)")
-    if client_executor == "ray" and sc.physics_only:
+    if client_executor == RAY_POOL and sc.physics_only:
         raise ConfigError("⟨executor=⟩ray: a physics-only run trains no clients; expected ⟨executor=⟩local")
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume)
@@ -320,7 +320,7 @@ def run_scenario(
 
 def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resume: bool, overwrite: bool,
                   say: Optional[Callable[[str], None]], workers, formats: tuple[str, ...],
-                  argv: Optional[list[str]], clients: tuple = ("local", None)) -> Path:
+                  argv: Optional[list[str]], clients: tuple = (LOCAL_POOL, None)) -> Path:
     say = say or (lambda line: None)
     if resume and overwrite:
         raise ConfigError("⟨resume⟩ and ⟨overwrite⟩: give one of them (go on with a run, or replace it)")

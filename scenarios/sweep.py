@@ -43,6 +43,7 @@ from edgesim.results.files import SWEEP_SPEC as SWEEP_JSON
 from edgesim.results.files import SWEEP_TABLE as SWEEP_CSV
 from edgesim.results.writing import RunFolder, atomic_write_bytes, csv_text
 from edgesim.scenarios.progress import SweepProgress
+from edgesim.scenarios.ray_cluster import import_ray, ray_auth_env
 from edgesim.scenarios.schema import DEFAULT_SCENARIO, load_scenario, parse_override
 from edgesim.scenarios.threads import resolve_threads, set_threads, usable_cores
 from edgesim.scenarios.threads import threads as threads_for
@@ -323,25 +324,6 @@ def run_in_processes(tasks: list[dict], jobs: int, threads: int, on_done: Callab
     pool.shutdown(wait=True)
 
 
-def _ray_auth_env() -> None:
-    """Joining a cluster by address: use the local auth token if there is one (Ray only does so for ``auto``)."""
-    if "RAY_AUTH_MODE" in os.environ:
-        return
-    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH", Path.home() / ".ray" / "auth_token"))
-    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
-        os.environ["RAY_AUTH_MODE"] = "token"
-
-
-def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(
-            "⟨executor=⟩ray needs Ray: pip install -c constraints.txt -e '.[ray]' (or: pip install ray)"
-        ) from None
-    return ray
-
-
 def run_ray(
     tasks: list[dict], jobs: Optional[int], threads: int, address: Optional[str], on_done: Callable[[dict], None]
 ) -> int:
@@ -354,7 +336,7 @@ def run_ray(
 
     ray = import_ray()
     if address:
-        _ray_auth_env()
+        ray_auth_env()
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     else:
         jobs = jobs or max(1, usable_cores() // threads)
