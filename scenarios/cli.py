@@ -592,7 +592,7 @@ def plot(
     sweeps, runs, written = [], [], []
     for f in folders:
         kind = folder_kind(f)
-        if kind is None and (f / MARKER).is_file():  # an unfinished run: its reader's line says how to finish it
+        if (f / MARKER).is_file():  # an unfinished run (rounds.csv or not): its reader's line says how to finish it
             try:
                 expand([f], holders=False)
             except ConfigError as e:

@@ -9,10 +9,11 @@ temporary name, so a failure never leaves a half-written one.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
-from edgesim.results.reading import RunFolderError
+from edgesim.results.reading import RunFolderError, UnfinishedRunWarning
 from edgesim.results.writing import add_to_manifest, atomic_write_bytes, csv_text
 
 OUTPUTS = ("leaderboard.csv", "paired.csv", "leaderboard.md", "tta_vs_bandwidth.png", "accuracy_vs_time_extremes.png",
@@ -57,7 +58,8 @@ def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence
     """Build the report of ``paths`` (run and sweep folders) and write it into ``out``; returns the files written.
     ``baselines``: algorithms every other is also paired against (``--baseline``); ``sustain``, ``rank_by``: the
     crossing rule's k (``--sustain``) and the order (``--rank-by``) of :func:`edgesim.plots.report.build`;
-    ``say`` gets one line per algorithm that diverged in some run (which runs, from which round). ``reference``
+    ``say`` gets one line per algorithm that diverged in some run (which runs, from which round) and per unfinished
+    run left out of a folder of runs. ``reference``
     (``--reference KEY=VALUE``, e.g. the default policies): every grid point is also paired, seed by seed, with the
     point that has these values and the same others (``against_reference.csv``, a section of ``leaderboard.md``)
     and drawn as device energy against time to accuracy (``energy_vs_time.png``)."""
@@ -76,7 +78,14 @@ def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence
 
     out = Path(out)
     check_report_out(out)
-    report = build(paths, thresholds, baselines, sustain, rank_by)
+    with warnings.catch_warnings(record=True) as caught:  # an unfinished run left out: one line through say
+        warnings.simplefilter("always")
+        report = build(paths, thresholds, baselines, sustain, rank_by)
+    for w in caught:
+        if issubclass(w.category, UnfinishedRunWarning) and say is not None:
+            say(str(w.message))
+        else:
+            warnings.warn(w.message, w.category, stacklevel=2)
     comp = comparison(report, parse_reference(reference)) if reference else None
     for line in report_divergence_notes(report) if say is not None else []:
         say(line)

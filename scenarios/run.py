@@ -40,7 +40,7 @@ from edgesim.results.writing import LiveCsv, RunFolder, RunLock, check_out, is_f
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.algorithm_run import check_budgets, make_backends, resolved_config, run_algorithm
 from edgesim.scenarios.checkpoint import AlgorithmRun
-from edgesim.scenarios.provenance import now, provenance
+from edgesim.scenarios.provenance import changed_inputs, input_files, now, provenance
 from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
 from edgesim.scenarios.tracking import check_available as check_tracking
@@ -334,15 +334,18 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     folder = RunFolder(out)
     resuming = False
     saved: dict = {}
+    inputs = input_files(sc)
     if resume:
         if folder.final.is_dir() and is_finished(folder.final):
             checkpoint.check_same_scenario(folder.final / CONFIG, config)
+            _check_same_inputs(folder.final, inputs)
             say(f"{folder.final} has already finished; nothing to resume")
             return folder.final
         if is_started_run(folder.work):  # stopped before it wrote its scenario: nothing to go on from
             say(f"{folder.work} was stopped before it wrote its {CONFIG}: starting from scratch in it")
         elif folder.work.is_dir() and any(folder.work.iterdir()):
             checkpoint.check_same_scenario(folder.work / CONFIG, config)
+            _check_same_inputs(folder.work, inputs)
             resuming = True
             # read (and so check) every checkpoint before anything is written
             saved = {name: checkpoint.load(folder.work, name, fp) for name in sc.learning["run"].algorithms}
@@ -362,6 +365,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
     run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now(), argv=argv,
                           plugins=sc.learning["run"].plugins)
+    if inputs:
+        run_json["inputs"] = inputs
     if not sc.physics_only:  # how training rounded and laid out its numbers, on what hardware
         from edgesim.learning.context import training_numerics
         from edgesim.learning.device import compute_device
@@ -454,6 +459,21 @@ def plugin_exit(e: BaseException, where: str) -> BaseException:
 
     return PluginError(f"{where}: the run's code called sys.exit({e.code!r}) (a plugin's algorithm, policy or "
                        f"codec?); expected it to return or raise an error")
+
+
+def _check_same_inputs(folder: Path, inputs: dict) -> None:
+    """Refuse to resume ``folder`` when a file it read at its start (``run.json``'s ``inputs``: the data set, the
+    availability trace) now reads differently: a run of two data sets would be reported as one."""
+    try:
+        recorded = json.loads((folder / RUN_JSON).read_text()).get("inputs", {})
+    except (OSError, ValueError, AttributeError):
+        return  # a run folder from before run.json (or its inputs): nothing to compare
+    if not isinstance(recorded, dict):
+        return
+    change = changed_inputs(recorded, inputs)
+    if change is not None:
+        raise ConfigError(f"⟨resume⟩: {folder} cannot go on: {change}; a run on two data sets would be reported as "
+                          "one. Restore the file, or run again from scratch (⟨+overwrite⟩, or another ⟨out⟩)")
 
 
 def failure_note(e: BaseException) -> str:

@@ -45,6 +45,11 @@ class DivergedWarning(UserWarning):
     """:func:`load_runs` read a run in which an algorithm diverged (one warning per algorithm and run)."""
 
 
+class UnfinishedRunWarning(UserWarning):
+    """:func:`expand` left out an unfinished run (``X.incomplete`` with its ``INCOMPLETE`` marker) it found in a
+    folder of runs: one warning naming it (its results are not results)."""
+
+
 class RunFolderError(ConfigError):
     """A folder that is not a readable run or sweep folder (or not one edgesim may use), or runs that may not
     be combined; the message is one line naming the file."""
@@ -414,7 +419,9 @@ class Found:
 def expand(paths: Iterable[str | Path] | str | Path, *, holders: bool = True) -> list[Found]:
     """The run folders of ``paths``, in order: a run folder (``rounds.csv``) stands for itself, a sweep
     folder (``sweep.json``) for its finished runs in its order, and (``holders``) a folder holding run or
-    sweep folders for them, sorted by name. Anything else: :class:`RunFolderError`, one line."""
+    sweep folders for them, sorted by name. An unfinished run (its ``INCOMPLETE`` marker) given itself is refused;
+    one inside a folder of runs is left out with an :class:`UnfinishedRunWarning` naming it. Anything else:
+    :class:`RunFolderError`, one line."""
     found: list[Found] = []
     for p in [paths] if isinstance(paths, (str, Path)) else paths:
         p = Path(p)
@@ -425,16 +432,21 @@ def expand(paths: Iterable[str | Path] | str | Path, *, holders: bool = True) ->
             if not runs:
                 raise RunFolderError(f"{p}: a sweep folder with no finished run; run the sweep first")
             found += runs
+        elif (p / MARKER).is_file():  # a killed or failed run, whatever it holds: what it lacks is to be finished
+            raise RunFolderError(f"{p}: an unfinished run (its {MARKER} marker says why); finish it by "
+                                 f"running it again with ⟨resume⟩, then use the finished folder")
         elif (p / ROUNDS).is_file():
             found.append(Found(p))
         elif not p.exists():
             raise RunFolderError(f"{p}: no such folder; expected a run folder ({ROUNDS}) or a sweep folder "
                                  f"({SWEEP_SPEC})")
         elif holders and p.is_dir() and any((c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file() for c in p.iterdir()):
-            found += expand(sorted(c for c in p.iterdir() if (c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file()))
-        elif (p / MARKER).is_file():  # a killed or failed run: what it lacks is to be finished
-            raise RunFolderError(f"{p}: an unfinished run (its {MARKER} marker says why); finish it by "
-                                 f"running it again with ⟨resume⟩, then use the finished folder")
+            held = sorted(c for c in p.iterdir() if (c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file())
+            for c in held:
+                if (c / MARKER).is_file():
+                    warnings.warn(f"{c}: an unfinished run (its {MARKER} marker says why), left out: its rows are not "
+                                  "results until it has finished", UnfinishedRunWarning, stacklevel=2)
+            found += expand([c for c in held if not (c / MARKER).is_file()])
         else:
             holding = ", nor a folder holding them" if holders else ""
             raise RunFolderError(f"{p}: neither a run folder ({ROUNDS}) nor a sweep folder ({SWEEP_SPEC}){holding}")

@@ -1,0 +1,119 @@
+"""Round five of bad input and faults (issue 53): resumes onto changed input, unfinished folders among finished
+ones, tracebacks, hangs, empty runs and missing bounds. Each test failed on the code before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import edgesim
+from edgesim.config import ConfigError
+from edgesim.scenarios.run import run_scenario
+
+
+def _npz(path: Path, seed: int = 0, n_classes: int = 4, label=None) -> Path:
+    rng = np.random.default_rng(seed)
+    y = np.arange(120) % n_classes
+    x = rng.integers(0, 256, size=(120, 1, 8, 8)).astype(np.uint8)
+    yt = np.arange(40) % n_classes
+    if label is not None:
+        y = y.astype(type(label) if isinstance(label, np.generic) else np.int64)
+        y[0] = label
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, x_train=x, y_train=y, x_test=x[:40], y_test=yt)
+    return path
+
+
+def _npz_scenario(data: Path, **extra):
+    return edgesim.load_scenario(None, data={"dataset": "npz", "data_dir": str(data.parent), "file": data.name,
+                                             "partition": "iid"},
+                                 system={"n_devices": 4}, budget={"rounds": 3},
+                                 run={"algorithms": ["fedavg"], "clients_per_round": 2, "checkpoint_every": 1},
+                                 **extra)
+
+
+class _Stop(KeyboardInterrupt):
+    pass
+
+
+def _stop_after_first_round(name, rec):
+    raise _Stop("stopped by the test")
+
+
+# ------------------------------------------------------------------------------------ 53.1: resume onto changed data
+
+
+def test_resume_after_the_data_file_changed_is_refused_in_one_line_naming_the_file(tmp_path):
+    data = _npz(tmp_path / "data" / "mine.npz")
+    out = tmp_path / "out"
+    with pytest.raises(_Stop):
+        run_scenario(_npz_scenario(data), out, on_round=_stop_after_first_round)
+    assert (tmp_path / "out.incomplete").is_dir()
+    recorded = json.loads((tmp_path / "out.incomplete" / "run.json").read_text())["inputs"]
+    assert list(recorded) == [str(data.resolve())]
+    _npz(data, seed=1)  # other pixels, the same shapes
+    with pytest.raises(ConfigError) as e:
+        run_scenario(_npz_scenario(data), out, resume=True)
+    line = str(e.value)
+    assert "\n" not in line and str(data.resolve()) in line and "SHA-256" in line and "changed" in line
+    # the folder is untouched; with the old bytes back the resume goes on and finishes
+    _npz(data, seed=0)
+    assert run_scenario(_npz_scenario(data), out, resume=True) == out
+    assert json.loads((out / "run.json").read_text())["inputs"] == recorded
+
+
+# ------------------------------------------------------------------------------------ 53.1/53.6: unfinished folders
+
+
+TINY = {"system": {"n_devices": 4}, "budget": {"rounds": 3},
+        "run": {"algorithms": ["fedavg"], "clients_per_round": 2, "checkpoint_every": 1}}
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory) -> Path:
+    """A folder holding a finished run ``done`` and a killed run's ``killed.incomplete`` (stopped after round 0)."""
+    root = tmp_path_factory.mktemp("parent")
+    run_scenario(edgesim.load_scenario(None, **TINY), root / "done")
+    with pytest.raises(_Stop):
+        run_scenario(edgesim.load_scenario(None, **TINY), root / "killed", on_round=_stop_after_first_round)
+    assert (root / "killed.incomplete" / "rounds.csv").is_file()
+    return root
+
+
+def test_report_of_a_parent_leaves_an_unfinished_run_out_naming_it(parent, tmp_path):
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    result = CliRunner().invoke(app, ["report", str(parent), "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {parent / 'killed.incomplete'}: an unfinished run" in result.output
+    board = (tmp_path / "rep" / "leaderboard.csv").read_text()
+    assert "killed" not in board and str(parent / "done") not in result.output.replace("rep", "")
+
+
+def test_load_runs_of_a_parent_leaves_the_unfinished_run_out_with_a_warning(parent):
+    from edgesim.results.reading import UnfinishedRunWarning
+
+    with pytest.warns(UnfinishedRunWarning, match="killed.incomplete: an unfinished run"):
+        frame = edgesim.load_runs(parent)
+    assert set(frame["run"]) == {str(parent / "done")}
+
+
+def test_report_plot_and_load_runs_of_an_unfinished_run_itself_are_refused(parent, tmp_path):
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    killed = parent / "killed.incomplete"
+    with pytest.raises(edgesim.RunFolderError, match="an unfinished run"):
+        edgesim.load_runs(killed)
+    for command in (["report", str(killed), "--out", str(tmp_path / "rep")],
+                    ["plot", str(killed), "--out", str(tmp_path / "fig")]):
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 2 and "an unfinished run" in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "rep").exists() and not (tmp_path / "fig").exists()
