@@ -413,11 +413,12 @@ def run(
             continue
         final = (
             f"final {a['final_accuracy']:.3f} (plateau at round {a['final_round']}, {a['final_time_s']:.1f} s)"
-            if a["plateau_reached"]
+            if a["plateau_reached"] and a["final_accuracy"] is not None
             else "no plateau yet"
         )
+        last = "no evaluated round" if a["last_accuracy"] is None else f"accuracy {a['last_accuracy']:.3f}"
         typer.echo(
-            f"  {name:<10} accuracy {a['last_accuracy']:.3f} after {a['simulated_time_s']:.1f} s simulated; {final}; "
+            f"  {name:<10} {last} after {a['simulated_time_s']:.1f} s simulated; {final}; "
             f"uplink {a['total_bits_up'] / 1e6:.1f} Mbit; energy {a['total_energy_j']:.3g} J"
         )
     held = summary.get("samples_per_device")

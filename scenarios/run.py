@@ -76,6 +76,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
     ``time_to_accuracy_within_budget_s`` (a crossing after T counts as not
     reached), beside the final accuracy by the plateau rule over all rounds run.
     An algorithm whose every upload was dropped is flagged (``every_upload_dropped``) and named in ``warnings``.
+    The final, last and best accuracies are those of the rounds that evaluated (``async.eval_every`` > 1 leaves
+    some aggregations without an accuracy).
     """
     run_cfg = sc.learning["run"]
     budget_s = float(sc.budget.total_time_s)

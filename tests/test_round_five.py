@@ -117,3 +117,29 @@ def test_report_plot_and_load_runs_of_an_unfinished_run_itself_are_refused(paren
         assert result.exit_code == 2 and "an unfinished run" in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1
     assert not (tmp_path / "rep").exists() and not (tmp_path / "fig").exists()
+
+
+# ------------------------------------------------------------------------------------ 53.1: tracebacks
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_fedbuff_whose_last_aggregation_is_not_evaluated_summarises_its_evaluated_ones(tiny_scenario, tmp_path):
+    result = _cli("run", str(tiny_scenario), "--out", str(tmp_path / "r"), "-q", "--set", "budget.round_mode=fedbuff",
+                  "--set", "budget.rounds=4", "--set", "async.eval_every=3", "--set", "run.algorithms=[fedavg]")
+    assert result.exit_code == 0, result.output
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "r" / "rounds.csv").open()))
+    evaluated = [float(r["accuracy"]) for r in rows if r["accuracy"] != ""]
+    assert len(rows) == 4 and len(evaluated) == 1
+    a = json.loads((tmp_path / "r" / "summary.json").read_text())["algorithms"]["fedavg"]
+    assert a["last_accuracy"] == a["best_accuracy"] == a["final_accuracy"] == evaluated[0]
+    assert a["final_round"] == 2
+    assert f"accuracy {evaluated[0]:.3f}" in result.output
