@@ -143,3 +143,25 @@ def test_fedbuff_whose_last_aggregation_is_not_evaluated_summarises_its_evaluate
     assert a["last_accuracy"] == a["best_accuracy"] == a["final_accuracy"] == evaluated[0]
     assert a["final_round"] == 2
     assert f"accuracy {evaluated[0]:.3f}" in result.output
+
+
+def test_an_availability_trace_of_random_bytes_is_one_line_naming_the_file(tmp_path):
+    from edgesim.availability import read_trace
+
+    bad = tmp_path / "trace.csv"
+    bad.write_bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+    with pytest.raises(ConfigError) as e:
+        read_trace(bad, 4)
+    assert str(bad) in str(e.value) and "not a UTF-8 text file" in str(e.value) and "\n" not in str(e.value)
+    nul = tmp_path / "nul.csv"
+    nul.write_bytes(b"device,start_s,end_s\n0,\x000,1\n")
+    with pytest.raises(ConfigError, match="nul.csv"):
+        read_trace(nul, 4)
+
+
+def test_a_trace_saved_as_a_spreadsheets_csv_utf8_with_bom_and_crlf_is_read(tmp_path):
+    from edgesim.availability import read_trace
+
+    path = tmp_path / "trace.csv"
+    path.write_bytes("device,start_s,end_s\r\n0,0,5\r\n1,2.5,7\r\n".encode("utf-8-sig"))
+    assert read_trace(path, 2) == [[0.0, 5.0], [2.5, 7.0]]
