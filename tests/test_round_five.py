@@ -165,3 +165,17 @@ def test_a_trace_saved_as_a_spreadsheets_csv_utf8_with_bom_and_crlf_is_read(tmp_
     path = tmp_path / "trace.csv"
     path.write_bytes("device,start_s,end_s\r\n0,0,5\r\n1,2.5,7\r\n".encode("utf-8-sig"))
     assert read_trace(path, 2) == [[0.0, 5.0], [2.5, 7.0]]
+
+
+@pytest.mark.parametrize("label", [10**9, 2**63 - 1, np.uint64(2**64 - 1), 1e9])
+def test_an_implausible_label_is_one_line_naming_file_and_array_before_any_model(tmp_path, label):
+    import time
+
+    data = _npz(tmp_path / "data" / "mine.npz", label=label)
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError) as e:
+        edgesim.run(_npz_scenario(data), tmp_path / "out", quiet=True)
+    assert time.monotonic() - t0 < 30
+    line = str(e.value)
+    assert "\n" not in line and "mine.npz" in line and "y_train" in line and "classes" in line, line
+    assert not (tmp_path / "out").exists()
