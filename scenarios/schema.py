@@ -32,6 +32,7 @@ from edgesim.curve import ParametricConfig
 from edgesim.learning.config import PARAMETRIC, RunConfig
 from edgesim.learning.config import SECTIONS as LEARNING_SECTIONS
 from edgesim.resources import ResourcesConfig
+from edgesim.scenarios.feasibility import check_scenario_ends
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
@@ -237,6 +238,8 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
     check_resources(resources, built["system"], built["budget"], learned.get("run"), where, learned)
+    run_rounds = learned["run"].rounds if learned.get("run") is not None else None
+    check_scenario_ends(built["system"], built["budget"], asynchrony, availability, resources, run_rounds, where)
     return Scenario(
         path=where,
         name=name,

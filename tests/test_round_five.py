@@ -179,3 +179,41 @@ def test_an_implausible_label_is_one_line_naming_file_and_array_before_any_model
     line = str(e.value)
     assert "\n" not in line and "mine.npz" in line and "y_train" in line and "classes" in line, line
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------ 53.3: nothing endless
+
+
+def _guarded(scenario: Path, out: Path, *sets: str, timeout_s: float = 90):
+    """``edgesim run`` in its own process with a wall-clock guard: (exit status, stderr lines); a hang fails."""
+    import os
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "edgesim.scenarios.cli", "run", str(scenario), "--out", str(out), "-q"]
+    for s in sets:
+        cmd += ["--set", s]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running after {timeout_s} s: {' '.join(sets)}")
+    return done.returncode, [line for line in done.stderr.splitlines() if line.strip()]
+
+
+ASYNC = ["run.algorithms=[fedavg]", "budget.rounds=3"]
+
+
+@pytest.mark.parametrize("sets, words", [
+    (["budget.round_mode=fedbuff", "async.buffer_size=1000000"], "buffer_size = 1000000"),
+    (["budget.round_mode=fedasync", "availability.model=markov", "availability.mean_on_s=1e-3",
+      "availability.mean_off_s=1e12"], "mean_off_s"),
+    (["budget.round_mode=fedasync", "availability.model=markov", "availability.mean_on_s=1e-300"], "mean_on_s"),
+    (["budget.round_mode=fedasync", "availability.model=markov", "availability.mean_on_s=0.002",
+      "availability.mean_off_s=1"], "mean_on_s = 0.002"),
+    (["budget.round_mode=fedbuff", "async.eval_every=100"], "eval_every = 100"),
+])
+def test_a_run_that_could_never_end_is_refused_in_one_line(tiny_scenario, tmp_path, sets, words):
+    code, lines = _guarded(tiny_scenario, tmp_path / "out", *ASYNC, *sets)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], lines
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.incomplete").exists()
