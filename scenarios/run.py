@@ -76,7 +76,9 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
     (the last round ending at or before T; ``None`` if none does) and
     ``time_to_accuracy_within_budget_s`` (a crossing after T counts as not
     reached), beside the final accuracy by the plateau rule over all rounds run.
-    An algorithm whose every upload was dropped is flagged (``every_upload_dropped``) and named in ``warnings``.
+    An algorithm whose every upload was dropped is flagged (``every_upload_dropped``) and named in ``warnings``;
+    so is one with rounds in which no device took part (``empty_rounds``, ``no_device_scheduled``: also when no
+    round or aggregation happened at all).
     The final, last and best accuracies are those of the rounds that evaluated (``async.eval_every`` > 1 leaves
     some aggregations without an accuracy).
     """
@@ -113,6 +115,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
             "total_wasted_bits": last.cum_wasted_bits if last else 0.0,
             "total_energy_j": last.cum_energy_j if last else 0.0,
             "every_upload_dropped": every_upload_dropped(recs),
+            "empty_rounds": [r.round_index for r in recs if not r.devices],
+            "no_device_scheduled": (not recs and sim.diverged is None) or any(not r.devices for r in recs),
             "diverged": sim.diverged,
         }
     warnings = [
@@ -120,6 +124,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         f"{sc.budget.round_deadline_s:g} s); nothing was learned from the devices"
         for name, a in algs.items() if a["every_upload_dropped"]
     ]
+    warnings += [empty_rounds_warning(sc, name, a["empty_rounds"], a["rounds"]) for name, a in algs.items()
+                 if a["no_device_scheduled"]]
     return {
         "scenario": sc.name,
         "seed": sc.seed,
@@ -134,6 +140,33 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         "warnings": warnings,
         **(extra or {}),
     }
+
+
+def _spans(indices: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"0-2, 5"``."""
+    spans: list[list[int]] = []
+    for i in indices:
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def empty_rounds_warning(sc: Scenario, name: str, empty: list[int], n_rounds: int) -> str:
+    """The one line saying that rounds of ``name`` had no device (``empty``), or that no round or aggregation
+    happened at all, and the reasons the scenario allows: no device online, the scheduling policy choosing none."""
+    reasons = []
+    if sc.availability.model != "always":
+        reasons.append(f"no device was online ([availability] model = {sc.availability.model!r})")
+    if sc.resources.scheduling != "random":
+        reasons.append(f"[resources] scheduling = {sc.resources.scheduling!r} chose no device"
+                       + (f" (budget.deadline_s = {sc.budget.deadline_s:g} s)" if sc.budget.deadline_s else ""))
+    why = " or ".join(reasons) or "no device took part"
+    if not n_rounds:
+        return f"{name}: no aggregation or round happened: {why}; nothing was learned ({SUMMARY} marks it)"
+    return (f"{name}: {len(empty)} of {n_rounds} rounds had no device (rounds {_spans(empty)}): {why}; nothing was "
+            f"learned in them ({SUMMARY} marks it)")
 
 
 def round_row(name: str, r, metric_keys: list[str], info_keys: list[str]) -> list:

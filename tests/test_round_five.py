@@ -217,3 +217,31 @@ def test_a_run_that_could_never_end_is_refused_in_one_line(tiny_scenario, tmp_pa
     code, lines = _guarded(tiny_scenario, tmp_path / "out", *ASYNC, *sets)
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], lines
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.incomplete").exists()
+
+
+# ------------------------------------------------------------------------------------ 53.4: no empty success
+
+
+@pytest.mark.parametrize("sets, reason", [
+    (["resources.scheduling=deadline_feasible", "budget.round_mode=deadline", "budget.deadline_s=1e-6"],
+     "scheduling = 'deadline_feasible'"),
+    (["availability.model=trace", "availability.trace=LATE"], "online"),
+    (["budget.round_mode=fedasync", "resources.scheduling=deadline_feasible", "budget.deadline_s=1e-6"],
+     "no aggregation"),
+])
+def test_a_run_with_rounds_without_any_device_says_so_and_marks_its_summary(tiny_scenario, tmp_path, sets, reason):
+    late = tmp_path / "late.csv"
+    late.write_text("device,start_s,end_s\n" + "".join(f"{d},1000000,2000000\n" for d in range(6)))
+    sets = [s.replace("LATE", str(late)) for s in sets]
+    code, lines = _guarded(tiny_scenario, tmp_path / "out", *ASYNC, *sets)
+    assert code == 0, lines
+    warned = [line for line in lines if line.startswith("warning: fedavg:")]
+    assert len(warned) == 1 and reason in warned[0], lines
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    a = summary["algorithms"]["fedavg"]
+    assert a["no_device_scheduled"] is True
+    if "fedasync" in sets[0]:
+        assert a["rounds"] == 0 and a["empty_rounds"] == []
+    else:  # deadline_feasible knows no device's work before round 0 (it predicts none): from round 1 on
+        assert a["empty_rounds"][-2:] == [1, 2] and a["rounds"] == 3
+    assert any(w.startswith("fedavg:") for w in summary["warnings"])
