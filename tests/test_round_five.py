@@ -245,3 +245,44 @@ def test_a_run_with_rounds_without_any_device_says_so_and_marks_its_summary(tiny
     else:  # deadline_feasible knows no device's work before round 0 (it predicts none): from round 1 on
         assert a["empty_rounds"][-2:] == [1, 2] and a["rounds"] == 3
     assert any(w.startswith("fedavg:") for w in summary["warnings"])
+
+
+# ------------------------------------------------------------------------------------ 53.6: readers check every column
+
+
+def _spoiled(parent: Path, tmp_path: Path, table: str, column: str, value: str, row: int = 1) -> Path:
+    import csv
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(parent / "done", run)
+    path = run / table
+    rows = list(csv.reader(path.open(newline="")))
+    rows[row][rows[0].index(column)] = value
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return run
+
+
+@pytest.mark.parametrize("column", ["start_time_s", "duration_s", "energy_j"])
+def test_rounds_csv_columns_nobody_plots_are_checked_too(parent, tmp_path, column):
+    run = _spoiled(parent, tmp_path, "rounds.csv", column, "abc")
+    with pytest.raises(edgesim.RunFolderError, match=f"line 2, column {column} = 'abc'; expected"):
+        edgesim.load_runs(run)
+    for command in (["report", str(run), "--out", str(tmp_path / "rep")], ["plot", str(run)]):
+        result = _cli(*command)
+        assert result.exit_code == 2 and f"column {column} = 'abc'" in result.output, result.output
+
+
+@pytest.mark.parametrize("table, column", [("devices.csv", "compute_s"), ("devices.csv", "arrived"),
+                                           ("events.csv", "bits")])
+def test_devices_and_events_columns_are_checked_when_read(parent, tmp_path, table, column):
+    run = _spoiled(parent, tmp_path, table, column, "abc")
+    with pytest.raises(edgesim.RunFolderError, match=f"{table}: line 2, column {column} = 'abc'; expected"):
+        edgesim.load_runs(run, table=table.split(".")[0])
+
+
+def test_load_runs_warns_on_a_nan_accuracy_as_plot_and_report_do(parent, tmp_path):
+    run = _spoiled(parent, tmp_path, "rounds.csv", "accuracy", "nan", row=-1)
+    with pytest.warns(UserWarning, match="fedavg"):
+        edgesim.load_runs(run)

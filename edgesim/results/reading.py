@@ -237,10 +237,11 @@ def _read_round_rows(run_dir: Path) -> tuple[Path, dict[str, dict[str, list]], d
                 check_round_value(path, line, k, v, value)
                 cols[alg][k].append(value)
                 continue
-            try:
+            try:  # every other column edgesim writes is a number, or empty where a round has none
                 cols[alg][k].append(float(v) if v != "" else np.nan)
-            except ValueError:  # a text column
-                cols[alg][k].append(np.nan)
+            except ValueError:
+                raise RunFolderError(f"{path}: line {line}, column {k} = {v!r}; expected a number (or empty), as "
+                                     f"edgesim writes it") from None
     return path, cols, shown
 
 
@@ -560,6 +561,34 @@ def _parse(text: str):
 # --------------------------------------------------------------------------- tidy frames
 
 
+TEXT_COLUMNS = ("algorithm", "drop_reason", "kind")  # devices.csv's and events.csv's columns of words
+BOOL_COLUMNS = ("arrived", "dropped")  # devices.csv's True/False
+
+
+def check_table_columns(path: Path, df) -> None:
+    """Every column of a ``devices.csv`` or ``events.csv`` frame holds what edgesim writes there: words in
+    :data:`TEXT_COLUMNS`, ``True``/``False`` in :data:`BOOL_COLUMNS`, numbers (or empty) in every other;
+    :class:`RunFolderError` naming the file, line, column and value otherwise."""
+    import pandas as pd
+
+    for column in df.columns:
+        if column in TEXT_COLUMNS:
+            continue
+        values = df[column]
+        if column in BOOL_COLUMNS:
+            bad = ~values.isin([True, False, "True", "False"])
+            expected = "True or False"
+        elif not (pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values)):
+            bad = pd.to_numeric(values, errors="coerce").isna() & values.notna()
+            expected = "a number (or empty)"
+        else:
+            continue
+        if bad.any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            raise RunFolderError(f"{path}: line {i + 2}, column {column} = {str(values.iloc[i])!r}; expected "
+                                 f"{expected}, as edgesim writes it")
+
+
 def _read_table(folder: Path, table: str):
     """(One run's table as a DataFrame, its divergences), read by the rules ``plot`` and ``report`` apply:
     ``rounds.csv`` is checked value by value first (:func:`scan_rounds`: a negative time is refused alike
@@ -576,6 +605,8 @@ def _read_table(folder: Path, table: str):
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
         raise RunFolderError(f"{path}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e}); "
                              f"expected the {TABLES[table]} edgesim wrote") from None
+    if table != "rounds":  # rounds.csv was checked value by value above
+        check_table_columns(path, df)
     if "round" in df and "algorithm" in df:  # a diverged algorithm: its rows before it, as read_rounds keeps
         start = df["algorithm"].map(lambda a: diverged[a].round if a in diverged else np.inf)
         df = df[df["round"] < start].reset_index(drop=True)
