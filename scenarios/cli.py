@@ -670,6 +670,8 @@ def report(
         None, "--reference", help="KEY=VALUE (repeatable): pair every grid point, seed by seed, with the point that "
         "has these values and the same others, e.g. --reference resources.bandwidth=equal (against_reference.csv, "
         "energy_vs_time.png)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the report files of an earlier report in "
+                                   "--out (nothing else in it is touched)."),
     style: str = STYLE_OPT,
     width: Optional[float] = WIDTH_OPT,
 ) -> None:
@@ -684,7 +686,8 @@ def report(
     try:
         out = check_out_path(out)
         written = write_report(folders, out, thresholds or None, tuple(baseline or ()), sustain, rank_by,
-                               say=lambda line: typer.echo(f"warning: {line}", err=True), reference=reference or ())
+                               say=lambda line: typer.echo(f"warning: {line}", err=True), reference=reference or (),
+                               overwrite=overwrite)
     except ConfigError as e:  # RunFolderError is one
         _fail(str(e))
     except OSError as e:  # a full disk, a quota: the file it could not write

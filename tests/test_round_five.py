@@ -286,3 +286,74 @@ def test_load_runs_warns_on_a_nan_accuracy_as_plot_and_report_do(parent, tmp_pat
     run = _spoiled(parent, tmp_path, "rounds.csv", "accuracy", "nan", row=-1)
     with pytest.warns(UserWarning, match="fedavg"):
         edgesim.load_runs(run)
+
+
+# ------------------------------------------------------------------------------------ 52.6: report
+
+
+@pytest.fixture(scope="module")
+def seeds(tmp_path_factory) -> Path:
+    """Two seeds of one scenario with two algorithms."""
+    root = tmp_path_factory.mktemp("seeds")
+    for seed in (1, 2):
+        run_scenario(edgesim.load_scenario(None, seed=seed, system={"n_devices": 4}, budget={"rounds": 3},
+                                           run={"algorithms": ["fedavg", "local"], "clients_per_round": 2,
+                                                "accuracy_thresholds": [0.1, 0.99]}), root / f"s{seed}")
+    return root
+
+
+def _report(seeds: Path, out: Path, *extra: str):
+    result = _cli("report", str(seeds), "--out", str(out), *extra)
+    assert result.exit_code == 0, result.output
+    return (out / "leaderboard.md").read_text()
+
+
+def test_report_pairs_a_leading_baseline_once(seeds, tmp_path):
+    text = _report(seeds, tmp_path / "rep", "--rank-by", "final")
+    leader = next(line for line in text.splitlines() if line.startswith("| 1 |")).split("|")[2].strip()
+    alg = "fedavg" if leader == "FedAvg" else "local"
+    text = _report(seeds, tmp_path / "rep2", "--rank-by", "final", "--baseline", alg)
+    pairs = [line for line in text.splitlines() if line.startswith("- ")]
+    assert len(pairs) == len(set(pairs)), text
+
+
+def test_report_says_no_seed_reached_a_threshold_none_reached(seeds, tmp_path):
+    # local reaches 0.55 in seed 2 only, fedavg in none (digits, these seeds): the leader's pair has no seed
+    text = _report(seeds, tmp_path / "rep", "--threshold", "0.55", "--sustain", "1")
+    pair = next(line for line in text.splitlines() if line.startswith("- FedAvg − Local, time to 0.55"))
+    assert pair.endswith("— no seed reached 0.55"), text
+
+
+def test_the_variance_interval_is_chi_square_and_never_below_zero():
+    from scipy.stats import chi2
+
+    from edgesim.results.stats import variance_interval
+
+    iv = variance_interval([0.01, 0.03], n_devices=5)  # S = 5·(0.01 + 0.03) = 0.2, ν = 2·4 = 8
+    assert iv.mean == pytest.approx(0.02) and iv.n == 2
+    assert iv.low == pytest.approx(0.2 / 17.5345, rel=1e-4) and iv.high == pytest.approx(0.2 / 2.17973, rel=1e-4)
+    assert chi2.ppf(0.975, 8) == pytest.approx(17.5345, rel=1e-4)
+    wide = variance_interval([0.0, 0.5], n_devices=2)  # a t interval would reach below zero
+    assert wide.low >= 0 and wide.high > wide.mean
+    assert variance_interval([0.04], n_devices=10).low > 0  # one seed: N − 1 degrees of freedom
+    assert variance_interval([], n_devices=10).n == 0
+
+
+def test_report_states_the_variance_interval_and_shows_the_ranked_column(seeds, tmp_path):
+    text = _report(seeds, tmp_path / "rep", "--rank-by", "energy")
+    assert "chi-square" in text
+    header = next(line for line in text.splitlines() if line.startswith("| rank |"))
+    assert "energy to" in header, header
+    text = _report(seeds, tmp_path / "rep2", "--rank-by", "best")
+    assert "best accuracy" in next(line for line in text.splitlines() if line.startswith("| rank |"))
+
+
+def test_an_existing_report_folder_is_refused_unless_overwrite_which_replaces_only_report_files(seeds, tmp_path):
+    out = tmp_path / "rep"
+    _report(seeds, out)
+    (out / "notes.md").write_text("mine")
+    again = _cli("report", str(seeds), "--out", str(out))
+    assert again.exit_code == 2 and "--overwrite" in again.output and len(again.output.strip().splitlines()) == 1
+    before = (out / "leaderboard.md").stat().st_mtime_ns
+    _report(seeds, out, "--overwrite")
+    assert (out / "notes.md").read_text() == "mine" and (out / "leaderboard.md").stat().st_mtime_ns != before
