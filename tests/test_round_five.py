@@ -357,3 +357,21 @@ def test_an_existing_report_folder_is_refused_unless_overwrite_which_replaces_on
     before = (out / "leaderboard.md").stat().st_mtime_ns
     _report(seeds, out, "--overwrite")
     assert (out / "notes.md").read_text() == "mine" and (out / "leaderboard.md").stat().st_mtime_ns != before
+
+
+# ------------------------------------------------------------------------------------ 53.7: bounds and blame
+
+
+def test_an_async_server_step_of_absurd_size_is_refused_and_a_diverged_fedbuff_names_it(tiny_scenario, tmp_path):
+    base = ["--set", "budget.round_mode=fedbuff", "--set", "run.algorithms=[fedavg]", "--set", "budget.rounds=3"]
+    absurd = _cli("run", str(tiny_scenario), "--out", str(tmp_path / "a"), "-q", *base, "--set", "async.server_lr=1e30")
+    assert absurd.exit_code == 2 and "server_lr = 1e+30: expected a plausible value" in absurd.output, absurd.output
+    big = _cli("run", str(tiny_scenario), "--out", str(tmp_path / "b"), "-q", *base, "--set", "async.server_lr=1e5")
+    assert big.exit_code == 1 and "lower async.server_lr (= 100000" in big.output, big.output
+
+
+@pytest.mark.parametrize("key, value", [("resources.oort_alpha", "1e300"), ("async.staleness_a", "1e300"),
+                                        ("availability.mean_on_s", "1e300")])
+def test_new_numeric_keys_have_the_options_plausible_bound(tiny_scenario, key, value):
+    with pytest.raises(ConfigError, match=f"{key.split('.')[1]} = 1e\\+300: expected a plausible value"):
+        edgesim.load_scenario(tiny_scenario, **{key: float(value)})
