@@ -700,7 +700,8 @@ def report(
 @app.command("list")
 def list_(
     kinds: Optional[List[str]] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios or "
-                                                "policies, one or more (default: all)."),
+                                                "policies, one or more (default: all); then names to show only "
+                                                "those (list algorithms fedavg fedprox)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Also list what this scenario's [run] plugins "
                                             "register (imported as a run would import them)."),
@@ -709,9 +710,10 @@ def list_(
     type, default and meaning; `list scenarios`: the shipped scenarios, their scale and host time."""
     from edgesim.scenarios.catalog import KINDS, catalog, format_catalog
 
-    for kind in kinds or []:
-        if kind not in KINDS:
-            _fail(f"list {kind!r}: expected one of {', '.join(KINDS)}")
+    names = [k for k in kinds or [] if k not in KINDS]  # `list algorithms fedavg`: names after the kinds
+    kinds = [k for k in kinds or [] if k in KINDS]
+    if names and not kinds:
+        _fail(f"list {names[0]!r}: expected one of {', '.join(KINDS)}, then names to show (list algorithms fedavg)")
     if scenario is not None:
         from edgesim.scenarios.schema import load_plugins, read_toml
 
@@ -727,6 +729,13 @@ def list_(
         entries = {k: catalog(k) for k in (list(dict.fromkeys(kinds)) if kinds else KINDS)}
     except ConfigError as e:
         _fail(str(e))
+    if names:
+        known = {e.name for v in entries.values() for e in v}
+        missing = [n for n in names if n not in known]
+        if missing:
+            _fail(f"list {' '.join(kinds)} {missing[0]!r}: no such name; expected one of {', '.join(sorted(known))}")
+        entries = {k: [e for e in v if e.name in names] for k, v in entries.items()}
+        entries = {k: v for k, v in entries.items() if v}
     if as_json:
         typer.echo(json.dumps({k: [e.to_dict() for e in v] for k, v in entries.items()}, indent=2))
     else:

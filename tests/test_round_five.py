@@ -375,3 +375,28 @@ def test_an_async_server_step_of_absurd_size_is_refused_and_a_diverged_fedbuff_n
 def test_new_numeric_keys_have_the_options_plausible_bound(tiny_scenario, key, value):
     with pytest.raises(ConfigError, match=f"{key.split('.')[1]} = 1e\\+300: expected a plausible value"):
         edgesim.load_scenario(tiny_scenario, **{key: float(value)})
+
+
+# ------------------------------------------------------------------------------------ 52.8
+
+
+def test_load_runs_warns_on_a_run_given_twice_and_counts_it_once(parent):
+    from edgesim.results.reading import DuplicateRunWarning
+
+    once = edgesim.load_runs(parent / "done")
+    with pytest.warns(DuplicateRunWarning, match="given twice"):
+        twice = edgesim.load_runs([parent / "done", parent / "done" / ".." / "done"])
+    assert len(twice) == len(once)
+
+
+def test_list_algorithms_name_filters_by_name():
+    result = _cli("list", "algorithms", "fedavg")
+    assert result.exit_code == 0, result.output
+    assert "fedavg" in result.output and "fedprox" not in result.output
+    bad = _cli("list", "algorithms", "nosuch")
+    assert bad.exit_code == 2 and "nosuch" in bad.output and len(bad.output.strip().splitlines()) == 1
+
+
+def test_metrics_doc_says_how_each_devices_test_set_is_drawn():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    assert "## Each device's test set" in text and "[data] test_size" in text

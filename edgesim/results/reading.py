@@ -50,6 +50,11 @@ class UnfinishedRunWarning(UserWarning):
     folder of runs: one warning naming it (its results are not results)."""
 
 
+class DuplicateRunWarning(UserWarning):
+    """:func:`load_runs` was given one run folder twice (directly, or through a sweep or a folder of runs): it is read
+    once, and a warning names it."""
+
+
 class RunFolderError(ConfigError):
     """A folder that is not a readable run or sweep folder (or not one edgesim may use), or runs that may not
     be combined; the message is one line naming the file."""
@@ -633,7 +638,14 @@ def load_runs(paths, table: str = "rounds"):
 
     if table not in TABLES:
         raise ValueError(f"table(={table!r}) must be 'rounds', 'devices' or 'events'")
-    folders = expand(paths)
+    folders, seen = [], set()
+    for f in expand(paths):  # one run given twice would be counted twice by every group-by
+        key = f.folder.resolve()
+        if key in seen:
+            warnings.warn(f"{f.folder}: the run folder given twice; read once", DuplicateRunWarning, stacklevel=2)
+            continue
+        seen.add(key)
+        folders.append(f)
     grid_keys = list(dict.fromkeys(k for f in folders for k in f.grid_keys))
     frames = []
     for f in folders:
