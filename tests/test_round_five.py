@@ -400,3 +400,20 @@ def test_list_algorithms_name_filters_by_name():
 def test_metrics_doc_says_how_each_devices_test_set_is_drawn():
     text = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
     assert "## Each device's test set" in text and "[data] test_size" in text
+
+
+# ------------------------------------------------------------------------------------ 53: weak wording
+
+
+@pytest.mark.parametrize("key", ["data.data_dir", "data.file", "availability.trace"])
+def test_a_path_too_long_to_read_is_one_line_naming_the_key_not_a_write_error(tiny_scenario, tmp_path, key):
+    long = str(tmp_path / ("d" * 300))
+    sets = ["--set", "data.dataset=npz", "--set", f"data.data_dir={tmp_path}"]
+    if key == "availability.trace":
+        sets += ["--set", "availability.model=trace"]
+    result = _cli("run", str(tiny_scenario), "--out", str(tmp_path / "out"), "-q", *sets, "--set",
+                  f"{key}={long if key != 'data.file' else 'd' * 300 + '.npz'}")
+    assert result.exit_code == 2, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert key.split(".")[1] in line and "255" in line and "cannot write" not in line and "--resume" not in line, line
+    assert not (tmp_path / "out.incomplete").exists()
