@@ -417,3 +417,27 @@ def test_a_path_too_long_to_read_is_one_line_naming_the_key_not_a_write_error(ti
     line = result.output.strip().splitlines()[-1]
     assert key.split(".")[1] in line and "255" in line and "cannot write" not in line and "--resume" not in line, line
     assert not (tmp_path / "out.incomplete").exists()
+
+
+def test_an_image_folder_with_train_but_no_test_says_so(tmp_path):
+    from test_user_datasets import make_image_folder
+
+    from edgesim.learning.data.datasets import DatasetError, load_dataset
+
+    make_image_folder(tmp_path / "data" / "train")
+    with pytest.raises(DatasetError) as e:
+        load_dataset("image_folder", tmp_path / "data")
+    line = str(e.value)
+    assert "train/" in line and "test/" in line and "holds no image" not in line, line
+
+
+def test_feature_vectors_with_the_default_cnn_name_the_model_to_choose(tmp_path):
+    data = tmp_path / "data" / "f.npz"
+    data.parent.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    np.savez(data, x_train=rng.normal(size=(80, 12)), y_train=np.arange(80) % 4, x_test=rng.normal(size=(20, 12)),
+             y_test=np.arange(20) % 4)
+    with pytest.raises(ConfigError) as e:
+        edgesim.run(_npz_scenario(data), tmp_path / "out", quiet=True)
+    line = str(e.value)
+    assert "model = \"mlp\"" in line and "image_size" not in line and "feature vectors" in line, line
