@@ -387,6 +387,9 @@ def parse_reference(texts: Sequence[str]) -> dict:
         if not sep or not key or not value:
             raise RunFolderError(f"⟨reference=⟩{text!r}: expected KEY=VALUE, a scenario key and the reference "
                                  f"point's value, e.g. ⟨reference=⟩resources.bandwidth=equal")
+        if key in out:
+            raise RunFolderError(f"⟨reference=⟩{text!r}: {key} given twice ({out[key]!r} and {value}); expected one "
+                                 f"value per key (the reference point)")
         try:
             out[key] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
@@ -439,6 +442,12 @@ def comparison(report: dict, reference: Mapping) -> dict:
     if not refs:
         shown = ", ".join(f"{k} = {v!r}" for k, v in reference.items())
         raise RunFolderError(f"⟨reference⟩: no group of these runs has {shown}; expected the values of one grid point")
+    varying = {k for g in groups for k in g.point}
+    fixed = [k for k in reference if k not in varying]
+    if len(fixed) == len(reference):  # every point would be paired with itself: every difference 0 [0, 0]
+        raise RunFolderError(f"⟨reference=⟩{fixed[0]}=...: {fixed[0]} does not vary between these runs (each grid point "
+                             f"would be its own reference); expected a key that varies: "
+                             f"{', '.join(sorted(varying)) or 'none does (one grid point)'}")
     diverged = report.get("diverged") or [{} for _ in groups]
     algs = sorted({a for stats in report["stats"] for a in stats})
     thresholds = {a: algorithm_threshold(report, a) for a in algs}

@@ -441,3 +441,14 @@ def test_feature_vectors_with_the_default_cnn_name_the_model_to_choose(tmp_path)
         edgesim.run(_npz_scenario(data), tmp_path / "out", quiet=True)
     line = str(e.value)
     assert "model = \"mlp\"" in line and "image_size" not in line and "feature vectors" in line, line
+
+
+def test_report_reference_refuses_a_key_given_twice_and_a_key_that_does_not_vary(seeds, tmp_path):
+    from edgesim.plots.report import parse_reference
+    from edgesim.results.reading import RunFolderError
+
+    with pytest.raises(RunFolderError, match="resources.bandwidth.*twice"):
+        parse_reference(["resources.bandwidth=equal", "resources.bandwidth=proportional"])
+    result = _cli("report", str(seeds), "--out", str(tmp_path / "rep"), "--reference", "system.n_devices=4")
+    assert result.exit_code == 2 and "does not vary" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "rep").exists()
