@@ -452,3 +452,14 @@ def test_report_reference_refuses_a_key_given_twice_and_a_key_that_does_not_vary
     result = _cli("report", str(seeds), "--out", str(tmp_path / "rep"), "--reference", "system.n_devices=4")
     assert result.exit_code == 2 and "does not vary" in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "rep").exists()
+
+
+def test_python_sweep_takes_a_table_per_grid_point_as_the_command_line_does(tmp_path):
+    from test_safety import PHYSICS
+
+    (tmp_path / "phys.toml").write_text(PHYSICS)
+    frame = edgesim.sweep(tmp_path / "phys.toml", out=tmp_path / "sw", jobs=1,
+                          grid={"resources": [{"bandwidth": "equal"}, {"cpu_freq": "min_energy"}]})
+    assert frame["run"].nunique() == 2
+    configs = sorted((tmp_path / "sw").glob("*/config.toml"))
+    assert len(configs) == 2 and any('cpu_freq = "min_energy"' in c.read_text() for c in configs)
