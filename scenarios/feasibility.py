@@ -1,5 +1,5 @@
 """Runs that end and schedule someone: what a scenario is refused for before anything runs (docs/run_folders.md,
-"Runs that could never end, or would be empty").
+the fault matrix).
 
 An asynchronous run ends after ``budget.rounds`` aggregations; each needs updates that finish, and an update
 finishes only while its device stays online. A run whose aggregations can never happen would run forever (its
