@@ -713,7 +713,7 @@ def list_(
     names = [k for k in kinds or [] if k not in KINDS]  # `list algorithms fedavg`: names after the kinds
     kinds = [k for k in kinds or [] if k in KINDS]
     if names and not kinds:
-        _fail(f"list {names[0]!r}: expected one of {', '.join(KINDS)}, then names to show (list algorithms fedavg)")
+        _fail(f"list {names[0]!r}: expected one of {', '.join(KINDS)}")
     if scenario is not None:
         from edgesim.scenarios.schema import load_plugins, read_toml
 
