@@ -202,9 +202,15 @@ def read_trace(path: Path, n_devices: int) -> list[list[float]]:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's "CSV UTF-8" starts with a byte-order mark
     except OSError as e:
         raise ConfigError(f"{path}: cannot read the availability trace ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a UTF-8 text file (byte {e.start}); expected the availability trace, a CSV "
+                          f"file with the columns device,start_s,end_s") from None
+    if "\0" in text:
+        raise ConfigError(f"{path}: holds a NUL byte (line {text[:text.index(chr(0))].count(chr(10)) + 1}); expected "
+                          f"the availability trace, a CSV text file with the columns device,start_s,end_s")
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if header is None:

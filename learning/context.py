@@ -20,7 +20,7 @@ import torch.nn as nn
 from edgesim.config import ConfigError, WorkloadConfig
 from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
 from edgesim.learning.data import partitions as P
-from edgesim.learning.data.dataset import Dataset, dataset_record
+from edgesim.learning.data.dataset import Dataset, DatasetError, dataset_record
 from edgesim.learning.data.datasets import load_dataset
 from edgesim.learning.device import compute_device
 from edgesim.learning.executors import make_executor
@@ -240,6 +240,11 @@ def build_context(
     numerics = training_numerics(train_cfg)
     ds = dataset if dataset is not None else load_dataset(data_cfg.dataset, data_cfg.data_dir, **data_cfg.loader_options())
     record = dataset_record(ds) if ds.source is not None else None  # a user's own files: what was read
+    stored = (ds.source or {}).get("stored_shape")
+    if stored is not None and len(stored) == 1 and train_cfg.model != "mlp":  # an npz of feature vectors (N, F)
+        raise DatasetError(f"{ds.source.get('file', ds.name)}: holds feature vectors ({stored[0]} features per "
+                           f"example), which [train] model = {train_cfg.model!r} cannot take (it convolves images); "
+                           f"expected [train] model = \"mlp\" for feature vectors")
     val = None
     if data_cfg.train_pool_size is not None:
         pool = train_pool_indices(ds, data_cfg.train_pool_size, np.random.default_rng([seed, 0x9001]))

@@ -48,7 +48,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from edgesim.results.metrics import THRESHOLD_METRICS, algorithm_metrics, sustain_rounds
 from edgesim.results.reading import Divergence, RunFolderError, divergence_notes, expand, load_run
-from edgesim.results.stats import Group, Interval, group_runs, mean_interval, paired_difference
+from edgesim.results.stats import Group, Interval, group_runs, mean_interval, paired_difference, variance_interval
 
 BANDWIDTH_KEY = "system.bandwidth_hz"
 POWER_KEY = "system.tx_power_dbm"
@@ -62,6 +62,13 @@ TABLE_METRICS = (
     ("final_accuracy_var", "device-accuracy variance (%²)", 1e4),
 )
 
+
+# --rank-by whose metric no column of the table shows: (its column's label, scale); shown first
+RANKED_COLUMNS = {
+    "energy": ("energy to {t:g} (J)", 1.0),
+    "bits": ("uplink to {t:g} (Mbit)", 1e-6),
+    "best": ("best accuracy (%)", 100.0),
+}
 
 # --------------------------------------------------------------------------- numbers
 
@@ -150,6 +157,11 @@ def build(paths: Iterable[Path], thresholds: Optional[Sequence[float]] = None, b
         per_seeds.append(per_seed)
         stats = {alg: {k: mean_interval([v[s] for s in g.seeds if s in v]) for k, v in m.items()}
                  for alg, m in per_seed.items()}
+        n_devices = int(g.config.get("system", {}).get("n_devices", 0))
+        for alg, m in per_seed.items():  # a variance's interval: chi-square, never below zero
+            if ("final_accuracy_var", None) in m:
+                v = m[("final_accuracy_var", None)]
+                stats[alg][("final_accuracy_var", None)] = variance_interval([v[s] for s in g.seeds if s in v], n_devices)
         for alg in stats:  # n_total counts the seeds of the group (an algorithm absent from a run counts as missing)
             stats[alg] = {k: Interval(iv.mean, iv.low, iv.high, iv.n, len(g.seeds)) for k, iv in stats[alg].items()}
         div = group_divergences(g)
@@ -278,7 +290,9 @@ def markdown(report: dict) -> str:
     w("Each cell: mean over seeds [95 % Student-t interval]; times are simulated seconds to the end of the first round "
       f"from which the mean device accuracy stays at or above the threshold for {rounds} (a touch that falls back "
       "does not count); “(k/n seeds)” when only k of the n seeds reach it; "
-      f"final accuracy by the run's plateau rule. {order_text}\n\n")
+      "final accuracy by the run's plateau rule; the device-accuracy variance is the mean over seeds of the variance "
+      "over devices, with a 95 % chi-square interval for the devices' variance (pooled over seeds, k (N − 1) degrees "
+      f"of freedom for k seeds of N devices; never below zero). {order_text}\n\n")
     for g, stats, ranks, pairs, div in zip(report["groups"], report["stats"], report["ranks"], report["paired"],
                                            report["diverged"]):
         w(f"## {g.label}\n\n")
@@ -287,19 +301,27 @@ def markdown(report: dict) -> str:
         seeds = {r.path: r.seed for r in g.runs}
         order = leaders(report, ranks) if (primary is not None or not RANK_BY[by][1]) else []
         rest = [a for a in ranks[None] if a not in order] + [a for a in stats if a not in order and a not in ranks[None]]
+        ranked_col = RANKED_COLUMNS.get(by)  # the column the order follows, when the table would not show it
+        ranked_t = primary if needs_threshold else None
         cols = [f"time to {t:g} (s)" for t in thresholds] + [label for _, label, _ in TABLE_METRICS]
+        if ranked_col is not None and (ranked_t is not None or not needs_threshold):
+            cols = [ranked_col[0].format(t=ranked_t)] + cols
         w("| rank | algorithm | " + " | ".join(cols) + " |\n")
         w("| --- | --- | " + " | ".join("---" for _ in cols) + " |\n")
         for i, alg in enumerate(order + rest):
             s = stats[alg]
             cells = [fmt(s[(TIME, t)]) for t in thresholds] + [fmt(s[(m, None)], scale) for m, _, scale in TABLE_METRICS]
+            if ranked_col is not None and (ranked_t is not None or not needs_threshold):
+                cells = [fmt(s.get((RANK_BY[by][0], ranked_t), Interval(nan, nan, nan, 0, 0)), ranked_col[1])] + cells
             mark = " (diverged)" if alg in div else ""
             w(f"| {i + 1 if alg in order else ''} | {name(alg)}{mark} | " + " | ".join(cells) + " |\n")
         if div:
             w("\nDiverged, so not ranked (its cells hold its rounds before that): "
               + "; ".join(f"{name(a)} in {divergence_cell(ds, seeds)}" for a, ds in div.items()) + ".\n")
+        as_baseline = {k[:3] for k in pairs if k[3] == "baseline"}  # a baseline that leads: said once, as baseline
         for role in ("leader", "baseline"):
-            shown = [(k, iv) for k, iv in pairs.items() if k[3] == role and not (k[0][1] is not None and k[0][1] != primary)]
+            shown = [(k, iv) for k, iv in pairs.items() if k[3] == role and not (k[0][1] is not None and k[0][1] != primary)
+                     and not (role == "leader" and k[:3] in as_baseline)]
             if not shown:
                 continue
             against = "the leader" if role == "leader" else "the baseline"
@@ -310,7 +332,8 @@ def markdown(report: dict) -> str:
                         TIME: "time to {t:g} (s)", THRESHOLD_METRICS["energy_j"]: "energy to {t:g} (J)",
                         THRESHOLD_METRICS["bits_up"]: "uplink bits to {t:g}"}[metric].format(t=t)
                 scale = 100.0 if metric in ("final_accuracy", "best_accuracy") else 1.0
-                verdict = "real" if iv.excludes_zero else ("not resolved" if iv.n >= 2 else "one seed: no interval")
+                verdict = ("real" if iv.excludes_zero else "not resolved" if iv.n >= 2 else "one seed: no interval"
+                           if iv.n == 1 else f"no seed reached {t:g}" if t is not None else "no seed has a value")
                 w(f"- {name(alg)} − {name(ref)}, {what}: {fmt(iv, scale)} — {verdict}\n")
         w("\n")
     changes = ranking_changes(report)
@@ -364,6 +387,9 @@ def parse_reference(texts: Sequence[str]) -> dict:
         if not sep or not key or not value:
             raise RunFolderError(f"⟨reference=⟩{text!r}: expected KEY=VALUE, a scenario key and the reference "
                                  f"point's value, e.g. ⟨reference=⟩resources.bandwidth=equal")
+        if key in out:
+            raise RunFolderError(f"⟨reference=⟩{text!r}: {key} given twice ({out[key]!r} and {value}); expected one "
+                                 f"value per key (the reference point)")
         try:
             out[key] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:
@@ -416,6 +442,12 @@ def comparison(report: dict, reference: Mapping) -> dict:
     if not refs:
         shown = ", ".join(f"{k} = {v!r}" for k, v in reference.items())
         raise RunFolderError(f"⟨reference⟩: no group of these runs has {shown}; expected the values of one grid point")
+    varying = {k for g in groups for k in g.point}
+    fixed = [k for k in reference if k not in varying]
+    if len(fixed) == len(reference):  # every point would be paired with itself: every difference 0 [0, 0]
+        raise RunFolderError(f"⟨reference=⟩{fixed[0]}=...: {fixed[0]} does not vary between these runs (each grid point "
+                             f"would be its own reference); expected a key that varies: "
+                             f"{', '.join(sorted(varying)) or 'none does (one grid point)'}")
     diverged = report.get("diverged") or [{} for _ in groups]
     algs = sorted({a for stats in report["stats"] for a in stats})
     thresholds = {a: algorithm_threshold(report, a) for a in algs}

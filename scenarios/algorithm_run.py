@@ -279,7 +279,8 @@ def check_budgets(sc: Scenario, build_backend: Callable) -> None:
 def divergence_message(sc: Scenario, name: str, error: str) -> str:
     """The backend's divergence note with the learning rate that was in effect: the algorithm's own ``lr`` when
     its table (or its defaults, FedDure's) sets one, else ``train.lr``; and what else its config names
-    (``divergence_hint()``: pFedMe's inner step size)."""
+    (``divergence_hint()``: pFedMe's inner step size); under FedBuff, ``async.server_lr`` too — first when it is
+    above 1, its default."""
     cfg = sc.learning["algorithms"].get(name)
     if cfg is None:
         from edgesim.learning.algorithms import ALGORITHMS
@@ -292,6 +293,11 @@ def divergence_message(sc: Scenario, name: str, error: str) -> str:
     other = getattr(cfg, "divergence_hint", None)  # another step size of its own (pFedMe's inner one)
     if callable(other):
         hint = f"{hint} or {table} {other()}"
+    if sc.budget.round_mode == "fedbuff":  # the server's own step multiplies every buffered update
+        server_lr = float(sc.asynchrony.server_lr)
+        step = f"lower async.server_lr (= {server_lr:g}, FedBuff's server step)"
+        first, then = (step, hint) if server_lr > 1 else (hint, step)
+        hint = f"{first} or {then.removeprefix('lower ')}"
     return f"{error.split('; lower ')[0]}; {hint} or check the data"
 
 

@@ -247,9 +247,20 @@ def _both(first: Callable, then: Optional[Callable]) -> Callable:
 
 
 def _toml_text(value: Any) -> str:
-    """A Python value as the TOML text of ``--set KEY=<text>``."""
+    """A Python value as the TOML text of ``--set KEY=<text>``: a dict as an inline table (``{bandwidth = "equal"}``,
+    a grid of whole tables, as the command line takes it), a list item by item."""
+    import json
+    import re
+
     import tomli_w
 
+    if isinstance(value, Mapping):
+        def key(k) -> str:
+            return str(k) if re.fullmatch(r"[A-Za-z0-9_-]+", str(k)) else json.dumps(str(k))
+
+        return "{" + ", ".join(f"{key(k)} = {_toml_text(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_text(v) for v in value) + "]"
     return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
 
 

@@ -413,11 +413,12 @@ def run(
             continue
         final = (
             f"final {a['final_accuracy']:.3f} (plateau at round {a['final_round']}, {a['final_time_s']:.1f} s)"
-            if a["plateau_reached"]
+            if a["plateau_reached"] and a["final_accuracy"] is not None
             else "no plateau yet"
         )
+        last = "no evaluated round" if a["last_accuracy"] is None else f"accuracy {a['last_accuracy']:.3f}"
         typer.echo(
-            f"  {name:<10} accuracy {a['last_accuracy']:.3f} after {a['simulated_time_s']:.1f} s simulated; {final}; "
+            f"  {name:<10} {last} after {a['simulated_time_s']:.1f} s simulated; {final}; "
             f"uplink {a['total_bits_up'] / 1e6:.1f} Mbit; energy {a['total_energy_j']:.3g} J"
         )
     held = summary.get("samples_per_device")
@@ -592,7 +593,7 @@ def plot(
     sweeps, runs, written = [], [], []
     for f in folders:
         kind = folder_kind(f)
-        if kind is None and (f / MARKER).is_file():  # an unfinished run: its reader's line says how to finish it
+        if (f / MARKER).is_file():  # an unfinished run (rounds.csv or not): its reader's line says how to finish it
             try:
                 expand([f], holders=False)
             except ConfigError as e:
@@ -669,6 +670,8 @@ def report(
         None, "--reference", help="KEY=VALUE (repeatable): pair every grid point, seed by seed, with the point that "
         "has these values and the same others, e.g. --reference resources.bandwidth=equal (against_reference.csv, "
         "energy_vs_time.png)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the report files of an earlier report in "
+                                   "--out (nothing else in it is touched)."),
     style: str = STYLE_OPT,
     width: Optional[float] = WIDTH_OPT,
 ) -> None:
@@ -683,7 +686,8 @@ def report(
     try:
         out = check_out_path(out)
         written = write_report(folders, out, thresholds or None, tuple(baseline or ()), sustain, rank_by,
-                               say=lambda line: typer.echo(f"warning: {line}", err=True), reference=reference or ())
+                               say=lambda line: typer.echo(f"warning: {line}", err=True), reference=reference or (),
+                               overwrite=overwrite)
     except ConfigError as e:  # RunFolderError is one
         _fail(str(e))
     except OSError as e:  # a full disk, a quota: the file it could not write
@@ -696,7 +700,8 @@ def report(
 @app.command("list")
 def list_(
     kinds: Optional[List[str]] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios or "
-                                                "policies, one or more (default: all)."),
+                                                "policies, one or more (default: all); then names to show only "
+                                                "those (list algorithms fedavg fedprox)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Also list what this scenario's [run] plugins "
                                             "register (imported as a run would import them)."),
@@ -705,9 +710,10 @@ def list_(
     type, default and meaning; `list scenarios`: the shipped scenarios, their scale and host time."""
     from edgesim.scenarios.catalog import KINDS, catalog, format_catalog
 
-    for kind in kinds or []:
-        if kind not in KINDS:
-            _fail(f"list {kind!r}: expected one of {', '.join(KINDS)}")
+    names = [k for k in kinds or [] if k not in KINDS]  # `list algorithms fedavg`: names after the kinds
+    kinds = [k for k in kinds or [] if k in KINDS]
+    if names and not kinds:
+        _fail(f"list {names[0]!r}: expected one of {', '.join(KINDS)}")
     if scenario is not None:
         from edgesim.scenarios.schema import load_plugins, read_toml
 
@@ -723,6 +729,13 @@ def list_(
         entries = {k: catalog(k) for k in (list(dict.fromkeys(kinds)) if kinds else KINDS)}
     except ConfigError as e:
         _fail(str(e))
+    if names:
+        known = {e.name for v in entries.values() for e in v}
+        missing = [n for n in names if n not in known]
+        if missing:
+            _fail(f"list {' '.join(kinds)} {missing[0]!r}: no such name; expected one of {', '.join(sorted(known))}")
+        entries = {k: [e for e in v if e.name in names] for k, v in entries.items()}
+        entries = {k: v for k, v in entries.items() if v}
     if as_json:
         typer.echo(json.dumps({k: [e.to_dict() for e in v] for k, v in entries.items()}, indent=2))
     else:

@@ -10,6 +10,7 @@ into ``run.json`` beside it (docs/run_folders.md).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import subprocess
@@ -99,3 +100,59 @@ def provenance(source: str, *, with_torch: bool, started: str, argv: list[str] |
         "finished": None,
         "resumed": [],
     }
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _folder_sha256(root: Path) -> str:
+    """One SHA-256 over every file under ``root``: each file's path relative to ``root`` and its own SHA-256."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(root).as_posix()}\0{_file_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def input_files(sc) -> dict[str, str]:
+    """``{path: SHA-256}`` of every file of the user's that the scenario ``sc`` reads: the ``npz`` archive, the
+    ``image_folder`` (one hash over its files' names and contents) and the availability trace. ``run.json``
+    records it as ``inputs``; ``--resume`` compares it with what it would read now (:func:`changed_inputs`). A file
+    that cannot be found or read is left out: its loader says why in its own words."""
+    out: dict[str, str] = {}
+    try:
+        data = None if sc.physics_only else sc.learning.get("data")
+        if data is not None and data.dataset == "npz":
+            from edgesim.learning.data.npz import find_npz
+
+            path = find_npz(data.data_dir, data.file).resolve()
+            out[str(path)] = _file_sha256(path)
+        elif data is not None and data.dataset == "image_folder" and data.data_dir is not None:
+            root = Path(data.data_dir).expanduser().resolve()
+            if root.is_dir():
+                out[str(root)] = _folder_sha256(root)
+        if sc.availability.model == "trace":
+            path = Path(sc.availability.trace).expanduser().resolve()
+            out[str(path)] = _file_sha256(path)
+    except (OSError, ValueError):  # the loader refuses it in its own words (DatasetError is a ValueError)
+        pass
+    return out
+
+
+def changed_inputs(recorded: dict, now: dict) -> str | None:
+    """What differs between the ``inputs`` a run recorded and those it reads now, in words; ``None`` when nothing
+    does (a file recorded but no longer read, or read but not recorded, counts as a change)."""
+    for path in sorted(set(recorded) | set(now)):
+        old, new = recorded.get(path), now.get(path)
+        if old == new:
+            continue
+        if old is None:
+            return f"it now reads {path}, which it did not read when it started"
+        if new is None:
+            return f"it started on {path} (SHA-256 {old[:12]}…), which it no longer reads"
+        return f"{path} changed since it started (SHA-256 {old[:12]}… then, {new[:12]}… now)"
+    return None

@@ -9,10 +9,11 @@ temporary name, so a failure never leaves a half-written one.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
-from edgesim.results.reading import RunFolderError
+from edgesim.results.reading import RunFolderError, UnfinishedRunWarning
 from edgesim.results.writing import add_to_manifest, atomic_write_bytes, csv_text
 
 OUTPUTS = ("leaderboard.csv", "paired.csv", "leaderboard.md", "tta_vs_bandwidth.png", "accuracy_vs_time_extremes.png",
@@ -21,7 +22,7 @@ REFERENCE_OUTPUTS = ("against_reference.csv", "energy_vs_time.png", "energy_vs_t
 MARK = "# Leaderboard"
 
 
-def check_report_out(out: Path) -> None:
+def check_report_out(out: Path, overwrite: bool = False) -> None:
     """Refuse an ``--out`` that is a file, a run or sweep folder (edgesim's, with its own manifest: a report is not
     one of its files), or a folder holding a file of a report's name that edgesim did not write there (its
     ``manifest.json`` does not list it: ownership is known, never guessed from a file's first line)."""
@@ -49,18 +50,26 @@ def check_report_out(out: Path) -> None:
     if clash:
         raise RunFolderError(f"⟨out=⟩{out}: holds {clash[0]}, which edgesim report did not write there (its "
                            f"{MANIFEST} does not list it); it is left as it is: choose another ⟨out⟩")
+    earlier = [n for n in (*OUTPUTS, *REFERENCE_OUTPUTS) if (out / n).exists()]
+    if earlier and not overwrite:
+        shown = ", ".join(earlier[:3]) + (", ..." if len(earlier) > 3 else "")
+        raise RunFolderError(f"⟨out=⟩{out}: holds a report ({shown}); ⟨+overwrite⟩ to replace its report files "
+                             f"(nothing else in it is touched), or choose another ⟨out⟩")
 
 
 def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence[float]] = None,
                  baselines: Sequence[str] = (), sustain: Optional[int] = None, rank_by: str = "time",
-                 say: Optional[Callable[[str], None]] = None, reference: Sequence[str] = ()) -> list[Path]:
+                 say: Optional[Callable[[str], None]] = None, reference: Sequence[str] = (),
+                 overwrite: bool = False) -> list[Path]:
     """Build the report of ``paths`` (run and sweep folders) and write it into ``out``; returns the files written.
     ``baselines``: algorithms every other is also paired against (``--baseline``); ``sustain``, ``rank_by``: the
     crossing rule's k (``--sustain``) and the order (``--rank-by``) of :func:`edgesim.plots.report.build`;
-    ``say`` gets one line per algorithm that diverged in some run (which runs, from which round). ``reference``
+    ``say`` gets one line per algorithm that diverged in some run (which runs, from which round) and per unfinished
+    run left out of a folder of runs. ``reference``
     (``--reference KEY=VALUE``, e.g. the default policies): every grid point is also paired, seed by seed, with the
     point that has these values and the same others (``against_reference.csv``, a section of ``leaderboard.md``)
-    and drawn as device energy against time to accuracy (``energy_vs_time.png``)."""
+    and drawn as device energy against time to accuracy (``energy_vs_time.png``). A folder holding an earlier report
+    is refused unless ``overwrite`` (then only the report's files are replaced), as ``run`` refuses a finished run."""
     from edgesim.plots.report import (
         build,
         comparison,
@@ -75,8 +84,15 @@ def write_report(paths: Iterable[Path], out: Path, thresholds: Optional[Sequence
     from edgesim.plots.report_figures import plot_accuracy_extremes, plot_energy_vs_time, plot_tta_vs_bandwidth
 
     out = Path(out)
-    check_report_out(out)
-    report = build(paths, thresholds, baselines, sustain, rank_by)
+    check_report_out(out, overwrite)
+    with warnings.catch_warnings(record=True) as caught:  # an unfinished run left out: one line through say
+        warnings.simplefilter("always")
+        report = build(paths, thresholds, baselines, sustain, rank_by)
+    for w in caught:
+        if issubclass(w.category, UnfinishedRunWarning) and say is not None:
+            say(str(w.message))
+        else:
+            warnings.warn(w.message, w.category, stacklevel=2)
     comp = comparison(report, parse_reference(reference)) if reference else None
     for line in report_divergence_notes(report) if say is not None else []:
         say(line)

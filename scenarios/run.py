@@ -40,7 +40,8 @@ from edgesim.results.writing import LiveCsv, RunFolder, RunLock, check_out, is_f
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.algorithm_run import check_budgets, make_backends, resolved_config, run_algorithm
 from edgesim.scenarios.checkpoint import AlgorithmRun
-from edgesim.scenarios.provenance import now, provenance
+from edgesim.scenarios.feasibility import check_updates_can_finish
+from edgesim.scenarios.provenance import changed_inputs, input_files, now, provenance
 from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
 from edgesim.scenarios.tracking import check_available as check_tracking
@@ -75,7 +76,11 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
     (the last round ending at or before T; ``None`` if none does) and
     ``time_to_accuracy_within_budget_s`` (a crossing after T counts as not
     reached), beside the final accuracy by the plateau rule over all rounds run.
-    An algorithm whose every upload was dropped is flagged (``every_upload_dropped``) and named in ``warnings``.
+    An algorithm whose every upload was dropped is flagged (``every_upload_dropped``) and named in ``warnings``;
+    so is one with rounds in which no device took part (``empty_rounds``, ``no_device_scheduled``: also when no
+    round or aggregation happened at all).
+    The final, last and best accuracies are those of the rounds that evaluated (``async.eval_every`` > 1 leaves
+    some aggregations without an accuracy).
     """
     run_cfg = sc.learning["run"]
     budget_s = float(sc.budget.total_time_s)
@@ -110,6 +115,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
             "total_wasted_bits": last.cum_wasted_bits if last else 0.0,
             "total_energy_j": last.cum_energy_j if last else 0.0,
             "every_upload_dropped": every_upload_dropped(recs),
+            "empty_rounds": [r.round_index for r in recs if not r.devices],
+            "no_device_scheduled": (not recs and sim.diverged is None) or any(not r.devices for r in recs),
             "diverged": sim.diverged,
         }
     warnings = [
@@ -117,6 +124,8 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         f"{sc.budget.round_deadline_s:g} s); nothing was learned from the devices"
         for name, a in algs.items() if a["every_upload_dropped"]
     ]
+    warnings += [empty_rounds_warning(sc, name, a["empty_rounds"], a["rounds"]) for name, a in algs.items()
+                 if a["no_device_scheduled"]]
     return {
         "scenario": sc.name,
         "seed": sc.seed,
@@ -131,6 +140,33 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
         "warnings": warnings,
         **(extra or {}),
     }
+
+
+def _spans(indices: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"0-2, 5"``."""
+    spans: list[list[int]] = []
+    for i in indices:
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def empty_rounds_warning(sc: Scenario, name: str, empty: list[int], n_rounds: int) -> str:
+    """The one line saying that rounds of ``name`` had no device (``empty``), or that no round or aggregation
+    happened at all, and the reasons the scenario allows: no device online, the scheduling policy choosing none."""
+    reasons = []
+    if sc.availability.model != "always":
+        reasons.append(f"no device was online ([availability] model = {sc.availability.model!r})")
+    if sc.resources.scheduling != "random":
+        reasons.append(f"[resources] scheduling = {sc.resources.scheduling!r} chose no device"
+                       + (f" (budget.deadline_s = {sc.budget.deadline_s:g} s)" if sc.budget.deadline_s else ""))
+    why = " or ".join(reasons) or "no device took part"
+    if not n_rounds:
+        return f"{name}: no aggregation or round happened: {why}; nothing was learned ({SUMMARY} marks it)"
+    return (f"{name}: {len(empty)} of {n_rounds} rounds had no device (rounds {_spans(empty)}): {why}; nothing was "
+            f"learned in them ({SUMMARY} marks it)")
 
 
 def round_row(name: str, r, metric_keys: list[str], info_keys: list[str]) -> list:
@@ -334,15 +370,18 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     folder = RunFolder(out)
     resuming = False
     saved: dict = {}
+    inputs = input_files(sc)
     if resume:
         if folder.final.is_dir() and is_finished(folder.final):
             checkpoint.check_same_scenario(folder.final / CONFIG, config)
+            _check_same_inputs(folder.final, inputs)
             say(f"{folder.final} has already finished; nothing to resume")
             return folder.final
         if is_started_run(folder.work):  # stopped before it wrote its scenario: nothing to go on from
             say(f"{folder.work} was stopped before it wrote its {CONFIG}: starting from scratch in it")
         elif folder.work.is_dir() and any(folder.work.iterdir()):
             checkpoint.check_same_scenario(folder.work / CONFIG, config)
+            _check_same_inputs(folder.work, inputs)
             resuming = True
             # read (and so check) every checkpoint before anything is written
             saved = {name: checkpoint.load(folder.work, name, fp) for name in sc.learning["run"].algorithms}
@@ -355,6 +394,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
     build_backend, model_bits, extra = make_backends(sc, *clients)
     check_budgets(sc, build_backend)
+    check_updates_can_finish(sc, build_backend)
     if not sc.physics_only and not resuming and DATASETS[sc.learning["data"].dataset].kind == "image":
         say(views_line(sc))
     folder.start(resume=resuming)
@@ -362,6 +402,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
     run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now(), argv=argv,
                           plugins=sc.learning["run"].plugins)
+    if inputs:
+        run_json["inputs"] = inputs
     if not sc.physics_only:  # how training rounded and laid out its numbers, on what hardware
         from edgesim.learning.context import training_numerics
         from edgesim.learning.device import compute_device
@@ -454,6 +496,21 @@ def plugin_exit(e: BaseException, where: str) -> BaseException:
 
     return PluginError(f"{where}: the run's code called sys.exit({e.code!r}) (a plugin's algorithm, policy or "
                        f"codec?); expected it to return or raise an error")
+
+
+def _check_same_inputs(folder: Path, inputs: dict) -> None:
+    """Refuse to resume ``folder`` when a file it read at its start (``run.json``'s ``inputs``: the data set, the
+    availability trace) now reads differently: a run of two data sets would be reported as one."""
+    try:
+        recorded = json.loads((folder / RUN_JSON).read_text()).get("inputs", {})
+    except (OSError, ValueError, AttributeError):
+        return  # a run folder from before run.json (or its inputs): nothing to compare
+    if not isinstance(recorded, dict):
+        return
+    change = changed_inputs(recorded, inputs)
+    if change is not None:
+        raise ConfigError(f"⟨resume⟩: {folder} cannot go on: {change}; a run on two data sets would be reported as "
+                          "one. Restore the file, or run again from scratch (⟨+overwrite⟩, or another ⟨out⟩)")
 
 
 def failure_note(e: BaseException) -> str:

@@ -32,6 +32,7 @@ from edgesim.curve import ParametricConfig
 from edgesim.learning.config import PARAMETRIC, RunConfig
 from edgesim.learning.config import SECTIONS as LEARNING_SECTIONS
 from edgesim.resources import ResourcesConfig
+from edgesim.scenarios.feasibility import check_scenario_ends
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
@@ -183,6 +184,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     parametric = build_config(ParametricConfig, raw.get("parametric", {}), f"{where}: [parametric]")
     asynchrony = build_config(AsyncConfig, raw.get("async", {}), f"{where}: [async]")
     availability = build_config(AvailabilityConfig, raw.get("availability", {}), f"{where}: [availability]")
+    check_input_path(availability.trace, "availability", "trace", where)
     if not learning:
         check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
     resources = build_config(ResourcesConfig, raw.get("resources", {}), f"{where}: [resources]")
@@ -220,6 +222,8 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         learned = {name: build(raw.get(name, {}), f"{where}: [{name}]")
                    for name, build in LEARNING_SECTIONS.items() if not (physics_only and name == "algorithms")}
         learned.setdefault("algorithms", {})
+        for key in ("data_dir", "file"):
+            check_input_path(getattr(learned["data"], key, None), "data", key, where)
         if not physics_only:  # {"": [compression], NAME: [algorithms.NAME.compression], ...}
             load_codecs(raw)
             learned["compression"] = build_compression(raw.get("compression", {}), raw.get("algorithms", {}), where)
@@ -237,6 +241,8 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
     check_resources(resources, built["system"], built["budget"], learned.get("run"), where, learned)
+    run_rounds = learned["run"].rounds if learned.get("run") is not None else None
+    check_scenario_ends(built["system"], built["budget"], asynchrony, availability, resources, run_rounds, where)
     return Scenario(
         path=where,
         name=name,
@@ -299,6 +305,21 @@ def variant_budget(budget: BudgetConfig, learned: Mapping[str, Any], name: str) 
     if variant is None or variant.round_mode is None or variant.round_mode == budget.round_mode:
         return budget
     return dataclasses.replace(budget, round_mode=variant.round_mode)
+
+
+NAME_MAX = 255  # the longest name of one file or folder on Linux, macOS and Windows file systems (bytes)
+
+
+def check_input_path(value: Any, table: str, key: str, where: str) -> None:
+    """A path the run only reads (``[data] data_dir``, ``file``, ``[availability] trace``) whose name no file system
+    can hold is one line naming the key, before anything is read or written (not a write error from deep inside)."""
+    if not isinstance(value, str):
+        return
+    too_long = next((part for part in Path(value).parts if len(part.encode()) > NAME_MAX), None)
+    if too_long is not None:
+        shown = too_long if len(too_long) <= 40 else too_long[:37] + "..."
+        raise ScenarioError(f"{where}: [{table}] {key}: the name {shown!r} has {len(too_long.encode())} bytes; "
+                            f"expected the path of an existing file or folder, each name at most {NAME_MAX} bytes")
 
 
 def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: AsyncConfig,

@@ -96,7 +96,7 @@ def test_report_knows_its_files_from_its_manifest_not_a_first_line(done, cwd):
     first = run("report", "done", "--out", "rep")
     assert first.exit_code == 0, first.output
     assert {"leaderboard.md", "leaderboard.csv", "paired.csv"} <= read_manifest(cwd / "rep")
-    again = run("report", "done", "--out", "rep")  # its own files: replaced
+    again = run("report", "done", "--out", "rep", "--overwrite")  # its own files: replaced (--overwrite: issue 52.6)
     assert again.exit_code == 0, again.output
 
 

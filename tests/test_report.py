@@ -150,8 +150,8 @@ def test_report_writes_a_tidy_leaderboard_with_intervals_and_ranks(sweep, tmp_pa
     assert md.startswith("# Leaderboard") and "| rank | algorithm |" in md and "Paired differences" in md
     assert (out / "accuracy_vs_time_extremes.png").stat().st_size > 0
     assert (out / "tta_vs_bandwidth.png").stat().st_size > 0
-    # a second report into the same folder replaces its own files
-    assert runner.invoke(app, ["report", str(sweep), "--out", str(out)]).exit_code == 0
+    # a second report into the same folder replaces its own files (with --overwrite: issue 52.6)
+    assert runner.invoke(app, ["report", str(sweep), "--out", str(out), "--overwrite"]).exit_code == 0
 
 
 def test_report_pairs_every_algorithm_against_a_named_baseline_too(sweep, tmp_path):

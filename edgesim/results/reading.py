@@ -45,6 +45,16 @@ class DivergedWarning(UserWarning):
     """:func:`load_runs` read a run in which an algorithm diverged (one warning per algorithm and run)."""
 
 
+class UnfinishedRunWarning(UserWarning):
+    """:func:`expand` left out an unfinished run (``X.incomplete`` with its ``INCOMPLETE`` marker) it found in a
+    folder of runs: one warning naming it (its results are not results)."""
+
+
+class DuplicateRunWarning(UserWarning):
+    """:func:`load_runs` was given one run folder twice (directly, or through a sweep or a folder of runs): it is read
+    once, and a warning names it."""
+
+
 class RunFolderError(ConfigError):
     """A folder that is not a readable run or sweep folder (or not one edgesim may use), or runs that may not
     be combined; the message is one line naming the file."""
@@ -232,10 +242,11 @@ def _read_round_rows(run_dir: Path) -> tuple[Path, dict[str, dict[str, list]], d
                 check_round_value(path, line, k, v, value)
                 cols[alg][k].append(value)
                 continue
-            try:
+            try:  # every other column edgesim writes is a number, or empty where a round has none
                 cols[alg][k].append(float(v) if v != "" else np.nan)
-            except ValueError:  # a text column
-                cols[alg][k].append(np.nan)
+            except ValueError:
+                raise RunFolderError(f"{path}: line {line}, column {k} = {v!r}; expected a number (or empty), as "
+                                     f"edgesim writes it") from None
     return path, cols, shown
 
 
@@ -414,7 +425,9 @@ class Found:
 def expand(paths: Iterable[str | Path] | str | Path, *, holders: bool = True) -> list[Found]:
     """The run folders of ``paths``, in order: a run folder (``rounds.csv``) stands for itself, a sweep
     folder (``sweep.json``) for its finished runs in its order, and (``holders``) a folder holding run or
-    sweep folders for them, sorted by name. Anything else: :class:`RunFolderError`, one line."""
+    sweep folders for them, sorted by name. An unfinished run (its ``INCOMPLETE`` marker) given itself is refused;
+    one inside a folder of runs is left out with an :class:`UnfinishedRunWarning` naming it. Anything else:
+    :class:`RunFolderError`, one line."""
     found: list[Found] = []
     for p in [paths] if isinstance(paths, (str, Path)) else paths:
         p = Path(p)
@@ -425,16 +438,21 @@ def expand(paths: Iterable[str | Path] | str | Path, *, holders: bool = True) ->
             if not runs:
                 raise RunFolderError(f"{p}: a sweep folder with no finished run; run the sweep first")
             found += runs
+        elif (p / MARKER).is_file():  # a killed or failed run, whatever it holds: what it lacks is to be finished
+            raise RunFolderError(f"{p}: an unfinished run (its {MARKER} marker says why); finish it by "
+                                 f"running it again with ⟨resume⟩, then use the finished folder")
         elif (p / ROUNDS).is_file():
             found.append(Found(p))
         elif not p.exists():
             raise RunFolderError(f"{p}: no such folder; expected a run folder ({ROUNDS}) or a sweep folder "
                                  f"({SWEEP_SPEC})")
         elif holders and p.is_dir() and any((c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file() for c in p.iterdir()):
-            found += expand(sorted(c for c in p.iterdir() if (c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file()))
-        elif (p / MARKER).is_file():  # a killed or failed run: what it lacks is to be finished
-            raise RunFolderError(f"{p}: an unfinished run (its {MARKER} marker says why); finish it by "
-                                 f"running it again with ⟨resume⟩, then use the finished folder")
+            held = sorted(c for c in p.iterdir() if (c / ROUNDS).is_file() or (c / SWEEP_SPEC).is_file())
+            for c in held:
+                if (c / MARKER).is_file():
+                    warnings.warn(f"{c}: an unfinished run (its {MARKER} marker says why), left out: its rows are not "
+                                  "results until it has finished", UnfinishedRunWarning, stacklevel=2)
+            found += expand([c for c in held if not (c / MARKER).is_file()])
         else:
             holding = ", nor a folder holding them" if holders else ""
             raise RunFolderError(f"{p}: neither a run folder ({ROUNDS}) nor a sweep folder ({SWEEP_SPEC}){holding}")
@@ -548,6 +566,34 @@ def _parse(text: str):
 # --------------------------------------------------------------------------- tidy frames
 
 
+TEXT_COLUMNS = ("algorithm", "drop_reason", "kind")  # devices.csv's and events.csv's columns of words
+BOOL_COLUMNS = ("arrived", "dropped")  # devices.csv's True/False
+
+
+def check_table_columns(path: Path, df) -> None:
+    """Every column of a ``devices.csv`` or ``events.csv`` frame holds what edgesim writes there: words in
+    :data:`TEXT_COLUMNS`, ``True``/``False`` in :data:`BOOL_COLUMNS`, numbers (or empty) in every other;
+    :class:`RunFolderError` naming the file, line, column and value otherwise."""
+    import pandas as pd
+
+    for column in df.columns:
+        if column in TEXT_COLUMNS:
+            continue
+        values = df[column]
+        if column in BOOL_COLUMNS:
+            bad = ~values.isin([True, False, "True", "False"])
+            expected = "True or False"
+        elif not (pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values)):
+            bad = pd.to_numeric(values, errors="coerce").isna() & values.notna()
+            expected = "a number (or empty)"
+        else:
+            continue
+        if bad.any():
+            i = int(bad.to_numpy().nonzero()[0][0])
+            raise RunFolderError(f"{path}: line {i + 2}, column {column} = {str(values.iloc[i])!r}; expected "
+                                 f"{expected}, as edgesim writes it")
+
+
 def _read_table(folder: Path, table: str):
     """(One run's table as a DataFrame, its divergences), read by the rules ``plot`` and ``report`` apply:
     ``rounds.csv`` is checked value by value first (:func:`scan_rounds`: a negative time is refused alike
@@ -564,6 +610,8 @@ def _read_table(folder: Path, table: str):
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError) as e:
         raise RunFolderError(f"{path}: unreadable ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else e}); "
                              f"expected the {TABLES[table]} edgesim wrote") from None
+    if table != "rounds":  # rounds.csv was checked value by value above
+        check_table_columns(path, df)
     if "round" in df and "algorithm" in df:  # a diverged algorithm: its rows before it, as read_rounds keeps
         start = df["algorithm"].map(lambda a: diverged[a].round if a in diverged else np.inf)
         df = df[df["round"] < start].reset_index(drop=True)
@@ -590,7 +638,14 @@ def load_runs(paths, table: str = "rounds"):
 
     if table not in TABLES:
         raise ValueError(f"table(={table!r}) must be 'rounds', 'devices' or 'events'")
-    folders = expand(paths)
+    folders, seen = [], set()
+    for f in expand(paths):  # one run given twice would be counted twice by every group-by
+        key = f.folder.resolve()
+        if key in seen:
+            warnings.warn(f"{f.folder}: the run folder given twice; read once", DuplicateRunWarning, stacklevel=2)
+            continue
+        seen.add(key)
+        folders.append(f)
     grid_keys = list(dict.fromkeys(k for f in folders for k in f.grid_keys))
     frames = []
     for f in folders:

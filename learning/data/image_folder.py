@@ -62,6 +62,10 @@ def _split_folders(root: Path) -> tuple[Path, Path] | None:
     test = names.get("test") or names.get("val")
     if "train" in names and test is not None:
         return names["train"], test
+    if "train" in names or test is not None:  # one of the two: not class folders, and not a split either
+        have, lack = ("train/", "test/ (or val/)") if "train" in names else (f"{test.name}/", "train/")
+        raise DatasetError(f"{root}: holds a {have} folder but no {lack} folder; expected both (train/CLASS/IMAGE and "
+                           f"test/CLASS/IMAGE), or class folders only (a share of each held out as the test split)")
     return None
 
 

@@ -10,7 +10,7 @@ any other numeric type is taken as it is; then each channel is normalised with t
 train split's mean and std, as every image data set of edgesim
 (:func:`edgesim.learning.data.dataset.image_dataset`). Labels are integers
 ``0..K-1`` (an integer-valued float array or an ``(N, 1)`` column is accepted);
-``K`` is the largest label plus one. Nothing is unpickled (``allow_pickle=False``).
+``K`` is the largest label plus one (at most :data:`MAX_CLASSES` and the number of examples). Nothing is unpickled (``allow_pickle=False``).
 
 Which file: ``[data] file`` (relative to ``data_dir``, or absolute), else the one
 ``.npz`` file in ``data_dir``. What was read (the file, its SHA-256, the shapes, the
@@ -31,6 +31,9 @@ from edgesim.learning.data.dataset import Dataset, DatasetError, image_dataset
 from edgesim.learning.data.files import existing_dir
 
 ARRAYS = ("x_train", "y_train", "x_test", "y_test")
+MAX_CLASSES = 100_000
+"""The most classes a data set may have (a label of ``MAX_CLASSES`` or more is refused before any model is built:
+``K`` = the largest label + 1 sizes the classifier). ImageNet-21k has 21,841."""
 EXPECTED = "an .npz archive with arrays x_train, y_train, x_test, y_test (np.savez)"
 
 
@@ -77,10 +80,13 @@ def _labels(y: np.ndarray, n: int, path: Path, key: str) -> np.ndarray:
             raise DatasetError(f"{path}: array {key} holds non-integer labels; expected integers 0..K-1")
     elif y.dtype.kind not in "iub":
         raise DatasetError(f"{path}: array {key} has dtype {y.dtype}; expected integer labels 0..K-1")
-    y = y.astype(np.int64)
     if len(y) and y.min() < 0:
-        raise DatasetError(f"{path}: array {key} holds label {int(y.min())}; expected integers 0..K-1")
-    return y
+        raise DatasetError(f"{path}: array {key} holds label {y.min().item()!r}; expected integers 0..K-1")
+    if len(y) and y.max() >= MAX_CLASSES:  # before any cast (2**64 − 1 would wrap) and any model of K classes
+        raise DatasetError(f"{path}: array {key} holds label {y.max().item()!r}, which would make "
+                           f"{y.max().item() + 1:.4g} classes (K = the largest label + 1); expected integers 0..K-1 "
+                           f"with K at most {MAX_CLASSES:,}")
+    return y.astype(np.int64)
 
 
 def load_npz(data_dir, file: str | None = None) -> Dataset:
@@ -115,6 +121,12 @@ def load_npz(data_dir, file: str | None = None) -> Dataset:
     y_train = _labels(arrays["y_train"], len(x_train), path, "y_train")
     y_test = _labels(arrays["y_test"], len(x_test), path, "y_test")
     n_classes = int(max(y_train.max(), y_test.max())) + 1
+    n_examples = len(y_train) + len(y_test)
+    if n_classes > n_examples:
+        key = "y_train" if y_train.max() >= y_test.max() else "y_test"
+        raise DatasetError(f"{path}: array {key} holds label {n_classes - 1}, which makes {n_classes:,} classes (K = "
+                           f"the largest label + 1) for {n_examples:,} examples; expected integers 0..K-1 with K at "
+                           f"most the number of examples")
     if n_classes < 2:
         raise DatasetError(f"{path}: every label is 0; expected at least two classes")
     ds = image_dataset("npz", x_train, y_train, x_test, y_test, n_classes, None, scale)

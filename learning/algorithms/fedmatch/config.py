@@ -28,7 +28,9 @@ class FedMatchConfig:
     ``server_batch_size``: the server's labelled batch for σ's training (labels at the server).
     ``batch_size``: B, the clients' unlabelled batch.
     ``labeled_batch_size``: the clients' labelled batch for σ (labels at the clients).
-    ``lr``: the learning rate of clients and server (unset: ``[train] lr``).
+    ``lr``: the learning rate of clients and server (default 1e-3, the official code's; ``[train] lr`` is not
+    used: λ_s weighs the labelled cross-entropy, so the labelled step is λ_s·lr — at a shared 0.05 with momentum
+    0.9 it is 0.5 and round 0 diverges, docs/labels_at_server.md).
     """
 
     labels: str = "server"
@@ -46,7 +48,7 @@ class FedMatchConfig:
     server_batch_size: int = 100
     batch_size: int = 100
     labeled_batch_size: int = 10
-    lr: Optional[float] = None
+    lr: Optional[float] = 1e-3
 
     def __post_init__(self):
         check_choice("labels", self.labels, ("server", "client"))
