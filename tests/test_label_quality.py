@@ -142,7 +142,7 @@ def test_every_pseudo_labelling_method_reports_the_one_rule(tiny_scenario, tmp_p
 
 @pytest.mark.parametrize("algorithm", ["fedmix", "fedmatch"])
 def test_labels_at_server_methods_report_the_one_rule(tmp_path, algorithm):
-    from tests.test_labels_at_server import TINY
+    from test_labels_at_server import TINY
 
     p = tmp_path / "las.toml"
     p.write_text(TINY)
