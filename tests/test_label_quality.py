@@ -148,3 +148,12 @@ def test_labels_at_server_methods_report_the_one_rule(tmp_path, algorithm):
     p.write_text(TINY)
     rows = _rows(run_scenario(load_scenario(p, [f'run.algorithms=["{algorithm}"]', "budget.rounds=1"]), tmp_path / "r"))
     assert rows and all(0.0 <= float(r["start_label_accuracy"]) <= 1.0 for r in rows)
+
+
+def test_the_one_rule_follows_the_labelling_diagnostics_schedule(tiny_scenario, tmp_path):
+    """``[run] label_quality = false``: no start model is scored (no columns); ``eval_every``: only evaluated rounds."""
+    base = ['run.algorithms=["fixavg"]', "budget.rounds=3", "algorithms.fixavg.threshold=0.5"]
+    off = _rows(run_scenario(load_scenario(tiny_scenario, [*base, "run.label_quality=false"]), tmp_path / "off"))
+    assert all(r.get("start_label_accuracy", "") == "" for r in off)
+    every = _rows(run_scenario(load_scenario(tiny_scenario, [*base, "run.eval_every=2"]), tmp_path / "every"))
+    assert [r["start_label_accuracy"] != "" for r in every] == [r["accuracy"] != "" for r in every]
