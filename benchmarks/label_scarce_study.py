@@ -12,9 +12,12 @@ algorithms.NAME.lr=VALUE`` (one a line) and, to stderr, the whole grid.
 
 ``final``: per data layout (``data.partition``) and algorithm, the final test accuracy (mean of the last
 ``--last`` rounds) over the seeds, with a 95 % Student-t interval, and each algorithm's paired difference from
-``--baseline`` over the seeds both ran (``edgesim.results.stats``), and, in the last round, the share of the
-pseudo-labels it used that were right (``pseudo_label_accuracy``) and its mask rate (``mask_rate``), means over the
-seeds ("—" for a method that reports none), as a Markdown table. A single seed prints the
+``--baseline`` over the seeds both ran (``edgesim.results.stats``), and, in the last round, the pseudo-label
+figures by one rule for every method — the model the devices start the round from, on all their unlabelled rows:
+the share it labels right (``start_label_accuracy``), the share right among the rows at or above confidence 0.95
+(``start_label_accuracy_confident``) and that share of rows (``start_label_confident_share``) — then the method's
+own rule, the pseudo-labels it used that were right (``pseudo_label_accuracy``: different rows per method), means
+over the seeds ("—" for a method that reports none), as a Markdown table. A single seed prints the
 value and no interval.
 """
 
@@ -111,11 +114,15 @@ def _mean_text(x) -> str:
 def final(paths, baseline: str, last: int) -> None:
     runs = _runs(paths)  # read once, scored three ways
     scores = _scores(runs, last)
-    used = _scores(runs, 1, "pseudo_label_accuracy")  # of the pseudo-labels used in the last round
-    mask = _scores(runs, 1, "mask_rate")  # the share of unlabelled rows used then
+    # the last round's pseudo-label figures: three by one rule (the start model, all rows; issue 54.1), then the
+    # method's own "used, right", which compares different rows across methods
+    label_columns = ("start_label_accuracy", "start_label_accuracy_confident", "start_label_confident_share",
+                     "pseudo_label_accuracy")
+    labels = [_scores(runs, 1, c) for c in label_columns]
     print(f"| layout | algorithm | seeds | final accuracy (%), last {last} rounds | paired difference from "
-          f"{baseline} (points) | pseudo-labels used, right (%) | mask rate (%) |")
-    print("|---|---|---|---|---|---|---|")
+          f"{baseline} (points) | start model labels right, all rows (%) | right, rows ≥ 0.95 (%) | "
+          f"rows ≥ 0.95 (%) | own rule: used, right (%) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for layout, rows in scores.groupby("layout"):
         base = rows[rows.algorithm == baseline].set_index("seed")["score"].dropna()
         for alg, r in rows.groupby("algorithm"):
@@ -123,7 +130,7 @@ def final(paths, baseline: str, last: int) -> None:
             both = acc.index.intersection(base.index)
             diff = "—" if alg == baseline or not len(both) else _interval((acc[both] - base[both]).to_numpy())
             seeds = f"{len(acc)}" + (f" (+{int(r['diverged'].sum())} diverged)" if r["diverged"].any() else "")
-            last_round = [_mean_text(t[(t.layout == layout) & (t.algorithm == alg)]["score"]) for t in (used, mask)]
+            last_round = [_mean_text(t[(t.layout == layout) & (t.algorithm == alg)]["score"]) for t in labels]
             print(f"| {layout} | {alg} | {seeds} | {_interval(acc.to_numpy())} | {diff} | {' | '.join(last_round)} |")
 
 

@@ -222,7 +222,7 @@ def test_sequential_equals_vmap_with_batchnorm_and_padding_and_creg_keeps_the_st
     base = {k: v.detach().clone() for k, v in model.state_dict().items()}
     starts, data = [], []
     for c, (n_lab, n_unl) in enumerate([(8, 16), (5, 9), (4, 3)]):  # unequal: padded rows and finished clients
-        w = freg_init(4, 6, torch.Generator().manual_seed(c))
+        w = freg_init(4, 6, torch.Generator().manual_seed(c), cfg.freg_form)
         starts.append({**base, **{C_REG + k: base[k] for k in keys}, **w})
         data.append({"lab": {"x": torch.rand(n_lab, 1, 8, 8, generator=g), "y": torch.randint(0, 4, (n_lab,), generator=g)},
                      "unl": {"u": torch.rand(n_unl, 1, 8, 8, generator=g)}})
@@ -261,7 +261,7 @@ def test_first_step_feedback_is_exactly_negated_by_the_code_sign():
     model = _bn_model()
     keys = [n for n, _ in model.named_parameters()]
     base = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    start = {**base, **{C_REG + k: base[k] for k in keys}, **freg_init(4, 6, torch.Generator().manual_seed(0))}
+    start = {**base, **{C_REG + k: base[k] for k in keys}, **freg_init(4, 6, torch.Generator().manual_seed(0), "mlp_relu")}
     g = torch.Generator().manual_seed(1)
     data = [{"lab": {"x": torch.rand(4, 1, 8, 8, generator=g), "y": torch.tensor([0, 1, 2, 3])},
              "unl": {"u": torch.rand(8, 1, 8, 8, generator=g)}}]  # one step: 4 ≤ B, 8 ≤ μB

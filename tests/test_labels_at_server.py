@@ -171,7 +171,7 @@ def test_fedmix_client_loss_terms_by_hand():
     params = {"w": torch.tensor([1.0, 3.0])}
     fixed = {ANCHOR + "w": torch.tensor([0.0, 1.0])}  # pull = (1 + 4) / 2 = 2.5
     b = _FakeBatch()
-    cfg = FedMixConfig(lambda_1=2.0, lambda_c=0.5, lambda_2=0.1, n_views=2, threshold=0.75)
+    cfg = FedMixConfig(lambda_1=2.0, lambda_c=0.5, lambda_2=0.1, n_views=2, threshold=0.75, labeller="psi", pull="mean")
     total, aux = client_loss(cfg)(_FakeNet(lg, params, fixed), b, None)
     unsup = (1.0 * math.log(2) + 0.0) / 2  # CE(0, (0.5, 0.5)) on the confident row, mean over both rows
     def kl(q):
@@ -184,7 +184,8 @@ def test_fedmix_client_loss_terms_by_hand():
     assert float(total) == pytest.approx(2.0 * unsup + 0.5 * consistency + 0.1 * 2.5, rel=1e-5)
     assert float(aux["mask_rate"]) == pytest.approx(0.5)
     # limiting case: the unlabelled terms off leave the pull alone, and no consistency key is computed
-    off, aux_off = client_loss(FedMixConfig(lambda_1=0.0, lambda_2=0.1))(_FakeNet(lg, params, fixed), b, None)
+    off, aux_off = client_loss(FedMixConfig(lambda_1=0.0, lambda_2=0.1, labeller="psi", pull="mean"))(
+        _FakeNet(lg, params, fixed), b, None)
     assert float(off) == pytest.approx(0.25) and "loss_c" not in aux_off
 
 
@@ -428,7 +429,8 @@ def test_fedmatch_labels_at_client(tiny):
 def test_vectorised_equals_sequential(tiny, name):
     over = ['train.executor="sequential"']
     if name == "fedmix":  # every term of the client loss on: a confident label for every row, the KL, the pull
-        over += ["algorithms.fedmix.threshold=0.0", "algorithms.fedmix.lambda_c=1.0", "algorithms.fedmix.lambda_2=1e4"]
+        over += ["algorithms.fedmix.threshold=0.0", "algorithms.fedmix.lambda_c=1.0", "algorithms.fedmix.lambda_2=1e4",
+                 'algorithms.fedmix.pull="mean"']
     if name == "fedmatch_lc":
         over += ['data.partition="dirichlet"', "data.alpha=1.0", "algorithms.fedmatch_lc.batch_size=32",
                  "algorithms.fedmatch_lc.lr=0.005"]
@@ -476,7 +478,7 @@ def test_server_only_round_on_the_clock(tiny):
 def test_fedmix_supervised_only_equals_server_only(tiny):
     """FedMix with (α, β, γ) = (0, 1, 0) is θ ← σ: the server-only run's accuracy, round by round."""
     sc, ctx, alg = setup(tiny, "fedmix", "algorithms.fedmix.alpha=0.0", "algorithms.fedmix.beta=1.0",
-                         "algorithms.fedmix.gamma=0.0")
+                         "algorithms.fedmix.gamma=0.0", 'algorithms.fedmix.server_views="clean"')  # server_only's rows
     mixed = [r.metrics["accuracy"] for r in Simulation(sc.system, sc.budget, alg, seed=sc.seed).run(2)]
     sc, ctx, ref = setup(tiny, "server_only", "algorithms.server_only.server_batch_size=50")
     alone = [r.metrics["accuracy"] for r in Simulation(sc.system, sc.budget, ref, seed=sc.seed).run(2)]
@@ -561,3 +563,40 @@ def test_a_cut_round_after_a_normal_one_keeps_that_rounds_model(tiny, name):
     alg.complete_round(RoundOutcome(1, 1.0, 1.2, arrived=(), dropped=devices, compute_end_s={}, upload_end_s={},
                                     server_cut=True))
     assert all(torch.equal(v, after0[k]) for k, v in _model(alg).items())
+
+
+class _LabellerNet(_FakeNet):
+    """A fake net whose frozen labeller's logits differ from ψ's (issue 54.3)."""
+
+    def __init__(self, logits, labeller_logits, params, fixed):
+        super().__init__(logits, params, fixed)
+        self._lab = labeller_logits
+        self.labeller_params = None
+
+    def logits_frozen_stats(self, b, key, params):
+        self.labeller_params = params
+        return self._lab[key]
+
+
+def test_fedmix_labels_with_the_frozen_start_model_and_the_summed_pull_acts():
+    import math
+
+    from edgesim.learning.algorithms.fedmix.algorithm import LABELLER
+
+    # ψ's own views say class 1 (confidently); θ^t's views say class 0 at 0.8: θ^t labels, so CE(0, (0.5, 0.5))
+    psi_views = {"u_a0": torch.log(torch.tensor([[0.1, 0.9]])), "u_a1": torch.log(torch.tensor([[0.1, 0.9]])),
+                 "u_pi": torch.log(torch.tensor([[0.5, 0.5]]))}
+    theta_views = {"u_a0": torch.log(torch.tensor([[0.9, 0.1]])), "u_a1": torch.log(torch.tensor([[0.7, 0.3]]))}
+    params = {"w": torch.tensor([1.0, 3.0])}
+    fixed = {ANCHOR + "w": torch.tensor([0.0, 1.0]), LABELLER + "w": torch.tensor([7.0, 7.0])}
+    net = _LabellerNet(psi_views, theta_views, params, fixed)
+    cfg = FedMixConfig(lambda_1=1.0, lambda_2=0.1, n_views=2, threshold=0.75)  # defaults: theta, sum
+    assert (cfg.labeller, cfg.pull, cfg.server_views) == ("theta", "sum", "weak")
+    total, aux = client_loss(cfg)(net, _FakeBatch(), None)
+    assert float(aux["loss_u"]) == pytest.approx(math.log(2), rel=1e-5)  # the confident label is θ^t's class 0
+    assert net.labeller_params["w"].tolist() == [7.0, 7.0]  # the frozen labeller's parameters, not ψ's
+    assert float(aux["pull"]) == pytest.approx(5.0)  # Σ (1 + 4): stiffness 2λ₂ per entry, not 2λ₂/P
+    assert float(total) == pytest.approx(math.log(2) + 0.1 * 5.0, rel=1e-5)
+    with pytest.raises(ValueError, match="send_sigma"):
+        FedMixConfig(labeller="sigma")
+    assert FedMixConfig(labeller="sigma", send_sigma=True).labeller == "sigma"

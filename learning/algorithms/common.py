@@ -7,6 +7,7 @@ server step, costs); the loop around it is these functions.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Mapping, Sequence
 
@@ -17,6 +18,7 @@ from edgesim.backend import DeviceLoss, DeviceWork, Diverged, RoundPlan
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.inference import evaluate
+from edgesim.learning.label_quality import TRUTH, start_label_rates
 from edgesim.learning.label_quality import finish as finish_label_metrics
 from edgesim.learning.tasks import LocalTask, LocalTrainResult, Stream
 
@@ -108,6 +110,7 @@ def train_devices(
     data: Sequence,
     task: LocalTask,
     stream: str = "train",
+    labellers: Sequence[Mapping[str, torch.Tensor]] | None = None,
 ) -> LocalTrainResult:
     """Run ``task`` on ``devices`` with the run's executor and their derived generators; check for divergence.
 
@@ -118,13 +121,55 @@ def train_devices(
     which other devices train with it. ``name`` only names the algorithm in a
     divergence error. With a ``ctx.loss_log`` (a ``[resources]`` scheduling policy is set) each device's
     loss statistic is recorded first (:func:`device_losses`): every algorithm that trains here feeds Oort.
+
+    A pseudo-labelling task (a stream of ``data`` carries the hidden labels, ``TRUTH``) also gets the one-rule
+    label figures of the model each device starts from (:func:`start_label_aux`) in its ``aux``: ``labellers``,
+    the models (``ctx.model``'s keys) the devices label with at their first step, when a start holds more or other
+    keys than that model (FedMatch's σ and ψ: σ + ψ); default each start's model keys.
     """
     if ctx.loss_log is not None:
         ctx.loss_log.record(devices, device_losses(ctx, devices, starts))
+    start_aux = {}
+    if any(isinstance(s, Mapping) and TRUTH in s for d in data if isinstance(d, Mapping) for s in d.values()):
+        start_aux = start_label_aux(ctx, devices, starts if labellers is None else labellers)
     gens = [ctx.generator(stream, round_index, d) for d in devices]
     result = ctx.executor.run(ctx.model, task, list(starts), list(data), gens)
     check_losses(name, round_index, devices, result)
+    if start_aux:
+        result = dataclasses.replace(result, aux={**result.aux, **start_aux})
     return result
+
+
+def start_label_rates_of(ctx: Context, devices: Sequence[int],
+                         labellers: Sequence[Mapping[str, torch.Tensor]]) -> list[dict[str, float]]:
+    """Per device, :func:`edgesim.learning.label_quality.start_label_rates` of the model ``labellers[i]`` on
+    device ``devices[i]``'s unlabelled rows against their hidden labels (one eval-mode forward pass, no draw,
+    host time only; ``{}`` for a device without unlabelled rows, or outside the labelling diagnostic's devices
+    of this round, :func:`due_devices` — none in a round not evaluated)."""
+    from edgesim.learning.inference import predict_proba
+
+    keys = ctx.model.state_dict().keys()
+    due = set(due_devices(ctx, labels=True) or ())
+    out = []
+    for d, state in zip(devices, labellers):
+        c = ctx.clients[d]
+        if c.x_unl.shape[0] == 0 or d not in due:
+            out.append({})
+            continue
+        with torch.no_grad():
+            p = predict_proba(ctx.model, [{k: state[k] for k in keys}], c.x_unl,
+                              batch_size=ctx.train_cfg.eval_batch_size, vectorize=False)[0]
+        out.append(start_label_rates(p.float(), c.y_unl_hidden))
+    return out
+
+
+def start_label_aux(ctx: Context, devices: Sequence[int],
+                    labellers: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, list[float]]:
+    """:func:`start_label_rates_of` as per-device aux lists (NaN for a device without unlabelled rows), the form
+    :func:`aux_metrics` averages over the devices that trained."""
+    rates = start_label_rates_of(ctx, devices, labellers)
+    names = sorted({k for r in rates for k in r})
+    return {k: [r.get(k, float("nan")) for r in rates] for k in names}
 
 
 class LossLog:

@@ -78,6 +78,7 @@ from edgesim.learning.algorithms.common import (
     measured,
     sgd_cycles,
     sgd_task,
+    start_label_rates_of,
     step_metrics,
     to_cpu,
     to_device,
@@ -370,6 +371,7 @@ class DofedSpp:
         own = dict(zip(own_ids, accuracy_per_device(ctx, [self.tar[d] for d in own_ids],
                                                     [(ctx.clients[d].x_unl, ctx.clients[d].y_unl_hidden)
                                                      for d in own_ids])))
+        starts = start_label_rates_of(ctx, range(n), self.tar)  # the one rule: each device's own target model
         datasets, lab_acc, pl_rates, start = [], [], [], 0
         for d, c in enumerate(ctx.clients):
             k = c.x_unl.shape[0]
@@ -378,7 +380,7 @@ class DofedSpp:
             keep = p >= 0
             lab_acc.append(own[d] if d in own else float("nan") if d in uncovered or not k
                            else float((p == c.y_unl_hidden).float().mean()))
-            pl_rates.append(label_rates(p, c.y_unl_hidden, keep))  # scored against the hidden labels, not trained
+            pl_rates.append({**label_rates(p, c.y_unl_hidden, keep), **starts[d]})  # scored, never trained on
             datasets.append((torch.cat([c.x_unl[keep], c.x_lab]), torch.cat([p[keep].to(c.y_lab.dtype), c.y_lab])))
         # Phase 3: teacher–student step on pseudo ∪ labelled target data (Eq. 22).
         tar_before = self.tar

@@ -4,10 +4,12 @@ Roles: θ the local model (downloaded, trained, uploaded); φ the coarse
 regulator C-reg, the same network, re-initialised from the global model at
 the start of every round (Alg. 1, line 12); w the fine regulator F-reg on a
 softmax output vector, created once per device and kept there (Alg. 1,
-line 2; never uploaded): the paper's "one FC layer with 128 filters and a
-Sigmoid" (§4.1), read as ``mean_k σ(W p + b)_k`` over its 128 units
-(``freg_form = "fc_sigmoid"``), or ``Linear(C,128)-ReLU-Linear(128,1)-Sigmoid``
-(``"mlp_relu"``, the release's ``WNet`` shape with the paper's width).
+line 2; never uploaded): the paper's "MLP ... with one fully connected layer
+with 128 filters and a Sigmoid" (§4.1), read as
+``Linear(C,128)-ReLU-Linear(128,1)-Sigmoid`` (``freg_form = "mlp_relu"``, the
+default: the release's ``WNet`` shape with the paper's width, one per-sample
+output), or ``mean_k σ(W p + b)_k`` over its 128 units (``"fc_sigmoid"``, the
+earlier reading, whose mean of 128 sigmoids pins the weight near 0.5).
 
 Per minibatch (labelled x, y; unlabelled u; weak view T_w, strong view T_s;
 Alg. 1, lines 15–22):
@@ -26,8 +28,13 @@ Alg. 1, lines 15–22):
    ``g_u = ∇ E_u[m·CE(ŷ, f(T_s u; θ))]`` (Eq. 7), ``g_d = d·∇ E_u CE(ŷ,
    f(T_s u; θ))`` (Eq. 8), ``g_s = ∇ CE(y, f(x; θ))`` (Eq. 9).
 
-The steps of 3, 5 and 7 use the task's optimizer (Adam, lr 5e-4 each, §4.1);
-the virtual step of 2 is Eq. (4)'s plain gradient step with η_s. E_u is the
+The steps of 3, 5 and 7 use the task's optimizer (Adam; one rate for η, η_s,
+η_w unless ``creg_lr``/``freg_lr`` are set, §4.1); the virtual step of 2 is
+Eq. (4)'s plain gradient step with η_s (Adam on w makes the hyper-gradient's
+scale, ∝ η_s, irrelevant up to its ε). F-reg's input in steps 2 and 5 is the
+softmax of φ's output, attached (``freg_input``): Eqs. (2, 4) differentiate
+H(w; φ) through φ. Per round: ``freg_auc`` (the AUC of m against pseudo-label
+correctness, :func:`weight_auc_aux`) and ``feedback_abs`` (mean |d|). E_u is the
 mean over the unlabelled batch (``weight_norm = "mean"``, Eq. 7) or Σm-
 normalised (``"sum"``, the official code). The ablations of Table 2:
 ``creg = false`` — no φ, no g_d; F-reg's virtual step is taken on θ;
@@ -123,6 +130,37 @@ def virtual_step_loss(unl_loss, lab_loss, phi: Mapping[str, torch.Tensor], lr_s:
     return loss
 
 
+AUC_ABOVE, AUC_PAIRS = "auc_above", "auc_pairs"
+
+
+def weight_auc_aux(b, m: torch.Tensor, y_hat: torch.Tensor, key: str) -> dict[str, torch.Tensor]:
+    """The tallies of the AUC of the weights ``m`` against pseudo-label correctness, over the batch's real rows.
+
+    With r_i = [ŷ_i = y_i] and real-row mask a_i: ``auc_above`` = Σ_ij a_i r_i a_j (1 − r_j)·([m_i > m_j] +
+    ½[m_i = m_j]) / n² and ``auc_pairs`` = Σ_i a_i r_i · Σ_j a_j (1 − r_j) / n² (n rows); the round's
+    ``freg_auc`` = mean(auc_above) / mean(auc_pairs) (:func:`finish_auc`): the chance a right pseudo-label
+    weighs more than a wrong one (0.5: no separation; Hanley & McNeil 1982). ``{}`` without the true labels.
+    Measurement only (the hidden labels are never trained on)."""
+    if TRUTH not in b:
+        return {}
+    a = b.mask(key).to(m.dtype)
+    right = (y_hat == b[TRUTH]).to(m.dtype) * a
+    wrong = (1.0 - (y_hat == b[TRUTH]).to(m.dtype)) * a
+    diff = m.detach().unsqueeze(1) - m.detach().unsqueeze(0)  # m_i − m_j
+    order = (diff > 0).to(m.dtype) + 0.5 * (diff == 0).to(m.dtype)
+    n2 = float(m.shape[0] ** 2)
+    return {AUC_ABOVE: (right.unsqueeze(1) * wrong.unsqueeze(0) * order).sum() / n2,
+            AUC_PAIRS: right.sum() * wrong.sum() / n2}
+
+
+def finish_auc(metrics: dict[str, float]) -> dict[str, float]:
+    """``auc_above``/``auc_pairs`` (device means) → ``freg_auc`` (left out when no pair was right-and-wrong)."""
+    above, pairs = metrics.pop(AUC_ABOVE, None), metrics.pop(AUC_PAIRS, None)
+    if above is not None and pairs:
+        metrics["freg_auc"] = above / pairs
+    return metrics
+
+
 def phase_passes(creg: bool = True, freg: bool = True) -> tuple[tuple[str, str, int, int], ...]:
     """The passes of one FedDure step: ``(phase, stream, forwards, backwards)`` per row of the stream.
 
@@ -166,8 +204,11 @@ def _sub(state: dict, keys) -> dict:
 def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
     """The client step of FedDure (module docstring) for the executor; pure torch.func, so vmap runs it."""
     theta_opt = make_optimizer(cfg.optimizer, cfg.lr)
-    creg_opt = dataclasses.replace(theta_opt, lr=cfg.creg_lr)
-    freg_opt = dataclasses.replace(theta_opt, lr=cfg.freg_lr)
+    creg_opt = dataclasses.replace(theta_opt, lr=cfg.eta_s)
+    freg_opt = dataclasses.replace(theta_opt, lr=cfg.eta_w)
+
+    def h_input(out):  # F-reg's input, softmax of the output vector: attached (Eqs. 2, 4: ∂H/∂φ kept) or constant
+        return F.softmax(out if cfg.freg_input == "attached" else out.detach(), -1)
     c_keys = [C_REG + k for k in param_keys]
     w_keys = FREG_KEYS[cfg.freg_form]
 
@@ -195,12 +236,12 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
         if cfg.freg:
             w = {k: p[k] for k in w_keys}
             inner = {k: p[C_REG + k] for k in param_keys} if cfg.creg else theta
-            inner_lr = cfg.creg_lr if cfg.creg else cfg.lr
+            inner_lr = cfg.eta_s if cfg.creg else cfg.lr
 
-            def unl_loss(q, w_):  # E_u[H(w; q)·CE(ŷ, f(T_s u; q))], H on the detached output vector (Eqs. 2, 4)
+            def unl_loss(q, w_):  # E_u[H(w; q)·CE(ŷ, f(T_s u; q))] (Eq. 4; H's input attached unless freg_input)
                 out = fwd(q, "u_strong")
                 ce = F.cross_entropy(out, y_hat, reduction="none")
-                return weighted_mean(freg_apply(w_, F.softmax(out.detach(), -1)), ce, u_mask, cfg.weight_norm)
+                return weighted_mean(freg_apply(w_, h_input(out)), ce, u_mask, cfg.weight_norm)
 
             outer = virtual_step_loss(unl_loss, lambda q: ce_lab(fwd(q, "x_aug")), inner, inner_lr)
             w_new, w_state = freg_opt.update(w, grad(outer)(w), _sub(opt_state, w_keys), inp.step, inp.lr_scale)
@@ -218,7 +259,7 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
             def creg_loss(q):  # Eq. (2) with the updated F-reg (or the fixed threshold)
                 out = fwd(q, "u_strong")
                 ce = F.cross_entropy(out, y_hat, reduction="none")
-                weights = freg_apply(w_new, F.softmax(out.detach(), -1)) if cfg.freg else m
+                weights = freg_apply(w_new, h_input(out)) if cfg.freg else m
                 return weighted_mean(weights, ce, u_mask, cfg.weight_norm)
 
             phi_new, c_state = creg_opt.update({C_REG + k: v for k, v in phi.items()},
@@ -242,7 +283,8 @@ def feddure_step(cfg: FedDureConfig, param_keys: list[str]):
         state = {name: {**t_state.get(name, {}), **c_state.get(name, {}), **w_state.get(name, {})}
                  for name in opt_state}
         aux = {"loss": total.detach(), "loss_x": sup.detach(), "loss_u": unsup.detach(), "feedback": d,
-               "weight_mean": b.mean(m, "u_strong").detach(), **batch_label_aux(b, y_hat, m, "u_strong")}
+               "feedback_abs": d.abs(), "weight_mean": b.mean(m, "u_strong").detach(),
+               **batch_label_aux(b, y_hat, m, "u_strong"), **weight_auc_aux(b, m, y_hat, "u_strong")}
         return new, state, aux
 
     return step
@@ -317,7 +359,8 @@ class FedDure:
         updates = arrived_updates(outcome, sel, models, weights)
         if updates and sum(w for _, w in updates) > 0:
             self.global_state = weighted_average(updates)
-        return {**round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state), **extra}
+        metrics = round_metrics(ctx, [self.global_state] * ctx.n_devices, result, shared=self.global_state)
+        return {**finish_auc(metrics), **extra}
 
     def state_dict(self) -> dict:
         out = {"global": to_cpu(self.global_state), "freg": [to_cpu(w) for w in self.freg]}

@@ -290,7 +290,9 @@ class FedMatch:
                 extra = {helper_prefix(i) + k: self.helper_psi[j][PSI + k]
                          for i, j in enumerate(self.helpers[d]) for k in self.keys}
                 starts.append({**self.sigma, **self.psi, **extra})
-            res = train_devices(self.ctx, self.name, r, group, starts, [self.streams(d) for d in group], self.task(h))
+            labeller = {**self.sigma, **compose(self.sigma, self.psi, self.keys, None)}  # σ + ψ: what L_u labels with
+            res = train_devices(self.ctx, self.name, r, group, starts, [self.streams(d) for d in group], self.task(h),
+                                labellers=[labeller] * len(group))
             for i, d in enumerate(group):
                 states[d] = {k: v for k, v in res.params[i].items() if not k.startswith("helper")}
                 losses[d], steps[d] = res.mean_loss[i], res.n_steps[i]

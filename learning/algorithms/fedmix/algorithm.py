@@ -58,7 +58,15 @@ from edgesim.learning.algorithms.common import (
     train_devices,
     training_plan,
 )
-from edgesim.learning.algorithms.fedmix.config import SIGMA_STARTS, VARIANTS, WEIGHTINGS, FedMixConfig  # noqa: F401 - re-exported
+from edgesim.learning.algorithms.fedmix.config import (  # noqa: F401 - re-exported
+    LABELLERS,
+    PULLS,
+    SERVER_VIEWS,
+    SIGMA_STARTS,
+    VARIANTS,
+    WEIGHTINGS,
+    FedMixConfig,
+)
 from edgesim.learning.context import Context
 from edgesim.learning.costs import task_cycles
 from edgesim.learning.label_quality import TRUTH, batch_label_aux
@@ -66,6 +74,7 @@ from edgesim.learning.objectives import kl_to_soft, scaled_cross_entropy_loss
 from edgesim.learning.tasks import LocalTask, Stream, View
 
 Params = dict[str, torch.Tensor]
+LABELLER = "labeller/"  # prefix of the labelling model (θ^t or σ^t, labeller ≠ "psi") in a client's state (frozen)
 ANCHOR = "anchor/"  # prefix of the pull's anchor (σ^t or θ^t) in a client's state (a frozen input)
 
 
@@ -121,7 +130,13 @@ def client_loss(cfg: FedMixConfig):
     labels_from = view_names(cfg)
 
     def loss(net, b, key):
-        *views, lp = net.logits(b, *labels_from, "u_pi")
+        if cfg.labeller == "psi":  # ψ labels itself (the earlier reading)
+            *views, lp = net.logits(b, *labels_from, "u_pi")
+        else:  # the frozen θ^t or σ^t labels; its passes leave ψ's running statistics alone
+            fixed = {k[len(LABELLER):]: v for k, v in net.fixed.items() if k.startswith(LABELLER)}
+            labeller = {k: fixed[k] for k in net.params if k in fixed}
+            views = [net.logits_frozen_stats(b, v, labeller) for v in labels_from]
+            (lp,) = net.logits(b, "u_pi")
         q = torch.stack([F.softmax(v.detach(), -1) for v in views]).mean(0)
         label, mask = argmax_pseudo_labels([q], cfg.threshold)
         unsup = b.mean(mask * F.cross_entropy(lp, label, reduction="none"), "u_pi")
@@ -132,6 +147,8 @@ def client_loss(cfg: FedMixConfig):
             total = total + cfg.lambda_c * consistency
             aux["loss_c"] = consistency
         pull = mean_squared_distance(net.params, net.fixed, ANCHOR)
+        if cfg.pull == "sum":  # λ₂·‖ψ − a‖² (stiffness 2λ₂ per entry)
+            pull = pull * sum(v.numel() for v in net.params.values())
         total = total + cfg.lambda_2 * pull
         return total, {"loss": total, **aux, "pull": pull, "mask_rate": b.mean(mask, "u_pi"),
                        **batch_label_aux(b, label, mask, "u_pi")}
@@ -151,8 +168,12 @@ def client_task(ctx: Context, cfg: FedMixConfig) -> LocalTask:
 
 
 def server_task(ctx: Context, cfg: FedMixConfig) -> LocalTask:
-    return LocalTask(loss=scaled_cross_entropy_loss(cfg.lambda_s), optimizer=ctx.optimizer(lr=cfg.lr), epochs=cfg.server_epochs,
-                     streams=(Stream("main", cfg.server_batch_size),))
+    """σ's step (Eq. 6) on the server's labelled rows: the weak flip∘shift view the clients' labels come from
+    (``server_views = "weak"``) or the clean rows (``"clean"``)."""
+    views = (View("x_aug", "x", ctx.augmentation("weak")),) if cfg.server_views == "weak" else ()
+    return LocalTask(loss=scaled_cross_entropy_loss(cfg.lambda_s, "x_aug" if views else "x"),
+                     optimizer=ctx.optimizer(lr=cfg.lr), epochs=cfg.server_epochs,
+                     streams=(Stream("main", cfg.server_batch_size),), views=views)
 
 
 # --------------------------------------------------------------------------- the backend
@@ -203,10 +224,12 @@ class FedMix:
         self.counts[sel] += 1
         anchor = sigma if cfg.send_sigma else self.theta
         frozen = {ANCHOR + k: anchor[k] for k in self.param_keys}
+        if cfg.labeller != "psi":
+            frozen.update({LABELLER + k: v for k, v in (sigma if cfg.labeller == "sigma" else self.theta).items()})
         starts = [{**self.theta, **frozen} for _ in sel]
         data = [{"unl": {"u": ctx.clients[d].x_unl, TRUTH: ctx.clients[d].y_unl_hidden}} for d in sel]  # TRUTH: scored only
         result = train_devices(ctx, self.name, r, sel, starts, data, self.task)
-        psis = [{k: v for k, v in s.items() if not k.startswith(ANCHOR)} for s in result.params]
+        psis = [{k: v for k, v in s.items() if not k.startswith((ANCHOR, LABELLER))} for s in result.params]
         arrived = set(outcome.arrived)
         ups = [(p, w) for d, p, w in zip(sel, psis, self.weights(sel)) if d in arrived]
         if ups and sum(w for _, w in ups) > 0:

@@ -11,6 +11,9 @@ from edgesim.learning.algorithms import ScenarioFacts, declare_variants, variant
 
 WEIGHTINGS = ("freq", "samples", "uniform")
 SIGMA_STARTS = ("theta", "persist")
+LABELLERS = ("theta", "sigma", "psi")
+SERVER_VIEWS = ("weak", "clean")
+PULLS = ("sum", "mean")
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,13 @@ class FedMixConfig:
     ``server_batch_size``: the server's labelled batch.
     ``batch_size``: the clients' unlabelled batch.
     ``lr``: the learning rate of clients and server (unset: ``[train] lr``).
+    ``labeller``: the model whose A views label a client's rows (issue 54.3): ``"theta"`` θ^t, the received
+    global model, frozen for the round (default); ``"sigma"`` σ^t (needs ``send_sigma``); ``"psi"`` ψ, the model
+    being trained (the earlier reading: it labels itself at every step).
+    ``server_views``: σ's training rows, ``"weak"`` (the flip∘shift views the labels come from, default) or
+    ``"clean"`` (the earlier reading).
+    ``pull``: λ₂'s norm, ``"sum"`` (λ₂·‖ψ − a‖², stiffness 2·λ₂ per entry, default) or ``"mean"`` (λ₂ over the
+    P entries, stiffness 2·λ₂/P: the earlier reading, ≈ 5·10⁻⁶ for the ``cnn``, effectively off).
     """
 
     alpha: float = 0.5
@@ -53,6 +63,9 @@ class FedMixConfig:
     server_batch_size: int = 100
     batch_size: int = 100
     lr: Optional[float] = None
+    labeller: str = "theta"
+    server_views: str = "weak"
+    pull: str = "sum"
 
     def __post_init__(self):
         for name in ("alpha", "beta", "gamma"):
@@ -75,6 +88,11 @@ class FedMixConfig:
         check_int("server_batch_size", self.server_batch_size, 1)
         check_int("batch_size", self.batch_size, 1)
         check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
+        check_choice("labeller", self.labeller, LABELLERS)
+        if self.labeller == "sigma" and not self.send_sigma:
+            fail("labeller", self.labeller, '"theta" or "psi" unless send_sigma = true (σ^t must reach the client)')
+        check_choice("server_views", self.server_views, SERVER_VIEWS)
+        check_choice("pull", self.pull, PULLS)
 
 
 FedMixConfig.DEFINING = ("weighting",)

@@ -77,6 +77,7 @@ from edgesim.learning.algorithms.common import (
     due_devices,
     mean_loss,
     sample_clients,
+    start_label_rates_of,
     step_metrics,
     to_cpu,
     to_device,
@@ -296,6 +297,7 @@ class UMPFSSL:
         self.transmissions = 0
         self._pending: dict[int, tuple[dict[int, int], dict[int, _Seen]]] = {}
         self._train: dict[int, tuple] = {}  # sampled device → (its data, its soft labels, threshold mask or None)
+        self._start_rates: dict[int, dict] = {}  # sampled device → its start model's one-rule label tallies
         self._accuracy: dict[tuple[int, int], tuple[float, float]] = {}
         self.selected: tuple[int, ...] = ()
         self.vectorize = cfg.vectorize == "on" or (cfg.vectorize == "auto" and ctx.device.type == "cuda")
@@ -395,6 +397,7 @@ class UMPFSSL:
         n, bits = ctx.n_devices, float(ctx.model_bits)
         up_bits, down_bits = (bits, bits) if self.transfers is None else (self.transfers.up_bits, self.transfers.down_bits)
         self._pending, self._train, self._received, self._down_errors = {}, {}, {}, []
+        self._start_rates = {}
         if t == 0:  # warm-up: everyone receives w_0, trains on its labelled data, uploads
             self.selected = tuple(range(n))
             cycles = [task_cycles(self.warmup, {"lab": self.sizes[d][0]}, ctx.cycles_per_sample) for d in range(n)]
@@ -482,6 +485,7 @@ class UMPFSSL:
                     unl["m"] = confident(q, self.cfg.label_threshold)
                 data.append({"lab": {"x": c.x_sup, "y": c.y_sup}, "unl": unl})
                 self._train[k] = (c, q, unl.get("m"))
+            self._start_rates = dict(zip(train, start_label_rates_of(ctx, train, starts)))  # the one rule (54.1)
             task = self.task
         if train and t > 0 and self.cfg.local_steps == "per_epoch":
             result = self._train_per_epoch(t, train, starts, data)
@@ -539,7 +543,8 @@ class UMPFSSL:
         if result is not None:  # train_devices has checked its losses
             metrics["train_loss"] = mean_loss(result)
         metrics.update(step_metrics(result) if result is not None else NO_STEPS)
-        metrics.update(round_label_metrics([label_rates(q, c.y_unl_hidden, m) for c, q, m in self._train.values()],
+        metrics.update(round_label_metrics([{**label_rates(q, c.y_unl_hidden, m), **self._start_rates.get(k, {})}
+                                            for k, (c, q, m) in self._train.items()],
                                            mask_rate=self.cfg.label_threshold is not None))
         corrs = [s.corr for seen in self.seen for s in seen.values()]
         if corrs:
