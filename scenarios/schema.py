@@ -366,15 +366,15 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
 
 
 def load_plugins(modules, where: str, algorithms=()) -> None:
-    """The installed plugins' models, data sets and partitions, and the scenario's ``[run] plugins`` modules,
-    registered before the sections that name them are validated (:mod:`edgesim.learning.plugins`). The installed
+    """The installed plugins' models, data sets and partitions, and the scenario's ``[run] plugins`` modules (looked
+    for beside the scenario file ``where`` first, then on the Python path), registered before the sections that name them are validated (:mod:`edgesim.learning.plugins`). The installed
     algorithm plugins are loaded only when the scenario names an algorithm that is not declared yet (such a
     plugin's module may import torch; a scenario of the built-in algorithms never does)."""
     from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.plugins import import_plugins, load_entry_points
 
     load_entry_points("models", "datasets", "partitions")
-    import_plugins(modules, where)
+    import_plugins(modules, where, scenario_folder(where))
     if any(isinstance(a, str) and a not in ALGORITHMS for a in algorithms):
         load_entry_points("algorithms")
 
@@ -397,6 +397,14 @@ def load_codecs(raw: Mapping[str, Any]) -> None:
         from edgesim.learning.plugins import load_entry_points
 
         load_entry_points("codecs")
+
+
+def scenario_folder(where: str) -> Path | None:
+    """The folder of the scenario file ``where`` (``None`` when ``where`` names no file: a scenario given as a
+    dict)."""
+    path = Path(where)
+    return path.resolve().parent if path.is_file() else None
+
 
 
 def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, run, where: str,
