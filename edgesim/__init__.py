@@ -19,7 +19,7 @@ The package is also the simulator itself, the bottom floor:
 - formulas: :mod:`edgesim.units`, :mod:`edgesim.radio`, :mod:`edgesim.compute`, :mod:`edgesim.budget`
 - channel: :mod:`edgesim.channel`; selection (Algorithm 1): :mod:`edgesim.selection`
 - the engine: :mod:`edgesim.engine`, its protocol with a learning backend: :mod:`edgesim.backend`,
-  a torch-free backend: :mod:`edgesim.curve`; ``edgesim plan``: :mod:`edgesim.plan`
+  a torch-free backend: :mod:`edgesim.curve`; ``edgesim plan``: :mod:`edgesim.planning`
 - the floors above: :mod:`edgesim.learning` (torch), :mod:`edgesim.scenarios` (the application),
   :mod:`edgesim.plots` (figures)
 """

@@ -260,7 +260,7 @@ def plan(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Print the round budget and per-device compute and upload times (with DoFed-SPP: C1/C2/C3 and the (B, K) pairs)."""
-    from edgesim.plan import make_plan
+    from edgesim.planning import make_plan
     from edgesim.scenarios.schema import load_scenario
 
     try:
@@ -288,7 +288,7 @@ def plan(
         _fail(f"{sc.path}: {e}")
     allocation = None
     if not sc.resources.is_default:  # the [resources] policies' round 0, run on the clock
-        from edgesim.plan import first_round_allocation
+        from edgesim.planning import first_round_allocation
 
         run_cfg = sc.learning.get("run")
         k = run_cfg.clients_per_round if run_cfg is not None else sc.system.n_devices

@@ -14,7 +14,7 @@ models. No (B, K) decision and no time budget apply to this round.
 Rounds t >= 1 — Phases 1–4:
 
 1. the BS decides (B, K) and the uploaders [K]: Ineq. (26) with C1, C2, C3 of
-   the slowest device (``edgesim.plan.slowest_device_constants``), the pairs
+   the slowest device (``edgesim.planning.slowest_device_constants``), the pairs
    of §4.4 (``edgesim.budget.examined_pairs``, capped at ``max_b``/``max_k``
    when given) and Algorithm 1 over each pair, keeping the set with the
    largest total SR (``edgesim.selection.best_selection``). No pair fits →
@@ -97,7 +97,7 @@ from edgesim.learning.costs import forward_cycles_per_sample
 from edgesim.learning.inference import predict_proba
 from edgesim.learning.label_quality import label_rates, round_label_metrics
 from edgesim.learning.state import sent_numbers
-from edgesim.plan import slowest_device_constants
+from edgesim.planning import slowest_device_constants
 from edgesim.selection import assignment, best_selection
 
 # --------------------------------------------------------------------------- cycles
@@ -208,7 +208,7 @@ class DofedSpp:
 
     def budget_constants(self, view: SystemView) -> FeasibilityConstants:
         """C1, C2, C3 of Ineq. (26) for a round t >= 1 as this backend charges it, for the slowest device
-        (:func:`edgesim.plan.slowest_device_constants`) at ``view``'s rates: what ``plan_round`` decides on and
+        (:func:`edgesim.planning.slowest_device_constants`) at ``view``'s rates: what ``plan_round`` decides on and
         what ``edgesim plan`` prints for this scenario."""
         return slowest_device_constants(view.round_budget_s, self.round_train_cycles(), self.sr_cycles,
                                         self.pse_cycles, view.cpu_freq_hz, self.ctx.model_bits, view.uplink_rate_bps)
