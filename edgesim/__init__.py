@@ -3,6 +3,7 @@
 ``import edgesim`` is the one public entry point (docs/python_api.md):
 
 - :func:`load_scenario` — a validated scenario from a TOML file, a dict or the bundled default, with overrides;
+- :func:`plan` — what ``edgesim plan`` prints, as an object (round budget, per-device times, local steps);
 - :func:`run` — co-simulate its algorithms into a run folder; a :class:`Run` (summary, tidy frames);
 - :func:`sweep` — a scenario over a grid and seeds; one long pandas DataFrame;
 - :func:`load_runs` — run and sweep folders as one long pandas DataFrame;
@@ -26,7 +27,8 @@ The package is also the simulator itself, the bottom floor:
 
 from edgesim.config import ConfigError
 
-_API = ("Run", "RunFolderError", "SweepError", "load_runs", "load_scenario", "run", "scenario_fingerprint", "sweep")
+_API = ("Run", "RunFolderError", "SweepError", "load_runs", "load_scenario", "plan", "run", "scenario_fingerprint",
+        "sweep")
 
 
 def __getattr__(name: str):

@@ -392,6 +392,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
                     f"{sc.learning['run'].checkpoint_every}): starting from scratch in it")
         else:
             say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
+    for line in plan_warnings(sc):  # before any training: what `edgesim plan` warns of
+        say(f"warning: {line}")
     build_backend, model_bits, extra = make_backends(sc, *clients)
     check_budgets(sc, build_backend)
     check_updates_can_finish(sc, build_backend)
@@ -511,6 +513,19 @@ def _check_same_inputs(folder: Path, inputs: dict) -> None:
     if change is not None:
         raise ConfigError(f"⟨resume⟩: {folder} cannot go on: {change}; a run on two data sets would be reported as "
                           "one. Restore the file, or run again from scratch (⟨+overwrite⟩, or another ⟨out⟩)")
+
+
+def plan_warnings(sc: Scenario) -> list[str]:
+    """What ``edgesim plan`` warns of for ``sc`` that a run says before training (:mod:`edgesim.scenarios.plan`):
+    too few local steps a round on the median device of the run's own partition."""
+    if sc.physics_only:
+        return []
+    from edgesim.scenarios.plan import device_steps, few_steps_warning, held_samples
+
+    w = sc.workload
+    steps = {"local_iterations": w.local_iterations, "batch_size": sc.learning["train"].batch_size}
+    warning = few_steps_warning(sc, steps, device_steps(sc, w, held_samples(sc)))
+    return [warning] if warning else []
 
 
 def failure_note(e: BaseException) -> str:
