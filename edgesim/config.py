@@ -321,9 +321,14 @@ class WorkloadConfig:
     ``cycles_source`` says where C_tra comes from: ``"given"`` (this file) or
     ``"flops"`` (the model's forward+backward FLOPs per sample ÷
     ``flops_per_cycle``, computed by the learning backend).
-    ``model_bits``, ``sr_cycles`` and ``pseudo_label_cycles_per_model`` may
-    be ``"auto"``: computed by the learning backend from the model and the
-    data (see ``learning/sizing.py``); ``edgesim plan`` shows the numbers used.
+    ``model_bits``, ``samples_per_device``, ``sr_cycles`` and
+    ``pseudo_label_cycles_per_model`` may be ``"auto"``: computed by the
+    learning backend from the model and the data (see ``learning/sizing.py``);
+    ``edgesim plan`` shows the numbers used. ``model_bits`` and
+    ``samples_per_device`` are ``"auto"`` unless given — the run's own model
+    (32 bits per parameter) and the median device's samples in the run's own
+    partition — so a learning run is never charged for a paper's model or data
+    it does not have; a physics-only run (no model, no data) must give both.
     In a physics-only run ``cycles_per_sample`` and ``samples_per_device`` may
     also be per device: a list (one value per device) or a distribution table
     ``{dist = "uniform", low = ..., high = ...}`` drawn once per run from the
@@ -332,17 +337,18 @@ class WorkloadConfig:
 
     local_iterations: int = 1
     cycles_per_sample: Union[Number, list, dict] = 1e6
-    samples_per_device: Union[int, list, dict] = 500
+    samples_per_device: Union[int, str, list, dict] = "auto"
     sr_cycles: Union[Number, str] = 0.0
     pseudo_label_cycles_per_model: Union[Number, str] = 0.0
-    model_bits: Union[Number, str] = 17_440_000
+    model_bits: Union[Number, str] = "auto"
     cycles_source: str = "given"
     flops_per_cycle: Number = 8.0
 
     def __post_init__(self):
         check_int("local_iterations", self.local_iterations, 1)
         _check_workload_value("cycles_per_sample", self.cycles_per_sample, integer=False)
-        _check_workload_value("samples_per_device", self.samples_per_device, integer=True)
+        if self.samples_per_device != "auto":
+            _check_workload_value("samples_per_device", self.samples_per_device, integer=True)
         for name in ("sr_cycles", "pseudo_label_cycles_per_model"):
             if getattr(self, name) != "auto":
                 check_number(name, getattr(self, name), minimum=0)
@@ -354,7 +360,8 @@ class WorkloadConfig:
     @property
     def per_device(self) -> bool:
         """Whether ``cycles_per_sample`` or ``samples_per_device`` differs by device (a list or a table)."""
-        return not all(isinstance(v, (int, float)) for v in (self.cycles_per_sample, self.samples_per_device))
+        return not all(isinstance(v, (int, float)) or v == "auto"  # "auto": one number, from the partition
+                       for v in (self.cycles_per_sample, self.samples_per_device))
 
 
 WORKLOAD_DISTRIBUTIONS = ("uniform",)

@@ -397,8 +397,13 @@ def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Opti
         build = LossReportingBuilder(build, ctx.loss_log)  # the run's loss feedback, read after every round
 
     held = [len(c.x_sup) + len(c.x_unl) for c in ctx.clients]
+    planned = sc.workload.samples_per_device
+    if planned == "auto":
+        from edgesim.learning.sizing import median_samples
+
+        planned = median_samples(held)
     extra = {"samples_per_device": {
-        "plan": sc.workload.samples_per_device,
+        "plan": planned,
         "note": "workload.samples_per_device is the D of `edgesim plan`; this run charges each device I*C*D_n "
                 "for its own data (min/mean/max below: samples each device holds)",
         "min": min(held), "mean": sum(held) / len(held), "max": max(held),

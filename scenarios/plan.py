@@ -188,7 +188,7 @@ class PlanReport:
             lines.append(f"{d.device:>6} {d.cpu_freq_hz / 1e9:>8.3g} {10 * math.log10(d.channel_gain):>8.2f} "
                          f"{d.uplink_rate_bps / 1e6:>13.4g} {d.train_s:>9.4g}{sr} {d.upload_s:>9.4g}")
         if len(rows) < len(plan.devices):
-            lines.append(f"   ... {len(plan.devices) - len(rows)} more devices (--json lists all)")
+            lines.append(f"   ... {len(plan.devices) - len(rows)} more devices (the JSON form lists all)")
         steps = self.local_steps
         if steps:
             lines.append(f"Local steps per device-round: I·⌈D/B⌉ = {steps['local_iterations']}·⌈"
@@ -252,7 +252,7 @@ class PlanReport:
                          f"{d['cpu_freq_hz'] / 1e9:>8.4g} {d['compute_s']:>10.4g} {d['upload_airtime_s']:>10.4g} "
                          f"{d['radio_energy_j'] + d['compute_energy_j']:>9.4g} {str(d['arrived']):>7}")
         if len(shown) < len(rows):
-            lines.append(f"   ... {len(rows) - len(shown)} more devices (--json lists all)")
+            lines.append(f"   ... {len(rows) - len(shown)} more devices (the JSON form lists all)")
         return lines
 
 

@@ -69,14 +69,15 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample",
                                    '> 0; physics-only also a list (one per device) or {dist = "uniform", low, high}'),
     "workload.samples_per_device": ("samples D per device that `edgesim plan` assumes (a run charges each device "
-                                    "for the data it holds)", "samples",
-                                    '>= 1; physics-only also a list or {dist = "uniform", low, high}'),
+                                    "for the data it holds); \"auto\": the median device's in the run's partition "
+                                    "(a physics-only run must give it)", "samples",
+                                    '>= 1 or "auto"; physics-only also a list or {dist = "uniform", low, high}'),
     "workload.sr_cycles": ("cycles C_SR of DoFed-SPP's similarity step per round; \"auto\": from the model", "cycles",
                            '>= 0 or "auto"'),
     "workload.pseudo_label_cycles_per_model": ("cycles C_pse to pseudo-label with one model; \"auto\": from the "
                                                "model", "cycles", '>= 0 or "auto"'),
-    "workload.model_bits": ("size m of one model upload; \"auto\": 32 bits per parameter of the model", "bit",
-                            '> 0 or "auto"'),
+    "workload.model_bits": ("size m of one model upload; \"auto\": 32 bits per parameter of the run's model (a "
+                            "physics-only run must give it)", "bit", '> 0 or "auto"'),
     "workload.cycles_source": ("where cycles_per_sample comes from: this file, or the model's FLOPs", "",
                                '"given" or "flops"'),
     "workload.flops_per_cycle": ('FLOPs a device does per cycle (cycles_source = "flops")', "FLOP/cycle", "> 0"),

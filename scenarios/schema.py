@@ -199,10 +199,12 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         physics_only = run.backend == PARAMETRIC
         if physics_only:
             w = built["workload"]
-            for key in ("model_bits", "sr_cycles", "pseudo_label_cycles_per_model"):
+            for key in ("model_bits", "samples_per_device", "sr_cycles", "pseudo_label_cycles_per_model"):
                 if getattr(w, key) == "auto":
-                    raise ScenarioError(f"{where}: [workload] {key} = 'auto': a physics-only run has no model to "
-                                        f"size; expected a number")
+                    unset = "" if key in raw.get("workload", {}) else " (the default: unset)"
+                    what = "no data to count" if key == "samples_per_device" else "no model to size"
+                    raise ScenarioError(f"{where}: [workload] {key} = 'auto'{unset}: a physics-only run has {what}; "
+                                        f"expected a number")
             if w.cycles_source != "given":
                 raise ScenarioError(f"{where}: [workload] cycles_source = {w.cycles_source!r}: a physics-only run "
                                     f"has no model to count FLOPs of; expected 'given'")

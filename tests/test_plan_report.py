@@ -93,3 +93,35 @@ def test_too_few_local_steps_are_warned_of_by_plan_and_run_before_training(tiny_
     assert ran.stderr.splitlines()[0] == warning[0]  # said first, before any round
     quiet = runner.invoke(app, ["plan", str(tiny_scenario), "--set", "train.batch_size=4"])
     assert quiet.exit_code == 0 and "warning" not in quiet.stderr
+
+
+def test_workload_defaults_come_from_the_run_itself(tiny_scenario):
+    """Unset model_bits and samples_per_device are "auto": the model's bits and the median device's samples in the
+    run's own partition; a physics-only run must give both (issue 52)."""
+    from edgesim.config import ConfigError
+    from edgesim.learning.data.datasets import load_dataset
+    from edgesim.learning.data.partitions import device_splits
+    from edgesim.learning.sizing import median_samples
+
+    assert median_samples([3, 1, 2]) == 2 and median_samples([1, 2, 3, 10]) == 3  # ⌈2.5⌉
+    assert median_samples([0, 0]) == 1  # never a D of 0
+    text = tiny_scenario.read_text().replace("samples_per_device = 50\n", "").replace('model_bits = "auto"\n', "")
+    tiny_scenario.write_text(text)
+    sc = edgesim.load_scenario(str(tiny_scenario))
+    assert (sc.workload.model_bits, sc.workload.samples_per_device) == ("auto", "auto")
+    report = edgesim.plan(sc)
+    data = sc.learning["data"]
+    ds = load_dataset(data.dataset, data.data_dir)
+    _, _, splits = device_splits(ds.y_train, ds.y_test, ds.n_classes, data, 6, sc.seed)
+    held = sorted(len(s.train) + len(s.labeled) + len(s.unlabeled) for s in splits)
+    assert report.workload.samples_per_device == -(-(held[2] + held[3]) // 2)  # 6 devices: the middle two's mean, up
+    from edgesim.learning.models import build_model, model_bits
+
+    assert report.workload.model_bits == model_bits(build_model("cnn", ds.input_shape, ds.n_classes, ds.vocab_size))
+    assert f"⌈{report.workload.samples_per_device}/16⌉" in report.text()
+    physics = ('[workload]\nmodel_bits = 1e6\n[run]\nbackend = "parametric"\nclients_per_round = 2\n')
+    phys = tiny_scenario.with_name("phys.toml")
+    phys.write_text(physics)
+    with pytest.raises(ConfigError, match=r"\[workload\] samples_per_device = 'auto' \(the default: unset\): a "
+                                          r"physics-only run has no data to count; expected a number"):
+        edgesim.load_scenario(str(phys))
