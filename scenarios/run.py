@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -33,10 +32,11 @@ from edgesim.config import ConfigError, as_written
 from edgesim.learning.config import CLIENT_POOLS, LOCAL_POOL, PARAMETRIC, RAY_POOL
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.records import UPDATE_FIELDS
-from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, ROUNDS, SUMMARY
+from edgesim.results.files import CHECKPOINT_DIR, CONFIG, SUMMARY
 from edgesim.results.files import PROVENANCE as RUN_JSON
 from edgesim.results.metrics import DEFAULT_SUSTAIN_ROUNDS, final_accuracy, time_to_accuracy
-from edgesim.results.writing import LiveCsv, RunFolder, RunLock, check_out, is_finished, is_started_run
+from edgesim.results.tables import DEVICE_FIELDS, RESOURCE_FIELDS, LiveTables, write_tables
+from edgesim.results.writing import RunFolder, RunLock, check_out, is_finished, is_started_run
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.algorithm_run import check_budgets, make_backends, resolved_config, run_algorithm
 from edgesim.scenarios.checkpoint import AlgorithmRun
@@ -46,18 +46,6 @@ from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
 from edgesim.scenarios.tracking import check_available as check_tracking
 from edgesim.scenarios.tracking import make_tracker
-
-ROUND_FIELDS = (
-    "round", "start_time_s", "time_s", "duration_s", "n_selected", "n_arrived", "n_dropped",
-    "bits_up", "bits_down", "cum_bits_up", "cum_bits_down", "cum_wasted_bits", "energy_j", "cum_energy_j",
-    "server_s",
-)
-DEVICE_FIELDS = (
-    "round", "device", "channel_gain", "rate_bps", "download_s", "compute_s", "upload_airtime_s", "idle_s",
-    "bits_up", "bits_down", "wasted_bits", "radio_energy_j", "compute_energy_j", "arrived", "dropped",
-)
-# Each device-round's resources (docs/resource_policies.md): the rounds' devices.csv columns after DEVICE_FIELDS.
-RESOURCE_FIELDS = ("bandwidth_hz", "tx_power_w", "cpu_freq_hz")
 
 
 def display_name(name: str) -> str:
@@ -169,28 +157,6 @@ def empty_rounds_warning(sc: Scenario, name: str, empty: list[int], n_rounds: in
             f"learned in them ({SUMMARY} marks it)")
 
 
-def round_row(name: str, r, metric_keys: list[str], info_keys: list[str]) -> list:
-    """One ``rounds.csv`` row: ``algorithm``, :data:`ROUND_FIELDS`, then the metrics and decisions named."""
-    return [
-        name, r.round_index, r.start_time_s, r.end_time_s, r.duration_s, len(r.devices), len(r.arrived),
-        len(r.dropped), r.bits_up, r.bits_down, r.cum_bits_up, r.cum_bits_down, r.cum_wasted_bits,
-        r.radio_energy_j + r.compute_energy_j, r.cum_energy_j, r.server_s,
-        *[r.metrics.get(k) for k in metric_keys], *[r.info.get(k) for k in info_keys],
-    ]
-
-
-def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys: list[str]):
-    for r in sim.records:
-        yield round_row(name, r, metric_keys, info_keys)
-
-
-def round_columns(records) -> tuple[list[str], list[str]]:
-    """(metric keys with accuracy first, decision keys) of ``records``: ``rounds.csv``'s columns after the fixed ones."""
-    metric_keys = sorted({k for r in records for k in r.metrics})
-    metric_keys.sort(key=lambda k: (k != "accuracy", k))
-    return metric_keys, sorted({k for r in records for k in r.info})
-
-
 def device_fields(sc: Scenario) -> tuple[str, ...]:
     """``devices.csv``'s columns after ``algorithm``: an async run adds a row per update's fields; devices that
     come and go add why each was dropped ("deadline"/"offline"); a round-based run the resources each device had."""
@@ -199,68 +165,11 @@ def device_fields(sc: Scenario) -> tuple[str, ...]:
     return fields if sc.asynchronous else fields + RESOURCE_FIELDS  # the round's band, power and CPU frequency
 
 
-class LiveTables:
-    """``rounds.csv`` and ``devices.csv`` growing as the rounds end (:class:`edgesim.results.writing.LiveCsv`), in
-    the working folder, listed in its manifest before they are written. ``rounds.csv``'s columns while the run goes
-    are the first round's (the finished file has every algorithm's metrics and decisions)."""
-
-    def __init__(self, folder: RunFolder, sc: Scenario):
-        self.rounds, self.devices = LiveCsv(folder.path(ROUNDS)), LiveCsv(folder.path(DEVICES))
-        self.device_header = ("algorithm", *device_fields(sc))
-        self.lock = threading.Lock()  # with --jobs, this process's rounds and the workers' (a relay thread) meet here
-
-    def on_round(self, name: str, rec) -> None:
-        with self.lock:
-            self._append(name, rec)
-
-    def _append(self, name: str, rec) -> None:
-        metric_keys, info_keys = round_columns([rec])
-        header = ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys)
-        self.rounds.append(header, [dict(zip(header, round_row(name, rec, metric_keys, info_keys)))])
-        fields = self.device_header[1:]
-        self.devices.append(self.device_header, [
-            dict(zip(self.device_header, [name, *[getattr(d, f if f != "round" else "round_index") for f in fields]]))
-            for d in rec.devices])
-
-    def feeding(self, on_round: Optional[Callable]) -> Callable:
-        """A round callback that appends the round's rows, then calls ``on_round`` (the caller's, if any)."""
-        def both(name: str, rec) -> None:
-            self.on_round(name, rec)
-            if on_round is not None:
-                on_round(name, rec)
-        return both
-
-    def close(self) -> None:
-        self.rounds.close()
-        self.devices.close()
-
-
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,
                   extra: Optional[dict] = None, formats: tuple[str, ...] = ("png",)) -> None:
     from edgesim.plots.curves import RUN_FIGURES, plot_run
 
-    metric_keys, info_keys = round_columns([r for s in sims.values() for r in s.records])
-    folder.write_csv(
-        ROUNDS,
-        ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys),
-        (row for name, sim in sims.items() for row in _round_rows(name, sim, metric_keys, info_keys)),
-    )
-    fields = device_fields(sc)
-    folder.write_csv(
-        DEVICES,
-        ("algorithm", *fields),
-        (
-            [name, *[getattr(d, f if f != "round" else "round_index") for f in fields]]
-            for name, sim in sims.items()
-            for r in sim.records
-            for d in r.devices
-        ),
-    )
-    folder.write_csv(
-        EVENTS,
-        ("algorithm", "time_s", "round", "device", "kind", "bits"),
-        ([name, e.time_s, e.round_index, e.device, e.kind, e.bits] for name, sim in sims.items() for e in sim.events),
-    )
+    write_tables(folder, sims, device_fields(sc))
     folder.write_json(SUMMARY, summarize(sc, sims, model_bits, extra))
     from edgesim.scenarios.graphs import graph_path, node_link
 
@@ -427,7 +336,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         tracker = make_tracker(tracking, config, folder.work, out.name, folder.path, say)
         if tracker is not None:  # fed each round as it ends, before the caller's on_round
             on_round = tracker.feeding(on_round)
-        live = LiveTables(folder, sc)  # rounds.csv and devices.csv grow as the rounds end
+        live = LiveTables(folder, device_fields(sc))  # rounds.csv and devices.csv grow as the rounds end
         on_round = live.feeding(on_round)
         names = list(sc.learning["run"].algorithms)
         warm = warm_start.obtain(sc, build_backend, folder.work, fp, resuming)
