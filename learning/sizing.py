@@ -22,7 +22,7 @@ from edgesim.learning.registry import resolve
 def resolve_workload(scenario) -> WorkloadConfig:
     """The scenario's workload with every ``"auto"`` replaced by the number a run would use."""
     w = scenario.workload
-    data, train = scenario.learning["data"], scenario.learning["train"]
+    data, train = scenario.learning.data, scenario.learning.train
     needs_model = w.model_bits == "auto" or w.cycles_source == "flops" or "auto" in (
         w.sr_cycles,
         w.pseudo_label_cycles_per_model,
@@ -69,7 +69,7 @@ def partition_samples_per_device(scenario, ds) -> int:
     (:func:`edgesim.learning.data.partitions.device_splits`: the same seed and streams as the run)."""
     from edgesim.learning.data.partitions import device_splits
 
-    _, _, splits = device_splits(ds.y_train, ds.y_test, ds.n_classes, scenario.learning["data"],
+    _, _, splits = device_splits(ds.y_train, ds.y_test, ds.n_classes, scenario.learning.data,
                                  scenario.system.n_devices, scenario.seed, ds.name)
     return median_samples(len(s.train) + len(s.labeled) + len(s.unlabeled) for s in splits)
 
@@ -79,7 +79,7 @@ def model_tensor_sizes(scenario) -> list[int]:
     :func:`edgesim.compression.encoded_bits`)."""
     from edgesim.learning.models import build_model  # torch: only when a compressed transfer is shown
 
-    data, train = scenario.learning["data"], scenario.learning["train"]
+    data, train = scenario.learning.data, scenario.learning.train
     ds = load_dataset(data.dataset, data.data_dir, **data.loader_options())
     model = build_model(train.model, ds.input_shape, ds.n_classes, ds.vocab_size, seed=0)
     return [int(v.numel()) for v in model.state_dict().values() if v.is_floating_point()]

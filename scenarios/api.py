@@ -244,7 +244,7 @@ def run(
     if not quiet:
         from edgesim.scenarios.progress import NotebookProgress
 
-        run_cfg = sc.learning["run"]
+        run_cfg = sc.learning.run
         bar = NotebookProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds)
         on_round = _both(bar.update, on_round)
     try:

@@ -201,7 +201,7 @@ def run(
         _fail(str(e))
     from edgesim.backend import Diverged  # torch-free: a --jobs worker starts before this process imports torch
 
-    run_cfg = sc.learning["run"]
+    run_cfg = sc.learning.run
     work = RunFolder(out).work
     handle_signals()
     try:

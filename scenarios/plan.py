@@ -64,12 +64,12 @@ def held_samples(scenario, *, required: bool = False) -> list[int] | None:
 
     ``None`` for a physics-only run (no data), and when the data set's files are not here unless ``required``
     (a scenario that gives ``samples_per_device`` plans without its data; ``"auto"`` needs them)."""
-    if scenario.physics_only or "data" not in scenario.learning:
+    if scenario.physics_only or scenario.learning.data is None:
         return None
     from edgesim.learning.data.datasets import DatasetError, load_dataset
     from edgesim.learning.data.partitions import device_splits
 
-    data = scenario.learning["data"]
+    data = scenario.learning.data
     try:
         ds = load_dataset(data.dataset, data.data_dir, **data.loader_options())
     except DatasetError as e:
@@ -87,9 +87,9 @@ def held_samples(scenario, *, required: bool = False) -> list[int] | None:
 def steps_summary(scenario, workload: WorkloadConfig) -> dict:
     """The local steps per device-round of one supervised stream of the plan's D: ``I·⌈D/B⌉`` (``{}`` for a
     physics-only run, which has no batches)."""
-    if "train" not in scenario.learning:
+    if scenario.learning.train is None:
         return {}
-    batch = scenario.learning["train"].batch_size
+    batch = scenario.learning.train.batch_size
     samples = workload.samples_per_device
     if workload.per_device:  # a list or a table (physics-only): the device with the most samples
         from edgesim.config import workload_per_device
@@ -102,9 +102,9 @@ def steps_summary(scenario, workload: WorkloadConfig) -> dict:
 def device_steps(scenario, workload: WorkloadConfig, held: list[int] | None) -> dict:
     """Over the devices' own data ``D_n`` of the partition: the min, median and max of ``I·⌈D_n/B⌉`` and of
     ``D_n`` (``{}`` when the partition is not known)."""
-    if not held or "train" not in scenario.learning:
+    if not held or scenario.learning.train is None:
         return {}
-    batch = scenario.learning["train"].batch_size
+    batch = scenario.learning.train.batch_size
     steps = [local_steps(workload.local_iterations, n, batch) for n in held]
     return {"min": min(steps), "median": _median(steps), "max": max(steps),
             "samples_min": min(held), "samples_median": _median(held), "samples_max": max(held)}
@@ -205,7 +205,7 @@ class PlanReport:
         lines.append(f"Train + upload within T/G: {fits} of {plan.n_devices} devices (alone on the uplink)")
         if not self.scheduled:
             return lines
-        data = (sc.learning or {}).get("data")
+        data = sc.learning.data
         if data is not None and data.partition not in ("subset", "normal"):
             lines.append("Target model (Eq. 15) counted over workload.samples_per_device samples: a drawn split's "
                          "target sets are each device's own data (the run checks its budget with them before its "
@@ -263,10 +263,10 @@ def compression_plan(sc, workload: WorkloadConfig) -> dict:
     from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.config import algorithm_of
 
-    codecs = sc.learning.get("codecs")  # every algorithm's, resolved by the scenario (none: physics only)
+    codecs = sc.learning.codecs  # every algorithm's, resolved by the scenario (none: physics only)
     if not codecs:
         return {}
-    names = [a for a in sc.learning["run"].algorithms
+    names = [a for a in sc.learning.run.algorithms
              if getattr(getattr(ALGORITHMS.get(algorithm_of(sc.learning, a)), "config_cls", None), "COMPRESSION",
                         None) != SENDS_NOTHING]
     if all(codecs[a].is_none for a in names):
@@ -314,7 +314,7 @@ def plan_report(sc) -> PlanReport:
     compressed = compression_plan(sc, workload)
     allocation = None
     if not sc.resources.is_default:  # the [resources] policies' round 0, run on the clock
-        run_cfg = sc.learning.get("run")
+        run_cfg = sc.learning.run
         k = run_cfg.clients_per_round if run_cfg is not None else sc.system.n_devices
         try:
             allocation = first_round_allocation(sc.system, sc.budget, workload, sc.resources, k, sc.seed)

@@ -70,7 +70,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
     The final, last and best accuracies are those of the rounds that evaluated (``async.eval_every`` > 1 leaves
     some aggregations without an accuracy).
     """
-    run_cfg = sc.learning["run"]
+    run_cfg = sc.learning.run
     budget_s = float(sc.budget.total_time_s)
     sustain = DEFAULT_SUSTAIN_ROUNDS if run_cfg.sustain_rounds is None else run_cfg.sustain_rounds
     algs = {}
@@ -195,7 +195,7 @@ def _check_algorithms(sc: Scenario) -> None:
     from edgesim.learning.algorithms import REGISTRY
     from edgesim.learning.config import algorithm_of
 
-    for name in sc.learning["run"].algorithms:
+    for name in sc.learning.run.algorithms:
         if algorithm_of(sc.learning, name) not in REGISTRY:
             raise ConfigError(f"{sc.path}: [run] algorithms: unknown algorithm {name!r}; expected one of: "
                               f"{', '.join(sorted(REGISTRY))}")
@@ -257,7 +257,7 @@ def run_scenario(
         raise ConfigError(f"⟨out=⟩{out}: cannot create {out.parent}: {e.strerror or e}") from None
     from edgesim.scenarios.parallel import workers_for
 
-    with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
+    with RunLock(out), threads(resolve_threads(sc.learning.run.threads)), \
             workers_for(sc, jobs, True) as workers:  # every round comes back: rounds.csv grows as the run goes
         return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, workers=workers,
                              formats=formats, argv=argv, clients=(client_executor, ray_address))
@@ -272,7 +272,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume, holding_lock=True)
     _check_algorithms(sc)
-    tracking = sc.learning["run"].tracking
+    tracking = sc.learning.run.tracking
     check_tracking(tracking, sc.path)
     config = resolved_config(sc)
     fp = checkpoint.fingerprint(config)
@@ -293,12 +293,12 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             _check_same_inputs(folder.work, inputs)
             resuming = True
             # read (and so check) every checkpoint before anything is written
-            saved = {name: checkpoint.load(folder.work, name, fp) for name in sc.learning["run"].algorithms}
+            saved = {name: checkpoint.load(folder.work, name, fp) for name in sc.learning.run.algorithms}
             if any(v is not None for v in saved.values()):
                 say(f"resuming {folder.work} from its checkpoints")
             else:
                 say(f"{folder.work} has no checkpoint (run.checkpoint_every = "
-                    f"{sc.learning['run'].checkpoint_every}): starting from scratch in it")
+                    f"{sc.learning.run.checkpoint_every}): starting from scratch in it")
         else:
             say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
     for line in plan_warnings(sc):  # before any training: what `edgesim plan` warns of
@@ -306,13 +306,13 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     build_backend, model_bits, extra = make_backends(sc, *clients)
     check_budgets(sc, build_backend)
     check_updates_can_finish(sc, build_backend)
-    if not sc.physics_only and not resuming and DATASETS[sc.learning["data"].dataset].kind == "image":
+    if not sc.physics_only and not resuming and DATASETS[sc.learning.data.dataset].kind == "image":
         say(views_line(sc))
     folder.start(resume=resuming)
     if resuming:
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
     run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now(), argv=argv,
-                          plugins=sc.learning["run"].plugins)
+                          plugins=sc.learning.run.plugins)
     if inputs:
         run_json["inputs"] = inputs
     if not sc.physics_only:  # how training rounded and laid out its numbers, on what hardware
@@ -320,8 +320,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         from edgesim.learning.device import compute_device
         from edgesim.learning.numerics import describe
 
-        run_json["numerics"] = describe(training_numerics(sc.learning["train"]),
-                                        compute_device(sc.learning["train"].device))
+        run_json["numerics"] = describe(training_numerics(sc.learning.train),
+                                        compute_device(sc.learning.train.device))
     if resuming and folder.path(RUN_JSON).is_file():  # the first start's provenance, and when it was resumed
         try:
             old = json.loads(folder.path(RUN_JSON).read_text())
@@ -338,7 +338,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             on_round = tracker.feeding(on_round)
         live = LiveTables(folder, device_fields(sc))  # rounds.csv and devices.csv grow as the rounds end
         on_round = live.feeding(on_round)
-        names = list(sc.learning["run"].algorithms)
+        names = list(sc.learning.run.algorithms)
         warm = warm_start.obtain(sc, build_backend, folder.work, fp, resuming)
         if warm is not None:
             extra = {**extra, "warm_start": warm.summary()}
@@ -370,7 +370,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             pass
         if isinstance(e, ConfigError) and folder.work.is_dir():
             how = ("; ⟨+resume⟩ to go on from its checkpoints once the cause is fixed"
-                   if sc.learning["run"].checkpoint_every else "")
+                   if sc.learning.run.checkpoint_every else "")
             raise e.reworded(f"{e} (the unfinished run is kept in {folder.work}{how})") from None
         if e is not caught:
             raise e from None
@@ -388,7 +388,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
 def views_line(sc: Scenario) -> str:
     """The run's augmentation choices in one line, said once at its start: the views FixMatch-style methods train
     on and whether they mirror images (``[data] hflip``, given or the data set's own rule)."""
-    data = sc.learning["data"]
+    data = sc.learning.data
     given = isinstance(sc.raw.get("data"), dict) and "hflip" in sc.raw["data"]
     flip = "flip (p = 1/2) + " if data.hflip else ""
     why = "as the scenario sets" if given else f"the rule of dataset = {data.dataset!r}"
@@ -432,7 +432,7 @@ def plan_warnings(sc: Scenario) -> list[str]:
     from edgesim.scenarios.plan import device_steps, few_steps_warning, held_samples
 
     w = sc.workload
-    steps = {"local_iterations": w.local_iterations, "batch_size": sc.learning["train"].batch_size}
+    steps = {"local_iterations": w.local_iterations, "batch_size": sc.learning.train.batch_size}
     warning = few_steps_warning(sc, steps, device_steps(sc, w, held_samples(sc)))
     return [warning] if warning else []
 

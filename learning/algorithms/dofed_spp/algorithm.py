@@ -132,14 +132,14 @@ def auto_cycles(name: str, scenario, model, dataset, cycles_per_sample: float) -
     """
     from edgesim.learning.data.partitions import dofed_sizes
 
-    data = scenario.learning["data"]
+    data = scenario.learning.data
     if data.partition not in ("subset", "normal"):
         raise ConfigError(
             f"{scenario.path}: [workload] {name} = \"auto\" needs data.partition \"subset\" or \"normal\" "
             f"(DoFed-SPP's set sizes), got {data.partition!r}; give {name} as a number of cycles"
         )
     sizes = dofed_sizes(dataset.n_classes, data.n_clusters, data.size_scale)
-    cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
+    cfg = scenario.learning.options("dofed_spp")
     sr, pse = phase_cycles(
         scenario.system.n_devices, sizes.labeled, sizes.unlabeled, sent_numbers(model.state_dict()), cycles_per_sample,
         scenario.workload.flops_per_cycle, cfg.g1, cfg.g2,
