@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields
 from typing import Callable, Optional, Union
 
 from .async_rules import round_modes
+from .keys import Choice, Described, Flag, Integer, Plausible, check_keys, key
+from .keys import Number as Number_
 from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 
 ACCESS_SCHEMES = ("tdma", "fdma")
@@ -162,62 +164,66 @@ class SystemConfig:
     of the default 1 GHz device.
     """
 
-    n_devices: int = 25
-    bandwidth_hz: Number = 1e6
-    noise_psd_dbm_per_hz: Number = -174.0
-    tx_power_dbm: Union[Number, list] = 23.0
-    channel_gain_db: Optional[Number] = None
-    cpu_freq_hz: Union[Number, list] = 1e9
-    kappa: Number = 1e-28
-    access: str = "tdma"
-    downlink_rate_bps: Number = 0.0
-    cell_radius_m: Number = 250.0
-    min_distance_m: Number = 10.0
-    path_loss_intercept_db: Number = 128.1
-    path_loss_slope_db: Number = 37.6
-    shadowing_std_db: Number = 0.0
-    rayleigh_fading: bool = False
-    mobility: str = "static"
-    speed_m_per_s: Number = 1.0
-    server_freq_hz: Number = 1e10
-    battery_j: Optional[Union[Number, list]] = None
-    csi: Optional[str] = None
-    csi_error_std: Optional[Number] = None
+    n_devices: int = key(25, "devices in the cell (N)", unit="devices",
+                         allowed=Integer(1, MAX_DEVICES, why="the largest cell edgesim simulates"))
+    bandwidth_hz: Number = key(1e6, "uplink bandwidth B shared by the devices (Eq. 8)", unit="Hz",
+                               allowed=Plausible(low=BANDWIDTH_HZ_RANGE[0], high=BANDWIDTH_HZ_RANGE[1], unit="Hz"))
+    noise_psd_dbm_per_hz: Number = key(-174.0, "noise power spectral density N0", unit="dBm/Hz", allowed=Plausible(
+        low=NOISE_PSD_DBM_PER_HZ_RANGE[0], high=NOISE_PSD_DBM_PER_HZ_RANGE[1], unit="dBm/Hz", hint=noise_psd_hint))
+    tx_power_dbm: Union[Number, list] = key(
+        23.0, "each device's transmit power p (one value, or a list with one per device)", unit="dBm",
+        allowed=Plausible(low=TX_POWER_DBM_RANGE[0], high=TX_POWER_DBM_RANGE[1], unit="dBm", per_device=True))
+    channel_gain_db: Optional[Number] = key(
+        None, "a fixed channel gain for every device; unset: path loss, shadowing and fading", unit="dB",
+        allowed=Plausible(low=CHANNEL_GAIN_DB_RANGE[0], high=CHANNEL_GAIN_DB_RANGE[1], unit="dB", optional=True))
+    cpu_freq_hz: Union[Number, list] = key(
+        1e9, "each device's CPU frequency f (one value, or a list with one per device)", unit="cycles/s",
+        allowed=Plausible(low=CPU_FREQ_HZ_RANGE[0], high=CPU_FREQ_HZ_RANGE[1], unit="Hz", per_device=True))
+    kappa: Number = key(1e-28, "effective switched capacitance κ of the devices' CPUs (energy κ·C·f², Eq. 10)",
+                        unit="J·s²/cycle³", allowed=Plausible(low=KAPPA_RANGE[0], high=KAPPA_RANGE[1],
+                                                             unit="(J per cycle per Hz^2; 1e-28 is typical)"))
+    access: str = key("tdma", "how devices share the uplink: time division or frequency division",
+                      allowed=Choice(choices=ACCESS_SCHEMES))
+    downlink_rate_bps: Number = key(0.0, "rate of the base station's broadcast; 0: the download takes no time",
+                                    unit="bit/s", allowed=Number_(minimum=0))
+    cell_radius_m: Number = key(250.0, "radius of the cell devices are placed in (more than min_distance_m)",
+                                unit="m", allowed=Plausible(low=0, high=CELL_RADIUS_M_MAX, unit="m", above_low=True))
+    min_distance_m: Number = key(10.0, "smallest distance of a device from the base station (less than "
+                                 "cell_radius_m)", unit="m", allowed=Number_(minimum=0, strict=True))
+    path_loss_intercept_db: Number = key(
+        128.1, "path loss at 1 km: PL = intercept + slope·log10(d/km)", unit="dB",
+        allowed=Plausible(low=PATH_LOSS_INTERCEPT_DB_RANGE[0], high=PATH_LOSS_INTERCEPT_DB_RANGE[1], unit="dB"))
+    path_loss_slope_db: Number = key(
+        37.6, "path-loss slope per decade of distance", unit="dB/decade",
+        allowed=Plausible(low=PATH_LOSS_SLOPE_DB_RANGE[0], high=PATH_LOSS_SLOPE_DB_RANGE[1], unit="dB per decade"))
+    shadowing_std_db: Number = key(
+        0.0, "standard deviation of log-normal shadowing; 0: none", unit="dB",
+        allowed=Plausible(low=SHADOWING_STD_DB_RANGE[0], high=SHADOWING_STD_DB_RANGE[1], unit="dB"))
+    rayleigh_fading: bool = key(False, "draw Rayleigh fading per round on top of path loss", allowed=Flag())
+    mobility: str = key("static", "how devices move between rounds", allowed=Choice(choices=MOBILITY_MODELS))
+    speed_m_per_s: Number = key(1.0, "device speed under a moving mobility model", unit="m/s",
+                                allowed=Number_(minimum=0))
+    server_freq_hz: Number = key(1e10, "the base station's CPU for a round's server phases", unit="cycles/s",
+                                 allowed=Plausible(low=CPU_FREQ_HZ_RANGE[0], high=CPU_FREQ_HZ_RANGE[1], unit="Hz"))
+
+    battery_j: Optional[Union[Number, list]] = key(
+        None, "each device's energy budget for the run: a device whose battery is spent takes no further part; "
+        "unset: unlimited", unit="J", allowed=Described(words="> 0 (one value or one per device), or unset"))
+    csi: Optional[str] = key(None, 'what the base station knows of the channel when it plans: "perfect" (unset), '
+                             '"estimated" (a relative Gaussian error) or "outdated" (the previous round\'s gains)',
+                             allowed=Choice(choices=CSI_MODES, optional=True))
+    csi_error_std: Optional[Number] = key(None, 'the standard deviation of the relative error of csi = "estimated"',
+                                          allowed=Described(words='>= 0 with csi = "estimated", else unset'))
 
     def __post_init__(self):
-        check_int("n_devices", self.n_devices, 1)
-        if self.n_devices > MAX_DEVICES:
-            fail("n_devices", self.n_devices, f"an integer in [1, {MAX_DEVICES}] (the largest cell edgesim simulates)")
-        check_range("bandwidth_hz", self.bandwidth_hz, *BANDWIDTH_HZ_RANGE, "Hz")
-        check_range("noise_psd_dbm_per_hz", self.noise_psd_dbm_per_hz, *NOISE_PSD_DBM_PER_HZ_RANGE, "dBm/Hz",
-                    noise_psd_hint(self.noise_psd_dbm_per_hz))
-        per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices, plausible=(*TX_POWER_DBM_RANGE, "dBm"))
-        if self.channel_gain_db is not None:
-            check_range("channel_gain_db", self.channel_gain_db, *CHANNEL_GAIN_DB_RANGE, "dB")
-        per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, plausible=(*CPU_FREQ_HZ_RANGE, "Hz"))
-        if self.battery_j is not None:
-            per_device("battery_j", self.battery_j, self.n_devices, minimum=0, strict=True)
-        check_range("kappa", self.kappa, *KAPPA_RANGE, "(J per cycle per Hz^2; 1e-28 is typical)")
-        check_choice("access", self.access, ACCESS_SCHEMES)
-        check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
-        check_number("cell_radius_m", self.cell_radius_m, minimum=0, strict=True)
-        check_range("cell_radius_m", self.cell_radius_m, 0, CELL_RADIUS_M_MAX, "m")
-        check_number("min_distance_m", self.min_distance_m, minimum=0, strict=True)
+        check_keys(self)  # each key's own range (its metadata: edgesim.keys); then what spans keys
         if self.min_distance_m >= self.cell_radius_m:
             fail("min_distance_m", self.min_distance_m, f"a distance < cell_radius_m (= {self.cell_radius_m})")
-        check_range("path_loss_intercept_db", self.path_loss_intercept_db, *PATH_LOSS_INTERCEPT_DB_RANGE, "dB")
-        check_range("path_loss_slope_db", self.path_loss_slope_db, *PATH_LOSS_SLOPE_DB_RANGE, "dB per decade")
-        check_range("shadowing_std_db", self.shadowing_std_db, *SHADOWING_STD_DB_RANGE, "dB")
         if self.channel_gain_db is None:
             check_path_gains(self.path_loss_intercept_db, self.path_loss_slope_db, self.min_distance_m,
                              self.cell_radius_m)
-        if not isinstance(self.rayleigh_fading, bool):
-            fail("rayleigh_fading", self.rayleigh_fading, "true or false")
-        check_choice("mobility", self.mobility, MOBILITY_MODELS)
-        check_number("speed_m_per_s", self.speed_m_per_s, minimum=0)
-        check_range("server_freq_hz", self.server_freq_hz, *CPU_FREQ_HZ_RANGE, "Hz")
-        if self.csi is not None:
-            check_choice("csi", self.csi, CSI_MODES)
+        if self.battery_j is not None:
+            per_device("battery_j", self.battery_j, self.n_devices, minimum=0, strict=True)
         if self.csi == "estimated":
             if self.csi_error_std is None:
                 fail("csi_error_std", None, "a number >= 0 (the relative error's standard deviation) with csi = "
@@ -288,17 +294,20 @@ class BudgetConfig:
     ``"fedbuff"``, plugins: :mod:`edgesim.async_rules`) has slots instead of rounds.
     """
 
-    total_time_s: Number = 250.0
-    rounds: int = 100
-    round_mode: str = "sync"
-    deadline_s: Optional[Number] = None
+    total_time_s: Number = key(250.0, "training-service time budget T (Eq. 12)", unit="s",
+                               allowed=Number_(minimum=0, strict=True))
+    rounds: int = key(100, "rounds G the budget is split over; the per-round budget is T/G (Eq. 13), and the run's "
+                      "length unless run.rounds is set", unit="rounds", allowed=Integer(1))
+    round_mode: str = key("sync", "when a round ends: at the last upload, at a deadline, or asynchronous aggregation "
+                          "(a registered rule)",
+                          allowed=Choice(choices=round_modes, registered="an asynchronous rule of a plugin"))
+    deadline_s: Optional[Number] = key(
+        None, 'a round\'s deadline under round_mode = "deadline"; unset: T/G (fedasync/fedbuff: each update\'s latency '
+        'target τ of the policies that need one: deadline_feasible, oort, min_energy)', unit="s",
+        allowed=Number_(minimum=0, strict=True, optional=True))
 
     def __post_init__(self):
-        check_number("total_time_s", self.total_time_s, minimum=0, strict=True)
-        check_int("rounds", self.rounds, 1)
-        mode = self.round_mode if isinstance(self.round_mode, str) else ""
-        check_choice("round_mode", self.round_mode, round_modes(mode))  # sync, deadline, the asynchronous rules
-        check_number("deadline_s", self.deadline_s, minimum=0, strict=True, allow_none=True)
+        check_keys(self)
 
     @property
     def round_budget_s(self) -> float:
