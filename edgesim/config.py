@@ -2,21 +2,23 @@
 
 Each dataclass validates itself in ``__post_init__`` and raises ``ValueError``
 naming the field, the value and what was expected; the scenario loader
-(``scenarios/``) prefixes the file and section. Decibel fields keep their unit
+(``scenarios/``) prefixes the file and section. A field declared with
+:func:`key` carries its meaning, unit and allowed values in its metadata:
+the same rule checks it (:func:`check_keys`) and writes its line of the key
+reference (``docs/scenario_reference.md``). Decibel fields keep their unit
 in their name; the ``*_w``/``*_w_per_hz`` properties give the linear values.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import re
 from dataclasses import dataclass, fields
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .async_rules import round_modes
-from .keys import Choice, Described, Flag, Integer, Plausible, check_keys, key
-from .keys import Number as Number_
 from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 
 ACCESS_SCHEMES = ("tdma", "fdma")
@@ -149,6 +151,211 @@ def per_device(name: str, value, n_devices: int, *, minimum=None, strict=False, 
 Number = Union[int, float]
 
 
+# --- scenario keys described once ------------------------------------------------------------------------------
+# Each field's meaning, unit and allowed values live in its metadata (key(default, "meaning", unit=..., allowed=
+# Rule)), and that one description both checks a value (check_keys, from __post_init__) and writes the key reference
+# (edgesim.scenarios.reference), as scikit-learn's _parameter_constraints drive both its validation and its docs.
+# A rule refuses a value with the same ConfigError (key, value, expected) as the check helpers above. Checks that
+# span keys (min_distance_m < cell_radius_m) stay in __post_init__, after check_keys.
+
+META = "edgesim.key"  # the metadata entry of a described field: a KeyDoc
+
+
+def _g(x: float) -> str:  # a bound as the reference writes it
+    return f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """What a key accepts: :meth:`check` refuses anything else (``ValueError`` naming key, value and what was
+    expected), :meth:`text` says it in the reference's words. ``optional``: unset (``None``) is accepted too."""
+
+    optional: bool = dataclasses.field(default=False, kw_only=True)
+
+    def check(self, name: str, value: Any, cfg: Any) -> None:
+        if value is None and self.optional:
+            return
+        self._check(name, value, cfg)
+
+    def _check(self, name: str, value: Any, cfg: Any) -> None:  # pragma: no cover - every rule overrides it
+        raise NotImplementedError
+
+    def text(self) -> str:
+        return self._text() + (", or unset" if self.optional else "")
+
+    def _text(self) -> str:  # pragma: no cover - every rule overrides it
+        raise NotImplementedError
+
+    def accepts(self, value: Any, cfg: Any = None) -> bool:
+        """Whether :meth:`check` lets ``value`` through."""
+        try:
+            self.check("key", value, cfg)
+        except ValueError:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Finite(Allowed):
+    """A finite number, ``> minimum`` (``strict``) or ``>= minimum``; ``below``: also ``< below``."""
+
+    minimum: Optional[float] = None
+    strict: bool = False
+    below: Optional[float] = None
+
+    def _check(self, name, value, cfg):
+
+        check_number(name, value, minimum=self.minimum, strict=self.strict)
+        if self.below is not None and value >= self.below:
+            fail(name, value, f"a number in [{_g(self.minimum)}, {_g(self.below)})")
+
+    def _text(self):
+        if self.minimum is None:
+            return "finite"
+        if self.below is not None:
+            return f"[{_g(self.minimum)}, {_g(self.below)})"
+        return f"{'>' if self.strict else '>='} {_g(self.minimum)}"
+
+
+@dataclass(frozen=True)
+class Plausible(Allowed):
+    """A finite number in ``[low, high]`` of ``unit`` (a physically plausible value; ``above_low``: ``(low, high]``);
+    ``hint(value)`` adds to the message (a noise PSD given in W/Hz); ``per_device``: a number or a list of one per
+    device (``n_devices``)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    unit: str = ""
+    hint: Any = None
+    per_device: bool = False
+    above_low: bool = False
+
+    def _check(self, name, value, cfg):
+
+        if self.above_low:  # (low, high]
+            check_number(name, value, minimum=self.low, strict=True)
+        if self.per_device:
+            per_device(name, value, cfg.n_devices, plausible=(self.low, self.high, self.unit))
+        else:
+            check_range(name, value, self.low, self.high, self.unit, self.hint(value) if self.hint else "")
+
+    def _text(self):
+        return (f"{'(' if self.above_low else '['}{_g(self.low)}, {_g(self.high)}]"
+                + ("; or a list of n_devices values" if self.per_device else ""))
+
+
+@dataclass(frozen=True)
+class Integer(Allowed):
+    """An integer ``>= minimum`` (and ``<= maximum``, with ``why`` saying where that bound comes from); ``auto``:
+    the word ``"auto"`` too."""
+
+    minimum: int = 0
+    maximum: Optional[int] = None
+    why: str = ""
+    auto: bool = False
+
+    def _check(self, name, value, cfg):
+
+        if self.auto and value == "auto":
+            return
+        if self.auto and (isinstance(value, bool) or not isinstance(value, int) or value < self.minimum):
+            fail(name, value, f'an integer >= {self.minimum} or "auto"')
+        check_int(name, value, self.minimum)
+        if self.maximum is not None and value > self.maximum:
+            why = f" ({self.why})" if self.why else ""
+            fail(name, value, f"an integer in [{self.minimum}, {self.maximum}]{why}")
+
+    def _text(self):
+        bound = f"integer in [{self.minimum}, {self.maximum}]" if self.maximum is not None else \
+            f"integer >= {self.minimum}"
+        return bound + (' or "auto"' if self.auto else "")
+
+
+@dataclass(frozen=True)
+class Choice(Allowed):
+    """One of ``choices``: a tuple, or a registry's names — a function of the value given (which may load the
+    plugins that register it) returning them, ``registered`` saying in the reference what plugins may add."""
+
+    choices: Any = ()
+    registered: str = ""
+
+    def names(self, value: Any = "") -> tuple:
+        return tuple(self.choices(value if isinstance(value, str) else "")) if callable(self.choices) else \
+            tuple(self.choices)
+
+    def _check(self, name, value, cfg):
+
+        check_choice(name, value, self.names(value))
+
+    def _text(self):
+        words = [f'"{c}"' for c in self.names()] + ([self.registered] if self.registered else [])
+        return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+@dataclass(frozen=True)
+class Flag(Allowed):
+    """``true`` or ``false``."""
+
+    def _check(self, name, value, cfg):
+
+        if not isinstance(value, bool):
+            fail(name, value, "true or false")
+
+    def _text(self):
+        return "true or false"
+
+
+@dataclass(frozen=True)
+class Described(Allowed):
+    """A value whose check is written out in the class's ``__post_init__`` (a registered name, a list of them, a
+    table): ``words`` says what it accepts; :func:`check_keys` leaves it to that code."""
+
+    words: str = ""
+
+    def _check(self, name, value, cfg):
+        return None
+
+    def _text(self):
+        return self.words
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    """A key's description: ``doc`` (one line), ``unit`` (``""``: none — a count, a name, a flag), ``allowed``."""
+
+    doc: str
+    unit: str
+    allowed: Allowed
+
+
+def key(default: Any = dataclasses.MISSING, doc: str = "", *, unit: str = "", allowed: Allowed,
+        default_factory: Any = dataclasses.MISSING) -> Any:
+    """A described dataclass field: ``default`` (or ``default_factory``), its meaning, unit and allowed values."""
+    meta = {META: KeyDoc(doc, unit, allowed)}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def key_doc(f: dataclasses.Field) -> Optional[KeyDoc]:
+    """The :class:`KeyDoc` of a field made by :func:`key` (``None`` for any other field)."""
+    return f.metadata.get(META)
+
+
+def described_keys(cls: type) -> dict[str, KeyDoc]:
+    """``{field name: KeyDoc}`` of the described fields of a config dataclass, in field order."""
+    return {f.name: key_doc(f) for f in dataclasses.fields(cls) if key_doc(f) is not None}
+
+
+def check_keys(cfg: Any) -> None:
+    """Check every described field of ``cfg`` with its rule, in field order (the first bad one raises)."""
+    for f in dataclasses.fields(cfg):
+        doc = key_doc(f)
+        if doc is not None:
+            doc.allowed.check(f.name, getattr(cfg, f.name), cfg)
+
+
+
 @dataclass(frozen=True)
 class SystemConfig:
     """The wireless cell and its devices (docs/system_model.md).
@@ -185,11 +392,11 @@ class SystemConfig:
     access: str = key("tdma", "how devices share the uplink: time division or frequency division",
                       allowed=Choice(choices=ACCESS_SCHEMES))
     downlink_rate_bps: Number = key(0.0, "rate of the base station's broadcast; 0: the download takes no time",
-                                    unit="bit/s", allowed=Number_(minimum=0))
+                                    unit="bit/s", allowed=Finite(minimum=0))
     cell_radius_m: Number = key(250.0, "radius of the cell devices are placed in (more than min_distance_m)",
                                 unit="m", allowed=Plausible(low=0, high=CELL_RADIUS_M_MAX, unit="m", above_low=True))
     min_distance_m: Number = key(10.0, "smallest distance of a device from the base station (less than "
-                                 "cell_radius_m)", unit="m", allowed=Number_(minimum=0, strict=True))
+                                 "cell_radius_m)", unit="m", allowed=Finite(minimum=0, strict=True))
     path_loss_intercept_db: Number = key(
         128.1, "path loss at 1 km: PL = intercept + slope·log10(d/km)", unit="dB",
         allowed=Plausible(low=PATH_LOSS_INTERCEPT_DB_RANGE[0], high=PATH_LOSS_INTERCEPT_DB_RANGE[1], unit="dB"))
@@ -202,7 +409,7 @@ class SystemConfig:
     rayleigh_fading: bool = key(False, "draw Rayleigh fading per round on top of path loss", allowed=Flag())
     mobility: str = key("static", "how devices move between rounds", allowed=Choice(choices=MOBILITY_MODELS))
     speed_m_per_s: Number = key(1.0, "device speed under a moving mobility model", unit="m/s",
-                                allowed=Number_(minimum=0))
+                                allowed=Finite(minimum=0))
     server_freq_hz: Number = key(1e10, "the base station's CPU for a round's server phases", unit="cycles/s",
                                  allowed=Plausible(low=CPU_FREQ_HZ_RANGE[0], high=CPU_FREQ_HZ_RANGE[1], unit="Hz"))
 
@@ -216,7 +423,7 @@ class SystemConfig:
                                           allowed=Described(words='>= 0 with csi = "estimated", else unset'))
 
     def __post_init__(self):
-        check_keys(self)  # each key's own range (its metadata: edgesim.keys); then what spans keys
+        check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
         if self.min_distance_m >= self.cell_radius_m:
             fail("min_distance_m", self.min_distance_m, f"a distance < cell_radius_m (= {self.cell_radius_m})")
         if self.channel_gain_db is None:
@@ -295,7 +502,7 @@ class BudgetConfig:
     """
 
     total_time_s: Number = key(250.0, "training-service time budget T (Eq. 12)", unit="s",
-                               allowed=Number_(minimum=0, strict=True))
+                               allowed=Finite(minimum=0, strict=True))
     rounds: int = key(100, "rounds G the budget is split over; the per-round budget is T/G (Eq. 13), and the run's "
                       "length unless run.rounds is set", unit="rounds", allowed=Integer(1))
     round_mode: str = key("sync", "when a round ends: at the last upload, at a deadline, or asynchronous aggregation "
@@ -304,7 +511,7 @@ class BudgetConfig:
     deadline_s: Optional[Number] = key(
         None, 'a round\'s deadline under round_mode = "deadline"; unset: T/G (fedasync/fedbuff: each update\'s latency '
         'target τ of the policies that need one: deadline_feasible, oort, min_energy)', unit="s",
-        allowed=Number_(minimum=0, strict=True, optional=True))
+        allowed=Finite(minimum=0, strict=True, optional=True))
 
     def __post_init__(self):
         check_keys(self)

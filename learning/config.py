@@ -12,10 +12,21 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Optional, Union
 
-from edgesim.config import ConfigError, build_config, check_choice, check_int, check_number, fail
-from edgesim.keys import Choice, Described, Flag, Integer, check_keys
-from edgesim.keys import Number as Number_
-from edgesim.keys import key as scenario_key
+from edgesim.config import (
+    Choice,
+    ConfigError,
+    Described,
+    Finite,
+    Flag,
+    Integer,
+    build_config,
+    check_choice,
+    check_int,
+    check_keys,
+    check_number,
+    fail,
+)
+from edgesim.config import key as scenario_key
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.learning.data.partitions import PARTITIONS
 from edgesim.learning.model_specs import MODELS
@@ -196,9 +207,9 @@ class TrainConfig:
 
     model: str = scenario_key("cnn", "the model, by registered name (`edgesim list models`)",
                      allowed=Described(words="a registered name"))  # checked below: MODELS grows with plugins
-    lr: Number = scenario_key(0.05, "local learning rate", allowed=Number_(minimum=0, strict=True))
-    momentum: Number = scenario_key(0.9, "SGD momentum", allowed=Number_(minimum=0, below=1))
-    weight_decay: Number = scenario_key(0.0, "L2 weight decay", allowed=Number_(minimum=0))
+    lr: Number = scenario_key(0.05, "local learning rate", allowed=Finite(minimum=0, strict=True))
+    momentum: Number = scenario_key(0.9, "SGD momentum", allowed=Finite(minimum=0, below=1))
+    weight_decay: Number = scenario_key(0.0, "L2 weight decay", allowed=Finite(minimum=0))
     optimizer: str = scenario_key("sgd", "local optimizer", allowed=Choice(choices=OPTIMIZERS))
     nesterov: bool = scenario_key(False, "Nesterov momentum (SGD, momentum > 0)", allowed=Flag())
     schedule: str = scenario_key("constant", "learning-rate schedule over a round's local steps",
@@ -221,7 +232,7 @@ class TrainConfig:
 
     def __post_init__(self):
         check_choice("model", self.model, MODELS.names)
-        check_keys(self)  # each key's own range (its metadata: edgesim.keys); then what spans keys
+        check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
         if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0):
             fail("nesterov", self.nesterov, 'false unless optimizer = "sgd" with momentum > 0')
 
@@ -283,12 +294,12 @@ class RunConfig:
                                 "budget T/G)", unit="rounds", allowed=Integer(1, optional=True))
     max_time_s: Optional[Number] = scenario_key(None, "no round starts once the algorithm's simulated clock is at or past "
                                        "this; the round in progress ends as it would", unit="s",
-                                       allowed=Number_(minimum=0, strict=True, optional=True))
+                                       allowed=Finite(minimum=0, strict=True, optional=True))
     accuracy_thresholds: list = scenario_key(doc="accuracies whose time to reach the run summary and the report give",
                                     allowed=Described(words="a list, each in (0, 1]"),
                                     default_factory=lambda: [0.5, 0.6, 0.7, 0.8, 0.9])
     plateau_tol: Number = scenario_key(0.01, "final-accuracy rule: mean accuracy changes by less than this between rounds",
-                              allowed=Number_(minimum=0))
+                              allowed=Finite(minimum=0))
     plateau_patience: int = scenario_key(5, "rounds the plateau must hold", unit="rounds", allowed=Integer(1))
     stop_on_plateau: bool = scenario_key(False, "end an algorithm when it plateaus", allowed=Flag())
     checkpoint_every: int = scenario_key(0, "checkpoint every this many rounds, for resuming a killed run; 0: never",
@@ -323,7 +334,7 @@ class RunConfig:
         "unset: 1, in the run's process", unit="processes", allowed=Integer(1, optional=True))
 
     def __post_init__(self):
-        check_keys(self)  # each key's own range (its metadata: edgesim.keys); then what spans keys
+        check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
         if self.backend == "parametric" and self.algorithms == DEFAULT_ALGORITHMS:
             object.__setattr__(self, "algorithms", [PARAMETRIC])
         if self.backend == "parametric" and self.algorithms != [PARAMETRIC]:

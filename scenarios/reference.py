@@ -1,7 +1,7 @@
 """The scenario keys' meanings: one line, unit and allowed range per key; ``docs/scenario_reference.md`` is made from it.
 
 Type and default come from the config dataclasses themselves (:func:`scenario_tables`); the meaning, unit and
-range from each field's own metadata where its class describes its keys (:mod:`edgesim.keys`: the rule that checks a
+range from each field's own metadata where its class describes its keys (:func:`edgesim.config.key`: the rule that checks a
 value also writes its range here, :func:`described_docs`), else from the hand-written entries; :data:`KEY_DOCS`
 holds both. ``tests/test_reference.py`` fails when a key has no entry (or an entry no key), and
 when ``docs/scenario_reference.md`` differs from :func:`reference_markdown` — regenerate it with
@@ -18,7 +18,7 @@ from typing import Any
 from edgesim.config import field_meaning  # noqa: F401 - edgesim list's meanings (defined in the core: schema uses it)
 
 # key -> (meaning, unit, allowed values). "" unit: none (a count, a name, a flag). The tables whose config classes
-# describe their keys in field metadata (edgesim.keys: [system], [budget], [train], [run]) are not written here:
+# describe their keys in field metadata (edgesim.config.key: [system], [budget], [train], [run]) are not written here:
 # described_docs() reads them, the same rules their checks run.
 KEY_DOCS: dict[str, tuple[str, str, str]] = {
     # top level
@@ -169,8 +169,8 @@ def scenario_tables() -> dict[str, type | str]:
 
 def described_docs() -> dict[str, tuple[str, str, str]]:
     """``{table.key: (meaning, unit, allowed)}`` of every key whose config class describes it in field metadata
-    (:func:`edgesim.keys.key`): the allowed values are the text of the very rule its check runs."""
-    from edgesim.keys import described_keys
+    (:func:`edgesim.config.key`): the allowed values are the text of the very rule its check runs."""
+    from edgesim.config import described_keys
 
     return {f"{table}.{name}": (doc.doc, doc.unit, doc.allowed.text())
             for table, cls in scenario_tables().items() if isinstance(cls, type)
@@ -257,7 +257,7 @@ def reference_markdown() -> str:
         "",
         "Every key a scenario file may hold: its meaning, unit, type, default and allowed values. Generated from",
         "the configuration classes — for [system], [budget], [train] and [run], their fields' own metadata, whose",
-        "rule also checks each value (`edgesim/keys.py`) — and `edgesim/scenarios/reference.py` by",
+        "rule also checks each value (`edgesim/config.py`: `key`) — and `edgesim/scenarios/reference.py` by",
         "`python -m edgesim.scenarios.reference > docs/scenario_reference.md`; a test fails when a key has no",
         "description or this page is stale. The options of each algorithm (`[algorithms.NAME]`) are listed by",
         "`edgesim list algorithms` (type, default and meaning), and its page in `docs/` gives the sources.",

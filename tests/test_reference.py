@@ -104,14 +104,15 @@ def test_list_scenarios_gives_each_shipped_one_its_description_scale_and_host_ti
     assert all("host time: " in e.detail for e in entries.values())
 
 
-# --- ranges from one source: the rule that checks a key writes its range (edgesim/keys.py) -------------------------
+# --- ranges from one source: the rule that checks a key writes its range (edgesim.config.key) -------------------
 
 DESCRIBED_TABLES = ("system", "budget", "train", "run")
 
 
 def _samples(rule):
     """(values the rule documents as allowed, values it documents as refused), from its own parameters."""
-    from edgesim.keys import Choice, Described, Flag, Integer, Number, Plausible
+    from edgesim.config import Choice, Described, Flag, Integer, Plausible
+    from edgesim.config import Finite as Number
 
     inside, outside = [], ["text"] if not isinstance(rule, (Choice, Described)) else []
     if isinstance(rule, Plausible):
@@ -145,8 +146,7 @@ def test_every_key_of_the_described_tables_documents_the_range_its_check_enforce
     """[system], [budget], [train], [run]: every key is described in its field's metadata (no hand entry), the
     reference prints that rule's text, and the class accepts every value the text allows and refuses every value it
     does not — each refusal naming the key (a value another key's rule spans is refused naming that key instead)."""
-    from edgesim.config import ConfigError
-    from edgesim.keys import Described, described_keys
+    from edgesim.config import ConfigError, Described, described_keys
     from edgesim.scenarios.reference import scenario_tables
 
     tables = scenario_tables()
