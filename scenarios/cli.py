@@ -120,11 +120,13 @@ def plan(
         report = plan_report(load_scenario(scenario, set_ or []))  # every section: plan refuses what run refuses
     except ConfigError as e:
         _fail(str(e))
+    typer.echo(report.json() if as_json else report.text())
+    if report.infeasible:  # only a scheduler needs a feasible (B, K): that error first, then what else to know
+        typer.echo(f"error: {worded(report.infeasible, cli_word)}", err=True)
     for line in report.warnings:
         typer.echo(f"warning: {line}", err=True)
-    typer.echo(report.json() if as_json else report.text())
-    if report.infeasible:  # only a scheduler needs a feasible (B, K)
-        _fail(report.infeasible, code=1)
+    if report.infeasible:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -301,11 +301,11 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
                     f"{sc.learning.run.checkpoint_every}): starting from scratch in it")
         else:
             say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
-    for line in plan_warnings(sc):  # before any training: what `edgesim plan` warns of
-        say(f"warning: {line}")
     build_backend, model_bits, extra = make_backends(sc, *clients)
     check_budgets(sc, build_backend)
     check_updates_can_finish(sc, build_backend)
+    for line in plan_warnings(sc):  # once the scenario is known to run, before any training: as `edgesim plan`
+        say(f"warning: {line}")
     if not sc.physics_only and not resuming and DATASETS[sc.learning.data.dataset].kind == "image":
         say(views_line(sc))
     folder.start(resume=resuming)

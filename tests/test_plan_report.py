@@ -52,7 +52,8 @@ def test_edgesim_plan_of_the_bundled_default_and_an_infeasible_budget(tmp_path):
     tight = edgesim.plan(str(p), **{"budget.total_time_s": 30})  # T/G = 3 s: no (B, K) fits DoFed-SPP
     assert tight.infeasible.startswith(f"{p}: No (B, K) pair fits the budget")
     result = runner.invoke(app, ["plan", str(p), "--set", "budget.total_time_s=30"])
-    assert result.exit_code == 1 and result.stderr == f"error: {tight.infeasible}\n"
+    assert result.exit_code == 1 and result.stderr.splitlines()[0] == f"error: {tight.infeasible}"
+    assert result.stderr.splitlines()[1:] == [f"warning: {w}" for w in tight.warnings]  # I·⌈20/32⌉ = 2 steps
 
 
 def test_plan_counts_local_steps_over_each_devices_own_data(tiny_scenario):
@@ -93,6 +94,14 @@ def test_too_few_local_steps_are_warned_of_by_plan_and_run_before_training(tiny_
     assert ran.stderr.splitlines()[0] == warning[0]  # said first, before any round
     quiet = runner.invoke(app, ["plan", str(tiny_scenario), "--set", "train.batch_size=4"])
     assert quiet.exit_code == 0 and "warning" not in quiet.stderr
+
+
+def test_the_bundled_default_is_warned_of_two_steps_a_round():
+    """Its median device holds ~24 labelled samples: ⌈23.5/16⌉ = 2 steps of FedAvg a round (docs/metrics.md)."""
+    report = edgesim.plan()
+    assert report.device_steps["median"] == 2 and report.device_steps["samples_median"] == 23.5
+    assert len(report.warnings) == 1 and "the median device takes 2 local step(s) a round" in report.warnings[0]
+    assert edgesim.plan(**{"workload.local_iterations": 2}).warnings == ()  # 4 steps: enough
 
 
 def test_workload_defaults_come_from_the_run_itself(tiny_scenario):
