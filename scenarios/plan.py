@@ -309,6 +309,8 @@ def plan_report(sc) -> PlanReport:
         target_cycles += hook.target_cycles(sc, workload) or 0.0
     try:
         result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed, target_cycles)
+    except ConfigError:
+        raise
     except ValueError as e:  # a plan the formulas refuse (e.g. a zero uplink rate)
         raise ConfigError(f"{sc.path}: {e}") from None
     compressed = compression_plan(sc, workload)
