@@ -132,7 +132,7 @@ def _samples(rule):
         outside += [rule.maximum + 1] if rule.maximum is not None else []
         inside += ["auto"] if rule.auto else []
     elif isinstance(rule, Choice):
-        inside += list(rule.choices)
+        inside += list(rule.names())
         outside += ["no such choice"]
     elif isinstance(rule, Flag):
         inside += [True, False]

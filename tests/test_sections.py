@@ -53,7 +53,7 @@ def test_plan_only_and_physics_only_scenarios(tmp_path):
 def test_older_callers_may_still_read_the_sections_as_a_mapping(tiny_scenario):
     sc = load_scenario(tiny_scenario)
     assert sc.learning["run"] is sc.learning.run and sc.learning.get("data") is sc.learning.data
-    assert list(sc.learning) == ["data", "train", "run", "algorithms", "compression", "variants"]
+    assert list(sc.learning) == ["data", "train", "run", "algorithms", "compression", "variants", "codecs"]
     with pytest.raises(KeyError):
         sc.learning["configs"]  # the resolved parts are attributes only
 
