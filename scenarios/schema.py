@@ -389,9 +389,10 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
 
 def load_plugins(modules, where: str, algorithms=()) -> None:
     """The installed plugins' models, data sets and partitions, and the scenario's ``[run] plugins`` modules (looked
-    for beside the scenario file ``where`` first, then on the Python path), registered before the sections that name them are validated (:mod:`edgesim.learning.plugins`). The installed
-    algorithm plugins are loaded only when the scenario names an algorithm that is not declared yet (such a
-    plugin's module may import torch; a scenario of the built-in algorithms never does)."""
+    for beside the scenario file ``where`` first, then on the Python path), registered before the sections that
+    name them are validated (:mod:`edgesim.learning.plugins`). The installed algorithm plugins are loaded only
+    when the scenario names an algorithm that is not declared yet (such a plugin's module may import torch; a
+    scenario of the built-in algorithms never does)."""
     from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.plugins import import_plugins, load_entry_points
 
