@@ -289,7 +289,7 @@ BAD_VALUES = [
     ("system.tx_power_dbm=200", ["tx_power_dbm = 200", "dBm"]),
     ("system.n_devices=1000000", ["n_devices = 1000000", "[1, 100000]"]),
     ("system.n_devices=1000000000", ["n_devices = 1000000000", "[1, 100000]"]),
-    ("run.eval_every=2", ["[run]", "unknown key 'eval_every'"]),
+    ("run.evaluate_every=2", ["[run]", "unknown key 'evaluate_every'"]),
     ("run.clients_per_round=9", ["clients_per_round = 9", "n_devices (= 8)"]),
 ]
 
