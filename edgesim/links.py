@@ -287,12 +287,17 @@ class FdmaUplink:
             self._wake = env.event()
             self._update(env.now)
 
-    def _update(self, now: float) -> None:
+    def _advance(self, now: float) -> None:
+        """Every transfer's bits left and the band-seconds integral brought up to ``now`` (same shares since
+        ``self._last_s``)."""
         dt = now - self._last_s
         if dt > 0 and self._n_active:
             self._rem -= self._rates * dt
             self._band_s += self.bandwidth_hz / self._n_active * dt
         self._last_s = now
+
+    def _update(self, now: float) -> None:
+        self._advance(now)
         if self._next_s <= now:
             for s in self._next_slots:
                 transfer = self._slots[s]
@@ -364,10 +369,12 @@ class FdmaUplink:
             self._pending.remove(transfer)
             return
         s = transfer.slot
-        left = float(self._rem[s] - self._rates[s] * (now - self._last_s))
+        # Progress up to now at the shares of the stretch since the last event: transfers cut at one instant (a
+        # deadline) each end that stretch at the share they had, not at the share left after the earlier cuts.
+        self._advance(now)
+        left = float(self._rem[s])
         transfer.sent_bits = min(transfer.bits, max(0.0, transfer.bits - left))
-        band_s = self._band_s + (self.bandwidth_hz / self._n_active * (now - self._last_s) if self._n_active else 0.0)
-        transfer.band_hz = self._mean_band_hz(transfer, band_s)
+        transfer.band_hz = self._mean_band_hz(transfer, self._band_s)
         self._release(s)
         self._poke()
 
