@@ -17,12 +17,12 @@ seconds, bits and joules (radio ``p · t``, :func:`edgesim.radio.radio_energy_j`
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Optional
+from typing import Any, Iterator, NamedTuple, Optional
 
 import simpy
 
 from .backend import DeviceWork
-from .links import BandedFdmaUplink, Downlink, Transfer
+from .links import Downlink, Transfer
 from .records import Event, EventLog
 
 
@@ -71,13 +71,14 @@ class DeviceJob:
 
 
 def run_job(env: simpy.Environment, job: DeviceJob, index: int, log: EventLog, downlink: Downlink, uplink,
-            banded: Optional[BandedFdmaUplink] = None) -> Iterator[simpy.Event]:
+            banded: Any = None) -> Iterator[simpy.Event]:
     """Process step: ``yield from run_job(env, job, index, log, downlink, uplink, banded)``.
 
     Runs the job's phases (module docstring), its events tagged ``index`` (the round, or the model version an
     update started from) in ``log``; on :class:`simpy.Interrupt` records what was done by then, emits
     ``upload_dropped`` and sets ``job.dropped`` (the interrupt is answered, not re-raised). ``uplink``: the
-    shared link (:func:`edgesim.links.make_uplink`); ``banded``: the link of jobs with their own ``band_hz``.
+    shared link (:func:`edgesim.links.make_uplink`, a registered access scheme); ``banded``: the link of jobs with
+    their own ``band_hz`` (the scheme's declared ``banded`` one, :func:`edgesim.access.make_banded`).
     """
     work, d = job.work, job.device
     events = log.events

@@ -1,5 +1,8 @@
 """The cell's links: the shared uplink (TDMA or FDMA) and the BS broadcast (docs/system_model.md).
 
+The uplinks are registered as access schemes in :mod:`edgesim.access` (``tdma``, ``fdma``, ``fdma_banded``);
+the engines ask the registry for them by the cell's ``access`` name (:func:`edgesim.access.make_uplink`).
+
 The engine's devices ask a link how long their bits take; the delay lives here.
 
 - :class:`TdmaUplink`: one transfer at a time over the whole band, first come first served
@@ -21,7 +24,6 @@ import numpy as np
 import simpy
 
 from ._checks import non_negative, positive
-from .config import ACCESS_SCHEMES
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 
 # Transfers whose predicted completion is within this relative distance of the
@@ -70,7 +72,7 @@ class Transfer:
     """
 
     __slots__ = ("device", "bits", "channel_gain", "tx_power_w", "queued_s", "start_s", "end_s",
-                 "sent_bits", "airtime_s", "aborted", "slot", "done", "band_hz", "band_s0")
+                 "sent_bits", "airtime_s", "aborted", "slot", "done", "band_hz", "band_s0", "resource_blocks")
 
     def __init__(self, device: int, bits: float, channel_gain: float, tx_power_w: float, queued_s: float):
         self.device = device
@@ -87,6 +89,7 @@ class Transfer:
         self.done: Optional[simpy.Event] = None
         self.band_hz = 0.0  # the band it used (Hz): the mean over its airtime under processor sharing
         self.band_s0 = 0.0
+        self.resource_blocks = 0  # the resource blocks it used (an OFDMA scheme's integer count; 0: not counted)
 
     def __repr__(self) -> str:
         return f"Transfer(device={self.device}, bits={self.bits}, start_s={self.start_s}, end_s={self.end_s})"
@@ -377,16 +380,6 @@ class FdmaUplink:
         transfer.band_hz = self._mean_band_hz(transfer, self._band_s)
         self._release(s)
         self._poke()
-
-
-def make_uplink(env: simpy.Environment, access: str, bandwidth_hz: float, noise_psd_w_per_hz: float,
-                tdma_order: str = "arrival"):
-    """The uplink object for ``access`` (``"tdma"``, served in ``tdma_order``, or ``"fdma"``)."""
-    if access == "tdma":
-        return TdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz, tdma_order)
-    if access == "fdma":
-        return FdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz)
-    raise ValueError(f"access(={access!r}) must be one of {ACCESS_SCHEMES}")
 
 
 class BandedFdmaUplink:

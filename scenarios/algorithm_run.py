@@ -47,6 +47,8 @@ def resolved_config(sc: Scenario) -> dict:
         out["availability"] = dataclasses.asdict(sc.availability)
     if not sc.resources.is_default:  # only when set: the defaults' runs keep their fingerprint
         out["resources"] = dataclasses.asdict(sc.resources)
+    if sc.access is not None and dataclasses.asdict(sc.access):  # a scheme with options (tdma, fdma have none)
+        out["access"] = dataclasses.asdict(sc.access)
     if sc.physics_only:  # only what the run uses: no data, no training, no algorithms
         out["run"] = dataclasses.asdict(sc.learning["run"])
         out["parametric"] = dataclasses.asdict(sc.parametric)
@@ -208,7 +210,7 @@ def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Ca
     availability = make_availability(sc.availability, sc.system.n_devices, sc.seed)
     if not sc.asynchronous:
         return Simulation(sc.system, sc.budget, backend, seed=sc.seed, availability=availability,
-                          resources=sc.resources, device_losses=device_losses)
+                          resources=sc.resources, device_losses=device_losses, access_options=sc.access)
     from edgesim.asynchrony import AsyncBackend, AsyncSimulation
 
     if not isinstance(backend, AsyncBackend):
@@ -223,7 +225,7 @@ def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Ca
                 f"arrival-by-arrival server does not have")
         backend = backend.asynchronous()
     return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability,
-                           resources=sc.resources, device_losses=device_losses)
+                           resources=sc.resources, device_losses=device_losses, access_options=sc.access)
 
 
 def check_record(sc: Scenario, name: str, rec) -> None:

@@ -196,7 +196,12 @@ def device_fields(sc: Scenario) -> tuple[str, ...]:
     come and go add why each was dropped ("deadline"/"offline"); a round-based run the resources each device had."""
     fields = DEVICE_FIELDS + (UPDATE_FIELDS if sc.asynchronous else ("drop_reason",) if sc.availability.model != "always"
                               else ())
-    return fields if sc.asynchronous else fields + RESOURCE_FIELDS  # the round's band, power and CPU frequency
+    if sc.asynchronous:
+        return fields
+    from edgesim.access import scheme_class
+
+    # the round's band, power and CPU frequency, and the columns the access scheme fills (OFDMA: resource_blocks)
+    return fields + RESOURCE_FIELDS + tuple(scheme_class(sc.system.access).columns)
 
 
 class LiveTables:

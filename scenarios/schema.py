@@ -76,6 +76,7 @@ class Scenario:
         """A ``round_mode = "fedasync"`` or ``"fedbuff"`` run (its ``[async]`` table in force)."""
         return is_asynchronous(self.budget.round_mode)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    access: Any = None  # the [access] table as [system] access's Options (edgesim.access)
 
     @property
     def physics_only(self) -> bool:
@@ -164,7 +165,8 @@ def read_toml(path: Path) -> dict:
 def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Scenario:
     """Validate a parsed scenario mapping (``where`` names the file in messages)."""
     known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric", "compression", "async",
-                                                                                "availability", "resources", "variants"}
+                                                                                "availability", "resources", "variants",
+                                                                                "access"}
     for key, value in raw.items():
         if key not in known:
             raise ScenarioError(
@@ -180,7 +182,11 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             or any(ord(c) < 32 or ord(c) == 127 for c in name)):  # control characters (NUL, BEL, newline)
         raise ScenarioError(f"{where}: name = {name!r}: expected a non-empty name usable as a folder name "
                             f"(the default run folder is runs/<name>), such as \"my_scenario\"")
+    if learning:  # a plugin's access scheme is registered before [system] names it
+        load_plugins(build_config(RunConfig, raw.get("run", {}), f"{where}: [run]").plugins, where, ())
+    load_access_plugins(raw.get("system", {}))
     built = {name: build_config(cls, raw.get(name, {}), f"{where}: [{name}]") for name, cls in SIM_SECTIONS.items()}
+    access = check_access(built["system"], built["budget"], raw.get("access"), raw.get("run", {}), where)
     parametric = build_config(ParametricConfig, raw.get("parametric", {}), f"{where}: [parametric]")
     asynchrony = build_config(AsyncConfig, raw.get("async", {}), f"{where}: [async]")
     availability = build_config(AvailabilityConfig, raw.get("availability", {}), f"{where}: [availability]")
@@ -254,6 +260,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         asynchrony=asynchrony,
         availability=availability,
         resources=resources,
+        access=access,
         **built,
     )
 
@@ -320,6 +327,38 @@ def check_input_path(value: Any, table: str, key: str, where: str) -> None:
         shown = too_long if len(too_long) <= 40 else too_long[:37] + "..."
         raise ScenarioError(f"{where}: [{table}] {key}: the name {shown!r} has {len(too_long.encode())} bytes; "
                             f"expected the path of an existing file or folder, each name at most {NAME_MAX} bytes")
+
+
+def load_access_plugins(system_table) -> None:
+    """The installed access-scheme plugins (entry-point group ``edgesim.access``), loaded when ``[system] access``
+    names a scheme not registered yet."""
+    from edgesim.access import SCHEMES
+
+    name = system_table.get("access") if isinstance(system_table, Mapping) else None
+    if isinstance(name, str) and name not in SCHEMES:
+        from edgesim.learning.plugins import load_entry_points
+
+        load_entry_points("access")
+
+
+def check_access(system: SystemConfig, budget: BudgetConfig, table, run_table, where: str):
+    """``[access]``: the options of ``[system] access``'s scheme (its own frozen dataclass; an option of another
+    scheme is named as such), fit for the cell and the round mode (the scheme's ``check`` and ``asynchronous``)."""
+    from edgesim.access import build_options, scheme_class
+    from edgesim.asynchrony import check_async_access
+
+    options = build_options(system.access, table, f"{where}: [access]")
+    per_round = run_table.get("clients_per_round") if isinstance(run_table, Mapping) else None
+    per_round = per_round if isinstance(per_round, int) and not isinstance(per_round, bool) else None
+    try:
+        if is_asynchronous(budget.round_mode):
+            check_async_access(system.access, budget.round_mode)
+        scheme_class(system.access).check(options, system, per_round, budget.round_mode)
+    except ConfigError as e:
+        raise e.at(f"{where}: [access]") from None
+    except ValueError as e:
+        raise ScenarioError(f"{where}: [access] {e}") from None
+    return options
 
 
 def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: AsyncConfig,
