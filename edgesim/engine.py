@@ -173,7 +173,8 @@ class Simulation(Clock):
     def _reset_clock(self, now_s: float) -> None:
         self._env = simpy.Environment(initial_time=now_s)
         self._uplink = make_uplink(self._env, self.system.access, self.system.bandwidth_hz, self._noise_psd_w_per_hz,
-                                   tdma_order(self.resources), self.access_options, self.system.n_devices, self.seed)
+                                   tdma_order(self.resources), self.access_options, self.system.n_devices, self.seed,
+                                   self.resources)
         # The link that runs a bandwidth policy's per-device bands, as the access scheme declares (None: none).
         self._banded = make_banded(self._env, self.system.access, Cell(float(self.system.bandwidth_hz),
                                    self._noise_psd_w_per_hz, self.system.n_devices, self.seed))

@@ -46,7 +46,8 @@ def resolved_config(sc: Scenario) -> dict:
     if sc.availability.model != "always":
         out["availability"] = dataclasses.asdict(sc.availability)
     if not sc.resources.is_default:  # only when set: the defaults' runs keep their fingerprint
-        out["resources"] = dataclasses.asdict(sc.resources)
+        out["resources"] = {k: v for k, v in dataclasses.asdict(sc.resources).items()  # a key added later: only
+                            if not (k == "resource_blocks" and v == "equal")}  # when set, old fingerprints kept
     if sc.access is not None and dataclasses.asdict(sc.access):  # a scheme with options (tdma, fdma have none)
         out["access"] = dataclasses.asdict(sc.access)
     if sc.physics_only:  # only what the run uses: no data, no training, no algorithms

@@ -112,6 +112,7 @@ def catalog(kind: str) -> list[Entry]:
         return shipped_scenarios()
     if kind == "policies":
         load_entry_points("policies")
+        import edgesim.access  # noqa: F401 - registers the resource_blocks policies
         from edgesim.resources import POLICIES, ResourcesConfig, summary
 
         out = []

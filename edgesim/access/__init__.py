@@ -2,7 +2,7 @@
 ``[access]`` table holds its options). The protocol is in :mod:`edgesim.access.registry`; the built-in schemes
 register on import. Torch-free, like all of ``edgesim/``."""
 
-from . import classic  # noqa: F401 - registers tdma, fdma, fdma_banded
+from . import classic, ofdma  # noqa: F401 - register tdma, fdma, fdma_banded, ofdma
 from .registry import (
     SCHEMES,
     AccessScheme,

@@ -24,7 +24,8 @@ for none of the family-specific ones; ``banded`` — the registered scheme that 
 per-device bands, ``None`` if bands do not apply; ``asynchronous`` — transfers may start at any instant (the
 ``fedasync``/``fedbuff`` round modes); ``digital`` — the airtime follows the bits (compression applies);
 ``rounds`` — it needs ``begin_round``; ``columns`` — the ``devices.csv`` columns it fills beyond the band
-(``("resource_blocks",)`` for a scheme that counts resource blocks).
+(``("resource_blocks",)`` for a scheme that counts resource blocks); ``assigns_blocks`` — a ``[resources]
+resource_blocks`` policy applies to it.
 
 Torch-free, like all of ``edgesim/``.
 """
@@ -47,14 +48,16 @@ class NoOptions:
 @dataclass(frozen=True)
 class Cell:
     """What every scheme is given about the cell: ``bandwidth_hz`` B (Hz), ``noise_psd_w_per_hz`` N0 (W/Hz),
-    ``n_devices``, the run's ``seed`` (for a scheme's own random draws) and ``tdma_order`` (the TDMA line's
-    order: ``"arrival"`` or ``"shortest_first"``, set by ``[resources] bandwidth``)."""
+    ``n_devices``, the run's ``seed`` (for a scheme's own random draws), ``tdma_order`` (the TDMA line's
+    order: ``"arrival"`` or ``"shortest_first"``, set by ``[resources] bandwidth``) and the ``[resources]`` table
+    (``resources``: its ``resource_blocks`` policy, for a scheme that assigns blocks)."""
 
     bandwidth_hz: float
     noise_psd_w_per_hz: float
     n_devices: int = 1
     seed: int = 0
     tdma_order: str = "arrival"
+    resources: Any = None  # the [resources] table (an edgesim.resources.ResourcesConfig), for per-round policies
 
 
 class AccessScheme:
@@ -68,6 +71,7 @@ class AccessScheme:
     digital: ClassVar[bool] = True
     rounds: ClassVar[bool] = False
     columns: ClassVar[tuple[str, ...]] = ()
+    assigns_blocks: ClassVar[bool] = False
 
     def __init__(self, env, cell: Cell, options: Any = None):
         self.env = env
@@ -171,13 +175,14 @@ def make_link(env, access: str, cell: Cell, options: Any = None):
 
 
 def make_uplink(env, access: str, bandwidth_hz: float, noise_psd_w_per_hz: float, tdma_order: str = "arrival",
-                options: Any = None, n_devices: int = 1, seed: int = 0):
+                options: Any = None, n_devices: int = 1, seed: int = 0, resources: Any = None):
     """The link of the registered access scheme ``access`` for ``env``'s clock, with its ``options`` (``None``: the
-    scheme's defaults); TDMA served in ``tdma_order``. The engines' one way to an uplink."""
+    scheme's defaults); TDMA served in ``tdma_order``; ``resources``: the ``[resources]`` table, for a scheme's
+    per-round policies. The engines' one way to an uplink."""
     from .._checks import positive
 
     cell = Cell(positive("bandwidth_hz", bandwidth_hz), positive("noise_psd_w_per_hz", noise_psd_w_per_hz),
-                n_devices, seed, tdma_order)
+                n_devices, seed, tdma_order, resources)
     return make_link(env, access, cell, options)
 
 

@@ -253,6 +253,20 @@ def check_round_mode(config: ResourcesConfig, round_mode: str, asynchronous: boo
                          f"slot takes one device, it excludes no round's stragglers; expected 'keep'")
 
 
+def check_blocks(config: ResourcesConfig, system: SystemConfig) -> None:
+    """``resource_blocks``: a registered policy, and only for an access scheme that assigns blocks."""
+    from ..access import scheme_class
+    from ..access.ofdma import RB_POLICIES
+
+    name = config.resource_blocks
+    if name not in RB_POLICIES:
+        raise ValueError(f"resource_blocks = {name!r}: expected one of {', '.join(repr(k) for k in RB_POLICIES)} "
+                         f"(`edgesim list policies`)")
+    if name != "equal" and not scheme_class(system.access).assigns_blocks:
+        raise ValueError(f"resource_blocks = {name!r} applies to an access scheme that assigns resource blocks "
+                         f"(such as 'ofdma'); this cell has access = {system.access!r}: expected it left out")
+
+
 def policy_access(access: str) -> str:
     """The access family whose policies apply to scheme ``access`` (its declared ``policy_access``: ``"tdma"`` or
     ``"fdma"``), else its own name (only the policies for every scheme apply)."""
@@ -282,6 +296,7 @@ def check_config(config: ResourcesConfig, system: SystemConfig, algorithms=(), s
             if getattr(config, other) != value:
                 raise ValueError(f"{kind} = {name!r} needs {other} = {value!r} (it decides both); got {other} = "
                                  f"{getattr(config, other)!r}")
+    check_blocks(config, system)
     if config.scheduling != "random":
         for alg in self_scheduling:
             if alg in algorithms:
