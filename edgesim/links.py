@@ -296,7 +296,7 @@ class FdmaUplink:
         dt = now - self._last_s
         if dt > 0 and self._n_active:
             self._rem -= self._rates * dt
-            self._band_s += self.bandwidth_hz / self._n_active * dt
+            self._band_s += self._share_hz() * dt
         self._last_s = now
 
     def _update(self, now: float) -> None:
@@ -332,7 +332,7 @@ class FdmaUplink:
             self._band_s = 0.0  # nobody on air: restart the integral (a resumed run restarts it here too)
             return
         # Eq. (8) with b/n Hz each; a free slot has g p = 0, so rate 0.
-        rates = shannon_rate_bps(self.bandwidth_hz / n, self._gp, 1.0, self.noise_psd_w_per_hz)
+        rates = self._rates_bps()
         self._rates = rates
         with np.errstate(divide="ignore"):
             to_finish_s = self._rem / rates  # a free slot: inf / 0 = inf
@@ -343,6 +343,14 @@ class FdmaUplink:
         self._next_s = now + delay_s
         self._timer = self.env.timeout(delay_s)
         self._timer.callbacks.append(self._on_timer)
+
+    def _share_hz(self) -> float:
+        """The band each transfer on air has now (Hz): ``b / n`` (a subclass shares otherwise)."""
+        return self.bandwidth_hz / self._n_active
+
+    def _rates_bps(self) -> np.ndarray:
+        """Every slot's rate now (bit/s; a free slot has g p = 0, so rate 0): Eq. (8) with ``b / n`` Hz each."""
+        return shannon_rate_bps(self.bandwidth_hz / self._n_active, self._gp, 1.0, self.noise_psd_w_per_hz)
 
     @staticmethod
     def _mean_band_hz(transfer: Transfer, band_s: float) -> float:
