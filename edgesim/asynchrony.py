@@ -133,14 +133,14 @@ def fedasync_mixing_weight(alpha: float, weight: float) -> float:
 
 def check_async_access(access: str, round_mode: str) -> None:
     """An access scheme whose transfers need the round (its devices known at its start) has no asynchronous mode:
-    refused in one line naming the scheme's reason (its docstring's first line)."""
-    from .access import scheme_class, summary
+    refused in one line naming the scheme's reason (its ``async_reason``)."""
+    from .access import scheme_class
 
     cls = scheme_class(access)
     if not cls.asynchronous:
         raise ValueError(f"access = {access!r} has no asynchronous mode ([budget] round_mode = {round_mode!r}): "
-                          f"{summary(cls).rstrip('.')}, which needs every transfer of a round known at its start; "
-                          f"expected round_mode 'sync' or 'deadline', or an access scheme such as 'tdma' or 'fdma'")
+                         f"{cls.async_reason}; expected round_mode 'sync' or 'deadline', or an access scheme such "
+                         f"as 'tdma' or 'fdma'")
 
 
 def check_async_resources(resources: ResourcesConfig, budget: BudgetConfig) -> None:

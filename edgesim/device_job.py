@@ -128,7 +128,9 @@ def run_job(env: simpy.Environment, job: DeviceJob, index: int, log: EventLog, d
             if log.record:
                 events.append(Event(now, index, d, "upload_end", transfer.bits))
         job.phase = "done"
-    except simpy.Interrupt:
+    except simpy.Interrupt as interrupt:
+        if not job.drop_reason and getattr(interrupt, "reason", None):  # the link refused it (AirComp's threshold)
+            job.drop_reason = interrupt.reason
         elapsed_s = env.now - job.phase_start_s
         if job.phase == "download":
             job.download_s = elapsed_s
@@ -166,7 +168,7 @@ def job_costs(job: DeviceJob, kappa: float) -> JobCosts:
         float(job.work.upload_bits) if job.arrived else 0.0,
         job.bits_down,
         transfer.sent_bits if (job.dropped and transfer is not None) else 0.0,
-        job.tx_power_w * airtime_s,
+        (transfer.tx_power_w if transfer is not None else job.tx_power_w) * airtime_s,  # the power it transmitted at
         kappa * job.cpu_freq_hz ** 2 * job.cycles_done,
         transfer.band_hz if transfer is not None else 0.0,
     )

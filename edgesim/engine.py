@@ -485,6 +485,7 @@ class Simulation(Clock):
             compute_end_s=compute_end_s,
             upload_end_s=upload_end_s,
             server_cut=rnd.server_s[0] is not None and self._cuts_the_server(rnd.server_s[0]),
+            over_the_air_noise_var=getattr(self._uplink, "noise_var", None) if arrived else None,
         )
         metrics = self.backend.complete_round(outcome)
         record = self._totals.record(rnd.index, rnd.start_s, end_s, arrived, dropped, rows, totals, metrics, plan.info,
@@ -511,7 +512,7 @@ class Simulation(Clock):
                 index, dev.device, dev.gain, dev.rate_bps, download_s, compute_s, airtime_s,
                 max(0.0, duration_s - download_s - compute_s - airtime_s),
                 bits_up, bits_down, wasted, radio_j, compute_j, dev.arrived, dev.dropped, dev.drop_reason,
-                band_hz, dev.tx_power_w, dev.cpu_freq_hz,
+                band_hz, dev.transfer.tx_power_w if dev.transfer is not None else dev.tx_power_w, dev.cpu_freq_hz,
                 dev.transfer.resource_blocks if dev.transfer is not None else 0,
             )))
             if dev.compute_end_s is not None:

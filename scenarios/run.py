@@ -201,7 +201,8 @@ def device_fields(sc: Scenario) -> tuple[str, ...]:
     from edgesim.access import scheme_class
 
     # the round's band, power and CPU frequency, and the columns the access scheme fills (OFDMA: resource_blocks)
-    return fields + RESOURCE_FIELDS + tuple(scheme_class(sc.system.access).columns)
+    fields += RESOURCE_FIELDS
+    return fields + tuple(c for c in scheme_class(sc.system.access).columns if c not in fields)
 
 
 class LiveTables:

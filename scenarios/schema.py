@@ -186,7 +186,9 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         load_plugins(build_config(RunConfig, raw.get("run", {}), f"{where}: [run]").plugins, where, ())
     load_access_plugins(raw.get("system", {}))
     built = {name: build_config(cls, raw.get(name, {}), f"{where}: [{name}]") for name, cls in SIM_SECTIONS.items()}
-    access = check_access(built["system"], built["budget"], raw.get("access"), raw.get("run", {}), where)
+    access = check_access(built["system"], built["budget"], raw.get("access"), raw.get("run", {}), where,
+                          (raw.get("availability") or {}).get("model") if isinstance(raw.get("availability"), dict)
+                          else None)
     parametric = build_config(ParametricConfig, raw.get("parametric", {}), f"{where}: [parametric]")
     asynchrony = build_config(AsyncConfig, raw.get("async", {}), f"{where}: [async]")
     availability = build_config(AvailabilityConfig, raw.get("availability", {}), f"{where}: [availability]")
@@ -246,6 +248,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             check_algorithms(built["system"], learned, where)
             check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
+            check_access_learning(built["system"], learned, where)
     check_resources(resources, built["system"], built["budget"], learned.get("run"), where, learned)
     run_rounds = learned["run"].rounds if learned.get("run") is not None else None
     check_scenario_ends(built["system"], built["budget"], asynchrony, availability, resources, run_rounds, where)
@@ -329,6 +332,30 @@ def check_input_path(value: Any, table: str, key: str, where: str) -> None:
                             f"expected the path of an existing file or folder, each name at most {NAME_MAX} bytes")
 
 
+def check_access_learning(system: SystemConfig, learned: Mapping[str, Any], where: str) -> None:
+    """An analog access scheme (AirComp) with the learning side: no digital compression (its airtime follows the
+    parameter count, not bits), and only algorithms whose upload is averaged as a parameter vector (the FedAvg
+    family, whose aggregate carries the channel's noise: :func:`edgesim.learning.aggregation.over_the_air_average`)."""
+    from edgesim.access import scheme_class
+    from edgesim.compression import NO_COMPRESSION
+    from edgesim.learning.algorithms import ALGORITHMS, asynchronous_algorithms
+
+    cls = scheme_class(system.access)
+    variants = learned.get("variants", {})
+    for name in learned["run"].algorithms:
+        algorithm = variants[name].algorithm if name in variants else name  # a variant: its algorithm's family
+        if not cls.digital and compression_for(learned.get("compression", {}), name) != NO_COMPRESSION:
+            raise ScenarioError(f"{where}: [compression] for {name!r}: access = {system.access!r} sends analog "
+                                f"symbols, one per parameter, so digital compression (bits) does not apply; expected "
+                                f"no compression with access = {system.access!r}")
+        if cls.over_the_air and (algorithm not in ALGORITHMS or not ALGORITHMS[algorithm].asynchronous):
+            raise ScenarioError(
+                f"{where}: [run] algorithms: {name!r} with access = {system.access!r}: the base station receives "
+                f"only the sum of the round's uploads, which serves algorithms whose upload is averaged as one "
+                f"parameter vector — the FedAvg family ({', '.join(asynchronous_algorithms())}); expected one of "
+                f"them, or another access scheme for {name!r}")
+
+
 def load_access_plugins(system_table) -> None:
     """The installed access-scheme plugins (entry-point group ``edgesim.access``), loaded when ``[system] access``
     names a scheme not registered yet."""
@@ -341,7 +368,8 @@ def load_access_plugins(system_table) -> None:
         load_entry_points("access")
 
 
-def check_access(system: SystemConfig, budget: BudgetConfig, table, run_table, where: str):
+def check_access(system: SystemConfig, budget: BudgetConfig, table, run_table, where: str,
+                 availability_model: Any = None):
     """``[access]``: the options of ``[system] access``'s scheme (its own frozen dataclass; an option of another
     scheme is named as such), fit for the cell and the round mode (the scheme's ``check`` and ``asynchronous``)."""
     from edgesim.access import build_options, scheme_class
@@ -353,6 +381,10 @@ def check_access(system: SystemConfig, budget: BudgetConfig, table, run_table, w
     try:
         if is_asynchronous(budget.round_mode):
             check_async_access(system.access, budget.round_mode)
+        if scheme_class(system.access).over_the_air and availability_model not in (None, "always"):
+            raise ValueError(f"access = {system.access!r} with [availability] model = {availability_model!r}: the "
+                             f"round's devices transmit at once, and one that goes offline mid-round would hold the "
+                             f"others back; expected [availability] model = 'always'")
         scheme_class(system.access).check(options, system, per_round, budget.round_mode)
     except ConfigError as e:
         raise e.at(f"{where}: [access]") from None

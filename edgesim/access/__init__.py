@@ -2,7 +2,7 @@
 ``[access]`` table holds its options). The protocol is in :mod:`edgesim.access.registry`; the built-in schemes
 register on import. Torch-free, like all of ``edgesim/``."""
 
-from . import classic, noma, ofdma  # noqa: F401 - register tdma, fdma, fdma_banded, noma, ofdma
+from . import aircomp, classic, noma, ofdma  # noqa: F401 - register tdma, fdma, fdma_banded, noma, ofdma, aircomp
 from .registry import (
     SCHEMES,
     AccessScheme,

@@ -38,7 +38,8 @@ class FdmaBanded(AccessScheme, BandedFdmaUplink):
 
     policy_access = "fdma"
     banded = "fdma_banded"
-    asynchronous = False  # B/K needs the round's K
+    asynchronous = False
+    async_reason = "its equal band B/K needs the round's K uploaders"
     rounds = True
 
     def __init__(self, env, cell: Cell, options: Any = None):

@@ -60,3 +60,23 @@ def noma_rates_bps(band_hz: float, received_w, noise_psd_w_per_hz: float) -> np.
     rates[order] = shannon_rate_bps(float(band_hz), gp[order], 1.0 / (1.0 + weaker / (noise_psd_w_per_hz * band_hz)),
                                     float(noise_psd_w_per_hz))
     return rates
+
+
+def aircomp_airtime_s(n_parameters: int, subcarriers: int, symbol_rate_hz: float) -> float:
+    """Over-the-air aggregation's airtime (s): the P parameters as analog symbols over S orthogonal sub-channels,
+    ``⌈P / S⌉`` symbols on each, one symbol per ``1 / symbol_rate`` seconds — the same whatever the number of devices
+    (Zhu, Wang and Huang, IEEE TWC 2020, "Broadband analog aggregation", §II-B)."""
+    return math.ceil(n_parameters / subcarriers) / symbol_rate_hz
+
+
+def aircomp_eta(tx_power_max_w, gains) -> float:
+    """The aggregation's scale η (W): truncated channel inversion ``b_k = √η / h_k`` with ``|b_k|² ≤ P_k`` for every
+    included device, so ``η = min_k P_k g_k`` (g = |h|², the weakest included device's power limit; Zhu, Wang and
+    Huang, IEEE TWC 2020, Eq. (7)-(9))."""
+    return float(np.min(np.asarray(tx_power_max_w, dtype=float) * np.asarray(gains, dtype=float)))
+
+
+def aircomp_noise_var(noise_psd_w_per_hz: float, band_hz: float, eta: float) -> float:
+    """The variance of the noise on each aggregated parameter after the receiver's ``1 / √η``: ``N0 b / η``
+    (the channel's noise power ``N0 b`` on the sub-channel of band ``b``, W, over the scale η, W)."""
+    return noise_psd_w_per_hz * band_hz / eta

@@ -63,7 +63,8 @@ class Noma(AccessScheme, FdmaUplink):
     """NOMA with SIC: clusters of cluster_size share a sub-band, decoded strongest first; re-timed at every event."""
 
     Options = NomaOptions
-    asynchronous = False  # clusters are formed per round, from the round's uploaders
+    asynchronous = False
+    async_reason = "its clusters are formed per round, from the round's uploaders"
     rounds = True
 
     @classmethod

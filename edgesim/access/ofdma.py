@@ -211,7 +211,8 @@ class Ofdma(AccessScheme):
     """OFDMA: N resource blocks of b Hz, assigned each round by a [resources] resource_blocks policy; rates summed."""
 
     Options = OfdmaOptions
-    asynchronous = False  # the blocks are assigned per round, to the round's devices
+    asynchronous = False
+    async_reason = "its resource blocks are assigned per round, to the round's devices"
     rounds = True
     columns = ("resource_blocks",)
     assigns_blocks = True

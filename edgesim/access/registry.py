@@ -25,7 +25,9 @@ per-device bands, ``None`` if bands do not apply; ``asynchronous`` — transfers
 ``fedasync``/``fedbuff`` round modes); ``digital`` — the airtime follows the bits (compression applies);
 ``rounds`` — it needs ``begin_round``; ``columns`` — the ``devices.csv`` columns it fills beyond the band
 (``("resource_blocks",)`` for a scheme that counts resource blocks); ``assigns_blocks`` — a ``[resources]
-resource_blocks`` policy applies to it.
+resource_blocks`` policy applies to it; ``async_reason`` — why it has no asynchronous mode (when
+``asynchronous`` is false); ``over_the_air`` — the base station receives the sum of the round's updates plus noise
+(the link's ``noise_var`` per parameter after ``begin_round``), which the learning side must aggregate.
 
 Torch-free, like all of ``edgesim/``.
 """
@@ -72,6 +74,8 @@ class AccessScheme:
     rounds: ClassVar[bool] = False
     columns: ClassVar[tuple[str, ...]] = ()
     assigns_blocks: ClassVar[bool] = False
+    async_reason: ClassVar[str] = "its transfers need every device of a round known at the round's start"
+    over_the_air: ClassVar[bool] = False
 
     def __init__(self, env, cell: Cell, options: Any = None):
         self.env = env
