@@ -133,6 +133,6 @@ def test_fdma_banded_has_no_asynchronous_mode():
     from edgesim.asynchrony import check_async_access
 
     with pytest.raises(ValueError, match=r"^access = 'fdma_banded' has no asynchronous mode \(\[budget\] round_mode "
-                                         r"= 'fedbuff'\): FDMA with a band per device"):
+                                         r"= 'fedbuff'\): its equal band B/K needs the round's K uploaders"):
         check_async_access("fdma_banded", "fedbuff")
     check_async_access("fdma", "fedbuff")  # processor sharing takes a transfer at any instant

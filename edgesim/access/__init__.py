@@ -2,7 +2,10 @@
 ``[access]`` table holds its options). The protocol is in :mod:`edgesim.access.registry`; the built-in schemes
 register on import. Torch-free, like all of ``edgesim/``."""
 
-from . import aircomp, classic, noma, ofdma  # noqa: F401 - register tdma, fdma, fdma_banded, noma, ofdma, aircomp
+from . import classic  # noqa: F401 - registers tdma, fdma, fdma_banded first (their order in every message)
+
+# isort: split
+from . import aircomp, noma, ofdma  # noqa: F401 - register aircomp, noma, ofdma
 from .registry import (
     SCHEMES,
     AccessScheme,
