@@ -150,3 +150,13 @@ def test_what_aircomp_refuses_is_one_line(tmp_path, extra, message):
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert message in done.stderr, done.stderr
     assert Aircomp.digital is False and Aircomp.asynchronous is False
+
+
+def test_jobs_two_writes_the_bytes_of_jobs_one(tmp_path):
+    text = TINY.replace('algorithms = ["fedavg", "fedprox", "local"]', 'algorithms = ["fedavg", "fedprox"]').replace(
+        "cpu_freq_hz = 1e9", 'cpu_freq_hz = 1e9\naccess = "aircomp"\ntx_power_dbm = 0')
+    one = _edgesim(tmp_path, text, "one", "--jobs", "1")
+    two = _edgesim(tmp_path, text, "two", "--jobs", "2")
+    assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
+    for name in ("rounds.csv", "devices.csv", "config.toml"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name

@@ -33,9 +33,12 @@ class Excluded(simpy.Interrupt):
 
 @dataclass(frozen=True)
 class AircompOptions:
-    """``subcarriers`` S (orthogonal sub-channels of B/S Hz each); ``symbol_rate_hz`` (symbols per second on each;
-    unset: the sub-channel's bandwidth B/S); ``gain_threshold_db`` (a device below it does not transmit; unset:
-    none is excluded); ``bits_per_parameter`` (how the upload's bits count parameters: 32 for float32)."""
+    """AirComp's options, one sentence each.
+
+    ``subcarriers``: S orthogonal sub-channels of B/S Hz each. ``symbol_rate_hz``: symbols per second on each
+    sub-channel (unset: its bandwidth B/S). ``gain_threshold_db``: a device whose gain is below it does not transmit
+    that round (unset: none is excluded). ``bits_per_parameter``: how the upload's bits count parameters (32: float32).
+    """
 
     subcarriers: int = 1
     symbol_rate_hz: Optional[float] = None

@@ -25,9 +25,11 @@ PAIRINGS = ("strong_weak", "adjacent")
 
 @dataclass(frozen=True)
 class NomaOptions:
-    """``cluster_size``: devices that share a sub-band (1 = FDMA); ``pairing``: ``"strong_weak"`` (by channel gain,
-    the strongest with the weakest: tiers of the sorted gains dealt back and forth) or ``"adjacent"`` (consecutive
-    gains together)."""
+    """NOMA's options, one sentence each.
+
+    ``cluster_size``: the devices that share a sub-band (1 is FDMA). ``pairing``: how clusters form by gain,
+    "strong_weak" (the strongest with the weakest) or "adjacent" (consecutive gains together).
+    """
 
     cluster_size: int = 2
     pairing: str = "strong_weak"

@@ -29,9 +29,13 @@ POWER_SPLITS = ("equal", "water_filling")
 
 @dataclass(frozen=True)
 class OfdmaOptions:
-    """``resource_blocks`` N and ``rb_bandwidth_hz`` b (N·b at most the band); ``rb_fading``: independent block
-    fading per block and round; ``coherence_rbs``: blocks that fade together; ``power_split``: ``"equal"`` or
-    ``"water_filling"`` over a device's blocks."""
+    """OFDMA's options, one sentence each.
+
+    ``resource_blocks``: the number N of blocks (N·b at most the band). ``rb_bandwidth_hz``: one block's band b (Hz).
+    ``rb_fading``: independent Rayleigh fading per block and round (false: the device's gain on every block).
+    ``coherence_rbs``: how many consecutive blocks fade together. ``power_split``: a device's power over its blocks,
+    "equal" or "water_filling".
+    """
 
     resource_blocks: int = 25
     rb_bandwidth_hz: float = 180e3
