@@ -274,7 +274,8 @@ def check_budgets(sc: Scenario, build_backend: Callable) -> None:
         if check is None:
             continue
         try:
-            check(Simulation(sc.system, scenario_for(sc, name).budget, backend, seed=sc.seed).system_view())
+            check(Simulation(sc.system, scenario_for(sc, name).budget, backend, seed=sc.seed,
+                             access_options=sc.access).system_view())
         except InfeasibleBudgetError as e:
             raise ConfigError(f"{sc.path}: {e}") from None
 
