@@ -52,3 +52,25 @@ def test_cut_together_from_the_start_share_the_band_equally():
     for t in out.values():
         assert t.band_hz == pytest.approx(B / 3, rel=1e-12)
         assert t.airtime_s == 2.0
+
+
+def test_devices_csv_bandwidth_of_three_uploads_cut_at_a_deadline_by_hand():
+    """The same three transfers through the engine: computes of 0, 0.5 and 0.75 s, a deadline at 1 s."""
+    from edgesim.backend import DeviceWork, RoundPlan
+    from edgesim.config import BudgetConfig, SystemConfig
+    from edgesim.engine import Simulation
+
+    class Plan:
+        def plan_round(self, view):
+            return RoundPlan(tuple(DeviceWork(d, {"train": c}, 1e12, 0.0) for d, c in enumerate([0.0, 5e8, 7.5e8])))
+
+        def complete_round(self, outcome):
+            return {}
+
+    system = SystemConfig(n_devices=3, access="fdma", bandwidth_hz=B, channel_gain_db=-100, cpu_freq_hz=1e9)
+    rec = Simulation(system, BudgetConfig(rounds=1, round_mode="deadline", deadline_s=1.0), Plan()).run_round()
+    band = {row.device: row.bandwidth_hz for row in rec.devices}
+    assert all(row.dropped and row.drop_reason == "deadline" for row in rec.devices)
+    assert band[0] == pytest.approx(B * (0.5 + 0.25 / 2 + 0.25 / 3), rel=1e-9)
+    assert band[1] == pytest.approx(B * (0.25 / 2 + 0.25 / 3) / 0.5, rel=1e-9)
+    assert band[2] == pytest.approx(B / 3, rel=1e-9)
