@@ -17,7 +17,9 @@ from typing import Callable, Optional, Union
 from .async_rules import round_modes
 from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 
-ACCESS_SCHEMES = ("tdma", "fdma")
+# The registered access schemes' names, in registration order: edgesim.access.register_access adds each (the built-in
+# ones register when edgesim is imported: edgesim/__init__.py imports edgesim.access).
+ACCESS_NAMES: list[str] = []
 CSI_MODES = ("perfect", "estimated", "outdated")
 # The largest cell a scenario may describe: checked before anything is allocated; `edgesim plan` takes
 # well under a second at this size (docs/system_model.md, "Plausible values").
@@ -53,6 +55,13 @@ def check_number(name: str, value, *, minimum=None, strict=False, allow_none=Fal
 def check_int(name: str, value, minimum: int):
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         fail(name, value, f"an integer >= {minimum}")
+
+
+def check_access_name(value) -> None:
+    """``access`` names a registered access scheme (:data:`ACCESS_NAMES`, plugins included once loaded)."""
+    if not isinstance(value, str) or value not in ACCESS_NAMES:
+        fail("access", value, "one of " + ", ".join(repr(k) for k in ACCESS_NAMES)
+             + " (`edgesim list access`; a plugin's scheme once its module is loaded)")
 
 
 def check_choice(name: str, value, choices):
@@ -198,7 +207,7 @@ class SystemConfig:
         if self.battery_j is not None:
             per_device("battery_j", self.battery_j, self.n_devices, minimum=0, strict=True)
         check_range("kappa", self.kappa, *KAPPA_RANGE, "(J per cycle per Hz^2; 1e-28 is typical)")
-        check_choice("access", self.access, ACCESS_SCHEMES)
+        check_access_name(self.access)
         check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
         check_number("cell_radius_m", self.cell_radius_m, minimum=0, strict=True)
         check_range("cell_radius_m", self.cell_radius_m, 0, CELL_RADIUS_M_MAX, "m")

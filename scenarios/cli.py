@@ -293,7 +293,8 @@ def plan(
         run_cfg = sc.learning.get("run")
         k = run_cfg.clients_per_round if run_cfg is not None else sc.system.n_devices
         try:
-            allocation = first_round_allocation(sc.system, sc.budget, workload, sc.resources, k, sc.seed)
+            allocation = first_round_allocation(sc.system, sc.budget, workload, sc.resources, k, sc.seed,
+                                                access_options=sc.access)
         except (ConfigError, ValueError) as e:
             _fail(f"{sc.path}: {e}")
     if as_json:
@@ -699,8 +700,8 @@ def report(
 
 @app.command("list")
 def list_(
-    kinds: Optional[List[str]] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios or "
-                                                "policies, one or more (default: all); then names to show only "
+    kinds: Optional[List[str]] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios, "
+                                                "policies or access, one or more (default: all); then names to show only "
                                                 "those (list algorithms fedavg fedprox)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Also list what this scenario's [run] plugins "

@@ -35,7 +35,8 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                            "> 0; a list of n_devices values"),
     "system.kappa": ("effective switched capacitance κ of the devices' CPUs (energy κ·C·f², Eq. 10)", "J·s²/cycle³",
                      ">= 0"),
-    "system.access": ("how devices share the uplink: time division or frequency division", "", '"tdma" or "fdma"'),
+    "system.access": ("how devices share the uplink: a registered access scheme, its options in [access] "
+                      "(docs/access_schemes.md)", "", '"tdma", "fdma", ... (`edgesim list access`)'),
     "system.downlink_rate_bps": ("rate of the base station's broadcast; 0: the download takes no time", "bit/s",
                                  ">= 0"),
     "system.cell_radius_m": ("radius of the cell devices are placed in", "m", "> min_distance_m"),
@@ -219,6 +220,9 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                              "frequency is scheduled", "", '"keep" or "exclude"'),
     "resources.time_price_j_per_s": ("λ in min_energy's objective: the joules one second of round time is worth",
                                      "J/s", ">= 0"),
+    "resources.resource_blocks": ("how an OFDMA round's resource blocks are assigned (access = \"ofdma\", "
+                                  "docs/access_schemes.md)", "",
+                                  '"equal", "best_channel", "min_max_time"; or a plugin'),
 }
 def _codec_docs() -> dict[str, tuple[str, str, str]]:
     """``[compression.uplink]``/``[compression.downlink]``'s keys, from the codec registry: ``method`` names the
