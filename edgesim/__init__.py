@@ -25,6 +25,7 @@ The package is also the simulator itself, the bottom floor:
   :mod:`edgesim.plots` (figures)
 """
 
+import edgesim.access  # noqa: F401 - registers the built-in access schemes, whose names SystemConfig checks
 from edgesim.config import ConfigError
 
 _API = ("Run", "RunFolderError", "SweepError", "load_runs", "load_scenario", "plan", "run", "scenario_fingerprint",

@@ -66,6 +66,7 @@ import numpy as np
 import simpy
 
 from ._checks import count, non_negative, positive
+from .access import Cell, make_banded, make_uplink
 from .async_rules import AsyncRule, is_asynchronous, round_modes, rule_of
 from .availability import Availability
 from .backend import DeviceWork
@@ -73,7 +74,7 @@ from .channel import ChannelModel
 from .clock import Clock, cyclic_gc_paused
 from .config import BudgetConfig, SystemConfig, check_choice, check_int, check_number
 from .device_job import DeviceJob, job_costs, run_job
-from .links import BandedFdmaUplink, Downlink, make_uplink
+from .links import Downlink
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 from .records import UPDATE_FIELDS as UPDATE_FIELDS  # the records live in edgesim.records; named here for readers
 from .records import EventLog, RoundRecord, Totals, UpdateRow, totals_of
@@ -128,6 +129,18 @@ def fedasync_mixing_weight(alpha: float, weight: float) -> float:
     if alpha > 1 or weight > 1:
         raise ValueError(f"alpha(={alpha}) and weight(={weight}) must be at most 1")
     return alpha * weight
+
+
+def check_async_access(access: str, round_mode: str) -> None:
+    """An access scheme whose transfers need the round (its devices known at its start) has no asynchronous mode:
+    refused in one line naming the scheme's reason (its ``async_reason``)."""
+    from .access import scheme_class
+
+    cls = scheme_class(access)
+    if not cls.asynchronous:
+        raise ValueError(f"access = {access!r} has no asynchronous mode ([budget] round_mode = {round_mode!r}): "
+                         f"{cls.async_reason}; expected round_mode 'sync' or 'deadline', or an access scheme such "
+                         f"as 'tdma' or 'fdma'")
 
 
 def check_async_resources(resources: ResourcesConfig, budget: BudgetConfig) -> None:
@@ -299,6 +312,7 @@ class AsyncSimulation(Clock):
         keep_records: bool = True,
         resources: Optional[ResourcesConfig] = None,
         device_losses: Optional[Callable[[], Mapping[int, Any]]] = None,
+        access_options: Any = None,
     ):
         if not is_asynchronous(budget.round_mode):
             rule_of(budget.round_mode)  # names the rules
@@ -330,6 +344,8 @@ class AsyncSimulation(Clock):
         self._allocator = Allocator(self.resources, system, budget,
                                     deadline_s=math.inf if budget.deadline_s is None else budget.deadline_s,
                                     uplink_sharers=self.cfg.concurrency) if planned else None
+        check_async_access(system.access, budget.round_mode)
+        self.access_options = access_options  # the [access] table's options (None: the scheme's defaults)
         self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)
         self._utility_log: list[tuple[int, int, float]] = []  # (aggregation, device, Oort's utility) as reported
         self._start(0.0)
@@ -340,8 +356,9 @@ class AsyncSimulation(Clock):
         self.channel = ChannelModel(self.system, self.seed)
         self._env = env = simpy.Environment(initial_time=now_s)
         self._uplink = make_uplink(env, self.system.access, self.system.bandwidth_hz, self.system.noise_psd_w_per_hz,
-                                   tdma_order(self.resources))
-        self._banded = BandedFdmaUplink(self.system.noise_psd_w_per_hz)
+                                   tdma_order(self.resources), self.access_options, n, self.seed)
+        self._banded = make_banded(env, self.system.access, Cell(float(self.system.bandwidth_hz),
+                                   self.system.noise_psd_w_per_hz, n, self.seed))
         self._downlink = Downlink(self.system.downlink_rate_bps)
         self._rng = np.random.default_rng((self.seed, STREAM_ASYNC_DRAW))
         self._busy = np.zeros(n, dtype=bool)

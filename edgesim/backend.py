@@ -96,6 +96,9 @@ class RoundOutcome:
     ``server_cut``: the deadline fell inside the server's phase before the broadcast
     (``RoundPlan.server_cycles``): the phase did not finish and nothing was broadcast, so the
     round yields nothing — the backend keeps every model as it was (docs/system_model.md).
+    ``over_the_air_noise_var``: under an over-the-air access scheme (AirComp, docs/access_schemes.md) the base
+    station received the sum of the arrived updates plus Gaussian noise of this variance on each parameter, which
+    the aggregate must carry; ``None``: digital uploads, each received exactly.
     """
 
     round_index: int
@@ -106,6 +109,7 @@ class RoundOutcome:
     compute_end_s: Mapping[int, float]
     upload_end_s: Mapping[int, float]
     server_cut: bool = False
+    over_the_air_noise_var: Optional[float] = None
 
     @property
     def duration_s(self) -> float:

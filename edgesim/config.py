@@ -21,7 +21,9 @@ from typing import Any, Callable, Optional, Union
 from .async_rules import round_modes
 from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 
-ACCESS_SCHEMES = ("tdma", "fdma")
+# The registered access schemes' names, in registration order: edgesim.access.register_access adds each (the built-in
+# ones register when edgesim is imported: edgesim/__init__.py imports edgesim.access).
+ACCESS_NAMES: list[str] = []
 CSI_MODES = ("perfect", "estimated", "outdated")
 # The largest cell a scenario may describe: checked before anything is allocated; `edgesim plan` takes
 # well under a second at this size (docs/system_model.md, "Plausible values").
@@ -57,6 +59,18 @@ def check_number(name: str, value, *, minimum=None, strict=False, allow_none=Fal
 def check_int(name: str, value, minimum: int):
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         fail(name, value, f"an integer >= {minimum}")
+
+
+def check_access_name(value) -> None:
+    """``access`` names a registered access scheme (:data:`ACCESS_NAMES`, plugins included once loaded)."""
+    if not isinstance(value, str) or value not in ACCESS_NAMES:
+        fail("access", value, "one of " + ", ".join(repr(k) for k in ACCESS_NAMES)
+             + " (`edgesim list access`; a plugin's scheme once its module is loaded)")
+
+
+def access_names(value: str = "") -> list[str]:
+    """The registered access schemes' names (:data:`ACCESS_NAMES`: the built-in ones and the plugins loaded)."""
+    return ACCESS_NAMES
 
 
 def check_choice(name: str, value, choices):
@@ -278,6 +292,7 @@ class Choice(Allowed):
 
     choices: Any = ()
     registered: str = ""
+    checker: Any = None  # the registry's own check of a value (its wording), instead of the plain "one of ..."
 
     def names(self, value: Any = "") -> tuple:
         return tuple(self.choices(value if isinstance(value, str) else "")) if callable(self.choices) else \
@@ -285,7 +300,10 @@ class Choice(Allowed):
 
     def _check(self, name, value, cfg):
 
-        check_choice(name, value, self.names(value))
+        if self.checker is not None:
+            self.checker(value)
+        else:
+            check_choice(name, value, self.names(value))
 
     def _text(self):
         words = [f'"{c}"' for c in self.names()] + ([self.registered] if self.registered else [])
@@ -389,8 +407,10 @@ class SystemConfig:
     kappa: Number = key(1e-28, "effective switched capacitance κ of the devices' CPUs (energy κ·C·f², Eq. 10)",
                         unit="J·s²/cycle³", allowed=Plausible(low=KAPPA_RANGE[0], high=KAPPA_RANGE[1],
                                                              unit="(J per cycle per Hz^2; 1e-28 is typical)"))
-    access: str = key("tdma", "how devices share the uplink: time division or frequency division",
-                      allowed=Choice(choices=ACCESS_SCHEMES))
+    access: str = key("tdma", "how devices share the uplink: a registered access scheme, its options in [access] "
+                      "(docs/access_schemes.md)",
+                      allowed=Choice(choices=access_names, checker=check_access_name,
+                                     registered="a plugin's scheme (`edgesim list access`)"))
     downlink_rate_bps: Number = key(0.0, "rate of the base station's broadcast; 0: the download takes no time",
                                     unit="bit/s", allowed=Finite(minimum=0))
     cell_radius_m: Number = key(250.0, "radius of the cell devices are placed in (more than min_distance_m)",

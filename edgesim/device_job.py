@@ -17,12 +17,12 @@ seconds, bits and joules (radio ``p · t``, :func:`edgesim.radio.radio_energy_j`
 
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Optional
+from typing import Any, Iterator, NamedTuple, Optional
 
 import simpy
 
 from .backend import DeviceWork
-from .links import BandedFdmaUplink, Downlink, Transfer
+from .links import Downlink, Transfer
 from .records import Event, EventLog
 
 
@@ -71,13 +71,14 @@ class DeviceJob:
 
 
 def run_job(env: simpy.Environment, job: DeviceJob, index: int, log: EventLog, downlink: Downlink, uplink,
-            banded: Optional[BandedFdmaUplink] = None) -> Iterator[simpy.Event]:
+            banded: Any = None) -> Iterator[simpy.Event]:
     """Process step: ``yield from run_job(env, job, index, log, downlink, uplink, banded)``.
 
     Runs the job's phases (module docstring), its events tagged ``index`` (the round, or the model version an
     update started from) in ``log``; on :class:`simpy.Interrupt` records what was done by then, emits
     ``upload_dropped`` and sets ``job.dropped`` (the interrupt is answered, not re-raised). ``uplink``: the
-    shared link (:func:`edgesim.links.make_uplink`); ``banded``: the link of jobs with their own ``band_hz``.
+    shared link (:func:`edgesim.links.make_uplink`, a registered access scheme); ``banded``: the link of jobs with
+    their own ``band_hz`` (the scheme's declared ``banded`` one, :func:`edgesim.access.make_banded`).
     """
     work, d = job.work, job.device
     events = log.events
@@ -127,7 +128,9 @@ def run_job(env: simpy.Environment, job: DeviceJob, index: int, log: EventLog, d
             if log.record:
                 events.append(Event(now, index, d, "upload_end", transfer.bits))
         job.phase = "done"
-    except simpy.Interrupt:
+    except simpy.Interrupt as interrupt:
+        if not job.drop_reason and getattr(interrupt, "reason", None):  # the link refused it (AirComp's threshold)
+            job.drop_reason = interrupt.reason
         elapsed_s = env.now - job.phase_start_s
         if job.phase == "download":
             job.download_s = elapsed_s
@@ -165,7 +168,7 @@ def job_costs(job: DeviceJob, kappa: float) -> JobCosts:
         float(job.work.upload_bits) if job.arrived else 0.0,
         job.bits_down,
         transfer.sent_bits if (job.dropped and transfer is not None) else 0.0,
-        job.tx_power_w * airtime_s,
+        (transfer.tx_power_w if transfer is not None else job.tx_power_w) * airtime_s,  # the power it transmitted at
         kappa * job.cpu_freq_hz ** 2 * job.cycles_done,
         transfer.band_hz if transfer is not None else 0.0,
     )

@@ -53,6 +53,7 @@ import numpy as np
 import simpy
 
 from ._checks import count, non_negative, positive
+from .access import Cell, make_banded, make_uplink
 from .availability import Availability
 from .backend import DeviceLoss, LearningBackend, RoundOutcome, RoundPlan, SystemView
 from .budget import REL_TOL
@@ -61,10 +62,10 @@ from .clock import Clock, cyclic_gc_paused
 from .compute import compute_time_s
 from .config import BudgetConfig, ConfigError, SystemConfig
 from .device_job import DeviceJob, job_costs, run_job
-from .links import BandedFdmaUplink, Downlink, make_uplink
+from .links import Downlink
 from .radio import shannon_rate_bps
 from .records import EVENT_KINDS, DeviceRound, Event, EventLog, RoundRecord, Totals, totals_of
-from .resources import Allocator, ResourcesConfig, tdma_order
+from .resources import Allocator, PolicyError, ResourcesConfig, tdma_order
 from .resources.scheduling import Scheduler
 
 __all__ = ["EVENT_KINDS", "DeviceRound", "Event", "RoundRecord", "Simulation", "cyclic_gc_paused",
@@ -125,6 +126,7 @@ class Simulation(Clock):
         availability: Optional[Availability] = None,
         resources: Optional[ResourcesConfig] = None,
         device_losses: Optional[Callable[[], Mapping[int, DeviceLoss]]] = None,
+        access_options: Any = None,
     ):
         if budget.round_mode not in ("sync", "deadline"):
             raise ValueError(f"budget.round_mode(={budget.round_mode!r}) has no rounds: run it with "
@@ -144,6 +146,7 @@ class Simulation(Clock):
         self._cpu_freqs_hz = tuple(positive("cpu_freq_hz", f) for f in system.cpu_freqs_hz)
         self._tx_power_arr = np.asarray(self._tx_power_w)
         self.resources = resources if resources is not None else ResourcesConfig()
+        self.access_options = access_options  # the [access] table's options (None: the scheme's defaults)
         # The defaults are the links' own behaviour: no allocation to run each round, no ranking.
         self._allocator = None if self.resources.is_default else Allocator(self.resources, system, budget)
         self._scheduler = None
@@ -170,8 +173,11 @@ class Simulation(Clock):
     def _reset_clock(self, now_s: float) -> None:
         self._env = simpy.Environment(initial_time=now_s)
         self._uplink = make_uplink(self._env, self.system.access, self.system.bandwidth_hz, self._noise_psd_w_per_hz,
-                                   tdma_order(self.resources))
-        self._banded = BandedFdmaUplink(self._noise_psd_w_per_hz)
+                                   tdma_order(self.resources), self.access_options, self.system.n_devices, self.seed,
+                                   self.resources)
+        # The link that runs a bandwidth policy's per-device bands, as the access scheme declares (None: none).
+        self._banded = make_banded(self._env, self.system.access, Cell(float(self.system.bandwidth_hz),
+                                   self._noise_psd_w_per_hz, self.system.n_devices, self.seed))
         self._downlink = Downlink(self.system.downlink_rate_bps)
 
     # -- read-only views (now_s, events, event_count, records: Clock's)
@@ -255,6 +261,10 @@ class Simulation(Clock):
                          self._server_seconds(plan))
             if self._allocator is not None:
                 self._allocate(rnd, view.channel_gain)
+            if getattr(self._uplink, "rounds", False):  # a scheme that decides per round (edgesim.access)
+                self._uplink.begin_round(rnd.index, [d.device for d in rnd.devices], [d.gain for d in rnd.devices],
+                                         [d.tx_power_w for d in rnd.devices],
+                                         [float(d.work.upload_bits) for d in rnd.devices])
             env.run(until=env.process(self._round_process(env, rnd)))
             rows = self._device_rows(rnd, env.now - rnd.start_s, float(self.system.kappa))
             # The devices, their transfers and processes are freed here, by reference counting, before the
@@ -357,6 +367,10 @@ class Simulation(Clock):
         )
         b, n0 = float(self.system.bandwidth_hz), self._noise_psd_w_per_hz
         bands = plan.bands_hz.tolist() if plan.bands_hz is not None else None
+        if bands is not None and self._banded is None:
+            raise PolicyError(f"[resources] bandwidth = {self.resources.bandwidth!r}: round {rnd.index}: returned a "
+                              f"band per device; access = {self.system.access!r} runs no per-device bands: expected "
+                              f"None (the scheme's own sharing), or an access scheme with bands such as 'fdma'")
         for i, (dev, f, p) in enumerate(zip(devices, plan.cpu_freq_hz.tolist(), plan.tx_power_w.tolist())):
             dev.set_cpu_freq(f)
             dev.tx_power_w = p
@@ -471,6 +485,7 @@ class Simulation(Clock):
             compute_end_s=compute_end_s,
             upload_end_s=upload_end_s,
             server_cut=rnd.server_s[0] is not None and self._cuts_the_server(rnd.server_s[0]),
+            over_the_air_noise_var=getattr(self._uplink, "noise_var", None) if arrived else None,
         )
         metrics = self.backend.complete_round(outcome)
         record = self._totals.record(rnd.index, rnd.start_s, end_s, arrived, dropped, rows, totals, metrics, plan.info,
@@ -497,7 +512,8 @@ class Simulation(Clock):
                 index, dev.device, dev.gain, dev.rate_bps, download_s, compute_s, airtime_s,
                 max(0.0, duration_s - download_s - compute_s - airtime_s),
                 bits_up, bits_down, wasted, radio_j, compute_j, dev.arrived, dev.dropped, dev.drop_reason,
-                band_hz, dev.tx_power_w, dev.cpu_freq_hz,
+                band_hz, dev.transfer.tx_power_w if dev.transfer is not None else dev.tx_power_w, dev.cpu_freq_hz,
+                dev.transfer.resource_blocks if dev.transfer is not None else 0,
             )))
             if dev.compute_end_s is not None:
                 compute_end_s[dev.device] = dev.compute_end_s

@@ -1,5 +1,8 @@
 """The cell's links: the shared uplink (TDMA or FDMA) and the BS broadcast (docs/system_model.md).
 
+The uplinks are registered as access schemes in :mod:`edgesim.access` (``tdma``, ``fdma``, ``fdma_banded``);
+the engines ask the registry for them by the cell's ``access`` name (:func:`edgesim.access.make_uplink`).
+
 The engine's devices ask a link how long their bits take; the delay lives here.
 
 - :class:`TdmaUplink`: one transfer at a time over the whole band, first come first served
@@ -21,7 +24,6 @@ import numpy as np
 import simpy
 
 from ._checks import non_negative, positive
-from .config import ACCESS_SCHEMES
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
 
 # Transfers whose predicted completion is within this relative distance of the
@@ -70,7 +72,7 @@ class Transfer:
     """
 
     __slots__ = ("device", "bits", "channel_gain", "tx_power_w", "queued_s", "start_s", "end_s",
-                 "sent_bits", "airtime_s", "aborted", "slot", "done", "band_hz", "band_s0")
+                 "sent_bits", "airtime_s", "aborted", "slot", "done", "band_hz", "band_s0", "resource_blocks")
 
     def __init__(self, device: int, bits: float, channel_gain: float, tx_power_w: float, queued_s: float):
         self.device = device
@@ -87,6 +89,7 @@ class Transfer:
         self.done: Optional[simpy.Event] = None
         self.band_hz = 0.0  # the band it used (Hz): the mean over its airtime under processor sharing
         self.band_s0 = 0.0
+        self.resource_blocks = 0  # the resource blocks it used (an OFDMA scheme's integer count; 0: not counted)
 
     def __repr__(self) -> str:
         return f"Transfer(device={self.device}, bits={self.bits}, start_s={self.start_s}, end_s={self.end_s})"
@@ -287,12 +290,17 @@ class FdmaUplink:
             self._wake = env.event()
             self._update(env.now)
 
-    def _update(self, now: float) -> None:
+    def _advance(self, now: float) -> None:
+        """Every transfer's bits left and the band-seconds integral brought up to ``now`` (same shares since
+        ``self._last_s``)."""
         dt = now - self._last_s
         if dt > 0 and self._n_active:
             self._rem -= self._rates * dt
-            self._band_s += self.bandwidth_hz / self._n_active * dt
+            self._band_s += self._share_hz() * dt
         self._last_s = now
+
+    def _update(self, now: float) -> None:
+        self._advance(now)
         if self._next_s <= now:
             for s in self._next_slots:
                 transfer = self._slots[s]
@@ -324,7 +332,7 @@ class FdmaUplink:
             self._band_s = 0.0  # nobody on air: restart the integral (a resumed run restarts it here too)
             return
         # Eq. (8) with b/n Hz each; a free slot has g p = 0, so rate 0.
-        rates = shannon_rate_bps(self.bandwidth_hz / n, self._gp, 1.0, self.noise_psd_w_per_hz)
+        rates = self._rates_bps()
         self._rates = rates
         with np.errstate(divide="ignore"):
             to_finish_s = self._rem / rates  # a free slot: inf / 0 = inf
@@ -335,6 +343,14 @@ class FdmaUplink:
         self._next_s = now + delay_s
         self._timer = self.env.timeout(delay_s)
         self._timer.callbacks.append(self._on_timer)
+
+    def _share_hz(self) -> float:
+        """The band each transfer on air has now (Hz): ``b / n`` (a subclass shares otherwise)."""
+        return self.bandwidth_hz / self._n_active
+
+    def _rates_bps(self) -> np.ndarray:
+        """Every slot's rate now (bit/s; a free slot has g p = 0, so rate 0): Eq. (8) with ``b / n`` Hz each."""
+        return shannon_rate_bps(self.bandwidth_hz / self._n_active, self._gp, 1.0, self.noise_psd_w_per_hz)
 
     @staticmethod
     def _mean_band_hz(transfer: Transfer, band_s: float) -> float:
@@ -364,22 +380,14 @@ class FdmaUplink:
             self._pending.remove(transfer)
             return
         s = transfer.slot
-        left = float(self._rem[s] - self._rates[s] * (now - self._last_s))
+        # Progress up to now at the shares of the stretch since the last event: transfers cut at one instant (a
+        # deadline) each end that stretch at the share they had, not at the share left after the earlier cuts.
+        self._advance(now)
+        left = float(self._rem[s])
         transfer.sent_bits = min(transfer.bits, max(0.0, transfer.bits - left))
-        band_s = self._band_s + (self.bandwidth_hz / self._n_active * (now - self._last_s) if self._n_active else 0.0)
-        transfer.band_hz = self._mean_band_hz(transfer, band_s)
+        transfer.band_hz = self._mean_band_hz(transfer, self._band_s)
         self._release(s)
         self._poke()
-
-
-def make_uplink(env: simpy.Environment, access: str, bandwidth_hz: float, noise_psd_w_per_hz: float,
-                tdma_order: str = "arrival"):
-    """The uplink object for ``access`` (``"tdma"``, served in ``tdma_order``, or ``"fdma"``)."""
-    if access == "tdma":
-        return TdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz, tdma_order)
-    if access == "fdma":
-        return FdmaUplink(env, bandwidth_hz, noise_psd_w_per_hz)
-    raise ValueError(f"access(={access!r}) must be one of {ACCESS_SCHEMES}")
 
 
 class BandedFdmaUplink:

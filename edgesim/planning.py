@@ -173,7 +173,7 @@ def make_plan(
 
 def first_round_allocation(system: SystemConfig, budget: BudgetConfig, workload: WorkloadConfig,
                            resources: ResourcesConfig, clients_per_round: int, seed: int = 0,
-                           cycles: float | None = None) -> list[dict]:
+                           cycles: float | None = None, access_options=None) -> list[dict]:
     """Round 0 run on the clock with the physics-only backend (:class:`edgesim.curve.ParametricBackend`: K devices,
     each ``I·C·D`` cycles, or ``cycles``, and ``model_bits`` up): per device its band (Hz), power (W), CPU frequency
     (Hz), compute and upload times (s) and energy (J), as the engine ran them (one dict per device, by id).
@@ -193,11 +193,12 @@ def first_round_allocation(system: SystemConfig, budget: BudgetConfig, workload:
         from .asynchrony import AsyncConfig, AsyncSimulation
 
         sim = AsyncSimulation(system, budget, backend, AsyncConfig().resolved(clients_per_round), seed,
-                              record_events=False, resources=resources)
+                              record_events=False, resources=resources, access_options=access_options)
     else:
         from .engine import Simulation
 
-        sim = Simulation(system, budget, backend, seed, record_events=False, resources=resources)
+        sim = Simulation(system, budget, backend, seed, record_events=False, resources=resources,
+                         access_options=access_options)
     record = sim.run_round()
     keys = ("device", "channel_gain", "bandwidth_hz", "tx_power_w", "cpu_freq_hz", "compute_s", "upload_airtime_s",
             "idle_s", "radio_energy_j", "compute_energy_j", "arrived")

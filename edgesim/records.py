@@ -63,7 +63,8 @@ class DeviceRound(NamedTuple):
     used (Hz: TDMA the whole band, FDMA its own band under a band policy, else its
     mean processor-sharing share over its airtime; 0 if it never went on air),
     ``tx_power_w`` and ``cpu_freq_hz`` (W, Hz); ``nan`` in rows of a checkpoint
-    written before they were recorded.
+    written before they were recorded. ``resource_blocks``: the resource blocks
+    its upload used under a scheme that counts them (OFDMA), else 0.
     """
 
     round_index: int
@@ -85,6 +86,7 @@ class DeviceRound(NamedTuple):
     bandwidth_hz: float = math.nan
     tx_power_w: float = math.nan
     cpu_freq_hz: float = math.nan
+    resource_blocks: int = 0
 
 
 UPDATE_FIELDS = ("update", "version", "staleness", "start_time_s", "end_time_s", "drop_reason")

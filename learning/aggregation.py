@@ -32,6 +32,26 @@ def weighted_average(updates: Sequence[tuple[Mapping[str, torch.Tensor], float]]
     return out
 
 
+def over_the_air_average(updates: Sequence[tuple[Mapping[str, torch.Tensor], float]], noise_var: float,
+                         generator: torch.Generator) -> Params:
+    """What over-the-air aggregation (AirComp) gives the server: ``(Σ_k w'_k θ_k + n) / K`` with ``w'_k = K w_k /
+    Σ w`` (each device pre-scales its update by its weight; uniform weights: the plain sum) and ``n`` Gaussian of
+    variance ``noise_var`` on every floating-point parameter, i.e. :func:`weighted_average` plus ``n / K``
+    (Zhu, Wang and Huang, IEEE TWC 2020, Eq. (10); docs/access_schemes.md). The noise is drawn on the CPU from
+    ``generator`` (its own stream) and moved to each tensor's device; integer buffers take the max as in
+    :func:`weighted_average`."""
+    if noise_var < 0 or noise_var != noise_var:
+        raise ValueError(f"noise_var(={noise_var}) must be >= 0")
+    out = weighted_average(updates)
+    std = noise_var ** 0.5 / len(updates)
+    for key in sorted(out):
+        value = out[key]
+        if value.is_floating_point():
+            noise = torch.randn(value.shape, generator=generator, dtype=torch.float64) * std
+            out[key] = value + noise.to(dtype=value.dtype, device=value.device)
+    return out
+
+
 def merge(global_state: Mapping[str, torch.Tensor], personal: Mapping[str, torch.Tensor]) -> Params:
     """A client's model: the global state with its personal (never-shared) keys on top."""
     return {**global_state, **personal}

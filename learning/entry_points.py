@@ -21,6 +21,7 @@ GROUPS = {
     "partitions": "edgesim.partitions",
     "policies": "edgesim.policies",
     "codecs": "edgesim.codecs",
+    "access": "edgesim.access",
 }
 _loaded: set[tuple[str, str, str]] = set()
 entry_records: list[dict] = []  # the entry points loaded in this process, for run.json (plugin_record)

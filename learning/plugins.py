@@ -153,7 +153,8 @@ def silence_notes() -> None:
 
 def _registered() -> set[tuple[str, str]]:
     """Every registered ``(kind, name)``: algorithms, models, data sets, partitions, resource policies
-    (``policy bandwidth``, ...) and codecs (a plugin's import adds to it)."""
+    (``policy bandwidth``, ...), codecs and access schemes (a plugin's import adds to it)."""
+    from edgesim.access import SCHEMES
     from edgesim.codecs import CODECS
     from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.data.datasets import DATASETS
@@ -162,7 +163,8 @@ def _registered() -> set[tuple[str, str]]:
     from edgesim.resources import POLICIES
 
     tables = {"algorithm": ALGORITHMS, "dataset": DATASETS, "partition": PARTITIONS, "model": MODELS,
-              "codec": CODECS, **{f"policy {kind}": names for kind, names in POLICIES.items()}}
+              "codec": CODECS, "access scheme": SCHEMES,
+              **{f"policy {kind}": names for kind, names in POLICIES.items()}}
     return {(kind, name) for kind, table in tables.items() for name in table}
 
 

@@ -46,7 +46,10 @@ def resolved_config(sc: Scenario) -> dict:
     if sc.availability.model != "always":
         out["availability"] = dataclasses.asdict(sc.availability)
     if not sc.resources.is_default:  # only when set: the defaults' runs keep their fingerprint
-        out["resources"] = dataclasses.asdict(sc.resources)
+        out["resources"] = {k: v for k, v in dataclasses.asdict(sc.resources).items()  # a key added later: only
+                            if not (k == "resource_blocks" and v == "equal")}  # when set, old fingerprints kept
+    if sc.access is not None and dataclasses.asdict(sc.access):  # a scheme with options (tdma, fdma have none)
+        out["access"] = dataclasses.asdict(sc.access)
     if sc.physics_only:  # only what the run uses: no data, no training, no algorithms
         out["run"] = dataclasses.asdict(sc.learning.run)
         out["parametric"] = dataclasses.asdict(sc.parametric)
@@ -204,7 +207,7 @@ def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Ca
     availability = make_availability(sc.availability, sc.system.n_devices, sc.seed)
     if not sc.asynchronous:
         return Simulation(sc.system, sc.budget, backend, seed=sc.seed, availability=availability,
-                          resources=sc.resources, device_losses=device_losses)
+                          resources=sc.resources, device_losses=device_losses, access_options=sc.access)
     from edgesim.asynchrony import AsyncBackend, AsyncSimulation
 
     if not isinstance(backend, AsyncBackend):
@@ -219,7 +222,7 @@ def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Ca
                 f"arrival-by-arrival server does not have")
         backend = backend.asynchronous()
     return AsyncSimulation(sc.system, sc.budget, backend, sc.asynchrony, seed=sc.seed, availability=availability,
-                           resources=sc.resources, device_losses=device_losses)
+                           resources=sc.resources, device_losses=device_losses, access_options=sc.access)
 
 
 def check_record(sc: Scenario, name: str, rec) -> None:
@@ -267,7 +270,8 @@ def check_budgets(sc: Scenario, build_backend: Callable) -> None:
         if check is None:
             continue
         try:
-            check(Simulation(sc.system, scenario_for(sc, name).budget, backend, seed=sc.seed).system_view())
+            check(Simulation(sc.system, scenario_for(sc, name).budget, backend, seed=sc.seed,
+                             access_options=sc.access).system_view())
         except InfeasibleBudgetError as e:
             raise ConfigError(f"{sc.path}: {e}") from None
 

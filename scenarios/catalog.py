@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("algorithms", "models", "datasets", "partitions", "scenarios", "policies")
+KINDS = ("algorithms", "models", "datasets", "partitions", "scenarios", "policies", "access")
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,7 @@ def catalog(kind: str) -> list[Entry]:
         return shipped_scenarios()
     if kind == "policies":
         load_entry_points("policies")
+        import edgesim.access  # noqa: F401 - registers the resource_blocks policies
         from edgesim.resources import POLICIES, ResourcesConfig, summary
 
         out = []
@@ -122,6 +123,20 @@ def catalog(kind: str) -> list[Entry]:
                                    + [f"needs {k} = {v!r}" for k, v in getattr(cls, "needs", {}).items()])
                 out.append(Entry(f"{key}.{name}", summary(cls), detail,
                                  dataclass_options(ResourcesConfig, getattr(cls, "options", ()), "resources")))
+        return out
+    if kind == "access":
+        load_entry_points("access")
+        from edgesim.access import SCHEMES
+        from edgesim.access import summary as access_summary
+
+        out = []
+        for name, cls in SCHEMES.items():
+            detail = "; ".join(
+                ([f"[resources] policies of {cls.policy_access}"] if cls.policy_access else [])
+                + (["round modes sync, deadline, fedasync, fedbuff"] if cls.asynchronous else
+                   ["round modes sync, deadline"])
+                + ([] if cls.digital else ["analog: no compression"]))
+            out.append(Entry(name, access_summary(cls), detail, dataclass_options(cls.Options)))
         return out
     raise ValueError(f"kind(={kind!r}) must be one of {KINDS}")
 

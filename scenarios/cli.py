@@ -517,8 +517,8 @@ def report(
 
 @app.command("list")
 def list_(
-    kinds: Optional[List[str]] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios or "
-                                                "policies, one or more (default: all); then names to show only "
+    kinds: Optional[List[str]] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios, "
+                                                "policies or access, one or more (default: all); then names to show only "
                                                 "those (list algorithms fedavg fedprox)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Also list what this scenario's [run] plugins "

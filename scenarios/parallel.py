@@ -103,7 +103,7 @@ def planned_cycles(sc, build_backend: Callable, name: str) -> float:
     try:
         backend = build_backend(name)
         budget = dataclasses.replace(sc.budget, round_mode="sync")  # an async run's work per update: a round's
-        sim = Simulation(sc.system, budget, backend, seed=sc.seed, resources=sc.resources)
+        sim = Simulation(sc.system, budget, backend, seed=sc.seed, resources=sc.resources, access_options=sc.access)
         plan = backend.plan_round(sim.system_view())
         return float(sum(sum(w.compute_cycles.values()) for w in plan.work) + sum(plan.server_cycles.values())
                      + sum(plan.server_cycles_after.values()))

@@ -319,7 +319,8 @@ def plan_report(sc) -> PlanReport:
         run_cfg = sc.learning.run
         k = run_cfg.clients_per_round if run_cfg is not None else sc.system.n_devices
         try:
-            allocation = first_round_allocation(sc.system, sc.budget, workload, sc.resources, k, sc.seed)
+            allocation = first_round_allocation(sc.system, sc.budget, workload, sc.resources, k, sc.seed,
+                                                access_options=sc.access)
         except ValueError as e:
             raise ConfigError(f"{sc.path}: {e}") from None
     steps = steps_summary(sc, workload)

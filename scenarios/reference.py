@@ -127,6 +127,9 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                              "frequency is scheduled", "", '"keep" or "exclude"'),
     "resources.time_price_j_per_s": ("λ in min_energy's objective: the joules one second of round time is worth",
                                      "J/s", ">= 0"),
+    "resources.resource_blocks": ("how an OFDMA round's resource blocks are assigned (access = \"ofdma\", "
+                                  "docs/access_schemes.md)", "",
+                                  '"equal", "best_channel", "min_max_time"; or a plugin'),
 }
 def _codec_docs() -> dict[str, tuple[str, str, str]]:
     """``[compression.uplink]``/``[compression.downlink]``'s keys, from the codec registry: ``method`` names the

@@ -162,7 +162,13 @@ def device_fields(sc: Scenario) -> tuple[str, ...]:
     come and go add why each was dropped ("deadline"/"offline"); a round-based run the resources each device had."""
     fields = DEVICE_FIELDS + (UPDATE_FIELDS if sc.asynchronous else ("drop_reason",) if sc.availability.model != "always"
                               else ())
-    return fields if sc.asynchronous else fields + RESOURCE_FIELDS  # the round's band, power and CPU frequency
+    if sc.asynchronous:
+        return fields
+    from edgesim.access import scheme_class
+
+    # the round's band, power and CPU frequency, and the columns the access scheme fills (OFDMA: resource_blocks)
+    fields += RESOURCE_FIELDS
+    return fields + tuple(c for c in scheme_class(sc.system.access).columns if c not in fields)
 
 
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,

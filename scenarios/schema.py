@@ -78,6 +78,7 @@ class Scenario:
         """A ``round_mode = "fedasync"`` or ``"fedbuff"`` run (its ``[async]`` table in force)."""
         return is_asynchronous(self.budget.round_mode)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    access: Any = None  # the [access] table as [system] access's Options (edgesim.access)
 
     @property
     def physics_only(self) -> bool:
@@ -166,7 +167,8 @@ def read_toml(path: Path) -> dict:
 def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Scenario:
     """Validate a parsed scenario mapping (``where`` names the file in messages)."""
     known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric", "compression", "async",
-                                                                                "availability", "resources", "variants"}
+                                                                                "availability", "resources", "variants",
+                                                                                "access"}
     for key, value in raw.items():
         if key not in known:
             raise ScenarioError(
@@ -182,7 +184,13 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             or any(ord(c) < 32 or ord(c) == 127 for c in name)):  # control characters (NUL, BEL, newline)
         raise ScenarioError(f"{where}: name = {name!r}: expected a non-empty name usable as a folder name "
                             f"(the default run folder is runs/<name>), such as \"my_scenario\"")
+    if learning:  # a plugin's access scheme is registered before [system] names it
+        load_plugins(build_config(RunConfig, raw.get("run", {}), f"{where}: [run]").plugins, where, ())
+    load_access_plugins(raw.get("system", {}))
     built = {name: build_config(cls, raw.get(name, {}), f"{where}: [{name}]") for name, cls in SIM_SECTIONS.items()}
+    access = check_access(built["system"], built["budget"], raw.get("access"), raw.get("run", {}), where,
+                          (raw.get("availability") or {}).get("model") if isinstance(raw.get("availability"), dict)
+                          else None)
     parametric = build_config(ParametricConfig, raw.get("parametric", {}), f"{where}: [parametric]")
     asynchrony = build_config(AsyncConfig, raw.get("async", {}), f"{where}: [async]")
     availability = build_config(AvailabilityConfig, raw.get("availability", {}), f"{where}: [availability]")
@@ -244,6 +252,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             check_algorithms(built["system"], learned, where)
             check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
+            check_access_learning(built["system"], learned, where)
     check_resources(resources, built["system"], built["budget"], learned.get("run"), where, learned)
     run_rounds = learned["run"].rounds if learned.get("run") is not None else None
     check_scenario_ends(built["system"], built["budget"], asynchrony, availability, resources, run_rounds, where)
@@ -258,6 +267,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         asynchrony=asynchrony,
         availability=availability,
         resources=resources,
+        access=access,
         **built,
     )
 
@@ -342,6 +352,67 @@ def sections(learned: Mapping[str, Any]) -> LearningSections:
     return LearningSections(data=learned["data"], train=learned["train"], run=run, algorithms=tables,
                             compression=compression, variants=variants, configs=configs,
                             codecs=learned.get("codecs"))  # resolved once above (resolve_compression)
+
+
+def check_access_learning(system: SystemConfig, learned: Mapping[str, Any], where: str) -> None:
+    """An analog access scheme (AirComp) with the learning side: no digital compression (its airtime follows the
+    parameter count, not bits), and only algorithms whose upload is averaged as a parameter vector (the FedAvg
+    family, whose aggregate carries the channel's noise: :func:`edgesim.learning.aggregation.over_the_air_average`)."""
+    from edgesim.access import scheme_class
+    from edgesim.compression import NO_COMPRESSION
+    from edgesim.learning.algorithms import ALGORITHMS, asynchronous_algorithms
+
+    cls = scheme_class(system.access)
+    variants = learned.get("variants", {})
+    for name in learned["run"].algorithms:
+        algorithm = variants[name].algorithm if name in variants else name  # a variant: its algorithm's family
+        if not cls.digital and compression_for(learned.get("compression", {}), name) != NO_COMPRESSION:
+            raise ScenarioError(f"{where}: [compression] for {name!r}: access = {system.access!r} sends analog "
+                                f"symbols, one per parameter, so digital compression (bits) does not apply; expected "
+                                f"no compression with access = {system.access!r}")
+        if cls.over_the_air and (algorithm not in ALGORITHMS or not ALGORITHMS[algorithm].asynchronous):
+            raise ScenarioError(
+                f"{where}: [run] algorithms: {name!r} with access = {system.access!r}: the base station receives "
+                f"only the sum of the round's uploads, which serves algorithms whose upload is averaged as one "
+                f"parameter vector — the FedAvg family ({', '.join(asynchronous_algorithms())}); expected one of "
+                f"them, or another access scheme for {name!r}")
+
+
+def load_access_plugins(system_table) -> None:
+    """The installed access-scheme plugins (entry-point group ``edgesim.access``), loaded when ``[system] access``
+    names a scheme not registered yet."""
+    from edgesim.access import SCHEMES
+
+    name = system_table.get("access") if isinstance(system_table, Mapping) else None
+    if isinstance(name, str) and name not in SCHEMES:
+        from edgesim.learning.plugins import load_entry_points
+
+        load_entry_points("access")
+
+
+def check_access(system: SystemConfig, budget: BudgetConfig, table, run_table, where: str,
+                 availability_model: Any = None):
+    """``[access]``: the options of ``[system] access``'s scheme (its own frozen dataclass; an option of another
+    scheme is named as such), fit for the cell and the round mode (the scheme's ``check`` and ``asynchronous``)."""
+    from edgesim.access import build_options, scheme_class
+    from edgesim.asynchrony import check_async_access
+
+    options = build_options(system.access, table, f"{where}: [access]")
+    per_round = run_table.get("clients_per_round") if isinstance(run_table, Mapping) else None
+    per_round = per_round if isinstance(per_round, int) and not isinstance(per_round, bool) else None
+    try:
+        if is_asynchronous(budget.round_mode):
+            check_async_access(system.access, budget.round_mode)
+        if scheme_class(system.access).over_the_air and availability_model not in (None, "always"):
+            raise ValueError(f"access = {system.access!r} with [availability] model = {availability_model!r}: the "
+                             f"round's devices transmit at once, and one that goes offline mid-round would hold the "
+                             f"others back; expected [availability] model = 'always'")
+        scheme_class(system.access).check(options, system, per_round, budget.round_mode)
+    except ConfigError as e:
+        raise e.at(f"{where}: [access]") from None
+    except ValueError as e:
+        raise ScenarioError(f"{where}: [access] {e}") from None
+    return options
 
 
 def check_asynchrony(system: SystemConfig, budget: BudgetConfig, asynchrony: AsyncConfig,

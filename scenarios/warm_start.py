@@ -78,7 +78,7 @@ def compute(sc, build_backend: Callable) -> WarmStart:
     ws = sc.learning.run.warm_start
     name = ws["algorithm"]
     backend = build_backend(name)
-    sim = Simulation(sc.system, sc.budget, backend, seed=sc.seed, resources=sc.resources)
+    sim = Simulation(sc.system, sc.budget, backend, seed=sc.seed, resources=sc.resources, access_options=sc.access)
     records = []
     for _ in range(ws["rounds"]):
         try:

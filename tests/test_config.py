@@ -81,7 +81,7 @@ def test_system_with_path_loss_is_heterogeneous():
         ("cpu_freq_hz", 0),
         ("cpu_freq_hz", -1e9),
         ("kappa", -1e-28),
-        ("access", "ofdma"),
+        ("access", "cdma"),
         ("access", "TDMA"),
         ("downlink_rate_bps", -1.0),
         ("cell_radius_m", 0),
@@ -218,8 +218,8 @@ def test_workload_rejects_bad_values(field, value):
 
 
 def test_error_messages_say_what_was_expected():
-    with pytest.raises(ValueError, match=r"access = 'ofdma': expected one of 'tdma', 'fdma'"):
-        SystemConfig(access="ofdma")
+    with pytest.raises(ValueError, match=r"access = 'cdma': expected one of 'tdma', 'fdma'"):
+        SystemConfig(access="cdma")
     with pytest.raises(ValueError, match=r"rounds = 0: expected an integer >= 1"):
         BudgetConfig(rounds=0)
     with pytest.raises(ValueError, match=r"bandwidth_hz = -1000000.0: expected a plausible value in \[1, 1e\+12\] Hz"):

@@ -12,11 +12,12 @@ import math
 import numpy as np
 import pytest
 
+from edgesim.access import make_uplink
 from edgesim.backend import DeviceWork, RoundPlan
 from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
 from edgesim.curve import ParametricBackend
 from edgesim.engine import EVENT_KINDS, Event, Simulation
-from edgesim.links import FdmaUplink, TdmaUplink, make_uplink
+from edgesim.links import FdmaUplink, TdmaUplink
 from edgesim.radio import shannon_rate_bps, shared_uplink_time_s
 from edgesim.units import dbm_to_w
 

@@ -258,14 +258,13 @@ def test_a_full_disk_during_a_report_is_one_line(phys, cwd, monkeypatch):
     assert done.exit_code == 0, done.output
     import errno
 
-    from edgesim.results import writing as runfolder
+    import edgesim.scenarios.report as report_module  # imported before the patch: else it would keep the patched
+    from edgesim.results import writing as runfolder  # writer for every later test of this process (xdist)
 
     def full(path, data):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     monkeypatch.setattr(runfolder, "atomic_write_bytes", full)
-    import edgesim.scenarios.report as report_module
-
     for name in dir(report_module):
         if name == "atomic_write_bytes":
             monkeypatch.setattr(report_module, name, full)

@@ -157,7 +157,7 @@ def test_the_readmes_first_command_installs_the_main_job_alone_and_ci_runs_its_s
     first, second = [line for line in block.splitlines() if line.startswith("python3 -m venv")][:2]
     assert first == "python3 -m venv .venv && .venv/bin/pip install -q -c constraints.txt -e . && .venv/bin/edgesim run"
     install, _, test = second.rpartition(" && ")
-    assert test == ".venv/bin/python -m pytest -q" and '-e ".[test,ray,tensorboard]"' in install
+    assert test == ".venv/bin/python -m pytest -q -n auto --dist loadfile" and '-e ".[test,ray,tensorboard]"' in install
     ci = (REPO / ".ci" / "run").read_text().replace("\\\n", " ")
     assert " ".join(install.split()) in " ".join(ci.split()) and test in ci
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]

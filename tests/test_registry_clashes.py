@@ -117,10 +117,16 @@ def test_a_policy_plugin_gets_no_note_that_it_registered_nothing(cwd):
         POLICIES["bandwidth"].pop("quiet_share", None)
     assert result.exit_code == 0, result.output
     assert "registered no" not in result.stderr, result.stderr
-    (cwd / "nothing.toml").write_text(PHYSICS + 'plugins = ["os"]\n')
-    result = run("plan", "nothing.toml")
-    assert ("'os' registered no algorithm, model, data set or partition, nor a resource policy or codec"
-            in result.stderr), result.stderr
+    # a module of this test's own, never imported before: the note is said once per process (another test of the
+    # same xdist worker may have had it for a module such as "os")
+    (cwd / "registers_nothing_here.py").write_text("VALUE = 1\n")
+    (cwd / "nothing.toml").write_text(PHYSICS + 'plugins = ["registers_nothing_here"]\n')
+    try:
+        result = run("plan", "nothing.toml")
+    finally:
+        sys.modules.pop("registers_nothing_here", None)
+    assert ("'registers_nothing_here' registered no algorithm, model, data set or partition, nor a resource policy "
+            "or codec" in result.stderr), result.stderr
 
 
 def _edgesim(*args: str, cwd: Path) -> subprocess.CompletedProcess:

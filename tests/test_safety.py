@@ -289,7 +289,7 @@ BAD_VALUES = [
     ("system.tx_power_dbm=200", ["tx_power_dbm = 200", "dBm"]),
     ("system.n_devices=1000000", ["n_devices = 1000000", "[1, 100000]"]),
     ("system.n_devices=1000000000", ["n_devices = 1000000000", "[1, 100000]"]),
-    ("run.eval_every=2", ["[run]", "unknown key 'eval_every'"]),
+    ("run.evaluate_every=2", ["[run]", "unknown key 'evaluate_every'"]),
     ("run.clients_per_round=9", ["clients_per_round = 9", "n_devices (= 8)"]),
 ]
 
@@ -309,11 +309,13 @@ def test_implausible_or_unused_values_are_one_line(phys, cwd, override, fragment
 def test_plan_is_fast_at_the_device_ceiling(phys):
     import time
 
-    t0 = time.monotonic()
+    # CPU seconds of this process, not wall time: parallel test workers (pytest -n) and other jobs on a shared
+    # machine stretch the wall clock, not the work the plan does (12.7 s wall at a load of 9 on 2 cores)
+    t0 = time.process_time()
     result = run("plan", phys, "--set", "system.n_devices=100000", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["n_devices"] == 100000
-    assert time.monotonic() - t0 < 10  # well under a second on a laptop; generous for a shared CI core
+    assert time.process_time() - t0 < 10  # well under a second on a laptop; generous for a shared CI core
 
 
 def test_a_deadline_that_drops_every_upload_says_so(phys, cwd):

@@ -37,8 +37,9 @@ class ResourcesConfig:
     ``time_price_j_per_s``: λ, the joules a second of round time is worth (J/s,
     default 1). ``stragglers``: ``"keep"`` (every device may be scheduled) or
     ``"exclude"`` (a device that cannot meet the round's budget τ even alone on the
-    band at its maximum power and frequency is not scheduled that round). Which names exist (plugins included) is
-    checked by :func:`edgesim.resources.round.check_config`.
+    band at its maximum power and frequency is not scheduled that round). ``resource_blocks``: how an OFDMA
+    round's blocks are assigned (an access scheme that assigns blocks, docs/access_schemes.md). Which names
+    exist (plugins included) is checked by :func:`edgesim.resources.round.check_config`.
     """
 
     scheduling: str = "random"
@@ -58,6 +59,7 @@ class ResourcesConfig:
     energy_weight: float = 1.0
     time_price_j_per_s: float = 1.0
     stragglers: str = "keep"
+    resource_blocks: str = "equal"
 
     def __post_init__(self):
         for kind in KINDS:
@@ -84,6 +86,9 @@ class ResourcesConfig:
         check_number("time_price_j_per_s", self.time_price_j_per_s, minimum=0)
         if self.stragglers not in STRAGGLERS:
             fail("stragglers", self.stragglers, " or ".join(map(repr, STRAGGLERS)))
+        if not isinstance(self.resource_blocks, str) or not self.resource_blocks:
+            fail("resource_blocks", self.resource_blocks,
+                 "a policy name (a string; `edgesim list policies` lists them)")
 
     @property
     def is_default(self) -> bool:

@@ -86,9 +86,10 @@ def register_policy(kind: str, name: str) -> Callable[[type], type]:
     """Class decorator: ``@register_policy("bandwidth", "my_split")`` makes ``[resources] bandwidth = "my_split"``
     choose it. The class has one method, ``allocate(self, r)``; its docstring's first line is what
     ``edgesim list policies`` prints. A name already taken (a built-in's, another plugin's) is refused in one
-    line naming both classes (:func:`edgesim.registries.claim`)."""
-    if kind not in KINDS:
-        raise ValueError(f"policy kind {kind!r}: expected one of {', '.join(KINDS)}")
+    line naming both classes (:func:`edgesim.registries.claim`). Kinds: :data:`KINDS`, and ``"resource_blocks"``
+    (an OFDMA round's blocks, :mod:`edgesim.access.ofdma`)."""
+    if kind not in POLICIES:
+        raise ValueError(f"policy kind {kind!r}: expected one of {', '.join(POLICIES)}")
     if not isinstance(name, str) or not name:
         raise ValueError(f"policy name {name!r}: expected a non-empty string")
 

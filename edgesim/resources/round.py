@@ -153,7 +153,8 @@ class Allocator:
         times; each policy's answer is checked (:class:`PolicyError` naming it and the round)."""
         ids = np.asarray(devices, dtype=np.int64)
         r = RoundResources(
-            round_index=round_index, access=self.system.access, bandwidth_hz=float(self.system.bandwidth_hz),
+            round_index=round_index, access=policy_access(self.system.access),
+            bandwidth_hz=float(self.system.bandwidth_hz),
             noise_psd_w_per_hz=float(self.system.noise_psd_w_per_hz), deadline_s=self.deadline_s,
             server_before_s=float(server_before_s), kappa=float(self.system.kappa),
             tdma_shortest_first=self._shortest_first, devices=ids,
@@ -252,6 +253,28 @@ def check_round_mode(config: ResourcesConfig, round_mode: str, asynchronous: boo
                          f"slot takes one device, it excludes no round's stragglers; expected 'keep'")
 
 
+def check_blocks(config: ResourcesConfig, system: SystemConfig) -> None:
+    """``resource_blocks``: a registered policy, and only for an access scheme that assigns blocks."""
+    from ..access import scheme_class
+    from ..access.ofdma import RB_POLICIES
+
+    name = config.resource_blocks
+    if name not in RB_POLICIES:
+        raise ValueError(f"resource_blocks = {name!r}: expected one of {', '.join(repr(k) for k in RB_POLICIES)} "
+                         f"(`edgesim list policies`)")
+    if name != "equal" and not scheme_class(system.access).assigns_blocks:
+        raise ValueError(f"resource_blocks = {name!r} applies to an access scheme that assigns resource blocks "
+                         f"(such as 'ofdma'); this cell has access = {system.access!r}: expected it left out")
+
+
+def policy_access(access: str) -> str:
+    """The access family whose policies apply to scheme ``access`` (its declared ``policy_access``: ``"tdma"`` or
+    ``"fdma"``), else its own name (only the policies for every scheme apply)."""
+    from ..access import scheme_class
+
+    return scheme_class(access).policy_access or access
+
+
 def check_config(config: ResourcesConfig, system: SystemConfig, algorithms=(), self_scheduling=()) -> None:
     """The ``[resources]`` table against the registry, the access scheme and the algorithms, one line each
     (``ValueError`` naming the key, the value and what was expected).
@@ -266,13 +289,14 @@ def check_config(config: ResourcesConfig, system: SystemConfig, algorithms=(), s
                              f"(`edgesim list policies`)")
         d = declared(kind, name)
         access = d.access
-        if access is not None and system.access not in access:
+        if access is not None and policy_access(system.access) not in access:
             raise ValueError(f"{kind} = {name!r} applies to [system] access = {' or '.join(map(repr, access))}; "
                              f"this cell has access = {system.access!r}: expected a {kind} policy for it")
         for other, value in d.needs.items():
             if getattr(config, other) != value:
                 raise ValueError(f"{kind} = {name!r} needs {other} = {value!r} (it decides both); got {other} = "
                                  f"{getattr(config, other)!r}")
+    check_blocks(config, system)
     if config.scheduling != "random":
         for alg in self_scheduling:
             if alg in algorithms:

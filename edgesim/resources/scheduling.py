@@ -209,7 +209,9 @@ class Scheduler:
         self.seed = seed
         n = system.n_devices
         self.n = n
-        self.access = system.access
+        from .round import policy_access
+
+        self.access = policy_access(system.access)
         self.bandwidth_hz = float(system.bandwidth_hz)
         if deadline_s is None:
             deadline_s = budget.round_deadline_s if budget.round_mode == "deadline" else budget.round_budget_s

@@ -39,7 +39,8 @@ OMITTED_WHEN_DEFAULT = {
                   "oort_cutoff": 0.95, "oort_pacer_window": 20, "oort_pacer_step": 0.1, "oort_blacklist_rounds": 0,
                   "age_exponent": 1.0,
                   "energy_weight": 1.0,
-                  "time_price_j_per_s": 1.0, "stragglers": "keep"},
+                  "time_price_j_per_s": 1.0, "stragglers": "keep",
+                  "resource_blocks": "equal"},
 }
 
 
@@ -48,9 +49,9 @@ def scenario_keys(config: Mapping) -> dict:
     defaults of a table left out (:data:`OMITTED_WHEN_DEFAULT`) filled in: a sweep over a policy names the
     default's point too, and a run that states the defaults is the same scenario as one that leaves them out."""
     flat = flatten(config)
-    for table, defaults in OMITTED_WHEN_DEFAULT.items():
-        if not any(k.startswith(table + ".") for k in flat):
-            flat.update(flatten({table: defaults}))
+    for table, defaults in OMITTED_WHEN_DEFAULT.items():  # each key left out (a key added later: also when the
+        for k, v in flatten({table: defaults}).items():  # table is there, as resources.resource_blocks)
+            flat.setdefault(k, v)
     return {k: v for k, v in flat.items() if not any(k == n or k.startswith(n + ".") for n in NOT_SCENARIO)}
 
 

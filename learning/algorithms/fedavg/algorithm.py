@@ -57,7 +57,7 @@ import torch
 import torch.nn as nn
 
 from edgesim.backend import RoundOutcome, RoundPlan, SystemView
-from edgesim.learning.aggregation import merge, split_keys, weighted_average
+from edgesim.learning.aggregation import merge, over_the_air_average, split_keys, weighted_average
 from edgesim.learning.algorithms import register_variants
 from edgesim.learning.algorithms.common import (
     arrived_updates,
@@ -220,7 +220,12 @@ class FedAvg:
             shared, up_errors = t.upload(r, sel, [sent] * len(sel), shared, self.global_state)
             extra = t.metrics(up_errors, down_error)
         weights = [1.0 if self.cfg.weighting == "uniform" else float(sum(self.sizes[d].values())) for d in sel]
-        self.server_step(arrived_updates(outcome, sel, shared, weights))
+        updates = arrived_updates(outcome, sel, shared, weights)
+        noise_var = getattr(outcome, "over_the_air_noise_var", None)
+        if noise_var is not None and updates:  # AirComp: the server received their sum plus the channel's noise
+            generator = torch.Generator().manual_seed(ctx.seed_for(r, "over_the_air"))
+            updates = [(over_the_air_average(updates, noise_var, generator), 1.0)]
+        self.server_step(updates)
         self.advance_ema()
         return {**self.metrics(result), **extra}
 

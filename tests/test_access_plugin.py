@@ -1,0 +1,97 @@
+"""The worked example of docs/writing_an_access_scheme.md: an access scheme installed as a package (offline, into a
+``--target`` folder on ``PYTHONPATH``) and run by name; the same module by ``[run] plugins``."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgesim.radio import shannon_rate_bps
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_an_access_scheme.md"
+N0 = 10 ** (-174 / 10) / 1e3  # the default noise PSD, -174 dBm/Hz, in W/Hz
+
+
+def doc_files() -> dict[str, str]:
+    return dict(re.findall(r"```\w+ file=(\S+)\n(.*?)```", DOC.read_text(), flags=re.S))
+
+
+def edgesim(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture
+def example(tmp_path) -> Path:
+    files = doc_files()
+    assert set(files) == {"edgesim_dedicated.py", "pyproject.toml", "dedicated.toml"}
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    return pkg
+
+
+def _check_airtimes(devices_csv: Path, channel_hz: float) -> None:
+    rows = list(csv.DictReader(devices_csv.open()))
+    assert rows
+    for row in rows:
+        assert float(row["bandwidth_hz"]) == channel_hz
+        rate = shannon_rate_bps(channel_hz, float(row["channel_gain"]), float(row["tx_power_w"]), N0)
+        assert float(row["upload_airtime_s"]) == pytest.approx(1e6 / rate, rel=1e-9)
+
+
+def test_the_documented_scheme_installs_lists_and_runs(example, tmp_path):
+    target = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", "--target", str(target), str(example)], capture_output=True, text=True,
+                         timeout=300)
+    assert pip.returncode == 0, pip.stderr
+    work = tmp_path / "work"  # not the package's folder: only the entry point can find the module
+    work.mkdir()
+    scenario = work / "dedicated.toml"
+    scenario.write_text((example / "dedicated.toml").read_text())
+    listed = edgesim("list", "access", cwd=work, pythonpath=str(target))
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(r"^dedicated\s+Dedicated channels: each device alone", listed.stdout, re.M)
+    assert re.search(r"^\s+channel_hz\b", listed.stdout, re.M)
+    done = edgesim("run", str(scenario), "--out", str(work / "run"), "-q", cwd=work, pythonpath=str(target))
+    assert done.returncode == 0, done.stderr
+    _check_airtimes(work / "run" / "devices.csv", 100e3)
+    assert "channel_hz = 100000.0" in (work / "run" / "config.toml").read_text()
+    wide = edgesim("run", str(scenario), "--set", "access.channel_hz=2e5", "--out", str(work / "w"), "-q", cwd=work,
+                   pythonpath=str(target))
+    assert wide.returncode == 2 and wide.stderr.count("\n") == 1, wide.stderr
+    assert ("[access]: channel_hz = 200000.0: expected at most bandwidth_hz / n_devices = 100000.0 Hz"
+            in wide.stderr)
+    assert not (work / "w").exists()
+    unknown = edgesim("run", str(scenario), "--out", str(work / "x"), "-q", cwd=work)  # not installed here
+    assert unknown.returncode == 2 and "access = 'dedicated': expected one of 'tdma', 'fdma'" in unknown.stderr
+
+
+def test_run_plugins_imports_the_scheme_from_the_current_folder(example):
+    scenario = example / "dedicated.toml"
+    scenario.write_text(scenario.read_text().replace("[run]\n", '[run]\nplugins = ["edgesim_dedicated"]\n'))
+    done = edgesim("run", str(scenario), "--out", str(example / "run"), "-q", cwd=example)
+    assert done.returncode == 0, done.stderr
+    assert 'access = "dedicated"' in (example / "run" / "config.toml").read_text()
+    _check_airtimes(example / "run" / "devices.csv", 100e3)
+
+
+def test_a_plugin_taking_a_builtin_name_is_refused_naming_both(example):
+    module = example / "edgesim_clash.py"
+    module.write_text((example / "edgesim_dedicated.py").read_text().replace('register_access("dedicated")',
+                                                                          'register_access("fdma")'))
+    scenario = example / "dedicated.toml"
+    scenario.write_text(scenario.read_text().replace("[run]\n", '[run]\nplugins = ["edgesim_clash"]\n'))
+    done = edgesim("run", str(scenario), "--out", str(example / "run"), "-q", cwd=example)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert ("access scheme 'fdma' is registered twice: by edgesim.access.classic.Fdma and again by "
+            "edgesim_clash.Dedicated" in done.stderr)
