@@ -74,7 +74,7 @@ def main(argv=None) -> None:
     k = n if args.clients_per_round is None else args.clients_per_round
     system = SystemConfig(n_devices=n, access=args.access)
     budget = BudgetConfig(total_time_s=1e12, rounds=args.rounds)
-    workload = WorkloadConfig(model_bits=args.model_bits)
+    workload = WorkloadConfig(model_bits=args.model_bits, samples_per_device=500)
     backend = ParametricBackend(n, k, workload, seed=args.seed)
     extra = {}
     if args.resources:

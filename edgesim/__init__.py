@@ -3,6 +3,7 @@
 ``import edgesim`` is the one public entry point (docs/python_api.md):
 
 - :func:`load_scenario` — a validated scenario from a TOML file, a dict or the bundled default, with overrides;
+- :func:`plan` — what ``edgesim plan`` prints, as an object (round budget, per-device times, local steps);
 - :func:`run` — co-simulate its algorithms into a run folder; a :class:`Run` (summary, tidy frames);
 - :func:`sweep` — a scenario over a grid and seeds; one long pandas DataFrame;
 - :func:`load_runs` — run and sweep folders as one long pandas DataFrame;
@@ -19,7 +20,7 @@ The package is also the simulator itself, the bottom floor:
 - formulas: :mod:`edgesim.units`, :mod:`edgesim.radio`, :mod:`edgesim.compute`, :mod:`edgesim.budget`
 - channel: :mod:`edgesim.channel`; selection (Algorithm 1): :mod:`edgesim.selection`
 - the engine: :mod:`edgesim.engine`, its protocol with a learning backend: :mod:`edgesim.backend`,
-  a torch-free backend: :mod:`edgesim.curve`; ``edgesim plan``: :mod:`edgesim.plan`
+  a torch-free backend: :mod:`edgesim.curve`; ``edgesim plan``: :mod:`edgesim.planning`
 - the floors above: :mod:`edgesim.learning` (torch), :mod:`edgesim.scenarios` (the application),
   :mod:`edgesim.plots` (figures)
 """
@@ -27,7 +28,8 @@ The package is also the simulator itself, the bottom floor:
 import edgesim.access  # noqa: F401 - registers the built-in access schemes, whose names SystemConfig checks
 from edgesim.config import ConfigError
 
-_API = ("Run", "RunFolderError", "SweepError", "load_runs", "load_scenario", "run", "scenario_fingerprint", "sweep")
+_API = ("Run", "RunFolderError", "SweepError", "load_runs", "load_scenario", "plan", "run", "scenario_fingerprint",
+        "sweep")
 
 
 def __getattr__(name: str):

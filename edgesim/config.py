@@ -2,17 +2,21 @@
 
 Each dataclass validates itself in ``__post_init__`` and raises ``ValueError``
 naming the field, the value and what was expected; the scenario loader
-(``scenarios/``) prefixes the file and section. Decibel fields keep their unit
+(``scenarios/``) prefixes the file and section. A field declared with
+:func:`key` carries its meaning, unit and allowed values in its metadata:
+the same rule checks it (:func:`check_keys`) and writes its line of the key
+reference (``docs/scenario_reference.md``). Decibel fields keep their unit
 in their name; the ``*_w``/``*_w_per_hz`` properties give the linear values.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import re
 from dataclasses import dataclass, fields
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .async_rules import round_modes
 from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
@@ -62,6 +66,11 @@ def check_access_name(value) -> None:
     if not isinstance(value, str) or value not in ACCESS_NAMES:
         fail("access", value, "one of " + ", ".join(repr(k) for k in ACCESS_NAMES)
              + " (`edgesim list access`; a plugin's scheme once its module is loaded)")
+
+
+def access_names(value: str = "") -> list[str]:
+    """The registered access schemes' names (:data:`ACCESS_NAMES`: the built-in ones and the plugins loaded)."""
+    return ACCESS_NAMES
 
 
 def check_choice(name: str, value, choices):
@@ -156,6 +165,215 @@ def per_device(name: str, value, n_devices: int, *, minimum=None, strict=False, 
 Number = Union[int, float]
 
 
+# --- scenario keys described once ------------------------------------------------------------------------------
+# Each field's meaning, unit and allowed values live in its metadata (key(default, "meaning", unit=..., allowed=
+# Rule)), and that one description both checks a value (check_keys, from __post_init__) and writes the key reference
+# (edgesim.scenarios.reference), as scikit-learn's _parameter_constraints drive both its validation and its docs.
+# A rule refuses a value with the same ConfigError (key, value, expected) as the check helpers above. Checks that
+# span keys (min_distance_m < cell_radius_m) stay in __post_init__, after check_keys.
+
+META = "edgesim.key"  # the metadata entry of a described field: a KeyDoc
+
+
+def _g(x: float) -> str:  # a bound as the reference writes it
+    return f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """What a key accepts: :meth:`check` refuses anything else (``ValueError`` naming key, value and what was
+    expected), :meth:`text` says it in the reference's words. ``optional``: unset (``None``) is accepted too."""
+
+    optional: bool = dataclasses.field(default=False, kw_only=True)
+
+    def check(self, name: str, value: Any, cfg: Any) -> None:
+        if value is None and self.optional:
+            return
+        self._check(name, value, cfg)
+
+    def _check(self, name: str, value: Any, cfg: Any) -> None:  # pragma: no cover - every rule overrides it
+        raise NotImplementedError
+
+    def text(self) -> str:
+        return self._text() + (", or unset" if self.optional else "")
+
+    def _text(self) -> str:  # pragma: no cover - every rule overrides it
+        raise NotImplementedError
+
+    def accepts(self, value: Any, cfg: Any = None) -> bool:
+        """Whether :meth:`check` lets ``value`` through."""
+        try:
+            self.check("key", value, cfg)
+        except ValueError:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Finite(Allowed):
+    """A finite number, ``> minimum`` (``strict``) or ``>= minimum``; ``below``: also ``< below``."""
+
+    minimum: Optional[float] = None
+    strict: bool = False
+    below: Optional[float] = None
+
+    def _check(self, name, value, cfg):
+
+        check_number(name, value, minimum=self.minimum, strict=self.strict)
+        if self.below is not None and value >= self.below:
+            fail(name, value, f"a number in [{_g(self.minimum)}, {_g(self.below)})")
+
+    def _text(self):
+        if self.minimum is None:
+            return "finite"
+        if self.below is not None:
+            return f"[{_g(self.minimum)}, {_g(self.below)})"
+        return f"{'>' if self.strict else '>='} {_g(self.minimum)}"
+
+
+@dataclass(frozen=True)
+class Plausible(Allowed):
+    """A finite number in ``[low, high]`` of ``unit`` (a physically plausible value; ``above_low``: ``(low, high]``);
+    ``hint(value)`` adds to the message (a noise PSD given in W/Hz); ``per_device``: a number or a list of one per
+    device (``n_devices``)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    unit: str = ""
+    hint: Any = None
+    per_device: bool = False
+    above_low: bool = False
+
+    def _check(self, name, value, cfg):
+
+        if self.above_low:  # (low, high]
+            check_number(name, value, minimum=self.low, strict=True)
+        if self.per_device:
+            per_device(name, value, cfg.n_devices, plausible=(self.low, self.high, self.unit))
+        else:
+            check_range(name, value, self.low, self.high, self.unit, self.hint(value) if self.hint else "")
+
+    def _text(self):
+        return (f"{'(' if self.above_low else '['}{_g(self.low)}, {_g(self.high)}]"
+                + ("; or a list of n_devices values" if self.per_device else ""))
+
+
+@dataclass(frozen=True)
+class Integer(Allowed):
+    """An integer ``>= minimum`` (and ``<= maximum``, with ``why`` saying where that bound comes from); ``auto``:
+    the word ``"auto"`` too."""
+
+    minimum: int = 0
+    maximum: Optional[int] = None
+    why: str = ""
+    auto: bool = False
+
+    def _check(self, name, value, cfg):
+
+        if self.auto and value == "auto":
+            return
+        if self.auto and (isinstance(value, bool) or not isinstance(value, int) or value < self.minimum):
+            fail(name, value, f'an integer >= {self.minimum} or "auto"')
+        check_int(name, value, self.minimum)
+        if self.maximum is not None and value > self.maximum:
+            why = f" ({self.why})" if self.why else ""
+            fail(name, value, f"an integer in [{self.minimum}, {self.maximum}]{why}")
+
+    def _text(self):
+        bound = f"integer in [{self.minimum}, {self.maximum}]" if self.maximum is not None else \
+            f"integer >= {self.minimum}"
+        return bound + (' or "auto"' if self.auto else "")
+
+
+@dataclass(frozen=True)
+class Choice(Allowed):
+    """One of ``choices``: a tuple, or a registry's names — a function of the value given (which may load the
+    plugins that register it) returning them, ``registered`` saying in the reference what plugins may add."""
+
+    choices: Any = ()
+    registered: str = ""
+    checker: Any = None  # the registry's own check of a value (its wording), instead of the plain "one of ..."
+
+    def names(self, value: Any = "") -> tuple:
+        return tuple(self.choices(value if isinstance(value, str) else "")) if callable(self.choices) else \
+            tuple(self.choices)
+
+    def _check(self, name, value, cfg):
+
+        if self.checker is not None:
+            self.checker(value)
+        else:
+            check_choice(name, value, self.names(value))
+
+    def _text(self):
+        words = [f'"{c}"' for c in self.names()] + ([self.registered] if self.registered else [])
+        return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+@dataclass(frozen=True)
+class Flag(Allowed):
+    """``true`` or ``false``."""
+
+    def _check(self, name, value, cfg):
+
+        if not isinstance(value, bool):
+            fail(name, value, "true or false")
+
+    def _text(self):
+        return "true or false"
+
+
+@dataclass(frozen=True)
+class Described(Allowed):
+    """A value whose check is written out in the class's ``__post_init__`` (a registered name, a list of them, a
+    table): ``words`` says what it accepts; :func:`check_keys` leaves it to that code."""
+
+    words: str = ""
+
+    def _check(self, name, value, cfg):
+        return None
+
+    def _text(self):
+        return self.words
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    """A key's description: ``doc`` (one line), ``unit`` (``""``: none — a count, a name, a flag), ``allowed``."""
+
+    doc: str
+    unit: str
+    allowed: Allowed
+
+
+def key(default: Any = dataclasses.MISSING, doc: str = "", *, unit: str = "", allowed: Allowed,
+        default_factory: Any = dataclasses.MISSING) -> Any:
+    """A described dataclass field: ``default`` (or ``default_factory``), its meaning, unit and allowed values."""
+    meta = {META: KeyDoc(doc, unit, allowed)}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def key_doc(f: dataclasses.Field) -> Optional[KeyDoc]:
+    """The :class:`KeyDoc` of a field made by :func:`key` (``None`` for any other field)."""
+    return f.metadata.get(META)
+
+
+def described_keys(cls: type) -> dict[str, KeyDoc]:
+    """``{field name: KeyDoc}`` of the described fields of a config dataclass, in field order."""
+    return {f.name: key_doc(f) for f in dataclasses.fields(cls) if key_doc(f) is not None}
+
+
+def check_keys(cfg: Any) -> None:
+    """Check every described field of ``cfg`` with its rule, in field order (the first bad one raises)."""
+    for f in dataclasses.fields(cfg):
+        doc = key_doc(f)
+        if doc is not None:
+            doc.allowed.check(f.name, getattr(cfg, f.name), cfg)
+
+
+
 @dataclass(frozen=True)
 class SystemConfig:
     """The wireless cell and its devices (docs/system_model.md).
@@ -171,62 +389,68 @@ class SystemConfig:
     of the default 1 GHz device.
     """
 
-    n_devices: int = 25
-    bandwidth_hz: Number = 1e6
-    noise_psd_dbm_per_hz: Number = -174.0
-    tx_power_dbm: Union[Number, list] = 23.0
-    channel_gain_db: Optional[Number] = None
-    cpu_freq_hz: Union[Number, list] = 1e9
-    kappa: Number = 1e-28
-    access: str = "tdma"
-    downlink_rate_bps: Number = 0.0
-    cell_radius_m: Number = 250.0
-    min_distance_m: Number = 10.0
-    path_loss_intercept_db: Number = 128.1
-    path_loss_slope_db: Number = 37.6
-    shadowing_std_db: Number = 0.0
-    rayleigh_fading: bool = False
-    mobility: str = "static"
-    speed_m_per_s: Number = 1.0
-    server_freq_hz: Number = 1e10
-    battery_j: Optional[Union[Number, list]] = None
-    csi: Optional[str] = None
-    csi_error_std: Optional[Number] = None
+    n_devices: int = key(25, "devices in the cell (N)", unit="devices",
+                         allowed=Integer(1, MAX_DEVICES, why="the largest cell edgesim simulates"))
+    bandwidth_hz: Number = key(1e6, "uplink bandwidth B shared by the devices (Eq. 8)", unit="Hz",
+                               allowed=Plausible(low=BANDWIDTH_HZ_RANGE[0], high=BANDWIDTH_HZ_RANGE[1], unit="Hz"))
+    noise_psd_dbm_per_hz: Number = key(-174.0, "noise power spectral density N0", unit="dBm/Hz", allowed=Plausible(
+        low=NOISE_PSD_DBM_PER_HZ_RANGE[0], high=NOISE_PSD_DBM_PER_HZ_RANGE[1], unit="dBm/Hz", hint=noise_psd_hint))
+    tx_power_dbm: Union[Number, list] = key(
+        23.0, "each device's transmit power p (one value, or a list with one per device)", unit="dBm",
+        allowed=Plausible(low=TX_POWER_DBM_RANGE[0], high=TX_POWER_DBM_RANGE[1], unit="dBm", per_device=True))
+    channel_gain_db: Optional[Number] = key(
+        None, "a fixed channel gain for every device; unset: path loss, shadowing and fading", unit="dB",
+        allowed=Plausible(low=CHANNEL_GAIN_DB_RANGE[0], high=CHANNEL_GAIN_DB_RANGE[1], unit="dB", optional=True))
+    cpu_freq_hz: Union[Number, list] = key(
+        1e9, "each device's CPU frequency f (one value, or a list with one per device)", unit="cycles/s",
+        allowed=Plausible(low=CPU_FREQ_HZ_RANGE[0], high=CPU_FREQ_HZ_RANGE[1], unit="Hz", per_device=True))
+    kappa: Number = key(1e-28, "effective switched capacitance κ of the devices' CPUs (energy κ·C·f², Eq. 10)",
+                        unit="J·s²/cycle³", allowed=Plausible(low=KAPPA_RANGE[0], high=KAPPA_RANGE[1],
+                                                             unit="(J per cycle per Hz^2; 1e-28 is typical)"))
+    access: str = key("tdma", "how devices share the uplink: a registered access scheme, its options in [access] "
+                      "(docs/access_schemes.md)",
+                      allowed=Choice(choices=access_names, checker=check_access_name,
+                                     registered="a plugin's scheme (`edgesim list access`)"))
+    downlink_rate_bps: Number = key(0.0, "rate of the base station's broadcast; 0: the download takes no time",
+                                    unit="bit/s", allowed=Finite(minimum=0))
+    cell_radius_m: Number = key(250.0, "radius of the cell devices are placed in (more than min_distance_m)",
+                                unit="m", allowed=Plausible(low=0, high=CELL_RADIUS_M_MAX, unit="m", above_low=True))
+    min_distance_m: Number = key(10.0, "smallest distance of a device from the base station (less than "
+                                 "cell_radius_m)", unit="m", allowed=Finite(minimum=0, strict=True))
+    path_loss_intercept_db: Number = key(
+        128.1, "path loss at 1 km: PL = intercept + slope·log10(d/km)", unit="dB",
+        allowed=Plausible(low=PATH_LOSS_INTERCEPT_DB_RANGE[0], high=PATH_LOSS_INTERCEPT_DB_RANGE[1], unit="dB"))
+    path_loss_slope_db: Number = key(
+        37.6, "path-loss slope per decade of distance", unit="dB/decade",
+        allowed=Plausible(low=PATH_LOSS_SLOPE_DB_RANGE[0], high=PATH_LOSS_SLOPE_DB_RANGE[1], unit="dB per decade"))
+    shadowing_std_db: Number = key(
+        0.0, "standard deviation of log-normal shadowing; 0: none", unit="dB",
+        allowed=Plausible(low=SHADOWING_STD_DB_RANGE[0], high=SHADOWING_STD_DB_RANGE[1], unit="dB"))
+    rayleigh_fading: bool = key(False, "draw Rayleigh fading per round on top of path loss", allowed=Flag())
+    mobility: str = key("static", "how devices move between rounds", allowed=Choice(choices=MOBILITY_MODELS))
+    speed_m_per_s: Number = key(1.0, "device speed under a moving mobility model", unit="m/s",
+                                allowed=Finite(minimum=0))
+    server_freq_hz: Number = key(1e10, "the base station's CPU for a round's server phases", unit="cycles/s",
+                                 allowed=Plausible(low=CPU_FREQ_HZ_RANGE[0], high=CPU_FREQ_HZ_RANGE[1], unit="Hz"))
+
+    battery_j: Optional[Union[Number, list]] = key(
+        None, "each device's energy budget for the run: a device whose battery is spent takes no further part; "
+        "unset: unlimited", unit="J", allowed=Described(words="> 0 (one value or one per device), or unset"))
+    csi: Optional[str] = key(None, 'what the base station knows of the channel when it plans: "perfect" (unset), '
+                             '"estimated" (a relative Gaussian error) or "outdated" (the previous round\'s gains)',
+                             allowed=Choice(choices=CSI_MODES, optional=True))
+    csi_error_std: Optional[Number] = key(None, 'the standard deviation of the relative error of csi = "estimated"',
+                                          allowed=Described(words='>= 0 with csi = "estimated", else unset'))
 
     def __post_init__(self):
-        check_int("n_devices", self.n_devices, 1)
-        if self.n_devices > MAX_DEVICES:
-            fail("n_devices", self.n_devices, f"an integer in [1, {MAX_DEVICES}] (the largest cell edgesim simulates)")
-        check_range("bandwidth_hz", self.bandwidth_hz, *BANDWIDTH_HZ_RANGE, "Hz")
-        check_range("noise_psd_dbm_per_hz", self.noise_psd_dbm_per_hz, *NOISE_PSD_DBM_PER_HZ_RANGE, "dBm/Hz",
-                    noise_psd_hint(self.noise_psd_dbm_per_hz))
-        per_device("tx_power_dbm", self.tx_power_dbm, self.n_devices, plausible=(*TX_POWER_DBM_RANGE, "dBm"))
-        if self.channel_gain_db is not None:
-            check_range("channel_gain_db", self.channel_gain_db, *CHANNEL_GAIN_DB_RANGE, "dB")
-        per_device("cpu_freq_hz", self.cpu_freq_hz, self.n_devices, plausible=(*CPU_FREQ_HZ_RANGE, "Hz"))
-        if self.battery_j is not None:
-            per_device("battery_j", self.battery_j, self.n_devices, minimum=0, strict=True)
-        check_range("kappa", self.kappa, *KAPPA_RANGE, "(J per cycle per Hz^2; 1e-28 is typical)")
-        check_access_name(self.access)
-        check_number("downlink_rate_bps", self.downlink_rate_bps, minimum=0)
-        check_number("cell_radius_m", self.cell_radius_m, minimum=0, strict=True)
-        check_range("cell_radius_m", self.cell_radius_m, 0, CELL_RADIUS_M_MAX, "m")
-        check_number("min_distance_m", self.min_distance_m, minimum=0, strict=True)
+        check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
         if self.min_distance_m >= self.cell_radius_m:
             fail("min_distance_m", self.min_distance_m, f"a distance < cell_radius_m (= {self.cell_radius_m})")
-        check_range("path_loss_intercept_db", self.path_loss_intercept_db, *PATH_LOSS_INTERCEPT_DB_RANGE, "dB")
-        check_range("path_loss_slope_db", self.path_loss_slope_db, *PATH_LOSS_SLOPE_DB_RANGE, "dB per decade")
-        check_range("shadowing_std_db", self.shadowing_std_db, *SHADOWING_STD_DB_RANGE, "dB")
         if self.channel_gain_db is None:
             check_path_gains(self.path_loss_intercept_db, self.path_loss_slope_db, self.min_distance_m,
                              self.cell_radius_m)
-        if not isinstance(self.rayleigh_fading, bool):
-            fail("rayleigh_fading", self.rayleigh_fading, "true or false")
-        check_choice("mobility", self.mobility, MOBILITY_MODELS)
-        check_number("speed_m_per_s", self.speed_m_per_s, minimum=0)
-        check_range("server_freq_hz", self.server_freq_hz, *CPU_FREQ_HZ_RANGE, "Hz")
-        if self.csi is not None:
-            check_choice("csi", self.csi, CSI_MODES)
+        if self.battery_j is not None:
+            per_device("battery_j", self.battery_j, self.n_devices, minimum=0, strict=True)
         if self.csi == "estimated":
             if self.csi_error_std is None:
                 fail("csi_error_std", None, "a number >= 0 (the relative error's standard deviation) with csi = "
@@ -297,17 +521,20 @@ class BudgetConfig:
     ``"fedbuff"``, plugins: :mod:`edgesim.async_rules`) has slots instead of rounds.
     """
 
-    total_time_s: Number = 250.0
-    rounds: int = 100
-    round_mode: str = "sync"
-    deadline_s: Optional[Number] = None
+    total_time_s: Number = key(250.0, "training-service time budget T (Eq. 12)", unit="s",
+                               allowed=Finite(minimum=0, strict=True))
+    rounds: int = key(100, "rounds G the budget is split over; the per-round budget is T/G (Eq. 13), and the run's "
+                      "length unless run.rounds is set", unit="rounds", allowed=Integer(1))
+    round_mode: str = key("sync", "when a round ends: at the last upload, at a deadline, or asynchronous aggregation "
+                          "(a registered rule)",
+                          allowed=Choice(choices=round_modes, registered="an asynchronous rule of a plugin"))
+    deadline_s: Optional[Number] = key(
+        None, 'a round\'s deadline under round_mode = "deadline"; unset: T/G (fedasync/fedbuff: each update\'s latency '
+        'target τ of the policies that need one: deadline_feasible, oort, min_energy)', unit="s",
+        allowed=Finite(minimum=0, strict=True, optional=True))
 
     def __post_init__(self):
-        check_number("total_time_s", self.total_time_s, minimum=0, strict=True)
-        check_int("rounds", self.rounds, 1)
-        mode = self.round_mode if isinstance(self.round_mode, str) else ""
-        check_choice("round_mode", self.round_mode, round_modes(mode))  # sync, deadline, the asynchronous rules
-        check_number("deadline_s", self.deadline_s, minimum=0, strict=True, allow_none=True)
+        check_keys(self)
 
     @property
     def round_budget_s(self) -> float:
@@ -330,9 +557,14 @@ class WorkloadConfig:
     ``cycles_source`` says where C_tra comes from: ``"given"`` (this file) or
     ``"flops"`` (the model's forward+backward FLOPs per sample ÷
     ``flops_per_cycle``, computed by the learning backend).
-    ``model_bits``, ``sr_cycles`` and ``pseudo_label_cycles_per_model`` may
-    be ``"auto"``: computed by the learning backend from the model and the
-    data (see ``learning/sizing.py``); ``edgesim plan`` shows the numbers used.
+    ``model_bits``, ``samples_per_device``, ``sr_cycles`` and
+    ``pseudo_label_cycles_per_model`` may be ``"auto"``: computed by the
+    learning backend from the model and the data (see ``learning/sizing.py``);
+    ``edgesim plan`` shows the numbers used. ``model_bits`` and
+    ``samples_per_device`` are ``"auto"`` unless given — the run's own model
+    (32 bits per parameter) and the median device's samples in the run's own
+    partition — so a learning run is never charged for a paper's model or data
+    it does not have; a physics-only run (no model, no data) must give both.
     In a physics-only run ``cycles_per_sample`` and ``samples_per_device`` may
     also be per device: a list (one value per device) or a distribution table
     ``{dist = "uniform", low = ..., high = ...}`` drawn once per run from the
@@ -341,17 +573,18 @@ class WorkloadConfig:
 
     local_iterations: int = 1
     cycles_per_sample: Union[Number, list, dict] = 1e6
-    samples_per_device: Union[int, list, dict] = 500
+    samples_per_device: Union[int, str, list, dict] = "auto"
     sr_cycles: Union[Number, str] = 0.0
     pseudo_label_cycles_per_model: Union[Number, str] = 0.0
-    model_bits: Union[Number, str] = 17_440_000
+    model_bits: Union[Number, str] = "auto"
     cycles_source: str = "given"
     flops_per_cycle: Number = 8.0
 
     def __post_init__(self):
         check_int("local_iterations", self.local_iterations, 1)
         _check_workload_value("cycles_per_sample", self.cycles_per_sample, integer=False)
-        _check_workload_value("samples_per_device", self.samples_per_device, integer=True)
+        if self.samples_per_device != "auto":
+            _check_workload_value("samples_per_device", self.samples_per_device, integer=True)
         for name in ("sr_cycles", "pseudo_label_cycles_per_model"):
             if getattr(self, name) != "auto":
                 check_number(name, getattr(self, name), minimum=0)
@@ -363,7 +596,8 @@ class WorkloadConfig:
     @property
     def per_device(self) -> bool:
         """Whether ``cycles_per_sample`` or ``samples_per_device`` differs by device (a list or a table)."""
-        return not all(isinstance(v, (int, float)) for v in (self.cycles_per_sample, self.samples_per_device))
+        return not all(isinstance(v, (int, float)) or v == "auto"  # "auto": one number, from the partition
+                       for v in (self.cycles_per_sample, self.samples_per_device))
 
 
 WORKLOAD_DISTRIBUTIONS = ("uniform",)

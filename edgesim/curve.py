@@ -85,6 +85,9 @@ class ParametricBackend:
         self.workload = WorkloadConfig() if workload is None else workload
         if isinstance(self.workload.model_bits, str):
             raise ValueError(f"workload.model_bits(={self.workload.model_bits!r}) must be a number of bits")
+        if isinstance(self.workload.samples_per_device, str):
+            raise ValueError(f"workload.samples_per_device(={self.workload.samples_per_device!r}) must be a number of "
+                             f"samples")
         self.seed = count("seed", seed)
         self.a0 = finite("a0", a0)
         self.a_max = finite("a_max", a_max)

@@ -8,11 +8,25 @@ their registries (:mod:`edgesim.learning.registry`), which import no torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Optional, Union
 
-from edgesim.config import ConfigError, build_config, check_choice, check_int, check_number, fail
+from edgesim.config import (
+    Choice,
+    ConfigError,
+    Described,
+    Finite,
+    Flag,
+    Integer,
+    build_config,
+    check_choice,
+    check_int,
+    check_keys,
+    check_number,
+    fail,
+)
+from edgesim.config import key as scenario_key
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.learning.data.partitions import PARTITIONS
 from edgesim.learning.model_specs import MODELS
@@ -26,6 +40,8 @@ SCHEDULES = ("constant", "cosine")
 BACKENDS = ("torch", "parametric")
 PRECISIONS = ("float32", "bfloat16")  # edgesim.learning.numerics
 MEMORY_FORMATS = ("channels_last", "contiguous")
+DEVICES = ("auto", "cpu", "cuda")
+TRACKERS = ("none", "mlflow", "tensorboard")
 PARAMETRIC = "parametric"  # the one "algorithm" of a physics-only run
 LOCAL_POOL, RAY_POOL = "local", "ray"  # where [run] client_workers train: local processes or Ray actors
 CLIENT_POOLS = (LOCAL_POOL, RAY_POOL)
@@ -189,42 +205,36 @@ class TrainConfig:
     may differ in its last bits).
     """
 
-    model: str = "cnn"  # a name of edgesim.learning.model_specs.MODELS
-    lr: Number = 0.05
-    momentum: Number = 0.9
-    weight_decay: Number = 0.0
-    optimizer: str = "sgd"
-    nesterov: bool = False
-    schedule: str = "constant"
-    batch_size: int = 32
-    executor: str = "auto"
-    device: str = "auto"
-    eval_batch_size: int = 2048
-    precision: str = "float32"
-    memory_format: str = "channels_last"
-    vmap_max_clients: Optional[int] = None
+    model: str = scenario_key("cnn", "the model, by registered name (`edgesim list models`)",
+                     allowed=Described(words="a registered name"))  # checked below: MODELS grows with plugins
+    lr: Number = scenario_key(0.05, "local learning rate", allowed=Finite(minimum=0, strict=True))
+    momentum: Number = scenario_key(0.9, "SGD momentum", allowed=Finite(minimum=0, below=1))
+    weight_decay: Number = scenario_key(0.0, "L2 weight decay", allowed=Finite(minimum=0))
+    optimizer: str = scenario_key("sgd", "local optimizer", allowed=Choice(choices=OPTIMIZERS))
+    nesterov: bool = scenario_key(False, "Nesterov momentum (SGD, momentum > 0)", allowed=Flag())
+    schedule: str = scenario_key("constant", "learning-rate schedule over a round's local steps",
+                        allowed=Choice(choices=SCHEDULES))
+    batch_size: int = scenario_key(32, "local mini-batch size", unit="samples", allowed=Integer(1))
+    executor: str = scenario_key("auto", "how clients train: one after another, vectorised (vmap), or chosen by the device",
+                        allowed=Choice(choices=EXECUTORS))
+    device: str = scenario_key("auto", "where torch trains; \"auto\": a GPU when one is visible",
+                      allowed=Choice(choices=DEVICES))
+    eval_batch_size: int = scenario_key(2048, "batch size of evaluation", unit="samples", allowed=Integer(1))
+    precision: str = scenario_key("float32", "arithmetic of the forward pass and the loss; \"bfloat16\": autocast, float32 "
+                         "weights, optimizer and aggregation, refused without bfloat16 hardware (docs/numerics.md)",
+                         allowed=Choice(choices=PRECISIONS))
+    memory_format: str = scenario_key("channels_last", "memory order of convolution weights and inputs while a client "
+                             "trains; \"contiguous\" reproduces earlier runs bit for bit (docs/numerics.md)",
+                             allowed=Choice(choices=MEMORY_FORMATS))
+    vmap_max_clients: Optional[int] = scenario_key(None, "clients the vectorised executor trains in one pass (unset: all of "
+                                          "a round's); bounds GPU memory; the same models for every value",
+                                          unit="clients", allowed=Integer(1, optional=True))
 
     def __post_init__(self):
         check_choice("model", self.model, MODELS.names)
-        check_number("lr", self.lr, minimum=0, strict=True)
-        check_number("momentum", self.momentum, minimum=0)
-        if self.momentum >= 1:
-            fail("momentum", self.momentum, "a number in [0, 1)")
-        check_number("weight_decay", self.weight_decay, minimum=0)
-        check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        if not isinstance(self.nesterov, bool):
-            fail("nesterov", self.nesterov, "true or false")
+        check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
         if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0):
             fail("nesterov", self.nesterov, 'false unless optimizer = "sgd" with momentum > 0')
-        check_choice("schedule", self.schedule, SCHEDULES)
-        check_int("batch_size", self.batch_size, 1)
-        check_choice("executor", self.executor, EXECUTORS)
-        check_choice("device", self.device, ("auto", "cpu", "cuda"))
-        check_int("eval_batch_size", self.eval_batch_size, 1)
-        check_choice("precision", self.precision, PRECISIONS)
-        check_choice("memory_format", self.memory_format, MEMORY_FORMATS)
-        if self.vmap_max_clients is not None:
-            check_int("vmap_max_clients", self.vmap_max_clients, 1)
 
 
 @dataclass(frozen=True)
@@ -275,30 +285,56 @@ class RunConfig:
     length) counts them: it must exceed R.
     """
 
-    algorithms: list = field(default_factory=lambda: list(DEFAULT_ALGORITHMS))
-    clients_per_round: int = 10
-    rounds: Optional[int] = None
-    max_time_s: Optional[Number] = None
-    accuracy_thresholds: list = field(default_factory=lambda: [0.5, 0.6, 0.7, 0.8, 0.9])
-    plateau_tol: Number = 0.01
-    plateau_patience: int = 5
-    stop_on_plateau: bool = False
-    checkpoint_every: int = 0
-    backend: str = "torch"
-    threads: Union[int, str] = 1
-    plugins: list = field(default_factory=list)
-    tracking: str = "none"
-    sustain_rounds: Optional[int] = None
-    warm_start: Optional[dict] = None
-    eval_every: Optional[int] = None
-    eval_devices: Union[str, int, float, None] = None
-    label_quality: Union[bool, int, None] = None
-    client_workers: Optional[int] = None
+    algorithms: list = scenario_key(doc="the algorithms the run compares (`edgesim list algorithms`)",
+                           allowed=Described(words="registered names, each once"),
+                           default_factory=lambda: list(DEFAULT_ALGORITHMS))
+    clients_per_round: int = scenario_key(10, "devices selected each round (K; at most system.n_devices)", unit="devices",
+                                 allowed=Integer(1))
+    rounds: Optional[int] = scenario_key(None, "rounds the run lasts; unset: budget.rounds (which also sets the per-round "
+                                "budget T/G)", unit="rounds", allowed=Integer(1, optional=True))
+    max_time_s: Optional[Number] = scenario_key(None, "no round starts once the algorithm's simulated clock is at or past "
+                                       "this; the round in progress ends as it would", unit="s",
+                                       allowed=Finite(minimum=0, strict=True, optional=True))
+    accuracy_thresholds: list = scenario_key(doc="accuracies whose time to reach the run summary and the report give",
+                                    allowed=Described(words="a list, each in (0, 1]"),
+                                    default_factory=lambda: [0.5, 0.6, 0.7, 0.8, 0.9])
+    plateau_tol: Number = scenario_key(0.01, "final-accuracy rule: mean accuracy changes by less than this between rounds",
+                              allowed=Finite(minimum=0))
+    plateau_patience: int = scenario_key(5, "rounds the plateau must hold", unit="rounds", allowed=Integer(1))
+    stop_on_plateau: bool = scenario_key(False, "end an algorithm when it plateaus", allowed=Flag())
+    checkpoint_every: int = scenario_key(0, "checkpoint every this many rounds, for resuming a killed run; 0: never",
+                                unit="rounds", allowed=Integer(0))
+    backend: str = scenario_key("torch", "real training, or the clock alone with a parametric accuracy curve",
+                       allowed=Choice(choices=BACKENDS))
+    threads: Union[int, str] = scenario_key(1, "torch threads the run trains with; \"auto\": the cores", unit="threads",
+                                   allowed=Integer(1, auto=True))
+    plugins: list = scenario_key(doc="modules imported first (looked for beside the scenario file, then on the Python path), "
+                        "which register algorithms, models, data sets or partitions",
+                        allowed=Described(words="a list of module names"), default_factory=list)
+    tracking: str = scenario_key("none", "send each round's metrics to a tracker as the run goes (mlflow, tensorboard: "
+                        "extras)", allowed=Choice(choices=TRACKERS))
+    sustain_rounds: Optional[int] = scenario_key(None, "a threshold counts as reached at the first round from which the "
+                                        "accuracy stays at or above it for this many evaluated rounds (the run "
+                                        "summary, edgesim report); unset: 3", unit="rounds",
+                                        allowed=Integer(1, optional=True))
+    warm_start: Optional[dict] = scenario_key(None, "{algorithm = NAME, rounds = R}: every algorithm starts from NAME's first "
+                                     "R rounds", allowed=Described(words="a table with R < rounds, or unset"))
+    eval_every: Optional[int] = scenario_key(
+        None, "evaluate every this many rounds and the last; the other rounds' accuracy cells are empty "
+        "(docs/metrics.md); unset: every round", unit="rounds",
+        allowed=Described(words="1..the run's rounds, or unset"))  # checked by check_evaluation
+    eval_devices: Union[str, int, float, None] = scenario_key(
+        None, "the devices evaluated: all, a count or a fraction of n_devices, a fixed sample drawn once from the "
+        "seed (docs/metrics.md); unset: all", allowed=Described(words='"all", 1..n_devices or (0, 1], or unset'))
+    label_quality: Union[bool, int, None] = scenario_key(
+        None, "the labelling diagnostic (labeling_accuracy): at every evaluated round, never, or every n-th round "
+        "and the last; unset: true", allowed=Described(words="true, false or >= 1, or unset"))
+    client_workers: Optional[int] = scenario_key(
+        None, "local worker processes that train a round's devices (docs/executors.md); results are the same bytes; "
+        "unset: 1, in the run's process", unit="processes", allowed=Integer(1, optional=True))
 
     def __post_init__(self):
-        check_choice("backend", self.backend, BACKENDS)
-        if self.threads != "auto" and (isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1):
-            fail("threads", self.threads, 'an integer >= 1 or "auto"')
+        check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
         if self.backend == "parametric" and self.algorithms == DEFAULT_ALGORITHMS:
             object.__setattr__(self, "algorithms", [PARAMETRIC])
         if self.backend == "parametric" and self.algorithms != [PARAMETRIC]:
@@ -307,26 +343,14 @@ class RunConfig:
             fail("algorithms", self.algorithms, "a non-empty list of algorithm names")
         if len(set(self.algorithms)) != len(self.algorithms):
             fail("algorithms", self.algorithms, "each algorithm at most once")
-        check_int("clients_per_round", self.clients_per_round, 1)
-        if self.rounds is not None:
-            check_int("rounds", self.rounds, 1)
-        check_number("max_time_s", self.max_time_s, minimum=0, strict=True, allow_none=True)
         if not isinstance(self.accuracy_thresholds, list):
             fail("accuracy_thresholds", self.accuracy_thresholds, "a list of accuracies in (0, 1]")
         for i, a in enumerate(self.accuracy_thresholds):
             check_number(f"accuracy_thresholds[{i}]", a, minimum=0, strict=True)
             if a > 1:
                 fail(f"accuracy_thresholds[{i}]", a, "an accuracy in (0, 1]")
-        check_number("plateau_tol", self.plateau_tol, minimum=0)
-        check_int("plateau_patience", self.plateau_patience, 1)
-        if not isinstance(self.stop_on_plateau, bool):
-            fail("stop_on_plateau", self.stop_on_plateau, "true or false")
-        check_int("checkpoint_every", self.checkpoint_every, 0)
         if not isinstance(self.plugins, list) or not all(isinstance(m, str) and m for m in self.plugins):
             fail("plugins", self.plugins, 'a list of module names, such as ["my_algorithm"]')
-        check_choice("tracking", self.tracking, ("none", "mlflow", "tensorboard"))
-        if self.sustain_rounds is not None:
-            check_int("sustain_rounds", self.sustain_rounds, 1)
         check_warm_start(self.warm_start, self.rounds, self.backend)
         check_evaluation(self)
 

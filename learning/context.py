@@ -187,14 +187,6 @@ def make_partition(dataset: Dataset, cfg: DataConfig, n_devices: int, rng: np.ra
     return spec.apply(dataset.y_train, dataset.y_test, n_devices, rng, dataset.n_classes, cfg)
 
 
-def train_pool_indices(ds: Dataset, size: int, rng: np.random.Generator) -> np.ndarray:
-    """Sorted indices of a uniformly drawn ``size``-sample subset of ``ds``'s train split."""
-    n = len(ds.y_train)
-    if size > n:
-        raise ValueError(f"train_pool_size(={size}) exceeds the {n} training samples of {ds.name}")
-    return np.sort(rng.choice(n, size=size, replace=False))
-
-
 def validation_indices(ds: Dataset, pool: np.ndarray, size: int, rng: np.random.Generator) -> np.ndarray:
     """Sorted indices of ``size`` train samples of ``ds`` outside the train pool ``pool`` (uniform): a validation
     split that no device holds and that is not the test set."""
@@ -246,14 +238,13 @@ def build_context(
                            f"example), which [train] model = {train_cfg.model!r} cannot take (it convolves images); "
                            f"expected [train] model = \"mlp\" for feature vectors")
     val = None
-    if data_cfg.train_pool_size is not None:
-        pool = train_pool_indices(ds, data_cfg.train_pool_size, np.random.default_rng([seed, 0x9001]))
+    pool, server_idx, splits = P.device_splits(ds.y_train, ds.y_test, ds.n_classes, data_cfg, n_devices, seed, ds.name)
+    if pool is not None:
         if data_cfg.validation_size:
             val = validation_indices(ds, pool, data_cfg.validation_size, np.random.default_rng([seed, 0x7A1D]))
             val = (ds.x_train[val], ds.y_train[val])
         ds = dataclasses.replace(ds, x_train=ds.x_train[pool], y_train=ds.y_train[pool])
     device = compute_device(train_cfg.device)
-    server_idx, splits = make_partition(ds, data_cfg, n_devices, np.random.default_rng([seed, 0x5EED]))
     if val is not None:  # the devices' data exactly as without it; each test set swapped for a validation set like it
         rng, like, splits = np.random.default_rng([seed, 0x7A1E]), {}, list(splits)
         for k, s in enumerate(splits):  # devices that share one test set share one validation set

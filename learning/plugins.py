@@ -19,9 +19,11 @@ docs/writing_an_algorithm.md walks through one. Standard library only.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import sys
+from pathlib import Path
 
 from edgesim.config import ConfigError
 from edgesim.learning.entry_points import (  # noqa: F401 - GROUPS, PluginError, load_entry_points: re-exported
@@ -33,14 +35,21 @@ from edgesim.learning.entry_points import (  # noqa: F401 - GROUPS, PluginError,
 )
 
 
-def import_plugins(modules, where: str) -> None:
+def import_plugins(modules, where: str, folder: str | os.PathLike | None = None) -> None:
     """Import a scenario's ``[run] plugins`` (``where`` names the file in errors).
 
-    The current folder is on the path as for ``python -m``, so a ``my_algorithm.py`` beside the
-    scenario's users is found when edgesim runs there."""
+    A module is looked for in ``folder`` first — the scenario file's own folder, as a relative ``data_dir`` is —
+    then on the Python path (``PYTHONPATH``, and the current folder as for ``python -m``): a ``my_algorithm.py``
+    beside the scenario is found from wherever edgesim runs. ``folder`` goes to the front of the path when it holds
+    one of the modules (as a script's folder does for ``python script.py``)."""
     cwd = os.getcwd()
     if modules and cwd not in sys.path and "" not in sys.path:
         sys.path.append(cwd)
+    here = _holding_folder(modules, folder)
+    if here is not None:
+        if here in sys.path:
+            sys.path.remove(here)
+        sys.path.insert(0, here)
     for name in modules:
         before = _registered()
         try:
@@ -52,16 +61,18 @@ def import_plugins(modules, where: str) -> None:
             moved = moved_name(e.name)
             if moved is None:
                 raise PluginError(f"{where}: [run] plugins: cannot import {name!r} ({type(e).__name__}: {e}); expected "
-                                  f"a module on the Python path (the current folder or PYTHONPATH) that registers "
-                                  f"algorithms, models, data sets, partitions, resource policies or codecs") from None
+                                  f"a module beside the scenario file or on the Python path (the current folder or "
+                                  f"PYTHONPATH) that registers algorithms, models, data sets, partitions, resource "
+                                  f"policies or codecs") from None
             raise PluginError(f"{where}: [run] plugins: {name!r} imports {e.name!r}, which is now {moved!r} (edgesim's "
                               f"packages moved under it: learning -> edgesim.learning, scenarios -> "
                               f"edgesim.scenarios, plots -> edgesim.plots); expected the plugin to import the new "
                               f"names") from None
         except (Exception, SystemExit) as e:  # noqa: BLE001 - sys.exit() on import must not end edgesim silently
             raise PluginError(f"{where}: [run] plugins: cannot import {name!r} ({type(e).__name__}: {e}); expected "
-                              f"a module on the Python path (the current folder or PYTHONPATH) that registers "
-                              f"algorithms, models, data sets, partitions, resource policies or codecs") from None
+                              f"a module beside the scenario file or on the Python path (the current folder or "
+                              f"PYTHONPATH) that registers algorithms, models, data sets, partitions, resource "
+                              f"policies or codecs") from None
         if _registered() - before:
             _registering.add(name)
         elif name not in _registering and name not in _noted:  # once per process (a worker's is its parent's)
@@ -69,6 +80,19 @@ def import_plugins(modules, where: str) -> None:
             if _notes:
                 print(f"note: {where}: [run] plugins: {name!r} registered no algorithm, model, data set or partition, "
                       f"nor a resource policy or codec (a module imported before, or not a plugin?)", file=sys.stderr)
+
+
+def _holding_folder(modules, folder) -> str | None:
+    """``folder`` (resolved) when a module of ``modules`` is there (``name.py`` or a package ``name/``), else
+    ``None``."""
+    if folder is None:
+        return None
+    root = Path(folder).resolve()
+    for name in modules:
+        top = root / str(name).split(".", 1)[0]
+        if top.with_suffix(".py").is_file() or (top / "__init__.py").is_file():
+            return str(root)
+    return None
 
 
 OLD_PACKAGES = ("learning", "scenarios", "plots")  # top-level before the namespace moved under edgesim
@@ -161,8 +185,20 @@ def _module_version(name: str) -> str | None:
 
 def plugin_record(modules=()) -> list[dict]:
     """What ``run.json`` records of the plugins a run used: each ``[run] plugins`` module (``module``, ``version``,
-    ``path``) and each entry point loaded in this process (``entry_point``, ``module``, ``distribution``,
-    ``version``, ``path``), so that a run names the code that produced it beside edgesim's own commit."""
-    out = [{"module": name, "version": _module_version(name), "path": getattr(sys.modules.get(name), "__file__", None)}
-           for name in modules]
+    ``path``, and ``sha256``: the hex SHA-256 of that file's bytes, so a run names the plugin's exact source even
+    when it has no version) and each entry point loaded in this process (``entry_point``, ``module``,
+    ``distribution``, ``version``, ``path``), so that a run names the code that produced it beside edgesim's own
+    commit."""
+    out = []
+    for name in modules:
+        path = getattr(sys.modules.get(name), "__file__", None)
+        out.append({"module": name, "version": _module_version(name), "path": path, "sha256": file_sha256(path)})
     return out + [dict(r) for r in entry_records]
+
+
+def file_sha256(path) -> str | None:
+    """The hex SHA-256 of a file's bytes (``None``: no file, or it cannot be read)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+    except OSError:
+        return None

@@ -51,21 +51,17 @@ def resolved_config(sc: Scenario) -> dict:
     if sc.access is not None and dataclasses.asdict(sc.access):  # a scheme with options (tdma, fdma have none)
         out["access"] = dataclasses.asdict(sc.access)
     if sc.physics_only:  # only what the run uses: no data, no training, no algorithms
-        out["run"] = dataclasses.asdict(sc.learning["run"])
+        out["run"] = dataclasses.asdict(sc.learning.run)
         out["parametric"] = dataclasses.asdict(sc.parametric)
     else:
-        from edgesim.learning.algorithms import REGISTRY
-
         for name in ("data", "train", "run"):
-            out[name] = dataclasses.asdict(sc.learning[name])
+            out[name] = dataclasses.asdict(getattr(sc.learning, name))
         out["run"].pop("client_workers")  # where the clients train, not what: the run folder is the same bytes
-        algs, variants = sc.learning["algorithms"], sc.learning.get("variants", {})
-        out["algorithms"] = {
-            a: dataclasses.asdict(algs.get(a) or REGISTRY[a].config_cls()) for a in sc.learning["run"].algorithms
-            if a not in variants
-        }
+        variants = sc.learning.variants
+        out["algorithms"] = {a: dataclasses.asdict(sc.learning.options(a)) for a in sc.learning.run.algorithms
+                             if a not in variants}
         if variants:  # each variant's algorithm, every option and its round mode: a scenario that runs it again
-            out["variants"] = {n: {"algorithm": v.algorithm, **dataclasses.asdict(algs[n]),
+            out["variants"] = {n: {"algorithm": v.algorithm, **dataclasses.asdict(sc.learning.options(n)),
                                    **({"round_mode": v.round_mode} if v.round_mode is not None else {})}
                                for n, v in variants.items()}
         for a, table in resolved_compression(sc).items():  # "" is [compression]; a name its own table
@@ -76,12 +72,12 @@ def resolved_config(sc: Scenario) -> dict:
 def resolved_compression(sc: Scenario) -> dict:
     """``{"": [compression], NAME: [algorithms.NAME.compression] where it differs}`` as tables, only when the
     run compresses anything: without it, ``config.toml`` is what it was before compression existed."""
-    codecs = sc.learning["codecs"]  # every algorithm's, resolved by the scenario
-    names = sc.learning["run"].algorithms
+    codecs = sc.learning.codecs  # every algorithm's, resolved by the scenario
+    names = sc.learning.run.algorithms
     if all(codecs[a].is_none for a in names):
         return {}
-    default = sc.learning["compression"][""]
-    variants = sc.learning.get("variants", {})
+    default = sc.learning.compression[""]
+    variants = sc.learning.variants
 
     def own(a: str) -> bool:  # a variant's table is also kept where its algorithm's differs (it would inherit it)
         return codecs[a] != default or (a in variants and codecs[variants[a].algorithm] != default)
@@ -91,7 +87,7 @@ def resolved_compression(sc: Scenario) -> dict:
 
 def _finished(sc: Scenario, sim: Simulation, accs: list[float]) -> bool:
     """Whether the algorithm stops before another round (rounds, simulated time, plateau)."""
-    run_cfg = sc.learning["run"]
+    run_cfg = sc.learning.run
     if sim.round_index >= (run_cfg.rounds or sc.budget.rounds):
         return True
     if run_cfg.max_time_s is not None and sim.now_s >= run_cfg.max_time_s:
@@ -123,7 +119,7 @@ def run_algorithm(
     rounds are this algorithm's first, its model the backend's initial model
     and its engine state the clock's start.
     """
-    every = sc.learning["run"].checkpoint_every if checkpoint_dir is not None else 0
+    every = sc.learning.run.checkpoint_every if checkpoint_dir is not None else 0
     out = AlgorithmRun(name)
     if saved is not None:
         out.records, out.events, out.now_s = saved["records"], saved["events"], float(saved["now_s"])
@@ -266,7 +262,7 @@ def check_budgets(sc: Scenario, build_backend: Callable) -> None:
     from edgesim.learning.config import algorithm_of
     from edgesim.learning.registry import decides_budget
 
-    for name in sc.learning["run"].algorithms:
+    for name in sc.learning.run.algorithms:
         if not decides_budget(algorithm_of(sc.learning, name)):  # a planning hook; no backend built only to be asked
             continue
         backend = build_backend(name)
@@ -285,15 +281,15 @@ def divergence_message(sc: Scenario, name: str, error: str) -> str:
     its table (or its defaults, FedDure's) sets one, else ``train.lr``; and what else its config names
     (``divergence_hint()``: pFedMe's inner step size); under FedBuff, ``async.server_lr`` too — first when it is
     above 1, its default."""
-    cfg = sc.learning["algorithms"].get(name)
+    cfg = sc.learning.algorithms.get(name)
     if cfg is None:
         from edgesim.learning.algorithms import ALGORITHMS
 
         cfg = ALGORITHMS[name].config_cls()
-    table = f"[variants.{name}]" if name in sc.learning.get("variants", {}) else f"[algorithms.{name}]"
+    table = f"[variants.{name}]" if name in sc.learning.variants else f"[algorithms.{name}]"
     own = getattr(cfg, "lr", None)
     hint = (f"lower {table} lr (= {own:g})" if own is not None
-            else f"lower train.lr (= {sc.learning['train'].lr:g})")
+            else f"lower train.lr (= {sc.learning.train.lr:g})")
     other = getattr(cfg, "divergence_hint", None)  # another step size of its own (pFedMe's inner one)
     if callable(other):
         hint = f"{hint} or {table} {other()}"
@@ -335,7 +331,7 @@ def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Opti
     if sc.physics_only:
         from edgesim.curve import ParametricBackend
 
-        p, run_cfg = sc.parametric, sc.learning["run"]
+        p, run_cfg = sc.parametric, sc.learning.run
 
         def build(name: str):
             return ParametricBackend(sc.system.n_devices, run_cfg.clients_per_round, sc.workload, sc.seed,
@@ -347,10 +343,10 @@ def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Opti
     from edgesim.learning.context import build_context
     from edgesim.learning.data.datasets import DatasetError
 
-    data_cfg = sc.learning["data"]
+    data_cfg = sc.learning.data
     try:
         ctx = build_context(
-            sc.seed, data_cfg, sc.learning["train"], sc.learning["run"], sc.workload, sc.system.n_devices
+            sc.seed, data_cfg, sc.learning.train, sc.learning.run, sc.workload, sc.system.n_devices
         )
     except DatasetError as e:
         raise ConfigError(f"{sc.path}: [data] {e}") from None
@@ -363,9 +359,9 @@ def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Opti
         """``name``'s backend on the run's context; ``start``: the model it starts from (a warm start's). A
         variant is built by its algorithm's builder, under the algorithm's name: the same random streams."""
         spec = REGISTRY[algorithm_of(sc.learning, name)]
-        cfg = sc.learning["algorithms"].get(name) or spec.config_cls()
-        own = ctx if sc.learning.get("compression") is None else dataclasses.replace(
-            ctx, compression=sc.learning["codecs"][name])
+        cfg = sc.learning.options(name)
+        own = ctx if sc.learning.compression is None else dataclasses.replace(
+            ctx, compression=sc.learning.codec(name))
         if start is None:
             return spec.build(own, cfg)
         from edgesim.learning.algorithms.common import to_device
@@ -375,7 +371,7 @@ def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Opti
     check_data(sc, ctx)
     check_encodings(sc)
     ctx.measure = build.measure = evaluation_of(sc, ctx)  # set to each round by run_algorithm
-    workers = sc.learning["run"].client_workers or 1
+    workers = sc.learning.run.client_workers or 1
     if workers > 1 or client_pool == RAY_POOL:
         import torch
 
@@ -391,7 +387,7 @@ def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Opti
                                           pool=client_pool, address=ray_address, **ray)
         except ValueError as e:
             raise ConfigError(f"{sc.path}: [run] client_workers = {workers}: {e} ([train] executor = "
-                              f"{sc.learning['train'].executor!r}; expected \"sequential\", or \"auto\" on a "
+                              f"{sc.learning.train.executor!r}; expected \"sequential\", or \"auto\" on a "
                               f"CPU)") from None
         build.close = ctx.executor.close
     if sc.resources.scheduling != "random":  # a scheduling policy may rank by the devices' losses (Oort)
@@ -401,8 +397,13 @@ def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Opti
         build = LossReportingBuilder(build, ctx.loss_log)  # the run's loss feedback, read after every round
 
     held = [len(c.x_sup) + len(c.x_unl) for c in ctx.clients]
+    planned = sc.workload.samples_per_device
+    if planned == "auto":
+        from edgesim.learning.sizing import median_samples
+
+        planned = median_samples(held)
     extra = {"samples_per_device": {
-        "plan": sc.workload.samples_per_device,
+        "plan": planned,
         "note": "workload.samples_per_device is the D of `edgesim plan`; this run charges each device I*C*D_n "
                 "for its own data (min/mean/max below: samples each device holds)",
         "min": min(held), "mean": sum(held) / len(held), "max": max(held),
@@ -417,8 +418,8 @@ def check_encodings(sc: Scenario) -> None:
     sides, docs/writing_a_codec.md), before any round: one line naming the table and the codec."""
     from edgesim.learning.compression import ENCODINGS
 
-    for name in sc.learning["run"].algorithms:
-        cfg = sc.learning["codecs"][name]
+    for name in sc.learning.run.algorithms:
+        cfg = sc.learning.codec(name)
         for direction in ("uplink", "downlink"):
             method = getattr(cfg, direction).method
             if method not in ENCODINGS:
@@ -432,7 +433,7 @@ def evaluation_of(sc: Scenario, ctx):
     from the run's seed, stream ``"eval_devices"``, the same for every algorithm) and ``label_quality``."""
     from edgesim.learning.evaluation import EvalPlan, Measure
 
-    run_cfg = sc.learning["run"]
+    run_cfg = sc.learning.run
     rounds = run_cfg.rounds or sc.budget.rounds
     return Measure(EvalPlan.from_config(run_cfg, ctx.n_devices, rounds, ctx.rng("eval_devices")))
 
@@ -442,11 +443,11 @@ def check_data(sc: Scenario, ctx) -> None:
     from edgesim.learning.algorithms import REGISTRY
     from edgesim.learning.config import algorithm_of
 
-    for name in sc.learning["run"].algorithms:
+    for name in sc.learning.run.algorithms:
         spec = REGISTRY[algorithm_of(sc.learning, name)]
         if spec.check_data is not None:
             try:
-                spec.check_data(ctx, sc.learning["algorithms"].get(name) or spec.config_cls())
+                spec.check_data(ctx, sc.learning.options(name))
             except ValueError as e:
-                table = "variants" if name in sc.learning.get("variants", {}) else "algorithms"
+                table = "variants" if name in sc.learning.variants else "algorithms"
                 raise ConfigError(f"{sc.path}: [{table}.{name}] {e}") from None

@@ -1,4 +1,4 @@
-"""edgesim's Python API: ``import edgesim`` and call ``load_scenario``, ``run``, ``sweep``, ``load_runs``.
+"""edgesim's Python API: ``import edgesim`` and call ``load_scenario``, ``plan``, ``run``, ``sweep``, ``load_runs``.
 
 The same machinery as the command line (docs/python_api.md), with Python
 values instead of command-line strings and exceptions instead of command-line
@@ -158,6 +158,26 @@ def load_scenario(source: ScenarioSource = None, /, **overrides):
         _reraise(e)
 
 
+def plan(scenario: ScenarioSource = None, /, **overrides):
+    """What ``edgesim plan`` prints, as an object: an :class:`edgesim.scenarios.plan.PlanReport` of ``scenario``
+    (anything :func:`load_scenario` takes; ``overrides`` go with it).
+
+    ``report.text()`` is the table ``edgesim plan`` prints, ``report.to_dict()`` its ``--json`` object;
+    ``report.plan`` holds the numbers (the round budget, each device's train and upload times, DoFed-SPP's C1/C2/C3
+    and (B, K) pairs), ``report.workload`` the workload with every ``"auto"`` resolved, ``report.local_steps`` and
+    ``report.device_steps`` the local steps per device-round, ``report.warnings`` what ``edgesim run`` would warn of
+    before training, and ``report.infeasible`` the message of a budget no (B, K) pair fits (``None`` when none is
+    needed or one fits). Bad input raises :class:`ConfigError`.
+    """
+    from edgesim.scenarios.plan import plan_report
+
+    sc = load_scenario(scenario, **overrides)
+    try:
+        return plan_report(sc)
+    except ConfigError as e:
+        _reraise(e)
+
+
 # --------------------------------------------------------------------------- runs
 
 
@@ -224,7 +244,7 @@ def run(
     if not quiet:
         from edgesim.scenarios.progress import NotebookProgress
 
-        run_cfg = sc.learning["run"]
+        run_cfg = sc.learning.run
         bar = NotebookProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds)
         on_round = _both(bar.update, on_round)
     try:

@@ -105,211 +105,28 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.6g}"
-
-
-def scenario_algorithms(scenario) -> list[str]:
-    """The scenario's ``[run] algorithms`` as written, then its ``[variants.NAME]`` not listed there (``plan``
-    validates the simulator sections only)."""
-    from edgesim.learning.config import DEFAULT_ALGORITHMS
-
-    run = scenario.raw.get("run", {})
-    algorithms = run.get("algorithms", DEFAULT_ALGORITHMS) if isinstance(run, dict) else DEFAULT_ALGORITHMS
-    names = list(algorithms) if isinstance(algorithms, list) else [str(algorithms)]
-    variants = scenario.raw.get("variants", {})
-    return names + [v for v in (variants if isinstance(variants, dict) else ()) if v not in names]
-
-
-def _schedulers(scenario) -> dict:
-    """The scenario's algorithms that schedule under the round budget: ``{name: PlanningHook}``."""
-    from edgesim.learning.algorithms import planning_hooks
-
-    return planning_hooks(scenario_algorithms(scenario))
-
-
-def _print_plan(scenario, plan) -> None:
-    """The plan as a table: what every algorithm uses (budget, per-device train and upload times), and
-    the scheduling figures (DoFed-SPP's similarity/pseudo-labelling times, C1/C2/C3 and (B, K) pairs) only
-    when an algorithm that schedules under the budget is one of them."""
-    echo = typer.echo
-    scheduled = bool(_schedulers(scenario))
-    echo(f"Scenario: {scenario.name} ({scenario.path})")
-    kind = "heterogeneous — planned for the " + plan.reference if plan.heterogeneous else "identical"
-    echo(f"Devices: {plan.n_devices} ({kind}); access: {scenario.system.access}")
-    echo(
-        f"Round budget T/G = {_fmt(scenario.budget.total_time_s)} s / {scenario.budget.rounds} "
-        f"= {_fmt(plan.round_budget_s)} s"
-    )
-    echo("")
-    echo(f"Algorithms: {', '.join(scenario_algorithms(scenario))}")
-    sr = f" {'target s':>9} {'SR s':>8} {'PL/model s':>10}" if scheduled else ""
-    echo(f"{'device':>6} {'cpu GHz':>8} {'gain dB':>8} {'uplink Mbit/s':>13} {'train s':>9}{sr} {'upload s':>9}")
-    import math
-
-    rows = plan.devices if len(plan.devices) <= 12 else plan.devices[:10]
-    for d in rows:
-        sr = f" {d.target_train_s:>9.4g} {d.sr_s:>8.4g} {d.pseudo_label_per_model_s:>10.4g}" if scheduled else ""
-        echo(
-            f"{d.device:>6} {d.cpu_freq_hz / 1e9:>8.3g} {10 * math.log10(d.channel_gain):>8.2f} "
-            f"{d.uplink_rate_bps / 1e6:>13.4g} {d.train_s:>9.4g}{sr} {d.upload_s:>9.4g}"
-        )
-    if len(rows) < len(plan.devices):
-        echo(f"   ... {len(plan.devices) - len(rows)} more devices (--json lists all)")
-    steps = device_round_steps(scenario)
-    echo(f"Local steps per device-round: I·⌈D/B⌉ = {steps['local_iterations']}·⌈{steps['samples_per_device']}/"
-         f"{steps['batch_size']}⌉ = {steps['local_steps_per_device']} (one supervised stream of D samples; a "
-         f"semi-supervised method's lead stream sets its count: {ROUNDS}'s local_steps_per_device)")
-    echo("")
-    fits = sum(d.train_s + d.upload_s <= plan.round_budget_s for d in plan.devices)
-    echo(f"Train + upload within T/G: {fits} of {plan.n_devices} devices (alone on the uplink)")
-    if not scheduled:
-        return
-    data = (scenario.learning or {}).get("data")
-    if data is not None and data.partition not in ("subset", "normal"):
-        echo("Target model (Eq. 15) counted over workload.samples_per_device samples: a drawn split's target sets "
-             "are each device's own data (the run checks its budget with them before its first round)")
-    echo(f"C1 = {_fmt(plan.c1_s)} s  (T/G minus training, the target model and similarity ratios: left for "
-         "pseudo-labelling and uploads)")
-    echo(f"C2 = {_fmt(plan.c2_s)} s  (pseudo-labelling with one downloaded model)")
-    echo(
-        f"C3 = {_fmt(plan.c3_s)} s  (one upload of m = {plan.model_bits:.0f} bits at "
-        f"{_fmt(plan.uplink_rate_bps)} bit/s)"
-    )
-    pairs = [f"({b}, {k})" for b, k in plan.pairs]
-    if len(pairs) > 12:
-        pairs = pairs[:5] + [f"... {len(pairs) - 10} more ..."] + pairs[-5:]
-    echo(f"(B, K) pairs examined: {', '.join(pairs) or 'none'}")
-    n = plan.n_devices
-    echo(f"Feasible pairs (1 <= B <= K <= N, B*C2 + K*C3 <= C1): {plan.feasible_count} of {n * (n + 1) // 2}")
-
-
-def _compression_plan(sc, workload) -> dict:
-    """Per compressing algorithm and direction: the encoded bits of one transfer (docs/compression.md)."""
-    from edgesim.compression import SENDS_NOTHING, plan_table
-    from edgesim.learning.algorithms import ALGORITHMS
-
-    codecs = sc.learning.get("codecs")  # every algorithm's, resolved by the scenario (none: physics only)
-    if not codecs:
-        return {}
-    from edgesim.learning.config import algorithm_of
-
-    names = [a for a in sc.learning["run"].algorithms  # its variants included, each as its algorithm
-             if getattr(getattr(ALGORITHMS.get(algorithm_of(sc.learning, a)), "config_cls", None), "COMPRESSION",
-                        None) != SENDS_NOTHING]
-    if all(codecs[a].is_none for a in names):
-        return {}
-    from edgesim.learning.data.datasets import DatasetError
-    from edgesim.learning.sizing import model_tensor_sizes
-
-    try:
-        sizes = model_tensor_sizes(sc)
-    except DatasetError as e:
-        raise ConfigError(f"{sc.path}: [data] {e}") from None
-    return plan_table(codecs, names, sizes, workload.model_bits)
-
-
-def _print_compression(compressed: dict, plan) -> None:
-    if not compressed:
-        return
-    rate = min(d.uplink_rate_bps for d in plan.devices)
-    typer.echo("")
-    typer.echo(f"Compression (one transfer of the whole model, m = {plan.model_bits:.0f} bits; docs/compression.md):")
-    for name, dirs in compressed.items():
-        up, down = dirs["uplink"], dirs["downlink"]
-        typer.echo(f"  {name}: uplink {up['method']} {up['bits']} bits ({up['ratio']:.3g} m, "
-                   f"{_fmt(up['bits'] / rate)} s at the slowest uplink), downlink {down['method']} {down['bits']} bits "
-                   f"({down['ratio']:.3g} m)")
-
-
-def device_round_steps(scenario) -> dict:
-    """The local optimiser steps a device takes in a round with one supervised stream: ``I·⌈D/B⌉``
-    (``workload.local_iterations``, ``workload.samples_per_device``, ``train.batch_size``; docs/metrics.md)."""
-    w, batch = scenario.workload, scenario.learning["train"].batch_size
-    samples = w.samples_per_device
-    if w.per_device:  # a list or a table (physics-only): the device with the most samples
-        from edgesim.config import workload_per_device
-
-        samples = int(workload_per_device(w, scenario.system.n_devices, scenario.seed)[1].max())
-    return {"local_iterations": w.local_iterations, "samples_per_device": samples, "batch_size": batch,
-            "local_steps_per_device": w.local_iterations * -(-samples // batch)}
-
-
-def _print_allocation(sc, rows: list) -> None:
-    """Round 0 under the ``[resources]`` policies: each device's band, power, frequency, times and energy."""
-    echo = typer.echo
-    r = sc.resources
-    echo("")
-    echo(f"Round 0 under [resources] scheduling = {r.scheduling!r}, bandwidth = {r.bandwidth!r}, power = {r.power!r}, "
-         f"cpu_freq = {r.cpu_freq!r} (the physics-only backend's work: I·C·D cycles, model_bits up):")
-    echo(f"{'device':>6} {'band kHz':>9} {'power W':>8} {'cpu GHz':>8} {'compute s':>10} {'airtime s':>10} "
-         f"{'energy J':>9} {'arrived':>7}")
-    shown = rows if len(rows) <= 12 else rows[:10]
-    for d in shown:
-        echo(f"{d['device']:>6} {d['bandwidth_hz'] / 1e3:>9.4g} {d['tx_power_w']:>8.4g} {d['cpu_freq_hz'] / 1e9:>8.4g} "
-             f"{d['compute_s']:>10.4g} {d['upload_airtime_s']:>10.4g} "
-             f"{d['radio_energy_j'] + d['compute_energy_j']:>9.4g} {str(d['arrived']):>7}")
-    if len(shown) < len(rows):
-        echo(f"   ... {len(rows) - len(shown)} more devices (--json lists all)")
-
-
 @app.command()
 def plan(
     scenario: Optional[Path] = SCENARIO_ARG,
     set_: Optional[List[str]] = SET_OPT,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
-    """Print the round budget and per-device compute and upload times (with DoFed-SPP: C1/C2/C3 and the (B, K) pairs)."""
-    from edgesim.plan import make_plan
+    """Print the round budget, per-device compute and upload times and local steps (with DoFed-SPP: C1/C2/C3 and
+    the (B, K) pairs)."""
+    from edgesim.scenarios.plan import plan_report
     from edgesim.scenarios.schema import load_scenario
 
     try:
-        sc = load_scenario(scenario, set_ or [])  # every section: plan refuses what run refuses
-        workload = sc.workload
-        if "auto" in (workload.model_bits, workload.sr_cycles, workload.pseudo_label_cycles_per_model) or (
-            workload.cycles_source == "flops"
-        ):
-            from edgesim.learning.data.datasets import DatasetError
-            from edgesim.learning.sizing import resolve_workload
-
-            full = load_scenario(scenario, set_ or [])
-            try:
-                workload = resolve_workload(full)
-            except DatasetError as e:
-                raise ConfigError(f"{full.path}: [data] {e}") from None
-        target_cycles = 0.0  # what the schedulers' extra models train every round (DoFed-SPP's target model)
-        for hook in _schedulers(sc).values():
-            target_cycles += hook.target_cycles(sc, workload) or 0.0
-        result = make_plan(sc.system, sc.budget, workload, workload.model_bits, sc.seed, target_cycles)
-        compressed = _compression_plan(sc, workload)
+        report = plan_report(load_scenario(scenario, set_ or []))  # every section: plan refuses what run refuses
     except ConfigError as e:
         _fail(str(e))
-    except ValueError as e:  # a plan the formulas refuse (e.g. a zero uplink rate)
-        _fail(f"{sc.path}: {e}")
-    allocation = None
-    if not sc.resources.is_default:  # the [resources] policies' round 0, run on the clock
-        from edgesim.plan import first_round_allocation
-
-        run_cfg = sc.learning.get("run")
-        k = run_cfg.clients_per_round if run_cfg is not None else sc.system.n_devices
-        try:
-            allocation = first_round_allocation(sc.system, sc.budget, workload, sc.resources, k, sc.seed,
-                                                access_options=sc.access)
-        except (ConfigError, ValueError) as e:
-            _fail(f"{sc.path}: {e}")
-    if as_json:
-        extra = {"compression": compressed} if compressed else {}
-        if allocation is not None:
-            extra["resources"] = allocation
-        typer.echo(json.dumps({"algorithms": scenario_algorithms(sc), **result.to_dict(), **extra,
-                               "local_steps": device_round_steps(sc)}, indent=2))
-    else:
-        _print_plan(sc, result)
-        _print_compression(compressed, result)
-        if allocation is not None:
-            _print_allocation(sc, allocation)
-    if not result.feasible and _schedulers(sc):  # only a scheduler needs a feasible (B, K)
-        _fail(f"{sc.path}: {result.infeasibility_message()}", code=1)
+    typer.echo(report.json() if as_json else report.text())
+    if report.infeasible:  # only a scheduler needs a feasible (B, K): that error first, then what else to know
+        typer.echo(f"error: {worded(report.infeasible, cli_word)}", err=True)
+    for line in report.warnings:
+        typer.echo(f"warning: {line}", err=True)
+    if report.infeasible:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -386,7 +203,7 @@ def run(
         _fail(str(e))
     from edgesim.backend import Diverged  # torch-free: a --jobs worker starts before this process imports torch
 
-    run_cfg = sc.learning["run"]
+    run_cfg = sc.learning.run
     work = RunFolder(out).work
     handle_signals()
     try:

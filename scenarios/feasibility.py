@@ -120,7 +120,7 @@ def check_updates_can_finish(sc, build_backend: Callable) -> None:
     from edgesim.channel import ChannelModel
     from edgesim.radio import shannon_rate_bps
 
-    backend = build_backend(sc.learning["run"].algorithms[0])
+    backend = build_backend(sc.learning.run.algorithms[0])
     if not isinstance(backend, AsyncBackend) and callable(getattr(backend, "asynchronous", None)):
         backend = backend.asynchronous()
     if not isinstance(backend, AsyncBackend):

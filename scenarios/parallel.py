@@ -180,7 +180,7 @@ class Workers:
         run: the others are cancelled and its error is raised here."""
         costs = costs_longest_first(sc, build_backend, names) if build_backend else [(n, 0.0) for n in names]
         here, there = assign(costs, self.n)
-        if work is not None and sc.learning["run"].checkpoint_every:
+        if work is not None and sc.learning.run.checkpoint_every:
             # listed here, once, before any worker writes one: the workers' own listing is then a no-op, so no two
             # processes ever rewrite the folder's manifest at the same time
             from edgesim.results.writing import add_to_manifest
@@ -248,9 +248,9 @@ def workers_for(sc, jobs: int, progress: bool):
     """:class:`Workers` for a run of ``sc`` with ``jobs`` > 1 and several algorithms; else a null context (``None``)."""
     import contextlib
 
-    names = [] if sc.physics_only else list(sc.learning["run"].algorithms)
+    names = [] if sc.physics_only else list(sc.learning.run.algorithms)
     if jobs <= 1 or len(names) <= 1:
         return contextlib.nullcontext(None)
     from edgesim.scenarios.threads import resolve_threads
 
-    return Workers(sc, min(jobs, len(names)) - 1, resolve_threads(sc.learning["run"].threads), progress)
+    return Workers(sc, min(jobs, len(names)) - 1, resolve_threads(sc.learning.run.threads), progress)

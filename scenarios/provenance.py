@@ -125,7 +125,7 @@ def input_files(sc) -> dict[str, str]:
     that cannot be found or read is left out: its loader says why in its own words."""
     out: dict[str, str] = {}
     try:
-        data = None if sc.physics_only else sc.learning.get("data")
+        data = None if sc.physics_only else sc.learning.data
         if data is not None and data.dataset == "npz":
             from edgesim.learning.data.npz import find_npz
 

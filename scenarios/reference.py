@@ -1,7 +1,9 @@
 """The scenario keys' meanings: one line, unit and allowed range per key; ``docs/scenario_reference.md`` is made from it.
 
-Type and default come from the config dataclasses themselves (:func:`scenario_tables`), the meaning, unit and
-range from :data:`KEY_DOCS`. ``tests/test_reference.py`` fails when a key has no entry (or an entry no key), and
+Type and default come from the config dataclasses themselves (:func:`scenario_tables`); the meaning, unit and
+range from each field's own metadata where its class describes its keys (:func:`edgesim.config.key`: the rule that checks a
+value also writes its range here, :func:`described_docs`), else from the hand-written entries; :data:`KEY_DOCS`
+holds both. ``tests/test_reference.py`` fails when a key has no entry (or an entry no key), and
 when ``docs/scenario_reference.md`` differs from :func:`reference_markdown` — regenerate it with
 ``python -m edgesim.scenarios.reference > docs/scenario_reference.md``. ``edgesim list`` shows the same lines
 (:func:`key_meaning`); an algorithm's options are described from its config's docstring (:func:`field_meaning`).
@@ -13,71 +15,31 @@ import dataclasses
 import typing
 from typing import Any
 
-from edgesim.async_rules import round_modes
 from edgesim.config import field_meaning  # noqa: F401 - edgesim list's meanings (defined in the core: schema uses it)
 
-# key -> (meaning, unit, allowed values). "" unit: none (a count, a name, a flag).
+# key -> (meaning, unit, allowed values). "" unit: none (a count, a name, a flag). The tables whose config classes
+# describe their keys in field metadata (edgesim.config.key: [system], [budget], [train], [run]) are not written here:
+# described_docs() reads them, the same rules their checks run.
 KEY_DOCS: dict[str, tuple[str, str, str]] = {
     # top level
     "name": ("the scenario's name: the default run folder is runs/<name>", "", "a non-empty folder name"),
     "description": ("one line saying what the scenario studies (shown by `edgesim list scenarios`)", "", "text"),
     "seed": ("the seed every random stream of the run derives from (placement, data split, training)", "",
              "integer in [0, 2^63 - 1]"),
-    # [system]
-    "system.n_devices": ("devices in the cell (N)", "devices", ">= 1"),
-    "system.bandwidth_hz": ("uplink bandwidth B shared by the devices (Eq. 8)", "Hz", "> 0"),
-    "system.noise_psd_dbm_per_hz": ("noise power spectral density N0", "dBm/Hz", "finite"),
-    "system.tx_power_dbm": ("each device's transmit power p (one value, or a list with one per device)", "dBm",
-                            "finite; a list of n_devices values"),
-    "system.channel_gain_db": ("a fixed channel gain for every device; unset: path loss, shadowing and fading", "dB",
-                               "finite, or unset"),
-    "system.cpu_freq_hz": ("each device's CPU frequency f (one value, or a list with one per device)", "cycles/s",
-                           "> 0; a list of n_devices values"),
-    "system.kappa": ("effective switched capacitance κ of the devices' CPUs (energy κ·C·f², Eq. 10)", "J·s²/cycle³",
-                     ">= 0"),
-    "system.access": ("how devices share the uplink: a registered access scheme, its options in [access] "
-                      "(docs/access_schemes.md)", "", '"tdma", "fdma", ... (`edgesim list access`)'),
-    "system.downlink_rate_bps": ("rate of the base station's broadcast; 0: the download takes no time", "bit/s",
-                                 ">= 0"),
-    "system.cell_radius_m": ("radius of the cell devices are placed in", "m", "> min_distance_m"),
-    "system.min_distance_m": ("smallest distance of a device from the base station", "m", "> 0"),
-    "system.path_loss_intercept_db": ("path loss at 1 km: PL = intercept + slope·log10(d/km)", "dB", "finite"),
-    "system.path_loss_slope_db": ("path-loss slope per decade of distance", "dB/decade", ">= 0"),
-    "system.shadowing_std_db": ("standard deviation of log-normal shadowing; 0: none", "dB", ">= 0"),
-    "system.rayleigh_fading": ("draw Rayleigh fading per round on top of path loss", "", "true or false"),
-    "system.mobility": ("how devices move between rounds", "", '"static" or "random_waypoint"'),
-    "system.speed_m_per_s": ("device speed under a moving mobility model", "m/s", ">= 0"),
-    "system.server_freq_hz": ("the base station's CPU for a round's server phases", "cycles/s", "> 0"),
-    "system.csi": ("what the base station knows of the channel when it plans: \"perfect\" (unset), \"estimated\" "
-                   "(a relative Gaussian error) or \"outdated\" (the previous round's gains)", "",
-                   '"perfect", "estimated" or "outdated", or unset'),
-    "system.csi_error_std": ("the standard deviation of the relative error of csi = \"estimated\"", "",
-                             '>= 0 with csi = "estimated", else unset'),
-    "system.battery_j": ("each device's energy budget for the run: a device whose battery is spent takes no further "
-                         "part; unset: unlimited", "J", "> 0 (one value or one per device), or unset"),
-    # [budget]
-    "budget.total_time_s": ("training-service time budget T (Eq. 12)", "s", "> 0"),
-    "budget.rounds": ("rounds G the budget is split over; the per-round budget is T/G (Eq. 13), and the run's "
-                      "length unless run.rounds is set", "rounds", ">= 1"),
-    "budget.round_mode": ("when a round ends: at the last upload, at a deadline, or asynchronous aggregation "
-                          "(a registered rule)", "", ", ".join(f'"{m}"' for m in round_modes()[:-1])
-                          + f' or "{round_modes()[-1]}"'),
-    "budget.deadline_s": ('a round\'s deadline under round_mode = "deadline"; unset: T/G (fedasync/fedbuff: each '
-                          'update\'s latency target τ of the policies that need one: deadline_feasible, oort, '
-                          'min_energy)', "s", "> 0, or unset"),
     # [workload]
     "workload.local_iterations": ("local epochs I a device trains per round (Eq. 7)", "epochs", ">= 1"),
     "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample",
                                    '> 0; physics-only also a list (one per device) or {dist = "uniform", low, high}'),
     "workload.samples_per_device": ("samples D per device that `edgesim plan` assumes (a run charges each device "
-                                    "for the data it holds)", "samples",
-                                    '>= 1; physics-only also a list or {dist = "uniform", low, high}'),
+                                    "for the data it holds); \"auto\": the median device's in the run's partition "
+                                    "(a physics-only run must give it)", "samples",
+                                    '>= 1 or "auto"; physics-only also a list or {dist = "uniform", low, high}'),
     "workload.sr_cycles": ("cycles C_SR of DoFed-SPP's similarity step per round; \"auto\": from the model", "cycles",
                            '>= 0 or "auto"'),
     "workload.pseudo_label_cycles_per_model": ("cycles C_pse to pseudo-label with one model; \"auto\": from the "
                                                "model", "cycles", '>= 0 or "auto"'),
-    "workload.model_bits": ("size m of one model upload; \"auto\": 32 bits per parameter of the model", "bit",
-                            '> 0 or "auto"'),
+    "workload.model_bits": ("size m of one model upload; \"auto\": 32 bits per parameter of the run's model (a "
+                            "physics-only run must give it)", "bit", '> 0 or "auto"'),
     "workload.cycles_source": ("where cycles_per_sample comes from: this file, or the model's FLOPs", "",
                                '"given" or "flops"'),
     "workload.flops_per_cycle": ('FLOPs a device does per cycle (cycles_source = "flops")', "FLOP/cycle", "> 0"),
@@ -109,61 +71,6 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
                            "folder); unset: 0.2", "", "(0, 1), or unset"),
     "data.hflip": ("whether the augmented views may mirror an image left-right; unset: the data set's own rule "
                    "(off for npz, image_folder and plugin data sets; docs/data.md)", "", "true or false, or unset"),
-    # [train]
-    "train.model": ("the model, by registered name (`edgesim list models`)", "", "a registered name"),
-    "train.lr": ("local learning rate", "", "> 0"),
-    "train.momentum": ("SGD momentum", "", "[0, 1)"),
-    "train.weight_decay": ("L2 weight decay", "", ">= 0"),
-    "train.optimizer": ("local optimizer", "", '"sgd" or "adam"'),
-    "train.nesterov": ("Nesterov momentum (SGD)", "", "true or false"),
-    "train.schedule": ("learning-rate schedule over a round's local steps", "", '"constant" or "cosine"'),
-    "train.batch_size": ("local mini-batch size", "samples", ">= 1"),
-    "train.executor": ("how clients train: one after another, vectorised (vmap), or chosen by the device", "",
-                       '"auto", "sequential" or "vmap"'),
-    "train.device": ("where torch trains; \"auto\": a GPU when one is visible", "", '"auto", "cpu" or "cuda"'),
-    "train.eval_batch_size": ("batch size of evaluation", "samples", ">= 1"),
-    "train.precision": ("arithmetic of the forward pass and the loss; \"bfloat16\": autocast, float32 weights, "
-                        "optimizer and aggregation, refused without bfloat16 hardware (docs/numerics.md)", "",
-                        '"float32" or "bfloat16"'),
-    "train.memory_format": ("memory order of convolution weights and inputs while a client trains; "
-                            "\"contiguous\" reproduces earlier runs bit for bit (docs/numerics.md)", "",
-                            '"channels_last" or "contiguous"'),
-    "train.vmap_max_clients": ("clients the vectorised executor trains in one pass (unset: all of a round's); "
-                               "bounds GPU memory; the same models for every value", "clients", ">= 1"),
-    # [run]
-    "run.algorithms": ("the algorithms the run compares (`edgesim list algorithms`)", "", "registered names"),
-    "run.clients_per_round": ("devices selected each round (K)", "devices", "1..n_devices"),
-    "run.rounds": ("rounds the run lasts; unset: budget.rounds (which also sets the per-round budget T/G)",
-                   "rounds", ">= 1, or unset"),
-    "run.max_time_s": ("no round starts once the algorithm's simulated clock is at or past this; the round in "
-                       "progress ends as it would", "s", "> 0, or unset"),
-    "run.accuracy_thresholds": ("accuracies whose time to reach the run summary and the report give", "",
-                                "each in (0, 1]"),
-    "run.plateau_tol": ("final-accuracy rule: mean accuracy changes by less than this between rounds", "",
-                        ">= 0"),
-    "run.plateau_patience": ("rounds the plateau must hold", "rounds", ">= 1"),
-    "run.stop_on_plateau": ("end an algorithm when it plateaus", "", "true or false"),
-    "run.checkpoint_every": ("checkpoint every this many rounds, for resuming a killed run; 0: never", "rounds", ">= 0"),
-    "run.backend": ("real training, or the clock alone with a parametric accuracy curve", "",
-                    '"torch" or "parametric"'),
-    "run.threads": ("torch threads the run trains with; \"auto\": the cores", "threads", '>= 1 or "auto"'),
-    "run.plugins": ("modules imported first, which register algorithms, models, data sets or partitions", "",
-                    "module names"),
-    "run.tracking": ("send each round's metrics to a tracker as the run goes", "",
-                     '"none", "mlflow" or "tensorboard" (extras)'),
-    "run.sustain_rounds": ("a threshold counts as reached at the first round from which the accuracy stays at or "
-                           "above it for this many evaluated rounds (the run summary, edgesim report); unset: 3",
-                           "rounds", ">= 1, or unset"),
-    "run.warm_start": ("{algorithm = NAME, rounds = R}: every algorithm starts from NAME's first R rounds", "",
-                       "a table, or unset"),
-    "run.eval_every": ("evaluate every this many rounds and the last; the other rounds' accuracy cells are empty "
-                       "(docs/metrics.md); unset: every round", "rounds", "1..the run's rounds, or unset"),
-    "run.eval_devices": ("the devices evaluated: all, a count or a fraction of n_devices, a fixed sample drawn once "
-                         "from the seed (docs/metrics.md); unset: all", "", '"all", 1..n_devices or (0, 1], or unset'),
-    "run.label_quality": ("the labelling diagnostic (labeling_accuracy): at every evaluated round, never, or every "
-                          "n-th round and the last; unset: true", "", "true, false or >= 1, or unset"),
-    "run.client_workers": ("local worker processes that train a round's devices (docs/executors.md); results are "
-                           "the same bytes; unset: 1, in the run's process", "processes", ">= 1, or unset"),
     # [parametric]
     "parametric.a0": ("accuracy before any upload of the physics-only curve", "", "[0, a_max]"),
     "parametric.a_max": ("accuracy the curve tends to", "", "(0, 1]"),
@@ -263,6 +170,19 @@ def scenario_tables() -> dict[str, type | str]:
             "resources": ResourcesConfig}
 
 
+def described_docs() -> dict[str, tuple[str, str, str]]:
+    """``{table.key: (meaning, unit, allowed)}`` of every key whose config class describes it in field metadata
+    (:func:`edgesim.config.key`): the allowed values are the text of the very rule its check runs."""
+    from edgesim.config import described_keys
+
+    return {f"{table}.{name}": (doc.doc, doc.unit, doc.allowed.text())
+            for table, cls in scenario_tables().items() if isinstance(cls, type)
+            for name, doc in described_keys(cls).items()}
+
+
+KEY_DOCS.update(described_docs())
+
+
 def _type_name(t: Any) -> str:
     """``int``, ``number`` (int or float), ``str or list``, ...: a type as the reference writes it."""
     args = typing.get_args(t)
@@ -339,7 +259,8 @@ def reference_markdown() -> str:
         "# Scenario reference",
         "",
         "Every key a scenario file may hold: its meaning, unit, type, default and allowed values. Generated from",
-        "the configuration classes and `edgesim/scenarios/reference.py` by",
+        "the configuration classes — for [system], [budget], [train] and [run], their fields' own metadata, whose",
+        "rule also checks each value (`edgesim/config.py`: `key`) — and `edgesim/scenarios/reference.py` by",
         "`python -m edgesim.scenarios.reference > docs/scenario_reference.md`; a test fails when a key has no",
         "description or this page is stale. The options of each algorithm (`[algorithms.NAME]`) are listed by",
         "`edgesim list algorithms` (type, default and meaning), and its page in `docs/` gives the sources.",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -33,10 +32,11 @@ from edgesim.config import ConfigError, as_written
 from edgesim.learning.config import CLIENT_POOLS, LOCAL_POOL, PARAMETRIC, RAY_POOL
 from edgesim.learning.data.datasets import DATASETS
 from edgesim.records import UPDATE_FIELDS
-from edgesim.results.files import CHECKPOINT_DIR, CONFIG, DEVICES, EVENTS, ROUNDS, SUMMARY
+from edgesim.results.files import CHECKPOINT_DIR, CONFIG, SUMMARY
 from edgesim.results.files import PROVENANCE as RUN_JSON
 from edgesim.results.metrics import DEFAULT_SUSTAIN_ROUNDS, final_accuracy, time_to_accuracy
-from edgesim.results.writing import LiveCsv, RunFolder, RunLock, check_out, is_finished, is_started_run
+from edgesim.results.tables import DEVICE_FIELDS, RESOURCE_FIELDS, LiveTables, write_tables
+from edgesim.results.writing import RunFolder, RunLock, check_out, is_finished, is_started_run
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.algorithm_run import check_budgets, make_backends, resolved_config, run_algorithm
 from edgesim.scenarios.checkpoint import AlgorithmRun
@@ -46,18 +46,6 @@ from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
 from edgesim.scenarios.tracking import check_available as check_tracking
 from edgesim.scenarios.tracking import make_tracker
-
-ROUND_FIELDS = (
-    "round", "start_time_s", "time_s", "duration_s", "n_selected", "n_arrived", "n_dropped",
-    "bits_up", "bits_down", "cum_bits_up", "cum_bits_down", "cum_wasted_bits", "energy_j", "cum_energy_j",
-    "server_s",
-)
-DEVICE_FIELDS = (
-    "round", "device", "channel_gain", "rate_bps", "download_s", "compute_s", "upload_airtime_s", "idle_s",
-    "bits_up", "bits_down", "wasted_bits", "radio_energy_j", "compute_energy_j", "arrived", "dropped",
-)
-# Each device-round's resources (docs/resource_policies.md): the rounds' devices.csv columns after DEVICE_FIELDS.
-RESOURCE_FIELDS = ("bandwidth_hz", "tx_power_w", "cpu_freq_hz")
 
 
 def display_name(name: str) -> str:
@@ -82,7 +70,7 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
     The final, last and best accuracies are those of the rounds that evaluated (``async.eval_every`` > 1 leaves
     some aggregations without an accuracy).
     """
-    run_cfg = sc.learning["run"]
+    run_cfg = sc.learning.run
     budget_s = float(sc.budget.total_time_s)
     sustain = DEFAULT_SUSTAIN_ROUNDS if run_cfg.sustain_rounds is None else run_cfg.sustain_rounds
     algs = {}
@@ -169,28 +157,6 @@ def empty_rounds_warning(sc: Scenario, name: str, empty: list[int], n_rounds: in
             f"learned in them ({SUMMARY} marks it)")
 
 
-def round_row(name: str, r, metric_keys: list[str], info_keys: list[str]) -> list:
-    """One ``rounds.csv`` row: ``algorithm``, :data:`ROUND_FIELDS`, then the metrics and decisions named."""
-    return [
-        name, r.round_index, r.start_time_s, r.end_time_s, r.duration_s, len(r.devices), len(r.arrived),
-        len(r.dropped), r.bits_up, r.bits_down, r.cum_bits_up, r.cum_bits_down, r.cum_wasted_bits,
-        r.radio_energy_j + r.compute_energy_j, r.cum_energy_j, r.server_s,
-        *[r.metrics.get(k) for k in metric_keys], *[r.info.get(k) for k in info_keys],
-    ]
-
-
-def _round_rows(name: str, sim: AlgorithmRun, metric_keys: list[str], info_keys: list[str]):
-    for r in sim.records:
-        yield round_row(name, r, metric_keys, info_keys)
-
-
-def round_columns(records) -> tuple[list[str], list[str]]:
-    """(metric keys with accuracy first, decision keys) of ``records``: ``rounds.csv``'s columns after the fixed ones."""
-    metric_keys = sorted({k for r in records for k in r.metrics})
-    metric_keys.sort(key=lambda k: (k != "accuracy", k))
-    return metric_keys, sorted({k for r in records for k in r.info})
-
-
 def device_fields(sc: Scenario) -> tuple[str, ...]:
     """``devices.csv``'s columns after ``algorithm``: an async run adds a row per update's fields; devices that
     come and go add why each was dropped ("deadline"/"offline"); a round-based run the resources each device had."""
@@ -205,68 +171,11 @@ def device_fields(sc: Scenario) -> tuple[str, ...]:
     return fields + tuple(c for c in scheme_class(sc.system.access).columns if c not in fields)
 
 
-class LiveTables:
-    """``rounds.csv`` and ``devices.csv`` growing as the rounds end (:class:`edgesim.results.writing.LiveCsv`), in
-    the working folder, listed in its manifest before they are written. ``rounds.csv``'s columns while the run goes
-    are the first round's (the finished file has every algorithm's metrics and decisions)."""
-
-    def __init__(self, folder: RunFolder, sc: Scenario):
-        self.rounds, self.devices = LiveCsv(folder.path(ROUNDS)), LiveCsv(folder.path(DEVICES))
-        self.device_header = ("algorithm", *device_fields(sc))
-        self.lock = threading.Lock()  # with --jobs, this process's rounds and the workers' (a relay thread) meet here
-
-    def on_round(self, name: str, rec) -> None:
-        with self.lock:
-            self._append(name, rec)
-
-    def _append(self, name: str, rec) -> None:
-        metric_keys, info_keys = round_columns([rec])
-        header = ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys)
-        self.rounds.append(header, [dict(zip(header, round_row(name, rec, metric_keys, info_keys)))])
-        fields = self.device_header[1:]
-        self.devices.append(self.device_header, [
-            dict(zip(self.device_header, [name, *[getattr(d, f if f != "round" else "round_index") for f in fields]]))
-            for d in rec.devices])
-
-    def feeding(self, on_round: Optional[Callable]) -> Callable:
-        """A round callback that appends the round's rows, then calls ``on_round`` (the caller's, if any)."""
-        def both(name: str, rec) -> None:
-            self.on_round(name, rec)
-            if on_round is not None:
-                on_round(name, rec)
-        return both
-
-    def close(self) -> None:
-        self.rounds.close()
-        self.devices.close()
-
-
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,
                   extra: Optional[dict] = None, formats: tuple[str, ...] = ("png",)) -> None:
     from edgesim.plots.curves import RUN_FIGURES, plot_run
 
-    metric_keys, info_keys = round_columns([r for s in sims.values() for r in s.records])
-    folder.write_csv(
-        ROUNDS,
-        ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys),
-        (row for name, sim in sims.items() for row in _round_rows(name, sim, metric_keys, info_keys)),
-    )
-    fields = device_fields(sc)
-    folder.write_csv(
-        DEVICES,
-        ("algorithm", *fields),
-        (
-            [name, *[getattr(d, f if f != "round" else "round_index") for f in fields]]
-            for name, sim in sims.items()
-            for r in sim.records
-            for d in r.devices
-        ),
-    )
-    folder.write_csv(
-        EVENTS,
-        ("algorithm", "time_s", "round", "device", "kind", "bits"),
-        ([name, e.time_s, e.round_index, e.device, e.kind, e.bits] for name, sim in sims.items() for e in sim.events),
-    )
+    write_tables(folder, sims, device_fields(sc))
     folder.write_json(SUMMARY, summarize(sc, sims, model_bits, extra))
     from edgesim.scenarios.graphs import graph_path, node_link
 
@@ -292,7 +201,7 @@ def _check_algorithms(sc: Scenario) -> None:
     from edgesim.learning.algorithms import REGISTRY
     from edgesim.learning.config import algorithm_of
 
-    for name in sc.learning["run"].algorithms:
+    for name in sc.learning.run.algorithms:
         if algorithm_of(sc.learning, name) not in REGISTRY:
             raise ConfigError(f"{sc.path}: [run] algorithms: unknown algorithm {name!r}; expected one of: "
                               f"{', '.join(sorted(REGISTRY))}")
@@ -354,7 +263,7 @@ def run_scenario(
         raise ConfigError(f"⟨out=⟩{out}: cannot create {out.parent}: {e.strerror or e}") from None
     from edgesim.scenarios.parallel import workers_for
 
-    with RunLock(out), threads(resolve_threads(sc.learning["run"].threads)), \
+    with RunLock(out), threads(resolve_threads(sc.learning.run.threads)), \
             workers_for(sc, jobs, True) as workers:  # every round comes back: rounds.csv grows as the run goes
         return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, workers=workers,
                              formats=formats, argv=argv, clients=(client_executor, ray_address))
@@ -369,7 +278,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume, holding_lock=True)
     _check_algorithms(sc)
-    tracking = sc.learning["run"].tracking
+    tracking = sc.learning.run.tracking
     check_tracking(tracking, sc.path)
     config = resolved_config(sc)
     fp = checkpoint.fingerprint(config)
@@ -390,24 +299,26 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             _check_same_inputs(folder.work, inputs)
             resuming = True
             # read (and so check) every checkpoint before anything is written
-            saved = {name: checkpoint.load(folder.work, name, fp) for name in sc.learning["run"].algorithms}
+            saved = {name: checkpoint.load(folder.work, name, fp) for name in sc.learning.run.algorithms}
             if any(v is not None for v in saved.values()):
                 say(f"resuming {folder.work} from its checkpoints")
             else:
                 say(f"{folder.work} has no checkpoint (run.checkpoint_every = "
-                    f"{sc.learning['run'].checkpoint_every}): starting from scratch in it")
+                    f"{sc.learning.run.checkpoint_every}): starting from scratch in it")
         else:
             say(f"nothing to resume at {out} (no {folder.work.name}/): starting from scratch")
     build_backend, model_bits, extra = make_backends(sc, *clients)
     check_budgets(sc, build_backend)
     check_updates_can_finish(sc, build_backend)
-    if not sc.physics_only and not resuming and DATASETS[sc.learning["data"].dataset].kind == "image":
+    for line in plan_warnings(sc):  # once the scenario is known to run, before any training: as `edgesim plan`
+        say(f"warning: {line}")
+    if not sc.physics_only and not resuming and DATASETS[sc.learning.data.dataset].kind == "image":
         say(views_line(sc))
     folder.start(resume=resuming)
     if resuming:
         folder.mark(f"resumed {_now()} from the checkpoints in {CHECKPOINT_DIR}/")
     run_json = provenance(sc.path, with_torch=not sc.physics_only, started=_now(), argv=argv,
-                          plugins=sc.learning["run"].plugins)
+                          plugins=sc.learning.run.plugins)
     if inputs:
         run_json["inputs"] = inputs
     if not sc.physics_only:  # how training rounded and laid out its numbers, on what hardware
@@ -415,8 +326,8 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         from edgesim.learning.device import compute_device
         from edgesim.learning.numerics import describe
 
-        run_json["numerics"] = describe(training_numerics(sc.learning["train"]),
-                                        compute_device(sc.learning["train"].device))
+        run_json["numerics"] = describe(training_numerics(sc.learning.train),
+                                        compute_device(sc.learning.train.device))
     if resuming and folder.path(RUN_JSON).is_file():  # the first start's provenance, and when it was resumed
         try:
             old = json.loads(folder.path(RUN_JSON).read_text())
@@ -431,9 +342,9 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
         tracker = make_tracker(tracking, config, folder.work, out.name, folder.path, say)
         if tracker is not None:  # fed each round as it ends, before the caller's on_round
             on_round = tracker.feeding(on_round)
-        live = LiveTables(folder, sc)  # rounds.csv and devices.csv grow as the rounds end
+        live = LiveTables(folder, device_fields(sc))  # rounds.csv and devices.csv grow as the rounds end
         on_round = live.feeding(on_round)
-        names = list(sc.learning["run"].algorithms)
+        names = list(sc.learning.run.algorithms)
         warm = warm_start.obtain(sc, build_backend, folder.work, fp, resuming)
         if warm is not None:
             extra = {**extra, "warm_start": warm.summary()}
@@ -465,7 +376,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
             pass
         if isinstance(e, ConfigError) and folder.work.is_dir():
             how = ("; ⟨+resume⟩ to go on from its checkpoints once the cause is fixed"
-                   if sc.learning["run"].checkpoint_every else "")
+                   if sc.learning.run.checkpoint_every else "")
             raise e.reworded(f"{e} (the unfinished run is kept in {folder.work}{how})") from None
         if e is not caught:
             raise e from None
@@ -483,7 +394,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
 def views_line(sc: Scenario) -> str:
     """The run's augmentation choices in one line, said once at its start: the views FixMatch-style methods train
     on and whether they mirror images (``[data] hflip``, given or the data set's own rule)."""
-    data = sc.learning["data"]
+    data = sc.learning.data
     given = isinstance(sc.raw.get("data"), dict) and "hflip" in sc.raw["data"]
     flip = "flip (p = 1/2) + " if data.hflip else ""
     why = "as the scenario sets" if given else f"the rule of dataset = {data.dataset!r}"
@@ -517,6 +428,19 @@ def _check_same_inputs(folder: Path, inputs: dict) -> None:
     if change is not None:
         raise ConfigError(f"⟨resume⟩: {folder} cannot go on: {change}; a run on two data sets would be reported as "
                           "one. Restore the file, or run again from scratch (⟨+overwrite⟩, or another ⟨out⟩)")
+
+
+def plan_warnings(sc: Scenario) -> list[str]:
+    """What ``edgesim plan`` warns of for ``sc`` that a run says before training (:mod:`edgesim.scenarios.plan`):
+    too few local steps a round on the median device of the run's own partition."""
+    if sc.physics_only:
+        return []
+    from edgesim.scenarios.plan import device_steps, few_steps_warning, held_samples
+
+    w = sc.workload
+    steps = {"local_iterations": w.local_iterations, "batch_size": sc.learning.train.batch_size}
+    warning = few_steps_warning(sc, steps, device_steps(sc, w, held_samples(sc)))
+    return [warning] if warning else []
 
 
 def failure_note(e: BaseException) -> str:

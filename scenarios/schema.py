@@ -33,6 +33,7 @@ from edgesim.learning.config import PARAMETRIC, RunConfig
 from edgesim.learning.config import SECTIONS as LEARNING_SECTIONS
 from edgesim.resources import ResourcesConfig
 from edgesim.scenarios.feasibility import check_scenario_ends
+from edgesim.scenarios.sections import LearningSections
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
@@ -52,8 +53,9 @@ TORCH_ONLY_SECTIONS = ("data", "train", "algorithms", "compression", "variants")
 class Scenario:
     """A validated scenario: the simulator sections and, when built, the learning ones.
 
-    ``learning`` maps ``data``/``train``/``run``/``algorithms`` to their configs
-    (empty when the scenario was loaded for ``edgesim plan`` only).
+    ``learning``: the learning sections resolved into types (:class:`edgesim.scenarios.sections.LearningSections`:
+    ``data``, ``train``, ``run``, each algorithm's options and codec; all ``None`` when the scenario was loaded
+    with ``learning=False``).
     ``parametric`` is the ``[parametric]`` table (used when ``[run] backend =
     "parametric"``: a physics-only run).
     """
@@ -65,7 +67,7 @@ class Scenario:
     system: SystemConfig
     budget: BudgetConfig
     workload: WorkloadConfig
-    learning: Mapping[str, Any] = field(default_factory=dict)
+    learning: LearningSections = field(default_factory=LearningSections)
     raw: Mapping[str, Any] = field(default_factory=dict)
     parametric: ParametricConfig = field(default_factory=ParametricConfig)
     asynchrony: AsyncConfig = field(default_factory=AsyncConfig)
@@ -81,7 +83,7 @@ class Scenario:
     @property
     def physics_only(self) -> bool:
         """A ``[run] backend = "parametric"`` scenario: the clock alone, no torch."""
-        run = self.learning.get("run")
+        run = self.learning.run
         return run is not None and run.backend == PARAMETRIC
 
 
@@ -207,10 +209,12 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         physics_only = run.backend == PARAMETRIC
         if physics_only:
             w = built["workload"]
-            for key in ("model_bits", "sr_cycles", "pseudo_label_cycles_per_model"):
+            for key in ("model_bits", "samples_per_device", "sr_cycles", "pseudo_label_cycles_per_model"):
                 if getattr(w, key) == "auto":
-                    raise ScenarioError(f"{where}: [workload] {key} = 'auto': a physics-only run has no model to "
-                                        f"size; expected a number")
+                    unset = "" if key in raw.get("workload", {}) else " (the default: unset)"
+                    what = "no data to count" if key == "samples_per_device" else "no model to size"
+                    raise ScenarioError(f"{where}: [workload] {key} = 'auto'{unset}: a physics-only run has {what}; "
+                                        f"expected a number")
             if w.cycles_source != "given":
                 raise ScenarioError(f"{where}: [workload] cycles_source = {w.cycles_source!r}: a physics-only run "
                                     f"has no model to count FLOPs of; expected 'given'")
@@ -258,7 +262,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         description=raw.get("description", ""),
         seed=int(raw.get("seed", 0)),
         raw=raw,
-        learning=learned,
+        learning=sections(learned),
         parametric=parametric,
         asynchrony=asynchrony,
         availability=availability,
@@ -330,6 +334,24 @@ def check_input_path(value: Any, table: str, key: str, where: str) -> None:
         shown = too_long if len(too_long) <= 40 else too_long[:37] + "..."
         raise ScenarioError(f"{where}: [{table}] {key}: the name {shown!r} has {len(too_long.encode())} bytes; "
                             f"expected the path of an existing file or folder, each name at most {NAME_MAX} bytes")
+
+
+def sections(learned: Mapping[str, Any]) -> LearningSections:
+    """The validated learning sections as one typed object: each algorithm the run trains (``[run] algorithms``
+    and a warm start's) with its config, defaults filled, and its codec (the codecs :func:`validate` resolved)."""
+    if not learned:
+        return LearningSections()
+    run, tables, compression = learned["run"], learned["algorithms"], learned.get("compression")
+    names = [] if run.backend == PARAMETRIC else [*run.algorithms, *([run.warm_start["algorithm"]]
+                                                                      if run.warm_start else [])]
+    from edgesim.learning.algorithms import ALGORITHMS
+
+    variants = learned.get("variants", {})
+    configs = {name: tables.get(name) or ALGORITHMS[variants[name].algorithm if name in variants else name].config_cls()
+               for name in dict.fromkeys(names)}
+    return LearningSections(data=learned["data"], train=learned["train"], run=run, algorithms=tables,
+                            compression=compression, variants=variants, configs=configs,
+                            codecs=learned.get("codecs"))  # resolved once above (resolve_compression)
 
 
 def check_access_learning(system: SystemConfig, learned: Mapping[str, Any], where: str) -> None:
@@ -437,15 +459,16 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
 
 
 def load_plugins(modules, where: str, algorithms=()) -> None:
-    """The installed plugins' models, data sets and partitions, and the scenario's ``[run] plugins`` modules,
-    registered before the sections that name them are validated (:mod:`edgesim.learning.plugins`). The installed
-    algorithm plugins are loaded only when the scenario names an algorithm that is not declared yet (such a
-    plugin's module may import torch; a scenario of the built-in algorithms never does)."""
+    """The installed plugins' models, data sets and partitions, and the scenario's ``[run] plugins`` modules (looked
+    for beside the scenario file ``where`` first, then on the Python path), registered before the sections that
+    name them are validated (:mod:`edgesim.learning.plugins`). The installed algorithm plugins are loaded only
+    when the scenario names an algorithm that is not declared yet (such a plugin's module may import torch; a
+    scenario of the built-in algorithms never does)."""
     from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.plugins import import_plugins, load_entry_points
 
     load_entry_points("models", "datasets", "partitions")
-    import_plugins(modules, where)
+    import_plugins(modules, where, scenario_folder(where))
     if any(isinstance(a, str) and a not in ALGORITHMS for a in algorithms):
         load_entry_points("algorithms")
 
@@ -468,6 +491,14 @@ def load_codecs(raw: Mapping[str, Any]) -> None:
         from edgesim.learning.plugins import load_entry_points
 
         load_entry_points("codecs")
+
+
+def scenario_folder(where: str) -> Path | None:
+    """The folder of the scenario file ``where`` (``None`` when ``where`` names no file: a scenario given as a
+    dict)."""
+    path = Path(where)
+    return path.resolve().parent if path.is_file() else None
+
 
 
 def check_resources(resources: ResourcesConfig, system: SystemConfig, budget: BudgetConfig, run, where: str,

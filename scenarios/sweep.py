@@ -210,11 +210,11 @@ def validate_runs(spec: SweepSpec, out: Path) -> tuple[list[SweepRun], int]:
         except ConfigError as e:
             raise e.at(f"sweep run {run.name}") from None
         if not sc.physics_only:
-            most_threads = max(most_threads, resolve_threads(sc.learning["run"].threads))
+            most_threads = max(most_threads, resolve_threads(sc.learning.run.threads))
         if not sc.physics_only:  # names and algorithm options were checked by load_scenario; the data folder here
             from edgesim.learning.data.datasets import DATASETS
 
-            data = sc.learning["data"]
+            data = sc.learning.data
             if DATASETS[data.dataset].needs_files and (data.data_dir is None or not Path(data.data_dir).is_dir()):
                 raise ConfigError(f"sweep run {run.name}: [data] dataset = {data.dataset!r} needs data_dir, the "
                                   f"folder of its files (got {data.data_dir!r}); every run of a sweep is checked "

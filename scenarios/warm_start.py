@@ -75,7 +75,7 @@ def compute(sc, build_backend: Callable) -> WarmStart:
     :class:`ConfigError` (one line) when it diverges."""
     from edgesim.learning.algorithms.common import to_cpu
 
-    ws = sc.learning["run"].warm_start
+    ws = sc.learning.run.warm_start
     name = ws["algorithm"]
     backend = build_backend(name)
     sim = Simulation(sc.system, sc.budget, backend, seed=sc.seed, resources=sc.resources, access_options=sc.access)
@@ -136,9 +136,9 @@ def load(folder: Path, fingerprint: str) -> Optional[WarmStart]:
 def obtain(sc, build_backend: Callable, folder: Optional[Path], fingerprint: str, resuming: bool) -> Optional[WarmStart]:
     """The run's warm start (``None`` without one): read back from ``folder``'s checkpoints when resuming,
     else computed — and saved there when the run checkpoints (``folder`` given and ``run.checkpoint_every`` > 0)."""
-    if sc.physics_only or sc.learning["run"].warm_start is None:
+    if sc.physics_only or sc.learning.run.warm_start is None:
         return None
-    keep = folder is not None and sc.learning["run"].checkpoint_every > 0
+    keep = folder is not None and sc.learning.run.checkpoint_every > 0
     if keep and resuming:
         warm = load(folder, fingerprint)
         if warm is not None:

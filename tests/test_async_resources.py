@@ -248,7 +248,7 @@ def test_listeners_are_free_of_the_ranking():
 
 
 def test_edgesim_plan_shows_the_first_aggregations_planned_updates():
-    from edgesim.plan import first_round_allocation
+    from edgesim.planning import first_round_allocation
 
     system, workload = cell([1e9, 0.4e9])
     rows = first_round_allocation(system, BudgetConfig(rounds=2, round_mode="fedasync", deadline_s=2.0), workload,

@@ -175,13 +175,13 @@ def test_list_every_kind_with_options_types_and_defaults():
         result = runner.invoke(app, ["list", kind])
         assert result.exit_code == 0 and re.search(line, result.stdout, re.M), (kind, result.stdout[:500])
     as_json = json.loads(runner.invoke(app, ["list", "--json"]).stdout)
-    assert set(as_json) == {"algorithms", "models", "datasets", "partitions", "scenarios", "policies"}
+    assert set(as_json) == {"algorithms", "models", "datasets", "partitions", "scenarios", "policies", "access"}
     assert {"name": "mu", "type": "float", "default": 0.01, "meaning": (
         "mu: μ of FedProx's proximal term (μ/2)‖w − w_global‖² (Li et al., MLSys 2020, Eq. 2), 0 is FedAvg.")} in next(
         e for e in as_json["algorithms"] if e["name"] == "fedprox")["options"]
     bad = runner.invoke(app, ["list", "algorithm"])
     assert bad.exit_code == 2 and bad.stderr.strip() == (
-        "error: list 'algorithm': expected one of algorithms, models, datasets, partitions, scenarios, policies")
+        "error: list 'algorithm': expected one of algorithms, models, datasets, partitions, scenarios, policies, access")
 
 
 def test_list_values_need_no_toml_quoting(tiny_scenario):

@@ -174,9 +174,9 @@ def test_budget_rejects_bad_values(field, value):
 
 def test_workload_defaults():
     workload = WorkloadConfig()
-    # one pass over 500 samples at 1e6 cycles each; a 17.44 Mbit model
-    assert (workload.local_iterations, workload.samples_per_device, workload.cycles_per_sample) == (1, 500, 1e6)
-    assert workload.model_bits == 17_440_000
+    # one pass at 1e6 cycles a sample; the model's own bits and the partition's samples (issue 52: no paper constants)
+    assert (workload.local_iterations, workload.samples_per_device, workload.cycles_per_sample) == (1, "auto", 1e6)
+    assert workload.model_bits == "auto"
     assert workload.cycles_source == "given"
 
 

@@ -16,7 +16,7 @@ from edgesim.learning.algorithms.dofed_spp.algorithm import DofedSppConfig, auto
 from edgesim.learning.algorithms.dofed_spp.pca import compressed_bits
 from edgesim.learning.context import build_context
 from edgesim.learning.sizing import resolve_workload
-from edgesim.plan import slowest_device_constants
+from edgesim.planning import slowest_device_constants
 from edgesim.radio import shannon_rate_bps
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario

@@ -411,7 +411,7 @@ def rich_sim(access="fdma", seed=2):
                      mobility="random_waypoint", speed_m_per_s=3.0, cpu_freq_hz=[1e9 + 1e8 * i for i in range(12)],
                      downlink_rate_bps=5e7)
     b = BudgetConfig(total_time_s=80.0, rounds=8, round_mode="deadline", deadline_s=12.0)
-    backend = ParametricBackend(12, 6, WorkloadConfig(model_bits=4e7), seed=seed, download_bits=1e7)
+    backend = ParametricBackend(12, 6, WorkloadConfig(model_bits=4e7, samples_per_device=500), seed=seed, download_bits=1e7)
     return Simulation(s, b, backend, seed=seed), backend
 
 
@@ -605,7 +605,7 @@ def test_the_cyclic_gc_is_paused_only_for_the_engines_own_work():
     for enabled in (True, False):
         (gc.enable if enabled else gc.disable)()
         try:
-            sim = Simulation(SystemConfig(n_devices=4), BudgetConfig(rounds=2), Watching(4, 2, WorkloadConfig(model_bits=1e6)))
+            sim = Simulation(SystemConfig(n_devices=4), BudgetConfig(rounds=2), Watching(4, 2, WorkloadConfig(model_bits=1e6, samples_per_device=500)))
             sim.run()
             assert gc.isenabled() is enabled and seen == [enabled] * 4
         finally:
@@ -673,7 +673,7 @@ def _compare_with_resource(seed, monkeypatch) -> list:
         system = SystemConfig(n_devices=12, access="tdma", cpu_freq_hz=[1e9, 2e9, 1e9, 0.5e9] * 3,
                               downlink_rate_bps=1e7)
         budget = BudgetConfig(total_time_s=40, rounds=5, round_mode="deadline", deadline_s=2.0 + seed / 3)
-        sim = Simulation(system, budget, _RandomPlans(12, 9, WorkloadConfig(model_bits=1e6), seed=seed), seed=seed)
+        sim = Simulation(system, budget, _RandomPlans(12, 9, WorkloadConfig(model_bits=1e6, samples_per_device=500), seed=seed), seed=seed)
         records = sim.run()
         return sim.events, [(r.arrived, r.dropped, r.devices, r.end_time_s) for r in records]
 

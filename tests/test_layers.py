@@ -205,7 +205,7 @@ def test_the_two_engines_are_siblings():
 
 
 def test_the_sibling_check_can_fail():
-    assert "edgesim.links" in _reaches("edgesim.device_job") and "edgesim.engine" in _reaches("edgesim.plan")
+    assert "edgesim.links" in _reaches("edgesim.device_job") and "edgesim.engine" in _reaches("edgesim.planning")
 
 
 def _string_constants(module: str) -> set[str]:

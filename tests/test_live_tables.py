@@ -1,4 +1,4 @@
-"""rounds.csv and devices.csv grow row by row while a run goes (scenarios/run.py LiveTables,
+"""rounds.csv and devices.csv grow row by row while a run goes (edgesim/results/tables.py LiveTables,
 edgesim/results/writing.py LiveCsv): flushed at each round, never a torn line, and --resume keeps working."""
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ dependencies, the test's venv untouched) that the edgesim subprocesses get on
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -83,10 +84,33 @@ def test_run_plugins_imports_a_module_from_the_current_folder(example):
     assert 'plugins = [\n    "edgesim_trimmed_mean",\n]' in (example / "run" / "config.toml").read_text()
     record = json.loads((example / "run" / "run.json").read_text())["plugins"]
     assert record == [{"module": "edgesim_trimmed_mean", "version": None,
-                       "path": str(example / "edgesim_trimmed_mean.py")}]
+                       "path": str(example / "edgesim_trimmed_mean.py"),
+                       "sha256": hashlib.sha256((example / "edgesim_trimmed_mean.py").read_bytes()).hexdigest()}]
     listed = edgesim("list", "algorithms", "--scenario", str(scenario), cwd=example)
     assert listed.returncode == 0 and re.search(r"^trimmed_mean\b", listed.stdout, re.M), listed.stderr
     assert not re.search(r"^trimmed_mean\b", edgesim("list", "algorithms", cwd=example).stdout, re.M)
+
+
+def test_a_plugin_beside_the_scenario_is_found_from_another_folder(example, tmp_path):
+    """``[run] plugins`` are looked for in the scenario file's folder first (as ``data_dir`` is): run from elsewhere,
+    with nothing on PYTHONPATH; run.json names the file and its SHA-256."""
+    scenario = example / "trimmed.toml"
+    scenario.write_text(scenario.read_text().replace("[run]\n", '[run]\nplugins = ["edgesim_trimmed_mean"]\n'))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = edgesim("run", str(scenario), "--out", str(elsewhere / "run"), "-q", "--set", "run.rounds=1", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    source = example / "edgesim_trimmed_mean.py"
+    record = json.loads((elsewhere / "run" / "run.json").read_text())["plugins"]
+    assert record == [{"module": "edgesim_trimmed_mean", "version": None, "path": str(source),
+                       "sha256": hashlib.sha256(source.read_bytes()).hexdigest()}]
+    planned = edgesim("plan", str(scenario), cwd=elsewhere)
+    assert planned.returncode == 0 and "trimmed_mean" in planned.stdout, planned.stderr
+    source.rename(example / "moved_away.py")  # not beside the scenario, not on the path: one clear line
+    missing = edgesim("run", str(scenario), "--out", str(elsewhere / "r2"), "-q", cwd=elsewhere)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    assert "[run] plugins: cannot import 'edgesim_trimmed_mean'" in missing.stderr
+    assert "beside the scenario file" in missing.stderr
 
 
 def test_a_missing_plugin_is_one_clear_line(tiny_scenario, tmp_path):

@@ -74,7 +74,7 @@ def test_engine_uses_the_one_shannon_rate(monkeypatch):
     monkeypatch.setattr(links, "unchecked_shannon_rate_bps", lambda *a: scalar_calls.append(a) or real_scalar(*a))
     for access in ("tdma", "fdma"):
         system = SystemConfig(n_devices=3, channel_gain_db=-100, access=access)
-        Simulation(system, BudgetConfig(rounds=1), ParametricBackend(3, 2, WorkloadConfig(model_bits=1e6))).run()
+        Simulation(system, BudgetConfig(rounds=1), ParametricBackend(3, 2, WorkloadConfig(model_bits=1e6, samples_per_device=500))).run()
     views = [a for a in calls if a[0] == 1e6 and isinstance(a[1], np.ndarray)]
     fdma = [a for a in calls if a[0] == 0.5e6]  # two transfers sharing the 1 MHz band
     assert len(views) == 2 and fdma

@@ -84,9 +84,10 @@ def test_algorithm_tables_plan_and_plot_leave_torch_out(tmp_path):
     tables = "".join(f"[algorithms.{name}]\n" for name in ALGORITHMS)
     scenario = tmp_path / "s.toml"
     scenario.write_text('[data]\ndataset = "fashion_mnist"\ndata_dir = "."\npartition = "labels_at_server"\n'
+                        '[workload]\nmodel_bits = 1e6\nsamples_per_device = 500\n'  # given: planned without data
                         '[train]\nmodel = "cnn"\n[run]\nalgorithms = ["fedavg", "dofed_spp"]\n' + tables)
     phys = tmp_path / "p.toml"
-    phys.write_text('[workload]\nmodel_bits = 1e6\n[run]\nbackend = "parametric"\nclients_per_round = 2\n')
+    phys.write_text('[workload]\nmodel_bits = 1e6\nsamples_per_device = 500\n[run]\nbackend = "parametric"\nclients_per_round = 2\n')
     folder = run_scenario(load_scenario(phys), tmp_path / "r")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     result = subprocess.run([sys.executable, "-c", TABLES_PROBE, str(scenario), str(folder), str(tmp_path / "figs")],

@@ -650,3 +650,31 @@ for _spec in (
                   "FedMix IID: a class-balanced labelled set at the server, equal random unlabelled shares"),
 ):
     PARTITIONS.add(_spec)
+
+
+# The run's random streams of the data: the train pool drawn before partitioning, and the partition itself.
+POOL_STREAM, PARTITION_STREAM = 0x9001, 0x5EED
+
+
+def train_pool_indices(n_train: int, size: int, rng: np.random.Generator, name: str = "the data set") -> np.ndarray:
+    """Sorted indices of a uniformly drawn ``size``-sample subset of ``n_train`` training samples."""
+    if size > n_train:
+        raise ValueError(f"train_pool_size(={size}) exceeds the {n_train} training samples of {name}")
+    return np.sort(rng.choice(n_train, size=size, replace=False))
+
+
+def device_splits(y_train, y_test, n_classes: int, cfg, n_devices: int, seed: int, name: str = "the data set"):
+    """A run's data split, torch-free: ``(pool, server_indices or None, [ClientSplit per device])``.
+
+    ``pool``: the train indices drawn first (``cfg.train_pool_size``; ``None``: the whole split), which the
+    splits' train indices point into. The same streams as the run's (``[seed, POOL_STREAM]``,
+    ``[seed, PARTITION_STREAM]``), so ``edgesim plan`` sees the very split a run trains on.
+    """
+    pool = None
+    if cfg.train_pool_size is not None:
+        pool = train_pool_indices(len(y_train), cfg.train_pool_size, np.random.default_rng([seed, POOL_STREAM]), name)
+        y_train = np.asarray(y_train)[pool]
+    spec = PARTITIONS.lookup(cfg.partition)
+    server, splits = spec.apply(y_train, y_test, n_devices, np.random.default_rng([seed, PARTITION_STREAM]), n_classes,
+                                cfg)
+    return pool, server, splits

@@ -14,7 +14,7 @@ models. No (B, K) decision and no time budget apply to this round.
 Rounds t >= 1 — Phases 1–4:
 
 1. the BS decides (B, K) and the uploaders [K]: Ineq. (26) with C1, C2, C3 of
-   the slowest device (``edgesim.plan.slowest_device_constants``), the pairs
+   the slowest device (``edgesim.planning.slowest_device_constants``), the pairs
    of §4.4 (``edgesim.budget.examined_pairs``, capped at ``max_b``/``max_k``
    when given) and Algorithm 1 over each pair, keeping the set with the
    largest total SR (``edgesim.selection.best_selection``). No pair fits →
@@ -97,7 +97,7 @@ from edgesim.learning.costs import forward_cycles_per_sample
 from edgesim.learning.inference import predict_proba
 from edgesim.learning.label_quality import label_rates, round_label_metrics
 from edgesim.learning.state import sent_numbers
-from edgesim.plan import slowest_device_constants
+from edgesim.planning import slowest_device_constants
 from edgesim.selection import assignment, best_selection
 
 # --------------------------------------------------------------------------- cycles
@@ -132,14 +132,14 @@ def auto_cycles(name: str, scenario, model, dataset, cycles_per_sample: float) -
     """
     from edgesim.learning.data.partitions import dofed_sizes
 
-    data = scenario.learning["data"]
+    data = scenario.learning.data
     if data.partition not in ("subset", "normal"):
         raise ConfigError(
             f"{scenario.path}: [workload] {name} = \"auto\" needs data.partition \"subset\" or \"normal\" "
             f"(DoFed-SPP's set sizes), got {data.partition!r}; give {name} as a number of cycles"
         )
     sizes = dofed_sizes(dataset.n_classes, data.n_clusters, data.size_scale)
-    cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
+    cfg = scenario.learning.options("dofed_spp")
     sr, pse = phase_cycles(
         scenario.system.n_devices, sizes.labeled, sizes.unlabeled, sent_numbers(model.state_dict()), cycles_per_sample,
         scenario.workload.flops_per_cycle, cfg.g1, cfg.g2,
@@ -208,7 +208,7 @@ class DofedSpp:
 
     def budget_constants(self, view: SystemView) -> FeasibilityConstants:
         """C1, C2, C3 of Ineq. (26) for a round t >= 1 as this backend charges it, for the slowest device
-        (:func:`edgesim.plan.slowest_device_constants`) at ``view``'s rates: what ``plan_round`` decides on and
+        (:func:`edgesim.planning.slowest_device_constants`) at ``view``'s rates: what ``plan_round`` decides on and
         what ``edgesim plan`` prints for this scenario."""
         return slowest_device_constants(view.round_budget_s, self.round_train_cycles(), self.sr_cycles,
                                         self.pse_cycles, view.cpu_freq_hz, self.ctx.model_bits, view.uplink_rate_bps)

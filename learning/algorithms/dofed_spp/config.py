@@ -97,8 +97,8 @@ def target_cycles_per_round(scenario, workload) -> Optional[float]:
     from edgesim.learning.data.datasets import DATASETS, load_dataset
     from edgesim.learning.data.partitions import dofed_sizes
 
-    data = scenario.learning["data"]
-    cfg = scenario.learning.get("algorithms", {}).get("dofed_spp") or DofedSppConfig()
+    data = scenario.learning.data
+    cfg = scenario.learning.options("dofed_spp")
     if data.partition not in ("subset", "normal"):
         return cfg.target_cycles(workload.cycles_per_sample, workload.samples_per_device)
     n_classes = DATASETS.lookup(data.dataset).n_classes
