@@ -13,7 +13,10 @@ clock turning through availability switches and lost updates), so it is refused 
 - (:func:`check_updates_can_finish`, once the work of an update is known) online periods so short that no device's
   quickest update can finish while it stays online: with exponential online periods of mean ``mean_on_s``, an update
   of ``d`` seconds finishes with probability ``exp(−d / mean_on_s)``; below ``exp(−`` :data:`MAX_UPDATES_PER_PERIOD`
-  ``)`` it never does in practice.
+  ``)`` it never does in practice;
+- (:func:`check_deadline_can_be_met`) ``[resources] scheduling = "deadline_feasible"`` with a deadline that no device's
+  round meets even alone with the whole band at full power and CPU frequency, on the mean channel: the policy would
+  choose no device in any round (not refused with Rayleigh fading, mobility or estimated CSI: a lucky round might).
 
 Every other number of ``[async]``, ``[availability]`` and the Oort keys of ``[resources]`` follows the algorithm
 options' rule (:func:`edgesim.config.check_option_scale`: at most 1e6 times its default's magnitude).
@@ -142,3 +145,76 @@ def check_updates_can_finish(sc, build_backend: Callable) -> None:
                           f"{quickest}: {times[quickest]:.3g} s of compute and upload) finishes before its device "
                           f"goes offline with probability {p:.2g}, so no aggregation would ever happen; expected "
                           f"mean_on_s >= {times[quickest] / MAX_UPDATES_PER_PERIOD:.3g} s")
+
+
+def least_round_times_s(work: list[tuple[float, float]], system: SystemConfig, gains) -> "Any":
+    """Each device's least time for one round's work alone (s): its ``C`` cycles at its maximum CPU frequency and its
+    ``s`` upload bits over the whole band ``B`` at its maximum power, ``C / f_max + s / r(B, p_max)`` with ``r`` the
+    Shannon rate of Eq. (8) (:func:`edgesim.radio.shannon_rate_bps`) — what ``deadline_feasible`` compares with its
+    deadline (:meth:`edgesim.resources.scheduling.ScheduleView.predicted_s`). ``work``: ``(cycles, upload_bits)`` per
+    device; ``gains``: the channel gains (linear)."""
+    import numpy as np
+
+    from edgesim.radio import shannon_rate_bps
+
+    cycles = np.array([c for c, _ in work], dtype=float)
+    bits = np.array([b for _, b in work], dtype=float)
+    rates = shannon_rate_bps(float(system.bandwidth_hz), np.asarray(gains, dtype=float),
+                             np.asarray(system.tx_power_w, dtype=float), system.noise_psd_w_per_hz)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.where(bits > 0, bits / rates, 0.0)
+    return cycles / np.asarray(system.cpu_freqs_hz, dtype=float) + up
+
+
+def _per_device_work(sc, build_backend: Callable) -> Optional[list[tuple[float, float]]]:
+    """The first algorithm's ``(cycles, upload_bits)`` per device as its scheduler predicts them: the backend's
+    ``expected_work()``, else its asynchronous update's (``update_work``); ``None``: it tells neither."""
+    from edgesim.asynchrony import AsyncBackend
+
+    backend = build_backend(sc.learning["run"].algorithms[0])
+    expected = getattr(backend, "expected_work", None)
+    if not sc.asynchronous and callable(expected):
+        cycles, bits = expected()
+        return [(float(c), float(b)) for c, b in zip(cycles, bits)]
+    if not isinstance(backend, AsyncBackend) and callable(getattr(backend, "asynchronous", None)):
+        backend = backend.asynchronous()
+    if not isinstance(backend, AsyncBackend):
+        return None
+    works = [backend.update_work(d) for d in range(sc.system.n_devices)]
+    return [(float(sum(w.compute_cycles.values())), float(w.upload_bits)) for w in works]
+
+
+def check_deadline_can_be_met(sc, build_backend: Callable) -> None:
+    """``[resources] scheduling = "deadline_feasible"``: refuse a deadline τ that no device's round meets even alone
+    with the whole band at its maximum power and CPU frequency (:func:`least_round_times_s`): the policy would choose
+    no device in any round (sync: τ is ``[budget] deadline_s`` in ``"deadline"`` rounds, else T/G; asynchronous:
+    ``deadline_s``). The check is on the mean channel (path loss and shadowing, fixed for the run) and only refuses
+    what is surely impossible: with ``rayleigh_fading``, mobility or an estimated CSI a lucky round might meet τ, so
+    it says nothing there (the run's empty-round warning does)."""
+    if sc.resources.scheduling != "deadline_feasible":
+        return
+    system, budget = sc.system, sc.budget
+    if system.rayleigh_fading or system.mobility != "static" or system.csi not in (None, "perfect"):
+        return
+    if sc.asynchronous:
+        if budget.deadline_s is None:
+            return
+        deadline_s = float(budget.deadline_s)
+    else:
+        deadline_s = float(budget.round_deadline_s if budget.round_mode == "deadline" else budget.round_budget_s)
+    work = _per_device_work(sc, build_backend)
+    if work is None:
+        return
+    import numpy as np
+
+    from edgesim.channel import ChannelModel
+
+    times = least_round_times_s(work, system, ChannelModel(system, sc.seed).gains(0))
+    quickest = int(np.argmin(times))
+    if times[quickest] > deadline_s:
+        key = ("[budget] deadline_s" if budget.deadline_s is not None
+               else "[budget] total_time_s / rounds (the round's budget T/G)")
+        raise ConfigError(f"{sc.path}: {key} = {deadline_s:g} s: no device meets it even alone with the whole band "
+                          f"at full power and CPU frequency (the quickest, device {quickest}, needs "
+                          f"{times[quickest]:.3g} s of compute and upload), so [resources] scheduling = "
+                          f"'deadline_feasible' would choose no device; expected a deadline >= {times[quickest]:.3g} s")

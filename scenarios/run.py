@@ -40,7 +40,7 @@ from edgesim.results.writing import RunFolder, RunLock, check_out, is_finished, 
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.algorithm_run import check_budgets, make_backends, resolved_config, run_algorithm
 from edgesim.scenarios.checkpoint import AlgorithmRun
-from edgesim.scenarios.feasibility import check_updates_can_finish
+from edgesim.scenarios.feasibility import check_deadline_can_be_met, check_updates_can_finish
 from edgesim.scenarios.provenance import changed_inputs, input_files, now, provenance
 from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.threads import resolve_threads, threads
@@ -310,6 +310,7 @@ def _run_scenario(sc: Scenario, out: Path, on_round: Optional[Callable], *, resu
     build_backend, model_bits, extra = make_backends(sc, *clients)
     check_budgets(sc, build_backend)
     check_updates_can_finish(sc, build_backend)
+    check_deadline_can_be_met(sc, build_backend)
     for line in plan_warnings(sc):  # once the scenario is known to run, before any training: as `edgesim plan`
         say(f"warning: {line}")
     if not sc.physics_only and not resuming and DATASETS[sc.learning.data.dataset].kind == "image":

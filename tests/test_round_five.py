@@ -223,11 +223,13 @@ def test_a_run_that_could_never_end_is_refused_in_one_line(tiny_scenario, tmp_pa
 
 
 @pytest.mark.parametrize("sets, reason", [
-    (["resources.scheduling=deadline_feasible", "budget.round_mode=deadline", "budget.deadline_s=1e-6"],
-     "scheduling = 'deadline_feasible'"),
+    # Rayleigh fading: a lucky round might meet the deadline, so it is not refused up front (without fading it is:
+    # tests/test_deadline_feasibility.py); the run ends and says its rounds were empty.
+    (["resources.scheduling=deadline_feasible", "budget.round_mode=deadline", "budget.deadline_s=1e-6",
+      "system.rayleigh_fading=true"], "scheduling = 'deadline_feasible'"),
     (["availability.model=trace", "availability.trace=LATE"], "online"),
-    (["budget.round_mode=fedasync", "resources.scheduling=deadline_feasible", "budget.deadline_s=1e-6"],
-     "no aggregation"),
+    (["budget.round_mode=fedasync", "resources.scheduling=deadline_feasible", "budget.deadline_s=1e-6",
+      "system.rayleigh_fading=true"], "no aggregation"),
 ])
 def test_a_run_with_rounds_without_any_device_says_so_and_marks_its_summary(tiny_scenario, tmp_path, sets, reason):
     late = tmp_path / "late.csv"
