@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import csv
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from documented_plugin import edgesim, install, write_package
 
 from edgesim.radio import shannon_rate_bps
 
@@ -18,25 +16,11 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_an_access_scheme.m
 N0 = 10 ** (-174 / 10) / 1e3  # the default noise PSD, -174 dBm/Hz, in W/Hz
 
 
-def doc_files() -> dict[str, str]:
-    return dict(re.findall(r"```\w+ file=(\S+)\n(.*?)```", DOC.read_text(), flags=re.S))
-
-
-def edgesim(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 @pytest.fixture
 def example(tmp_path) -> Path:
-    files = doc_files()
-    assert set(files) == {"edgesim_dedicated.py", "pyproject.toml", "dedicated.toml"}
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    for name, text in files.items():
-        (pkg / name).write_text(text)
-    return pkg
+    return write_package(DOC, tmp_path, {"edgesim_dedicated.py", "pyproject.toml", "dedicated.toml"})
 
 
 def _check_airtimes(devices_csv: Path, channel_hz: float) -> None:
@@ -49,15 +33,7 @@ def _check_airtimes(devices_csv: Path, channel_hz: float) -> None:
 
 
 def test_the_documented_scheme_installs_lists_and_runs(example, tmp_path):
-    target = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--no-index", "--target", str(target), str(example)], capture_output=True, text=True,
-                         timeout=300)
-    assert pip.returncode == 0, pip.stderr
-    work = tmp_path / "work"  # not the package's folder: only the entry point can find the module
-    work.mkdir()
-    scenario = work / "dedicated.toml"
-    scenario.write_text((example / "dedicated.toml").read_text())
+    target, work, scenario = install(example, tmp_path, "dedicated.toml")
     listed = edgesim("list", "access", cwd=work, pythonpath=str(target))
     assert listed.returncode == 0, listed.stderr
     assert re.search(r"^dedicated\s+Dedicated channels: each device alone", listed.stdout, re.M)

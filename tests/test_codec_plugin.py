@@ -6,37 +6,22 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import TINY_SCENARIO
+from documented_plugin import edgesim, install, write_package
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_a_codec.md"
 
 
-def doc_files() -> dict[str, str]:
-    return dict(re.findall(r"```\w+ file=(\S+)\n(.*?)```", DOC.read_text(), flags=re.S))
-
-
-def edgesim(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 @pytest.fixture
 def example(tmp_path) -> Path:
-    files = doc_files()
-    assert set(files) == {"edgesim_uniform.py", "pyproject.toml", "uniform.toml"}
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    for name, text in files.items():
-        (pkg / name).write_text(text)
-    return pkg
+    return write_package(DOC, tmp_path, {"edgesim_uniform.py", "pyproject.toml", "uniform.toml"})
 
 
 def _sizes() -> list[int]:
@@ -48,15 +33,7 @@ def _sizes() -> list[int]:
 
 
 def test_the_documented_codec_installs_plans_and_runs(example, tmp_path):
-    target = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--no-index", "--target", str(target), str(example)], capture_output=True, text=True,
-                         timeout=300)
-    assert pip.returncode == 0, pip.stderr
-    work = tmp_path / "work"  # not the package's folder: only the entry point can find the module
-    work.mkdir()
-    scenario = work / "uniform.toml"
-    scenario.write_text((example / "uniform.toml").read_text())
+    target, work, scenario = install(example, tmp_path, "uniform.toml")
     sizes = _sizes()
     expected = 32 * len(sizes) + 4 * sum(sizes)  # 32·T + b·P, by hand
     plan = edgesim("plan", str(scenario), "--json", cwd=work, pythonpath=str(target))

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from documented_plugin import edgesim, install, write_package
 from typer.testing import CliRunner
 
 from edgesim.scenarios.cli import app
@@ -24,39 +22,16 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_an_algorithm.md"
 runner = CliRunner()
 
 
-def doc_files() -> dict[str, str]:
-    """The page's ```lang file=NAME blocks, by file name."""
-    return dict(re.findall(r"```\w+ file=(\S+)\n(.*?)```", DOC.read_text(), flags=re.S))
-
-
-def edgesim(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 @pytest.fixture
 def example(tmp_path) -> Path:
-    files = doc_files()
-    assert set(files) == {"edgesim_trimmed_mean.py", "pyproject.toml", "trimmed.toml"}
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    for name, text in files.items():
-        (pkg / name).write_text(text)
-    return pkg
+    return write_package(DOC, tmp_path, {"edgesim_trimmed_mean.py", "pyproject.toml", "trimmed.toml"})
 
 
 def test_the_documented_plugin_installs_and_runs_by_name(example, tmp_path):
-    target = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--no-index", "--target", str(target), str(example)], capture_output=True, text=True,
-                         timeout=300)
-    assert pip.returncode == 0, pip.stderr
+    target, work, scenario = install(example, tmp_path, "trimmed.toml")
     assert list(target.glob("edgesim_trimmed_mean-*.dist-info"))
-    work = tmp_path / "work"  # not the package's folder: only the entry point can find the module
-    work.mkdir()
-    scenario = work / "trimmed.toml"
-    scenario.write_text((example / "trimmed.toml").read_text())
     listed = edgesim("list", "algorithms", cwd=work, pythonpath=str(target))
     assert listed.returncode == 0, listed.stderr
     assert re.search(r"^trimmed_mean\b.*TrimmedMean: FedAvg with a coordinate-wise trimmed mean", listed.stdout, re.M)

@@ -4,39 +4,23 @@
 from __future__ import annotations
 
 import csv
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from documented_plugin import edgesim, install, write_package
 
 from edgesim.resources.formulas import rate_bps
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_a_policy.md"
 
 
-def doc_files() -> dict[str, str]:
-    return dict(re.findall(r"```\w+ file=(\S+)\n(.*?)```", DOC.read_text(), flags=re.S))
-
-
-def edgesim(*args: str, cwd: Path, pythonpath: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 @pytest.fixture
 def example(tmp_path) -> Path:
-    files = doc_files()
-    assert set(files) == {"edgesim_airtime_share.py", "pyproject.toml", "airtime.toml"}
-    pkg = tmp_path / "pkg"
-    pkg.mkdir()
-    for name, text in files.items():
-        (pkg / name).write_text(text)
-    return pkg
+    return write_package(DOC, tmp_path, {"edgesim_airtime_share.py", "pyproject.toml", "airtime.toml"})
 
 
 def _check_bands(devices_csv: Path, bandwidth_hz: float, n0: float) -> None:
@@ -54,15 +38,7 @@ def _check_bands(devices_csv: Path, bandwidth_hz: float, n0: float) -> None:
 
 
 def test_the_documented_policy_installs_lists_and_runs(example, tmp_path):
-    target = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--no-index", "--target", str(target), str(example)], capture_output=True, text=True,
-                         timeout=300)
-    assert pip.returncode == 0, pip.stderr
-    work = tmp_path / "work"  # not the package's folder: only the entry point can find the module
-    work.mkdir()
-    scenario = work / "airtime.toml"
-    scenario.write_text((example / "airtime.toml").read_text())
+    target, work, scenario = install(example, tmp_path, "airtime.toml")
     listed = edgesim("list", "policies", cwd=work, pythonpath=str(target))
     assert listed.returncode == 0, listed.stderr
     assert re.search(r"^bandwidth\.airtime_share\s+FDMA: each uploader's band in proportion", listed.stdout, re.M)
