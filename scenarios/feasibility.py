@@ -171,7 +171,7 @@ def _per_device_work(sc, build_backend: Callable) -> Optional[list[tuple[float, 
     ``expected_work()``, else its asynchronous update's (``update_work``); ``None``: it tells neither."""
     from edgesim.asynchrony import AsyncBackend
 
-    backend = build_backend(sc.learning["run"].algorithms[0])
+    backend = build_backend(sc.learning.run.algorithms[0])
     expected = getattr(backend, "expected_work", None)
     if not sc.asynchronous and callable(expected):
         cycles, bits = expected()
