@@ -3,7 +3,7 @@
 ``edgesim/`` is the simulator and the public face; ``learning/``, ``scenarios/`` and ``plots/``
 install as ``edgesim.learning``, ``edgesim.scenarios`` and ``edgesim.plots`` (setuptools'
 ``package_dir`` mapping), so an install claims the top-level name ``edgesim`` only
-(docs/architecture.md). Everything else is in ``pyproject.toml``.
+(docs/extend/architecture.md). Everything else is in ``pyproject.toml``.
 """
 
 from setuptools import find_packages, setup

@@ -1,4 +1,4 @@
-"""docs/arena.md's compact tables from an ``edgesim report`` folder: one row per grid point.
+"""docs/studies/arena.md's compact tables from an ``edgesim report`` folder: one row per grid point.
 
     python benchmarks/arena_table.py REPORT_DIR --threshold T --algorithms A,B,C [--metric final_accuracy ...]
         [--rows algorithms] [--paired]

@@ -1,4 +1,4 @@
-"""The asynchrony study's tables and figure (docs/asynchrony.md, "A measured study") from its sweep folder.
+"""The asynchrony study's tables and figure (docs/model/asynchrony.md, "A measured study") from its sweep folder.
 
     edgesim sweep scenarios/async_study.toml --grid budget.round_mode=sync,deadline,fedasync,fedbuff \\
         --grid availability.model=always,markov --seeds 3 --jobs 2 --out sweeps/async_study

@@ -1,4 +1,4 @@
-"""The compression study's clock at other bandwidths, from the learning it ran at one (docs/compression.md).
+"""The compression study's clock at other bandwidths, from the learning it ran at one (docs/model/compression.md).
 
 In ``scenarios/compression_study.toml`` every run does its 30 rounds (the 600 s budget is never reached, no
 deadline): which devices a round samples (``rng(seed, "sample", round)``), their batches, augmentations and
@@ -8,7 +8,7 @@ bandwidths: the algorithm's own ``plan_round`` (the sampled devices, their cycle
 depends on the learning), and as the round's answer the accuracy the real run recorded. No training runs.
 
 ``--check`` first replays every folder at its own bandwidth and requires the real ``time_s`` of every round,
-exactly (the replay is the engine the run used); docs/compression.md also checks real 1 MHz runs against it.
+exactly (the replay is the engine the run used); docs/model/compression.md also checks real 1 MHz runs against it.
 
     python benchmarks/compression_retime.py SWEEP_FOLDER --bandwidths 1e6 1e7 --out RETIMED_FOLDER --check
 

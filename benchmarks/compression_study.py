@@ -1,4 +1,4 @@
-"""Tables and a figure of the compression study (docs/compression.md, "The study") from its sweep folder.
+"""Tables and a figure of the compression study (docs/model/compression.md, "The study") from its sweep folder.
 
 Reads the run folders of ``benchmarks/compression_study.sh`` (``edgesim sweep`` over ``system.bandwidth_hz`` ×
 ``compression.uplink`` × 3 seeds, each folder both FedAvg and FixAvg) and, with ``--retimed``, the folders of

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The compression study of docs/compression.md: FedAvg and FixAvg on the arena's cell with digits
+# The compression study of docs/model/compression.md: FedAvg and FixAvg on the arena's cell with digits
 # (scenarios/compression_study.toml: 20 devices, TDMA, 40 rounds), at 0.1, 1 and 10 MHz, nine uplink settings,
 # three seeds: one `edgesim sweep` (81 run folders, each both algorithms) under $OUT (default
 # /tmp/compression_study/sweep). Started again with the same arguments it skips the finished runs. Then:

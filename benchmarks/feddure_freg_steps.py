@@ -1,4 +1,4 @@
-"""F-reg steps per device per run (docs/feddure.md, "How often F-reg steps"): counted, not estimated.
+"""F-reg steps per device per run (docs/studies/feddure.md, "How often F-reg steps"): counted, not estimated.
 
     python benchmarks/feddure_freg_steps.py
 

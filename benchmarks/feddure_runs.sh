@@ -1,8 +1,8 @@
 #!/bin/bash
-# The CPU-scale FedDure experiments of docs/feddure.md, one process at a time, one torch thread, nice'd:
+# The CPU-scale FedDure experiments of docs/studies/feddure.md, one process at a time, one torch thread, nice'd:
 # 3 seeds x 3 splits of scenarios/feddure_fmnist_cpu.toml (all nine methods), the two ablations on (DIR, DIR),
 # and seed 0 of (DIR, DIR) again with 0.1 GHz device CPUs (time to accuracy under a compute-bound clock).
-# Then: python benchmarks/feddure_table.py runs/feddure_cpu --figures docs/figures
+# Then: python benchmarks/feddure_table.py runs/feddure_cpu --figures docs/studies/figures
 set -u
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1

@@ -1,4 +1,4 @@
-"""FedDure's tables and figures from the CPU-scale run folders (docs/feddure.md).
+"""FedDure's tables and figures from the CPU-scale run folders (docs/studies/feddure.md).
 
 Reads ``<runs>/<setting>_s<seed>/rounds.csv`` (settings iid_iid, iid_dir, dir_dir), the ablation folders
 ``<runs>/ablation_dir_dir_s<seed>`` and the slow-CPU folder ``<runs>/slowcpu_dir_dir_s0``, as
@@ -13,7 +13,7 @@ Reads ``<runs>/<setting>_s<seed>/rounds.csv`` (settings iid_iid, iid_dir, dir_di
 ``--figures DIR`` also draws accuracy against round per setting and accuracy against simulated time at the
 two CPU speeds with ``edgesim.plots.curves.plot_accuracy``.
 
-    python benchmarks/feddure_table.py runs/feddure_cpu --figures docs/figures
+    python benchmarks/feddure_table.py runs/feddure_cpu --figures docs/studies/figures
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The warm-start table of docs/feddure.md: last-10-round mean accuracy per algorithm over run folders (seeds).
+"""The warm-start table of docs/studies/feddure.md: last-10-round mean accuracy per algorithm over run folders (seeds).
 
     python benchmarks/feddure_warm_table.py runs/warm_s0 runs/warm_s1 runs/warm_s2 [--last 10] [--versus fixavg]
 

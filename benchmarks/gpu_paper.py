@@ -82,7 +82,7 @@ class Job:
 
 def paper_jobs() -> list[Job]:
     """The window's jobs in priority order (module docstring). ``gpu_gib``: the peaks of the H200 window of
-    2026-11-27 (docs/gpu.md), where packing by processes alone filled the GPU's 140 GiB and four jobs failed:
+    2026-11-27 (docs/use/gpu.md), where packing by processes alone filled the GPU's 140 GiB and four jobs failed:
     UM-pFSSL's layout held 77 GiB in one process, so c trains its two algorithms one after another (UM-pFSSL,
     the paper's method, first), five clients a vectorised pass (about half that memory, an 80 GB card too;
     c's figure is that estimate, not a measurement)."""

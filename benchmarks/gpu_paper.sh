@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The papers' scale in one GPU window (docs/gpu.md): on one H100/H200, within a total of 9 minutes,
+# The papers' scale in one GPU window (docs/use/gpu.md): on one H100/H200, within a total of 9 minutes,
 #   the device, torch and CUDA versions; `pytest -m gpu` (alone, at most 60 s);
 #   then benchmarks/gpu_paper.py's jobs in priority order under one time guard, packed several to the GPU:
 #   (a) DoFed-SPP SUBSET/NORMAL at size_scale 1, 5 methods, seeds 0-2; (b) FedDure Fashion-MNIST (IID, IID);

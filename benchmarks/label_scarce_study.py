@@ -1,4 +1,4 @@
-"""Tables of the label-scarce studies (issue 35; docs/ssl_limit.md), from the runs of label_scarce_study.sh.
+"""Tables of the label-scarce studies (issue 35; docs/studies/ssl_limit.md), from the runs of label_scarce_study.sh.
 
     python benchmarks/label_scarce_study.py choose TUNE_SWEEP... [--column val_accuracy]  # --set lines: best rates
     python benchmarks/label_scarce_study.py final RUN_OR_SWEEP... [--baseline fedavg_labeled] [--last 3]

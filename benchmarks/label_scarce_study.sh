@@ -1,12 +1,12 @@
 #!/bin/bash
-# The label-scarce studies of issue 35 (docs/ssl_limit.md), whole: run unchanged on a GPU or a bigger CPU.
+# The label-scarce studies of issue 35 (docs/studies/ssl_limit.md), whole: run unchanged on a GPU or a bigger CPU.
 #  1. the label-scarce arena (scenarios/arena_label_scarce.toml), both of FedDure's Fashion-MNIST layouts:
 #     every method's learning rate tuned on a validation split (4 rates, tuning seeds 100 and 101), then 5 seeds,
 #     paired against FedAvg* (the floor);
 #  2. labels at the server with fewer labels (scenarios/las_fmnist_550.toml, 100 and 250 server labels): FedMatch,
 #     FedMix+FedFreq and supervised only, tuned the same way on held-out server labels, then 5 seeds;
 #  3. (las_floor, not in all) the floor's control: supervised only with 10 server epochs a round, tuned and run the
-#     same way (one full-batch step a round at 100 labels leaves it unstable: docs/labels_at_server.md);
+#     same way (one full-batch step a round at 100 labels leaves it unstable: docs/studies/labels_at_server.md);
 #  4. (las_off, not in all) FedMatch with its unlabelled terms off (lambda_a = lambda_i = 0) at its chosen rate: what
 #     its decomposition gives without the unlabelled data.
 # Environment: SCENARIO (default the full arena; scenarios/label_scarce_cpu.toml is the CPU cut), RUNS (out
@@ -16,7 +16,7 @@
 # LAYOUTS ("iid dir"; one of them to run a layout alone), SETS (more --set KEY=VALUE words for every run of the arena
 # stages, e.g. SETS="algorithms.pfedme.personal_lr=0.03").
 # Tables: python benchmarks/label_scarce_study.py final $RUNS/final_* ; edgesim report $RUNS/final_iid --baseline
-# fedavg_labeled. Measured cost: docs/ssl_limit.md ("The full study").
+# fedavg_labeled. Measured cost: docs/studies/ssl_limit.md ("The full study").
 set -eu
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
@@ -60,7 +60,7 @@ done
 if [ "$STAGE" = all ] || [ "$STAGE" = las ]; then
   # LAS_LABELS (100 250), LAS_TUNE_ROUNDS (the scenario's 60; the CPU study used 20), PRECISION (the scenario's
   # float32 unless set; the CPU study used bfloat16). Each method gets the same budget: 3 rates, 2 tuning seeds.
-  # The grids are {r/4, r/2, r} below each method's 1,000-label rate r (docs/labels_at_server.md, "Fewer labels").
+  # The grids are {r/4, r/2, r} below each method's 1,000-label rate r (docs/studies/labels_at_server.md, "Fewer labels").
   prec=(); [ -n "${PRECISION:-}" ] && prec=(--set "train.precision=\"$PRECISION\"")
   for labels in ${LAS_LABELS:-100 250}; do
     held=$((labels / 5))  # a fifth of the server's labels held out for tuning (20 of 100, 50 of 250)

@@ -1,4 +1,4 @@
-"""Tables and figures of docs/labels_at_server.md from the sweeps of ``scenarios/las_fmnist_550.toml``.
+"""Tables and figures of docs/studies/labels_at_server.md from the sweeps of ``scenarios/las_fmnist_550.toml``.
 
     python benchmarks/labels_at_server.py tune SWEEP... [--column accuracy]  # the tuning table (validation accuracy)
     python benchmarks/labels_at_server.py final ROOT [--figures DIR]

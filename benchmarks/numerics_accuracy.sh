@@ -2,7 +2,7 @@
 # float32 against bfloat16 (channels-last both), 3 seeds, each seed's pair back to back, one CPU thread:
 # the default scenario (FedAvg, FedProx, Local), labels at the server (las_fmnist_cpu, FedMatch) and the
 # labels-at-clients arena's FixAvg (FixMatch family). Then: python benchmarks/numerics_accuracy.py OUT
-# Usage: EDGESIM_DATA=../shared/data benchmarks/numerics_accuracy.sh [OUT]   (docs/numerics.md, "Accuracy")
+# Usage: EDGESIM_DATA=../shared/data benchmarks/numerics_accuracy.sh [OUT]   (docs/model/numerics.md, "Accuracy")
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/numerics}
 mkdir -p "$OUT"

@@ -23,7 +23,7 @@ Only the benchmark's inputs are tailored, through the :class:`edgesim.learning.c
   the round's clients are ``fl_workload.sampled_clients(round)``, a client's generator is seeded as
   ``fl_workload.client_perm(round, pid)`` seeds its permutation, and the initial model is
   ``fl_workload.initial_model()``. The executors draw the batch order from a sub-seed of that
-  generator (docs/metrics.md, "Paired comparisons"), so the sample order, and with it the trained
+  generator (docs/use/metrics.md, "Paired comparisons"), so the sample order, and with it the trained
   global models, differ from plain_loop.py's (``summarize.py`` still prints the difference from the
   saved ``*_round0.npz`` / ``*_final.npz``); ``--ab-clients`` and ``--ab-numerics`` compare one client
   on the same order;

@@ -1,4 +1,4 @@
-"""The resource-policy study of docs/resource_policies.md: scenarios/resource_policies.toml (the arena's cell,
+"""The resource-policy study of docs/model/resource_policies.md: scenarios/resource_policies.toml (the arena's cell,
 physics-only) under each policy, at 0.1, 1 and 10 MHz, 3 seeds; device energy against time to accuracy.
 
     python benchmarks/resource_study.py --out benchmarks/resource_study

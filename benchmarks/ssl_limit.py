@@ -7,7 +7,7 @@ from the same initialisation through the project's own trainer (``edgesim.learni
 
 * ``labelled``: cross-entropy on the weak view of the labelled images only (FixMatch's supervised term);
 * ``fixmatch``: FixMatch (Sohn et al., NeurIPS 2020, Eq. 2-4), τ = 0.95, λ_u = 1, μ = 7;
-* ``uda``: UDA (Xie et al., NeurIPS 2020) as the FedAvg family configures it (docs/fedavg_family.md).
+* ``uda``: UDA (Xie et al., NeurIPS 2020) as the FedAvg family configures it (docs/model/fedavg_family.md).
 
 Views are the data set's (``DatasetSpec.hflip_preserves_labels``: no flip on MNIST, flip on Fashion-MNIST;
 ``--hflip on`` forces the flip, to measure what it costs). Optimiser: SGD, lr 0.03, momentum 0.9, Nesterov,
@@ -23,7 +23,7 @@ FixMatch/UDA trains B + 2μB rows, of labelled-only B. The unlabelled stream lea
 after every step (``LocalTask.ema_decay``; FixMatch uses 0.999), and reports its test accuracy beside the raw
 weights' (``ema_accuracy``). ``--precision bfloat16`` trains under bfloat16 autocast (edgesim.learning.numerics);
 channels-last is the executors' default memory format. Host wall-clock and process CPU time are printed per run
-(one torch thread by default). Results: docs/ssl_limit.md.
+(one torch thread by default). Results: docs/studies/ssl_limit.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""UM-pFSSL's Tables 1 and 3 and figures (docs/um_pfssl.md) from sweep folders of edgesim runs.
+"""UM-pFSSL's Tables 1 and 3 and figures (docs/studies/um_pfssl.md) from sweep folders of edgesim runs.
 
     python benchmarks/um_pfssl_table.py table1 SWEEP_DIR [DIR:SUFFIX ...]  # runs named data.alpha=A,seed=S
     python benchmarks/um_pfssl_table.py table3 SWEEP_DIR FEDAVG_RUN  # runs named ...update_every=V,seed=S

@@ -1,6 +1,6 @@
 """edgesim: a wireless edge-network co-simulator for federated semi-supervised learning.
 
-``import edgesim`` is the one public entry point (docs/python_api.md):
+``import edgesim`` is the one public entry point (docs/use/python_api.md):
 
 - :func:`load_scenario` — a validated scenario from a TOML file, a dict or the bundled default, with overrides;
 - :func:`plan` — what ``edgesim plan`` prints, as an object (round budget, per-device times, local steps);
@@ -13,7 +13,7 @@
 
 This module is a thin face: the API is implemented in the application layer
 (:mod:`edgesim.scenarios.api`) and handed on lazily (PEP 562), so ``import edgesim`` imports
-nothing above the simulator and never imports torch (docs/architecture.md).
+nothing above the simulator and never imports torch (docs/extend/architecture.md).
 
 The package is also the simulator itself, the bottom floor:
 

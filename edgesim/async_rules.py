@@ -12,10 +12,10 @@ A rule is one class registered by name (``@register_async_rule("fedbuff")``); ``
 - ``combine``: how the server combines the arrivals, the name of a learning-side step (default: the rule's
   own name). The FedAvg family registers its steps with ``register_async_combine``: ``"fedasync"`` mixes,
   ``"fedbuff"`` steps by the weighted mean delta. A rule that reuses one is one file; a rule with a step
-  of its own registers it under its name in a second (docs/writing_an_async_rule.md).
+  of its own registers it under its name in a second (docs/extend/writing_an_async_rule.md).
 Plugins register on import: an installed package through the entry-point group ``edgesim.async_rules``
 (loaded when a round mode is not known yet), or an import before the scenario is loaded.
-docs/writing_an_async_rule.md shows a new rule in one file.
+docs/extend/writing_an_async_rule.md shows a new rule in one file.
 """
 
 from __future__ import annotations

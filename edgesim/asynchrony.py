@@ -1,4 +1,4 @@
-"""Asynchronous aggregation on the event clock: FedAsync, FedBuff and the other rules (docs/asynchrony.md).
+"""Asynchronous aggregation on the event clock: FedAsync, FedBuff and the other rules (docs/model/asynchrony.md).
 
 A ``budget.round_mode`` that is an asynchronous rule (:mod:`edgesim.async_rules`: ``"fedasync"``,
 ``"fedbuff"``, plugins) replaces the round by
@@ -146,7 +146,7 @@ def check_async_access(access: str, round_mode: str) -> None:
 def check_async_resources(resources: ResourcesConfig, budget: BudgetConfig) -> None:
     """The ``[resources]`` table for an asynchronous ``budget.round_mode``: a ``ValueError`` of one line naming the
     key, its value and why when a policy has no meaning for a free slot, or needs ``[budget] deadline_s`` and it is
-    unset (what each policy declares, :func:`edgesim.resources.check_round_mode`; docs/asynchrony.md)."""
+    unset (what each policy declares, :func:`edgesim.resources.check_round_mode`; docs/model/asynchrony.md)."""
     check_round_mode(resources, budget.round_mode, True, budget.deadline_s)
 
 

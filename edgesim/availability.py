@@ -1,4 +1,4 @@
-"""Devices that come and go: when each device is online (docs/asynchrony.md, "Availability").
+"""Devices that come and go: when each device is online (docs/model/asynchrony.md, "Availability").
 
 Three models, chosen by the scenario's ``[availability]`` table
 (:class:`AvailabilityConfig`):

@@ -1,6 +1,6 @@
 """The protocol between the engine (the clock) and a learning backend (the learning).
 
-One round, as the data flows (docs/system_model.md): each round the engine hands the
+One round, as the data flows (docs/model/system_model.md): each round the engine hands the
 backend a :class:`SystemView`; the backend answers with a :class:`RoundPlan`
 (who computes how many cycles per phase, who uploads and downloads how many
 bits); the engine runs that plan on the SimPy clock and hands back a
@@ -95,8 +95,8 @@ class RoundOutcome:
     ``compute_end_s``/``upload_end_s``: absolute simulated times per device.
     ``server_cut``: the deadline fell inside the server's phase before the broadcast
     (``RoundPlan.server_cycles``): the phase did not finish and nothing was broadcast, so the
-    round yields nothing — the backend keeps every model as it was (docs/system_model.md).
-    ``over_the_air_noise_var``: under an over-the-air access scheme (AirComp, docs/access_schemes.md) the base
+    round yields nothing — the backend keeps every model as it was (docs/model/system_model.md).
+    ``over_the_air_noise_var``: under an over-the-air access scheme (AirComp, docs/model/access_schemes.md) the base
     station received the sum of the arrived updates plus Gaussian noise of this variance on each parameter, which
     the aggregate must carry; ``None``: digital uploads, each received exactly.
     """
@@ -165,7 +165,7 @@ class LossFeedback(Protocol):
     """The loss feedback of the round protocol: what reports each trained device's :class:`DeviceLoss`.
 
     The engine calls ``device_losses()`` after every ``complete_round`` when a ``[resources]`` scheduling policy
-    is set, and hands the statistics to the policy (Oort's statistical utility, docs/resource_policies.md); each
+    is set, and hands the statistics to the policy (Oort's statistical utility, docs/model/resource_policies.md); each
     call returns the devices trained since the last one. A :class:`LearningBackend` may be one itself; a run whose
     algorithms share one log hands the engine that log (``Simulation(device_losses=feedback.device_losses)``).
     """

@@ -1,4 +1,4 @@
-"""Channel gains of the devices: path loss, shadowing, Rayleigh fading, mobility (docs/system_model.md).
+"""Channel gains of the devices: path loss, shadowing, Rayleigh fading, mobility (docs/model/system_model.md).
 
 The gain ``g_n`` of Eq. (8) is built as
 

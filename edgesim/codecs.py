@@ -14,7 +14,7 @@ fields are its options (the keys of ``[compression] uplink = {method = "qsgd", b
 
 Its encoder and decoder are registered under the same name on the learning side
 (:func:`edgesim.learning.compression.register_encoding`). A transfer carries P numbers in T tensors
-(``sizes`` lists each tensor's numbers); the built-in codecs and their sizes (docs/compression.md):
+(``sizes`` lists each tensor's numbers); the built-in codecs and their sizes (docs/model/compression.md):
 
 - ``none``: 32-bit floats, ``32·P``; ``fp16``/``bf16``: 16-bit floats, ``16·P``.
 - ``qsgd`` (Alistarh et al., NeurIPS 2017, §3.1, Eq. (4)): per bucket of ``bucket`` numbers of a tensor

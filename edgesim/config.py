@@ -5,7 +5,7 @@ naming the field, the value and what was expected; the scenario loader
 (``scenarios/``) prefixes the file and section. A field declared with
 :func:`key` carries its meaning, unit and allowed values in its metadata:
 the same rule checks it (:func:`check_keys`) and writes its line of the key
-reference (``docs/scenario_reference.md``). Decibel fields keep their unit
+reference (``docs/use/scenario_reference.md``). Decibel fields keep their unit
 in their name; the ``*_w``/``*_w_per_hz`` properties give the linear values.
 """
 
@@ -26,9 +26,9 @@ from .units import db_to_linear, dbm_per_hz_to_w_per_hz, dbm_to_w
 ACCESS_NAMES: list[str] = []
 CSI_MODES = ("perfect", "estimated", "outdated")
 # The largest cell a scenario may describe: checked before anything is allocated; `edgesim plan` takes
-# well under a second at this size (docs/system_model.md, "Plausible values").
+# well under a second at this size (docs/model/system_model.md, "Plausible values").
 MAX_DEVICES = 100_000
-# Physically plausible ranges (docs/system_model.md, "Plausible values"); a value outside is an error.
+# Physically plausible ranges (docs/model/system_model.md, "Plausible values"); a value outside is an error.
 NOISE_PSD_DBM_PER_HZ_RANGE = (-220.0, -100.0)  # thermal noise at 290 K is -174 dBm/Hz
 BANDWIDTH_HZ_RANGE = (1.0, 1e12)
 TX_POWER_DBM_RANGE = (-60.0, 60.0)  # 1 nW to 1 kW
@@ -79,7 +79,7 @@ def check_choice(name: str, value, choices):
 
 
 def check_path_gains(intercept_db: float, slope_db: float, min_distance_m: float, cell_radius_m: float) -> None:
-    """The path-loss gain ``-(A + B·log10(d / 1 km))`` dB (docs/system_model.md, Channel) at the cell's nearest and
+    """The path-loss gain ``-(A + B·log10(d / 1 km))`` dB (docs/model/system_model.md, Channel) at the cell's nearest and
     farthest distance must lie in :data:`CHANNEL_GAIN_DB_RANGE`, else ``ValueError`` naming A and B."""
     low, high = CHANNEL_GAIN_DB_RANGE
     for d in (min_distance_m, cell_radius_m):
@@ -376,7 +376,7 @@ def check_keys(cfg: Any) -> None:
 
 @dataclass(frozen=True)
 class SystemConfig:
-    """The wireless cell and its devices (docs/system_model.md).
+    """The wireless cell and its devices (docs/model/system_model.md).
 
     ``tx_power_dbm`` and ``cpu_freq_hz`` are one value for every device or a
     list with one value per device (heterogeneous devices). When
@@ -408,7 +408,7 @@ class SystemConfig:
                         unit="J·s²/cycle³", allowed=Plausible(low=KAPPA_RANGE[0], high=KAPPA_RANGE[1],
                                                              unit="(J per cycle per Hz^2; 1e-28 is typical)"))
     access: str = key("tdma", "how devices share the uplink: a registered access scheme, its options in [access] "
-                      "(docs/access_schemes.md)",
+                      "(docs/model/access_schemes.md)",
                       allowed=Choice(choices=access_names, checker=check_access_name,
                                      registered="a plugin's scheme (`edgesim list access`)"))
     downlink_rate_bps: Number = key(0.0, "rate of the base station's broadcast; 0: the download takes no time",

@@ -1,4 +1,4 @@
-"""The discrete-event engine: federated rounds on a SimPy clock (docs/system_model.md).
+"""The discrete-event engine: federated rounds on a SimPy clock (docs/model/system_model.md).
 
 One round: first the base station's own compute before the broadcast
 (``RoundPlan.server_cycles``, ``sum / system.server_freq_hz`` seconds; none
@@ -156,7 +156,7 @@ class Simulation(Clock):
                                         expected() if callable(expected) else None,
                                         clients_per_round=getattr(backend, "clients_per_round", None))
         # Where each round's per-device loss statistics come from (Oort's utility): the run's source, else the
-        # backend's own device_losses(), else none (Oort then ranks by its system half, docs/resource_policies.md).
+        # backend's own device_losses(), else none (Oort then ranks by its system half, docs/model/resource_policies.md).
         self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)
         # Energy budgets (system.battery_j; None: unlimited): what each device has spent so far, J.
         batteries = system.batteries_j

@@ -1,4 +1,4 @@
-"""The cell's links: the shared uplink (TDMA or FDMA) and the BS broadcast (docs/system_model.md).
+"""The cell's links: the shared uplink (TDMA or FDMA) and the BS broadcast (docs/model/system_model.md).
 
 The uplinks are registered as access schemes in :mod:`edgesim.access` (``tdma``, ``fdma``, ``fdma_banded``);
 the engines ask the registry for them by the cell's ``access`` name (:func:`edgesim.access.make_uplink`).

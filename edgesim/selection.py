@@ -16,7 +16,7 @@ gain — reaches at least (1 − 1/e) of the optimum (Theorem 2). Among the pair
 (B, K) that fit the time budget (Ineq. (26), ``budget.examined_pairs``) the
 round uses the one whose greedy set has the largest value.
 
-**Coverage variant** (``select_b``, our option, docs/dofed_spp.md): once B is
+**Coverage variant** (``select_b``, our option, docs/studies/dofed_spp.md): once B is
 at least the number of useful models per device, (27) is a plain sum of column
 totals and Algorithm 1 picks the K models with the largest totals, which can
 leave whole groups of devices without a useful upload. Running Algorithm 1 at a

@@ -1,6 +1,6 @@
 """Decibel and power-unit conversions, done once at the edge of the simulator.
 
-docs/system_model.md: every quantity carries its SI unit in its name; decibel inputs
+docs/model/system_model.md: every quantity carries its SI unit in its name; decibel inputs
 (``tx_power_dbm``, ``noise_psd_dbm_per_hz``, ``channel_gain_db``) are converted
 here to linear watts / ratios and never again.
 """

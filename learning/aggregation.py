@@ -37,7 +37,7 @@ def over_the_air_average(updates: Sequence[tuple[Mapping[str, torch.Tensor], flo
     """What over-the-air aggregation (AirComp) gives the server: ``(Σ_k w'_k θ_k + n) / K`` with ``w'_k = K w_k /
     Σ w`` (each device pre-scales its update by its weight; uniform weights: the plain sum) and ``n`` Gaussian of
     variance ``noise_var`` on every floating-point parameter, i.e. :func:`weighted_average` plus ``n / K``
-    (Zhu, Wang and Huang, IEEE TWC 2020, Eq. (10); docs/access_schemes.md). The noise is drawn on the CPU from
+    (Zhu, Wang and Huang, IEEE TWC 2020, Eq. (10); docs/model/access_schemes.md). The noise is drawn on the CPU from
     ``generator`` (its own stream) and moved to each tensor's device; integer buffers take the max as in
     :func:`weighted_average`."""
     if noise_var < 0 or noise_var != noise_var:

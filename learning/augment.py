@@ -13,7 +13,7 @@ Every augmentation splits into two halves:
   exactly, which lets a trainer draw per client from that client's own
   generator and augment the whole concatenated batch at once.
 
-What is implemented (``docs/augmentations.md`` gives the details and every
+What is implemented (``docs/model/augmentations.md`` gives the details and every
 choice the sources leave open):
 
 * ``weak`` — FixMatch's weak view (Sohn et al., "FixMatch: Simplifying
@@ -654,7 +654,7 @@ def make_augmentation(name: str, input_shape: Sequence[int], mean: Sequence[floa
     ``mean`` / ``std`` are the per-channel normalisation of the inputs (on the [0, 1] pixel scale,
     ``Dataset.mean`` / ``Dataset.std``); ``strong`` needs them to work on pixels. ``hflip``: whether a
     left–right mirror keeps the data set's labels (``DatasetSpec.hflip_preserves_labels``); when it does not,
-    ``weak`` and ``strong`` drop their flip and ``flip`` becomes ``shift`` (docs/augmentations.md).
+    ``weak`` and ``strong`` drop their flip and ``flip`` becomes ``shift`` (docs/model/augmentations.md).
     """
     if not isinstance(hflip, bool):
         raise ValueError(f"augmentation {name!r}: hflip(={hflip!r}) must be True or False")

@@ -1,7 +1,7 @@
 """Encoders and decoders of the compressed transfers (one class per codec, registered by name), and an algorithm's
 transfers with their device state.
 
-The codecs, their options and their sizes are :mod:`edgesim.codecs`' (torch-free; docs/compression.md).
+The codecs, their options and their sizes are :mod:`edgesim.codecs`' (torch-free; docs/model/compression.md).
 Here each codec really encodes: its *encoding*, registered under the codec's name
 (``@register_encoding("qsgd")``), is one class with
 
@@ -72,7 +72,7 @@ def register_encoding(name: str) -> Callable[[type], type]:
 def _encoding(method: str):
     if method not in ENCODINGS:
         raise ValueError(f"codec {method!r} has no encoding; expected a class registered for it with "
-                         f"edgesim.learning.compression.register_encoding({method!r}) (docs/writing_a_codec.md)")
+                         f"edgesim.learning.compression.register_encoding({method!r}) (docs/extend/writing_a_codec.md)")
     return ENCODINGS[method]
 
 
@@ -102,7 +102,7 @@ def decode(enc: Encoded) -> torch.Tensor:
 
 
 def payload_bits(enc: Encoded) -> int:
-    """The bits of ``enc``'s parts as they are laid out on the air (docs/compression.md): 32-bit floats
+    """The bits of ``enc``'s parts as they are laid out on the air (docs/model/compression.md): 32-bit floats
     (values, norms, scales), 16-bit casts, one bit per sign, ``bits`` per QSGD level, and top-k's
     positions as ⌈log₂ P⌉-bit indices or a P-bit bitmap, whichever is smaller."""
     return int(_encoding(enc.codec.method).payload_bits(enc.codec.options, enc.parts, enc.sizes))
@@ -308,7 +308,7 @@ class Transfers:
         the device mirrors: it knows what it sent): the server's new copy ``copy + decode(encode(trained − copy))``
         (the non-float keys as trained) and the relative error. No residual is added here: what was not sent is
         ``trained`` − the new copy, and goes with the next upload if the device keeps ``trained`` (UM-pFSSL with
-        error feedback, docs/compression.md)."""
+        error feedback, docs/model/compression.md)."""
         delta = _flat([trained[k] - copy[k] for k in self.keys])
         rebuilt, _, error = self._send_up(round_index, device, delta, trained, copy)
         return rebuilt, error

@@ -74,7 +74,7 @@ class DataConfig:
     ``[H, W]`` resizes the images of ``dataset = "image_folder"`` (unset: they
     must share one size) and ``test_fraction`` is the share of each class it
     holds out as the test split when the folder has no ``train/``/``test/``
-    subfolders (unset: 0.2) — docs/data.md. ``train_pool_size`` draws a random subset of
+    subfolders (unset: 0.2) — docs/use/data.md. ``train_pool_size`` draws a random subset of
     the train split (stratified by nothing: uniform without replacement,
     from the run seed) before partitioning — a smaller federation of the
     same data set (``None``: the whole split). ``test_size`` caps each
@@ -90,7 +90,7 @@ class DataConfig:
     image left–right. Unset, it is the data set's own rule (``DatasetSpec.hflip_preserves_labels``: on for
     CIFAR, CINIC-10, Fashion-MNIST; off for digits, MNIST, OrganMNIST, synthetic blobs — and off for ``npz``,
     ``image_folder`` and plugin data sets, whose labels nothing is known about); the resolved value is what
-    ``config.toml`` records (docs/data.md).
+    ``config.toml`` records (docs/use/data.md).
     """
 
     dataset: str = "digits"
@@ -187,7 +187,7 @@ class TrainConfig:
     Eq. (7)), so that what is trained is what the clock charges for.
 
     ``executor = "auto"`` picks the vectorised executor on a GPU and the
-    sequential one on a CPU (where vmap is slower, see docs/executors.md).
+    sequential one on a CPU (where vmap is slower, see docs/extend/executors.md).
     ``optimizer``: ``"sgd"`` (with ``momentum``, ``nesterov``,
     ``weight_decay``) or ``"adam"`` (β = (0.9, 0.999), L2 ``weight_decay``);
     ``schedule``: ``"constant"`` or ``"cosine"`` (FixMatch's decay over the
@@ -197,7 +197,7 @@ class TrainConfig:
     weights, gradients, optimizer and aggregation in float32; refused on hardware without bfloat16
     arithmetic). ``memory_format``: ``"channels_last"`` (convolution weights and inputs in NHWC order
     while a client trains, the default) or ``"contiguous"`` (NCHW, the format of runs before it; it
-    reproduces them bit for bit). Both: :mod:`edgesim.learning.numerics`, docs/executors.md.
+    reproduces them bit for bit). Both: :mod:`edgesim.learning.numerics`, docs/extend/executors.md.
 
     ``vmap_max_clients``: the vectorised executor trains at most this many clients in one pass (unset: all of
     a round's clients at once). It bounds GPU memory, which grows with clients × batch rows; the trained
@@ -221,10 +221,10 @@ class TrainConfig:
                       allowed=Choice(choices=DEVICES))
     eval_batch_size: int = scenario_key(2048, "batch size of evaluation", unit="samples", allowed=Integer(1))
     precision: str = scenario_key("float32", "arithmetic of the forward pass and the loss; \"bfloat16\": autocast, float32 "
-                         "weights, optimizer and aggregation, refused without bfloat16 hardware (docs/numerics.md)",
+                         "weights, optimizer and aggregation, refused without bfloat16 hardware (docs/model/numerics.md)",
                          allowed=Choice(choices=PRECISIONS))
     memory_format: str = scenario_key("channels_last", "memory order of convolution weights and inputs while a client "
-                             "trains; \"contiguous\" reproduces earlier runs bit for bit (docs/numerics.md)",
+                             "trains; \"contiguous\" reproduces earlier runs bit for bit (docs/model/numerics.md)",
                              allowed=Choice(choices=MEMORY_FORMATS))
     vmap_max_clients: Optional[int] = scenario_key(None, "clients the vectorised executor trains in one pass (unset: all of "
                                           "a round's); bounds GPU memory; the same models for every value",
@@ -247,7 +247,7 @@ class RunConfig:
     it would, so the last round may end after ``max_time_s``. ``plateau_tol`` is the paper's
     final-accuracy rule (mean accuracy changes by less than it between
     rounds), held for ``plateau_patience`` consecutive rounds (1 = the
-    paper's literal rule; see docs/metrics.md); ``stop_on_plateau`` also
+    paper's literal rule; see docs/use/metrics.md); ``stop_on_plateau`` also
     ends the run there (both counted in evaluated rounds).
 
     ``eval_every``: evaluate every that many rounds and the last (unset: every
@@ -255,9 +255,9 @@ class RunConfig:
     a fraction of ``n_devices``, a fixed sample drawn once from the run's seed;
     ``label_quality``: the labelling diagnostic (``labeling_accuracy``) at every
     evaluated round (true, unset), never (false) or every n-th round and the last
-    (:mod:`edgesim.learning.evaluation`, docs/metrics.md). ``client_workers``: the
+    (:mod:`edgesim.learning.evaluation`, docs/use/metrics.md). ``client_workers``: the
     round's devices trained on that many local worker processes (unset: 1, in
-    this process; the same bytes, docs/executors.md).
+    this process; the same bytes, docs/extend/executors.md).
 
     ``backend`` is ``"torch"`` (real training of ``algorithms``) or
     ``"parametric"``: a physics-only run of the clock alone with
@@ -281,7 +281,7 @@ class RunConfig:
     rounds are NAME's (a supervised FedAvg on the labelled data:
     :func:`warm_start_algorithms`), computed once and shared by every
     algorithm: each starts round R from its model, its clock, bits and energy
-    (:mod:`edgesim.scenarios.warm_start`, docs/warm_start.md). ``rounds`` (the run's
+    (:mod:`edgesim.scenarios.warm_start`, docs/use/warm_start.md). ``rounds`` (the run's
     length) counts them: it must exceed R.
     """
 
@@ -321,16 +321,16 @@ class RunConfig:
                                      "R rounds", allowed=Described(words="a table with R < rounds, or unset"))
     eval_every: Optional[int] = scenario_key(
         None, "evaluate every this many rounds and the last; the other rounds' accuracy cells are empty "
-        "(docs/metrics.md); unset: every round", unit="rounds",
+        "(docs/use/metrics.md); unset: every round", unit="rounds",
         allowed=Described(words="1..the run's rounds, or unset"))  # checked by check_evaluation
     eval_devices: Union[str, int, float, None] = scenario_key(
         None, "the devices evaluated: all, a count or a fraction of n_devices, a fixed sample drawn once from the "
-        "seed (docs/metrics.md); unset: all", allowed=Described(words='"all", 1..n_devices or (0, 1], or unset'))
+        "seed (docs/use/metrics.md); unset: all", allowed=Described(words='"all", 1..n_devices or (0, 1], or unset'))
     label_quality: Union[bool, int, None] = scenario_key(
         None, "the labelling diagnostic (labeling_accuracy): at every evaluated round, never, or every n-th round "
         "and the last; unset: true", allowed=Described(words="true, false or >= 1, or unset"))
     client_workers: Optional[int] = scenario_key(
-        None, "local worker processes that train a round's devices (docs/executors.md); results are the same bytes; "
+        None, "local worker processes that train a round's devices (docs/extend/executors.md); results are the same bytes; "
         "unset: 1, in the run's process", unit="processes", allowed=Integer(1, optional=True))
 
     def __post_init__(self):
@@ -358,7 +358,7 @@ class RunConfig:
 def check_evaluation(run: "RunConfig") -> None:
     """``eval_every`` (an integer >= 1), ``eval_devices`` ("all", a count >= 1 or a fraction in (0, 1]),
     ``label_quality`` (true, false or an integer >= 1) and ``client_workers`` (an integer >= 1); all four left out of
-    a physics-only run, which has no model to evaluate or train (docs/metrics.md, docs/executors.md)."""
+    a physics-only run, which has no model to evaluate or train (docs/use/metrics.md, docs/extend/executors.md)."""
     if run.eval_every is not None:
         check_int("eval_every", run.eval_every, 1)
     d = run.eval_devices
@@ -460,7 +460,7 @@ class Variant:
     ``round_mode`` its own ``[budget] round_mode`` (``None``: the run's), within the run's kind of clock (round by
     round: ``sync`` or ``deadline``; asynchronous: ``fedasync`` or ``fedbuff``). It is built by the algorithm's own
     builder under the algorithm's name, so it draws the same random streams: a variant that changes nothing gives
-    the algorithm's numbers exactly (docs/concepts.md, "Variants").
+    the algorithm's numbers exactly (docs/use/concepts.md, "Variants").
     """
 
     algorithm: str

@@ -35,7 +35,7 @@ class ClientData:
     """One device's tensors (on the compute device).
 
     ``x_sup``/``y_sup``: what a supervised learner trains on — the reciprocal
-    train set and the labelled target set together (docs/dofed_spp.md).
+    train set and the labelled target set together (docs/studies/dofed_spp.md).
     ``x_train``/``y_train``: the reciprocal train set alone (DoFed-SPP).
     ``x_lab``/``y_lab``: labelled target data. ``x_unl``: unlabelled data;
     ``y_unl_hidden`` its true labels, used only to score pseudo-labels.

@@ -14,7 +14,7 @@ One place for every algorithm (DoFed-SPP, FedFomo, the FedAvg family, …):
   view in one joint forward–backward), times ``C_tra``. A one-stream
   supervised task is ``I·C_tra·D`` (Eq. 7) exactly.
 - :func:`training_passes` turns a step's forward and backward passes per
-  row into training passes (FedDure's bi-level step: docs/feddure.md).
+  row into training passes (FedDure's bi-level step: docs/studies/feddure.md).
 - :func:`forward_cycles` is inference: ``C_fwd`` per sample per model
   (pseudo-labelling, evaluation on a device, MC-dropout passes).
 """

@@ -1,6 +1,6 @@
 """Which rounds and devices a run evaluates: ``[run] eval_every``, ``eval_devices`` and ``label_quality``.
 
-Evaluation is measurement (docs/metrics.md): it is never charged on the
+Evaluation is measurement (docs/use/metrics.md): it is never charged on the
 simulated clock and draws from no stream training uses, so evaluating less
 changes no model, no time, no bit — only which cells of ``rounds.csv`` are
 filled. A round ``r`` (counted from 0) is evaluated when ``(r + 1) % every == 0``

@@ -32,7 +32,7 @@ batches of ``batch_size``.
 
 **Common random numbers.** What is drawn is named by *what it draws*, so two
 tasks that draw the same thing get the same numbers, whatever else each
-draws (docs/metrics.md, "Paired comparisons"). From the client's generator
+draws (docs/use/metrics.md, "Paired comparisons"). From the client's generator
 the executor takes one seed and derives from it, with :func:`derive_seed`,
 independent sub-streams: the batch order of the task's *i*-th stream
 (``BATCHES, i``), the dropout seed (``DROPOUT``), and the parameters of the

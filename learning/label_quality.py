@@ -49,7 +49,7 @@ This is measurement, not part of any algorithm: the method's own figures add no
 forward pass (the predictions are the ones the method made anyway), the one-rule
 figures one eval-mode pass of the start model per device; neither draws a random number
 (the extra stream key changes no batch order or augmentation) and is not
-charged on the simulated clock (docs/metrics.md).
+charged on the simulated clock (docs/use/metrics.md).
 """
 
 from __future__ import annotations

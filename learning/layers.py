@@ -100,7 +100,7 @@ def max_pool2d(x: torch.Tensor, kernel_size: int) -> torch.Tensor:
 
     The same values bit for bit: a maximum involves no rounding, so the memory order cannot change it. On the
     CPU torch's NCHW max-pool kernel is several times slower than its channels-last one (2048 maps of 32×28×28:
-    355 ms against 132 ms to re-order plus 108 ms to pool; docs/numerics.md, "Where the time goes"). The result
+    355 ms against 132 ms to re-order plus 108 ms to pool; docs/model/numerics.md, "Where the time goes"). The result
     is handed back contiguous, so every later layer runs exactly as before. With a gradient (training) or under
     a ``torch.func`` transform (vmap) it is ``F.max_pool2d`` itself.
     """

@@ -1,6 +1,6 @@
 """The papers' models, built by name, with their size in bits and their cost in FLOPs.
 
-- :class:`DoFedCNN` — DoFed-SPP's image model (docs/dofed_spp.md, our reading
+- :class:`DoFedCNN` — DoFed-SPP's image model (docs/studies/dofed_spp.md, our reading
   matching the paper's "two conv + two linear, ≈2.1 MB": 545,098 parameters
   for 3×32×32 and 10 classes).
 - :class:`PeerCNN` — the peer benchmark's CNN (bench/peers/fl_workload.py,
@@ -48,7 +48,7 @@ def _hw(image_size: int | tuple[int, int]) -> tuple[int, int]:
 class DoFedCNN(nn.Module):
     """Conv(c,32,3,p1)-ReLU-MaxPool2 → Conv(32,64,3,p1)-ReLU-MaxPool2 → Linear(64·⌊s/4⌋²,128)-ReLU → Linear(128,C).
 
-    3×32×32, C=10: 545,098 parameters (docs/dofed_spp.md). 1×28×28 → 7×7 and
+    3×32×32, C=10: 545,098 parameters (docs/studies/dofed_spp.md). 1×28×28 → 7×7 and
     1×8×8 → 2×2 feature maps before the first Linear.
 
     Each block computes ``relu(max_pool(conv(x)))``: ReLU is monotone, so ``max_i relu(a_i) = relu(max_i a_i)``
@@ -56,7 +56,7 @@ class DoFedCNN(nn.Module):
     same first arg-max either way; one whose maximum is ≤ 0 sends 0 either way); the element-wise ReLU and its
     backward then run on the pooled quarter of the elements; without a gradient, an NCHW map is pooled by
     torch's faster channels-last kernel (:func:`edgesim.learning.layers.max_pool2d`, the same values). Both:
-    docs/numerics.md, "Where the time goes".
+    docs/model/numerics.md, "Where the time goes".
     """
 
     def __init__(self, in_channels: int, image_size: int | tuple[int, int], n_classes: int, dropout: float = 0.0,
@@ -174,7 +174,7 @@ class GlobalMaxPool(nn.Module):
 
 
 class ResNet9(nn.Module):
-    """ResNet-9 (UM-pFSSL's model; FedMatch/FedDure layout; docs/executors.md).
+    """ResNet-9 (UM-pFSSL's model; FedMatch/FedDure layout; docs/extend/executors.md).
 
     prep conv-BN-ReLU 64 → layer1 128 + MaxPool2 + residual(2×128) → layer2 256
     + MaxPool2 → layer3 512 + MaxPool2 + residual(2×512, each conv-BN-ReLU

@@ -14,7 +14,7 @@ same places, so the sequential and the vectorised path train in the same format:
   says: torch's ``vmap`` cannot re-format its batched inputs, and weights stacked so that each
   client's slice is channels-last ran 1.3x slower on a CPU (vmap turns the clients' convolutions into
   one grouped convolution) and moved a degenerate BatchNorm case (one value per channel, float64)
-  by 5e-3 (docs/executors.md, "Memory format and precision").
+  by 5e-3 (docs/extend/executors.md, "Memory format and precision").
 - **Precision.** ``"float32"`` (the default) or ``"bfloat16"``: the forward pass and the loss run
   under ``torch.autocast`` with bfloat16 (matrix products and convolutions in bfloat16, reductions
   and losses in float32 as autocast's lists say); the master weights, their gradients, the

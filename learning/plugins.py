@@ -14,7 +14,7 @@ Two ways in, both ending in the same registries as edgesim's own entries:
 - a scenario's ``[run] plugins = ["my_module"]``: modules imported (from the
   Python path, e.g. the current folder) before the scenario is validated.
 
-docs/writing_an_algorithm.md walks through one. Standard library only.
+docs/extend/writing_an_algorithm.md walks through one. Standard library only.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ class AlgorithmSpec:
     check: Optional[Callable[[Any, "ScenarioFacts"], None]] = None
     check_data: Optional[Callable] = None  # (ctx, cfg) after the data is loaded, before any algorithm runs
     planning: Optional["PlanningHook"] = None  # set when the algorithm schedules under the round budget
-    asynchronous: bool = False  # its backend has an ``asynchronous()`` mode (FedAsync/FedBuff, docs/asynchrony.md)
+    asynchronous: bool = False  # its backend has an ``asynchronous()`` mode (FedAsync/FedBuff, docs/model/asynchrony.md)
     chooses_devices: bool = False  # it picks its own devices each round (no [resources] scheduling policy)
 
     def __post_init__(self):
@@ -270,7 +270,7 @@ def get(name: str) -> AlgorithmSpec:
 
 def register_variants(variants: Mapping[str, tuple[type, str, str]], backend: Callable) -> None:
     """Register every ``name: (config class, display, summary)`` of one algorithm family, each built as
-    ``backend(ctx, name, cfg)`` (the name keys only the variant's own extra randomness; docs/metrics.md)."""
+    ``backend(ctx, name, cfg)`` (the name keys only the variant's own extra randomness; docs/use/metrics.md)."""
     for name, (config_cls, display, summary) in variants.items():
         def build(ctx, cfg, _name=name):
             return backend(ctx, _name, cfg)

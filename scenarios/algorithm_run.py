@@ -227,7 +227,7 @@ def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Ca
 
 def check_record(sc: Scenario, name: str, rec) -> None:
     """A round's record holds what a run folder may: finite times, bits and energies >= 0 and an ``accuracy`` in
-    [0, 1] (the rules its readers apply, docs/run_folders.md). Anything else is named here, with its round and the
+    [0, 1] (the rules its readers apply, docs/use/run_folders.md). Anything else is named here, with its round and the
     scenario keys behind it, instead of as a corrupt ``rounds.csv`` later."""
     import math
     from numbers import Real
@@ -415,7 +415,7 @@ def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Opti
 
 def check_encodings(sc: Scenario) -> None:
     """Every codec the run's algorithms use has its encoder and decoder registered (a codec plugin registers both
-    sides, docs/writing_a_codec.md), before any round: one line naming the table and the codec."""
+    sides, docs/extend/writing_a_codec.md), before any round: one line naming the table and the codec."""
     from edgesim.learning.compression import ENCODINGS
 
     for name in sc.learning.run.algorithms:

@@ -1,6 +1,6 @@
 """edgesim's Python API: ``import edgesim`` and call ``load_scenario``, ``plan``, ``run``, ``sweep``, ``load_runs``.
 
-The same machinery as the command line (docs/python_api.md), with Python
+The same machinery as the command line (docs/use/python_api.md), with Python
 values instead of command-line strings and exceptions instead of command-line
 advice. It lives in the application layer; ``edgesim/__init__.py`` hands its
 names on lazily. The torch backend (``edgesim.learning``), ``edgesim.plots``
@@ -213,7 +213,7 @@ def run(
     round with the algorithm's name and its :class:`edgesim.engine.RoundRecord`
     (``record.round_index``, ``record.end_time_s`` — simulated seconds —,
     ``record.metrics["accuracy"]``, ``record.cum_bits_up``, ``record.cum_energy_j``, ...);
-    docs/python_api.md has an example that draws a live curve. A progress bar
+    docs/use/python_api.md has an example that draws a live curve. A progress bar
     (one line per algorithm, rewritten in place: a notebook cell shows it as it
     goes) is printed unless ``quiet=True``. ``jobs`` > 1 trains the algorithms in that many processes (the run
     folder is the same); like :func:`sweep`, call it then from a notebook or

@@ -1,4 +1,4 @@
-"""Runs that end and schedule someone: what a scenario is refused for before anything runs (docs/run_folders.md,
+"""Runs that end and schedule someone: what a scenario is refused for before anything runs (docs/use/run_folders.md,
 the fault matrix).
 
 An asynchronous run ends after ``budget.rounds`` aggregations; each needs updates that finish, and an update

@@ -3,7 +3,7 @@
 The algorithms of a run never share state: each has its own clock (its own
 :class:`edgesim.engine.Simulation`) and its own learning backend over the
 run's read-only context, and every random draw is derived from the run seed
-and indices (docs/metrics.md). So they can run anywhere, in any order, and
+and indices (docs/use/metrics.md). So they can run anywhere, in any order, and
 the run folder is the same bytes as with ``--jobs 1``.
 
 Each worker is a fresh process (the *spawn* start method: safe with torch's

@@ -6,7 +6,7 @@ same. What it holds: the plan of :func:`edgesim.planning.make_plan` (the budget 
 upload times; DoFed-SPP's C1/C2/C3 and (B, K) pairs when an algorithm schedules under the budget), the bits of
 each compressed transfer, round 0 under non-default ``[resources]`` policies, and the local optimiser steps a
 device takes per round — ``I·⌈D_n/B⌉`` for each device's own data ``D_n`` of the run's partition (its min,
-median and max), with a warning when a method gets fewer than :data:`FEW_LOCAL_STEPS` (docs/metrics.md).
+median and max), with a warning when a method gets fewer than :data:`FEW_LOCAL_STEPS` (docs/use/metrics.md).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from edgesim.results.files import ROUNDS
 
 # Fewer local optimiser steps a round than this, on the median device, and a method barely moves from its
 # starting point in a round: one local epoch over ~14 labels at B = 10 is 2 steps, and such a run stayed at chance
-# (issue 52). `edgesim plan` and `edgesim run` warn before any training (docs/metrics.md).
+# (issue 52). `edgesim plan` and `edgesim run` warn before any training (docs/use/metrics.md).
 FEW_LOCAL_STEPS = 3
 
 
@@ -229,7 +229,7 @@ class PlanReport:
             return []
         rate = min(d.uplink_rate_bps for d in self.plan.devices)
         lines = ["", f"Compression (one transfer of the whole model, m = {self.plan.model_bits:.0f} bits; "
-                     f"docs/compression.md):"]
+                     f"docs/model/compression.md):"]
         for name, dirs in self.compression.items():
             up, down = dirs["uplink"], dirs["downlink"]
             lines.append(f"  {name}: uplink {up['method']} {up['bits']} bits ({up['ratio']:.3g} m, "
@@ -258,7 +258,7 @@ class PlanReport:
 
 def compression_plan(sc, workload: WorkloadConfig) -> dict:
     """Per compressing algorithm (its variants included, each as its algorithm) and direction: the encoded bits of
-    one transfer (docs/compression.md), from the codecs the scenario resolved."""
+    one transfer (docs/model/compression.md), from the codecs the scenario resolved."""
     from edgesim.compression import SENDS_NOTHING, plan_table
     from edgesim.learning.algorithms import ALGORITHMS
     from edgesim.learning.config import algorithm_of

@@ -5,7 +5,7 @@
 everything that differs from one machine or one invocation to the next
 (the command line, the host, the CPU and GPU, package versions, torch
 threads, the git commit of the edgesim checkout, start and end times) goes
-into ``run.json`` beside it (docs/run_folders.md).
+into ``run.json`` beside it (docs/use/run_folders.md).
 """
 
 from __future__ import annotations

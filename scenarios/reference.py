@@ -1,11 +1,11 @@
-"""The scenario keys' meanings: one line, unit and allowed range per key; ``docs/scenario_reference.md`` is made from it.
+"""The scenario keys' meanings: one line, unit and allowed range per key; ``docs/use/scenario_reference.md`` is made from it.
 
 Type and default come from the config dataclasses themselves (:func:`scenario_tables`); the meaning, unit and
 range from each field's own metadata where its class describes its keys (:func:`edgesim.config.key`: the rule that checks a
 value also writes its range here, :func:`described_docs`), else from the hand-written entries; :data:`KEY_DOCS`
 holds both. ``tests/test_reference.py`` fails when a key has no entry (or an entry no key), and
-when ``docs/scenario_reference.md`` differs from :func:`reference_markdown` — regenerate it with
-``python -m edgesim.scenarios.reference > docs/scenario_reference.md``. ``edgesim list`` shows the same lines
+when ``docs/use/scenario_reference.md`` differs from :func:`reference_markdown` — regenerate it with
+``python -m edgesim.scenarios.reference > docs/use/scenario_reference.md``. ``edgesim list`` shows the same lines
 (:func:`key_meaning`); an algorithm's options are described from its config's docstring (:func:`field_meaning`).
 """
 
@@ -70,7 +70,7 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "data.test_fraction": ('share of each class dataset = "image_folder" holds out as the test split (no test/ '
                            "folder); unset: 0.2", "", "(0, 1), or unset"),
     "data.hflip": ("whether the augmented views may mirror an image left-right; unset: the data set's own rule "
-                   "(off for npz, image_folder and plugin data sets; docs/data.md)", "", "true or false, or unset"),
+                   "(off for npz, image_folder and plugin data sets; docs/use/data.md)", "", "true or false, or unset"),
     # [parametric]
     "parametric.a0": ("accuracy before any upload of the physics-only curve", "", "[0, a_max]"),
     "parametric.a_max": ("accuracy the curve tends to", "", "(0, 1]"),
@@ -128,7 +128,7 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "resources.time_price_j_per_s": ("λ in min_energy's objective: the joules one second of round time is worth",
                                      "J/s", ">= 0"),
     "resources.resource_blocks": ("how an OFDMA round's resource blocks are assigned (access = \"ofdma\", "
-                                  "docs/access_schemes.md)", "",
+                                  "docs/model/access_schemes.md)", "",
                                   '"equal", "best_channel", "min_max_time"; or a plugin'),
 }
 def _codec_docs() -> dict[str, tuple[str, str, str]]:
@@ -253,7 +253,7 @@ def _toml(value: Any) -> str:
 
 
 def reference_markdown() -> str:
-    """``docs/scenario_reference.md``: per table, every key's meaning, unit, type, default and allowed values."""
+    """``docs/use/scenario_reference.md``: per table, every key's meaning, unit, type, default and allowed values."""
     keys = scenario_keys()
     lines = [
         "# Scenario reference",
@@ -261,7 +261,7 @@ def reference_markdown() -> str:
         "Every key a scenario file may hold: its meaning, unit, type, default and allowed values. Generated from",
         "the configuration classes — for [system], [budget], [train] and [run], their fields' own metadata, whose",
         "rule also checks each value (`edgesim/config.py`: `key`) — and `edgesim/scenarios/reference.py` by",
-        "`python -m edgesim.scenarios.reference > docs/scenario_reference.md`; a test fails when a key has no",
+        "`python -m edgesim.scenarios.reference > docs/use/scenario_reference.md`; a test fails when a key has no",
         "description or this page is stale. The options of each algorithm (`[algorithms.NAME]`) are listed by",
         "`edgesim list algorithms` (type, default and meaning), and its page in `docs/` gives the sources.",
         "",
@@ -286,5 +286,5 @@ def reference_markdown() -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # pragma: no cover - regenerates docs/scenario_reference.md
+if __name__ == "__main__":  # pragma: no cover - regenerates docs/use/scenario_reference.md
     print(reference_markdown(), end="")

@@ -302,7 +302,7 @@ def add_variants(learned: dict, budget: BudgetConfig, values, algorithm_tables, 
                                     f"{', '.join(map(repr, family))} (the run's [budget] round_mode is "
                                     f"{budget.round_mode!r}: a run's algorithms share one kind of clock, round by "
                                     f"round or asynchronous; compare the two kinds with two runs drawn on one "
-                                    f"figure, docs/concepts.md)")
+                                    f"figure, docs/use/concepts.md)")
             try:
                 dataclasses.replace(budget, round_mode=v.round_mode)
             except ConfigError as e:
@@ -617,7 +617,7 @@ def check_compression(name: str, config_cls: type, settings: Mapping[str, Any], 
     """Algorithm ``name`` takes the compression it would run with, or the scenario is refused in one line.
 
     An algorithm's config class declares ``COMPRESSION`` (what its transfers
-    carry, docs/compression.md) when it applies compression; without it, a
+    carry, docs/model/compression.md) when it applies compression; without it, a
     compressed direction is refused with its ``COMPRESSION_REFUSED`` reason.
     """
     if cfg.is_none or getattr(config_cls, "COMPRESSION", None):

@@ -30,7 +30,7 @@ stderr on SIGUSR1 and goes on (:func:`stack_dumps`): ``kill -USR1 PID`` shows wh
 
 Nothing is lost by stopping a worker: every file a run writes is written to a
 temporary name and renamed into place, and a run resumes from its last checkpoint
-(docs/run_folders.md, "Faults").
+(docs/use/run_folders.md, "Faults").
 """
 
 from __future__ import annotations

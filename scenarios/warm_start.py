@@ -14,7 +14,7 @@ its R round records and events — is where every algorithm of the run starts:
   checkpoint is), so round R begins at the warm start's simulated time, with
   its bits and energy already counted, and the channel, client sampling and
   local randomness of round R onward are what they would be without it
-  (streams named by what they draw, by round and device: docs/metrics.md);
+  (streams named by what they draw, by round and device: docs/use/metrics.md);
 - the R warm rounds are the first R rows of every algorithm in
   ``rounds.csv``, with ``warm_start = 1`` (the algorithm's own rounds: 0).
 

@@ -1,4 +1,4 @@
-"""The worked example of docs/writing_an_access_scheme.md: an access scheme installed as a package (offline, into a
+"""The worked example of docs/extend/writing_an_access_scheme.md: an access scheme installed as a package (offline, into a
 ``--target`` folder on ``PYTHONPATH``) and run by name; the same module by ``[run] plugins``."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from documented_plugin import edgesim, install, write_package
 
 from edgesim.radio import shannon_rate_bps
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_an_access_scheme.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "extend" / "writing_an_access_scheme.md"
 N0 = 10 ** (-174 / 10) / 1e3  # the default noise PSD, -174 dBm/Hz, in W/Hz
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/arena_table.py, the script that writes docs/arena.md's tables from an ``edgesim report`` folder."""
+"""benchmarks/arena_table.py, the script that writes docs/studies/arena.md's tables from an ``edgesim report`` folder."""
 
 import importlib.util
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""The worked example of docs/writing_an_async_rule.md: an asynchronous rule installed as a package (offline,
+"""The worked example of docs/extend/writing_an_async_rule.md: an asynchronous rule installed as a package (offline,
 into a ``--target`` folder on ``PYTHONPATH``), found by its entry point and run by name."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from documented_plugin import edgesim, install, write_package
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_an_async_rule.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "extend" / "writing_an_async_rule.md"
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The worked example of docs/writing_a_codec.md: a codec installed as a package (offline, into a ``--target``
+"""The worked example of docs/extend/writing_a_codec.md: a codec installed as a package (offline, into a ``--target``
 folder on ``PYTHONPATH``), planned and run by name, its bits the ones the clock charges; the same module by
 ``[run] plugins``; a codec plugin that takes a built-in's name is refused in one line naming both."""
 
@@ -14,7 +14,7 @@ import pytest
 from conftest import TINY_SCENARIO
 from documented_plugin import edgesim, install, write_package
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_a_codec.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "extend" / "writing_a_codec.md"
 
 
 

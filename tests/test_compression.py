@@ -399,7 +399,7 @@ def test_plan_shows_the_encoded_bits(tiny_scenario):
 
 
 def test_a_model_sent_as_its_difference_from_the_servers_copy_carries_what_was_not_sent():
-    """UM-pFSSL's upload (docs/compression.md): the server's new copy is its copy plus the decoded difference, and
+    """UM-pFSSL's upload (docs/model/compression.md): the server's new copy is its copy plus the decoded difference, and
     a device that keeps its model (error feedback) sends what was left out with its next upload — by hand."""
     template = {"w": torch.zeros(4), "b": torch.zeros(2), "n": torch.zeros((), dtype=torch.long)}
     codec = Codec("topk", fraction=0.34, error_feedback=True)  # k = 3 of 6

@@ -1,5 +1,5 @@
 """A deadline no device meets even alone with the whole band (issue 53 item 4): ``deadline_feasible`` would choose no
-device in any round, so the run is refused before any round, in one line (docs/run_folders.md, the fault matrix)."""
+device in any round, so the run is refused before any round, in one line (docs/use/run_folders.md, the fault matrix)."""
 
 from __future__ import annotations
 

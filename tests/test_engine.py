@@ -551,7 +551,7 @@ def test_server_phase_counts_against_the_deadline():
 
 
 def test_server_phase_longer_than_the_deadline_ends_the_round_at_the_deadline():
-    """Issue 22 (a deliberate change of the clock, docs/system_model.md): the server's 2 s phase before the
+    """Issue 22 (a deliberate change of the clock, docs/model/system_model.md): the server's 2 s phase before the
     broadcast is cut at the 1 s deadline; nothing was broadcast, so no device downloads anything (even at an
     instantaneous downlink), computes or uploads, and the round lasts exactly the deadline."""
     backend = ServerBackend([work(0, download_bits=4e6), work(1, download_bits=4e6)], before={"x": 2e10})

@@ -1,5 +1,5 @@
 """Evaluation: batched passes give the device-by-device numbers; ``[run] eval_every``, ``eval_devices`` and
-``label_quality`` choose which rounds and devices are measured (docs/metrics.md)."""
+``label_quality`` choose which rounds and devices are measured (docs/use/metrics.md)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _device_by_device(monkeypatch):
 def test_batched_evaluation_writes_the_device_by_device_numbers(tiny_scenario, tmp_path, monkeypatch):
     """A shared-model algorithm (FedAvg) and a personalised one (Local): every column of rounds.csv the same bytes
     (the vectorised executor takes the stacked-models path for the personal models; a check of UM-pFSSL, DoFed-SPP,
-    FedFomo and pFedMe against the code before batching: docs/metrics.md, "Evaluation")."""
+    FedFomo and pFedMe against the code before batching: docs/use/metrics.md, "Evaluation")."""
     sets = ['train.executor="vmap"', 'run.algorithms=["fedavg", "local"]', "budget.rounds=2",
             "data.labeled_ratio_alpha=0.5"]
     sc = load_scenario(tiny_scenario, sets)

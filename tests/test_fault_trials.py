@@ -1,5 +1,5 @@
 """Issue 40, item 2: fault trials over what the other issues added — the ones no other test covers (the covering
-tests are listed in docs/run_folders.md, "Faults: what you see, what is kept").
+tests are listed in docs/use/run_folders.md, "Faults: what you see, what is kept").
 
 - a resource policy plugin: negative or NaN powers (one line naming it and the round); one that raises mid-run,
   then ``--resume`` once fixed: the folder stays resumable and ends as an uninterrupted run with the fixed plugin;

@@ -1,5 +1,5 @@
 """Issue 53.2: ``bandwidth_hz`` of FDMA transfers cut at a deadline is the mean share over the airtime,
-∫ b / n dt / airtime (docs/system_model.md), for every cut transfer: three transfers by hand."""
+∫ b / n dt / airtime (docs/model/system_model.md), for every cut transfer: three transfers by hand."""
 
 from __future__ import annotations
 

@@ -199,7 +199,7 @@ def _killed_run(tmp_path, name, algs):
 
 @pytest.fixture
 def deterministic():
-    """torch's deterministic algorithms (without them two GPU runs of one seed differ: docs/gpu.md)."""
+    """torch's deterministic algorithms (without them two GPU runs of one seed differ: docs/use/gpu.md)."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     yield

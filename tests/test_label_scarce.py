@@ -15,7 +15,7 @@ from edgesim.scenarios.schema import load_scenario
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 SCARCE = SCENARIOS / "arena_label_scarce.toml"
-SCARCE_CPU = SCENARIOS / "label_scarce_cpu.toml"  # 2 devices, 20 rounds of 20 epochs (docs/ssl_limit.md)
+SCARCE_CPU = SCENARIOS / "label_scarce_cpu.toml"  # 2 devices, 20 rounds of 20 epochs (docs/studies/ssl_limit.md)
 LAYOUTS = ['data.partition="feddure_iid_iid"', 'data.partition="feddure_dir_dir"']
 
 

@@ -1,4 +1,4 @@
-"""The floors of docs/architecture.md, checked on every module's imports (those inside functions too):
+"""The floors of docs/extend/architecture.md, checked on every module's imports (those inside functions too):
 no import from a lower floor to a higher one, no import circle, no private name used across modules."""
 
 import ast
@@ -8,7 +8,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 FOLDERS = {"edgesim": "edgesim", "learning": "edgesim.learning", "scenarios": "edgesim.scenarios", "plots": "edgesim.plots"}
 
-# docs/architecture.md, "The floors": each floor and the floors it may import (itself included).
+# docs/extend/architecture.md, "The floors": each floor and the floors it may import (itself included).
 FLOORS = {
     "edgesim.results": {"edgesim.results", "edgesim.config"},
     "edgesim": {"edgesim", "edgesim.results"},
@@ -68,7 +68,7 @@ def floor(module: str) -> str:
     for f in sorted(FLOORS, key=len, reverse=True):
         if module == f or module.startswith(f + "."):
             return f
-    raise AssertionError(f"{module} is on no floor of docs/architecture.md")
+    raise AssertionError(f"{module} is on no floor of docs/extend/architecture.md")
 
 
 def test_no_import_goes_up_a_floor():
@@ -85,7 +85,7 @@ def test_no_import_goes_up_a_floor():
 
 
 def test_the_floors_are_the_documented_ones():
-    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "extend" / "architecture.md").read_text(encoding="utf-8")
     for f in FLOORS:
         assert f"`{f}`" in text, f
 

@@ -38,9 +38,9 @@ def test_the_round_in_progress_ends_past_max_time_s(tmp_path):
 def test_the_words_say_that_rule():
     meaning = KEY_DOCS["run.max_time_s"][0]
     assert "at or past" in meaning and "in progress ends as it would" in meaning and "passes" not in meaning
-    page = (REPO / "docs" / "scenario_reference.md").read_text()
+    page = (REPO / "docs" / "use" / "scenario_reference.md").read_text()
     assert meaning in page
     for f in ("arena_dofed_normal", "arena_dofed_subset", "arena_labels_at_clients", "arena_labels_at_server"):
         text = (REPO / "scenarios" / f"{f}.toml").read_text()
         assert "stops at\n# 20 rounds or 600 simulated seconds" not in text and "at or past 600 simulated seconds" in text
-    assert "at or past 600 simulated seconds" in (REPO / "docs" / "arena.md").read_text()
+    assert "at or past 600 simulated seconds" in (REPO / "docs" / "studies" / "arena.md").read_text()

@@ -1,4 +1,4 @@
-"""Models: sizes, shapes, bits, FLOPs and MC-dropout (docs/dofed_spp.md, docs/executors.md)."""
+"""Models: sizes, shapes, bits, FLOPs and MC-dropout (docs/studies/dofed_spp.md, docs/extend/executors.md)."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def test_channels_last_moves_a_round_only_by_rounding():
 @pytest.mark.parametrize("model,shape", [("cnn_mc2", (1, 8, 8)), ("cnn", (3, 8, 8))])
 def test_bfloat16_sequential_and_vectorised_agree_within_its_rounding(model, shape):
     """The stated tolerance: one step's update of the two executors in bfloat16 differs by less than 10 % (norm),
-    and by at most 1.5 times what bfloat16 itself moves it from float32 (measured 3-7 %, docs/executors.md)."""
+    and by at most 1.5 times what bfloat16 itself moves it from float32 (measured 3-7 %, docs/extend/executors.md)."""
     bf = Numerics("bfloat16")
     seq, start, keys = _train(SequentialExecutor(bf), model, shape)
     vec, _, _ = _train(VmapExecutor(numerics=bf), model, shape)

@@ -1,4 +1,4 @@
-"""The BS's per-layer PCA downsizing (learning/algorithms/dofed_spp/pca.py, docs/dofed_spp.md): round trip, error, bits."""
+"""The BS's per-layer PCA downsizing (learning/algorithms/dofed_spp/pca.py, docs/studies/dofed_spp.md): round trip, error, bits."""
 
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ def test_too_few_local_steps_are_warned_of_by_plan_and_run_before_training(tiny_
 
 
 def test_the_bundled_default_is_warned_of_two_steps_a_round():
-    """Its median device holds ~24 labelled samples: ⌈23.5/16⌉ = 2 steps of FedAvg a round (docs/metrics.md)."""
+    """Its median device holds ~24 labelled samples: ⌈23.5/16⌉ = 2 steps of FedAvg a round (docs/use/metrics.md)."""
     report = edgesim.plan()
     assert report.device_steps["median"] == 2 and report.device_steps["samples_median"] == 23.5
     assert len(report.warnings) == 1 and "the median device takes 2 local step(s) a round" in report.warnings[0]

@@ -1,4 +1,4 @@
-"""Plugins: the worked example of docs/writing_an_algorithm.md, installed as a package and run by name.
+"""Plugins: the worked example of docs/extend/writing_an_algorithm.md, installed as a package and run by name.
 
 The package is installed into a temporary ``--target`` folder (offline, no
 dependencies, the test's venv untouched) that the edgesim subprocesses get on
@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from edgesim.scenarios.cli import app
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_an_algorithm.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "extend" / "writing_an_algorithm.md"
 runner = CliRunner()
 
 

@@ -1,4 +1,4 @@
-"""The worked example of docs/writing_a_policy.md: a resource policy installed as a package (offline, into a
+"""The worked example of docs/extend/writing_a_policy.md: a resource policy installed as a package (offline, into a
 ``--target`` folder on ``PYTHONPATH``) and run by name; the same module by ``[run] plugins``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from documented_plugin import edgesim, install, write_package
 
 from edgesim.resources.formulas import rate_bps
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "writing_a_policy.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "extend" / "writing_a_policy.md"
 
 
 
@@ -66,7 +66,7 @@ def test_run_plugins_imports_the_policy_from_the_current_folder(example):
 
 
 def test_the_documented_lyapunov_policy_holds_the_average_energy_budget(tmp_path):
-    """The drift-plus-penalty example of docs/writing_a_policy.md, 60 rounds of 6 devices (K = 3, 1e8 cycles at
+    """The drift-plus-penalty example of docs/extend/writing_a_policy.md, 60 rounds of 6 devices (K = 3, 1e8 cycles at
     1-2 GHz and 1 Mbit a round at 23 dBm): every device ends within E_k ≤ t Ē + V/ê_k + ê_k of its budget; the
     uniform draw of the same cell spends above t Ē on every device."""
     import importlib.util

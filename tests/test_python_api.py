@@ -1,4 +1,4 @@
-"""The Python API: docs/python_api.md's notebook, run cell by cell, and the API's own guarantees."""
+"""The Python API: docs/use/python_api.md's notebook, run cell by cell, and the API's own guarantees."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 import edgesim
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "python_api.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "use" / "python_api.md"
 
 
 def test_the_documented_notebook_runs(tmp_path, monkeypatch, capsys):

@@ -1,4 +1,4 @@
-"""docs/quickstart.md runs as written: every `edgesim` command of its bash blocks, in order, in a fresh folder, at a
+"""docs/use/quickstart.md runs as written: every `edgesim` command of its bash blocks, in order, in a fresh folder, at a
 small scale (two rounds of four devices: the `--set`s below are appended to `run` and `sweep`), and each step leaves
 what the page says it does."""
 
@@ -15,7 +15,7 @@ SMALL = ["--set", "budget.rounds=2", "--set", "system.n_devices=4", "--set", "ru
 
 
 def quickstart_commands() -> list[list[str]]:
-    text = (REPO / "docs" / "quickstart.md").read_text()
+    text = (REPO / "docs" / "use" / "quickstart.md").read_text()
     blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
     commands = []
     for block in blocks:
@@ -29,7 +29,7 @@ def quickstart_commands() -> list[list[str]]:
 def test_the_quick_start_names_install_run_sweep_report_in_order():
     verbs = [c[1] for c in quickstart_commands()]
     assert verbs == ["plan", "run", "sweep", "report", "plot"]
-    assert "pip install -q -c constraints.txt" in (REPO / "docs" / "quickstart.md").read_text()
+    assert "pip install -q -c constraints.txt" in (REPO / "docs" / "use" / "quickstart.md").read_text()
 
 
 def test_the_quick_start_runs_as_written_at_a_small_scale(tmp_path):  # ~1 min; the only test of the page: not slow

@@ -1,4 +1,4 @@
-"""The scenario reference (scenarios/reference.py → docs/scenario_reference.md): every key described, the page
+"""The scenario reference (scenarios/reference.py → docs/use/scenario_reference.md): every key described, the page
 current, every key of the shipped scenarios in it, and `edgesim list` showing the meanings."""
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ def test_every_scenario_key_has_a_meaning_unit_and_range_and_every_entry_a_key()
 
 
 def test_the_reference_page_is_generated_from_the_code():
-    page = (REPO / "docs" / "scenario_reference.md").read_text()
+    page = (REPO / "docs" / "use" / "scenario_reference.md").read_text()
     assert page == reference_markdown(), (
-        "docs/scenario_reference.md is stale: python -m edgesim.scenarios.reference > docs/scenario_reference.md")
+        "docs/use/scenario_reference.md is stale: python -m edgesim.scenarios.reference > docs/use/scenario_reference.md")
     assert "| `bandwidth_hz` | uplink bandwidth B shared by the devices (Eq. 8) | Hz | number | `1000000.0` | " \
            "[1, 1e+12] |" in page  # the range its check enforces (was "> 0", a hand copy that disagreed with it)
 
@@ -150,7 +150,7 @@ def test_every_key_of_the_described_tables_documents_the_range_its_check_enforce
     from edgesim.scenarios.reference import scenario_tables
 
     tables = scenario_tables()
-    page = (REPO / "docs" / "scenario_reference.md").read_text()
+    page = (REPO / "docs" / "use" / "scenario_reference.md").read_text()
     cross = {"min_distance_m", "cell_radius_m", "path_loss_intercept_db", "path_loss_slope_db", "nesterov",
              "momentum"}  # checked together with another key in __post_init__ (a distance, a path gain, Nesterov)
     checked = 0

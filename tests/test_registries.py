@@ -139,7 +139,7 @@ def test_register_keeps_its_signature_and_defaults_display_to_the_name(monkeypat
 def test_docs_list_every_dataset_and_partition_name():
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "data.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "use" / "data.md").read_text()
     for name in (*DATASETS, *PARTITIONS):
         assert f"| `{name}` |" in text, name
 

@@ -398,7 +398,7 @@ def test_the_run_folders_know_the_omitted_defaults():
 
 def test_band_power_and_frequency_policies_leave_a_sync_learning_run_unchanged_but_its_clock(tiny_scenario, tmp_path):
     """Same devices, data and draws (common random numbers) and every upload arrives in a sync round: the accuracy
-    of each round is the default's; only when it ends, and the energy, differ (docs/resource_policies.md)."""
+    of each round is the default's; only when it ends, and the energy, differ (docs/model/resource_policies.md)."""
     import csv
 
     from typer.testing import CliRunner

@@ -134,7 +134,7 @@ def test_algorithm_without_state_dict_cannot_be_checkpointed(tiny_scenario, tmp_
     assert result.exit_code == 2
     assert "algorithm 'fedavg' (Opaque) has no state_dict() or load_state_dict()" in result.stderr
     assert "run.checkpoint_every = 0" in result.stderr
-    assert (tmp_path / "r.incomplete").is_dir()  # a failing run keeps its unfinished folder (docs/run_folders.md)
+    assert (tmp_path / "r.incomplete").is_dir()  # a failing run keeps its unfinished folder (docs/use/run_folders.md)
     # without checkpoints it runs (starting that folder again)
     ok = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "r"), "-q", "--overwrite",
                              "--set", "run.algorithms=['fedavg']", "--set", "budget.rounds=1"])

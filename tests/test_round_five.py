@@ -400,7 +400,7 @@ def test_list_algorithms_name_filters_by_name():
 
 
 def test_metrics_doc_says_how_each_devices_test_set_is_drawn():
-    text = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "use" / "metrics.md").read_text()
     assert "## Each device's test set" in text and "[data] test_size" in text
 
 

@@ -1,5 +1,5 @@
 """Over-the-air computation (AirComp): every included device of a round transmits its update's P parameters at once
-as analog symbols; the base station receives their sum plus noise (docs/access_schemes.md).
+as analog symbols; the base station receives their sum plus noise (docs/model/access_schemes.md).
 
 Truncated channel inversion (Zhu, Wang and Huang, IEEE TWC 2020, "Broadband analog aggregation"; Yang, Jiang, Shi
 and Ding, IEEE TWC 2020): a device whose gain is below ``gain_threshold_db`` does not transmit that round (it is

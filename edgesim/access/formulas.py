@@ -1,4 +1,4 @@
-"""The access schemes' rate formulas, pure functions of NumPy arrays (units in the names; docs/system_model.md).
+"""The access schemes' rate formulas, pure functions of NumPy arrays (units in the names; docs/model/system_model.md).
 
 Each has a hand-computed test, a limiting case and a property in ``tests/test_access_formulas.py``.
 """

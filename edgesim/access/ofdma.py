@@ -1,5 +1,5 @@
 """OFDMA: the band cut into resource blocks, each round's blocks assigned to the devices by a ``[resources]
-resource_blocks`` policy; a device transmits alone on its blocks for the round (docs/access_schemes.md).
+resource_blocks`` policy; a device transmits alone on its blocks for the round (docs/model/access_schemes.md).
 
 Fading per block: each (device, block) gain is the device's round gain times an independent unit-mean exponential
 draw (Rayleigh block fading) per round, blocks of ``coherence_rbs`` fading together; ``rb_fading = false`` keeps the

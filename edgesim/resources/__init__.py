@@ -3,7 +3,7 @@
 The ``[resources]`` table (:class:`ResourcesConfig`) names one policy per kind
 (:data:`KINDS`); each round an :class:`Allocator` runs them on the round's
 :class:`RoundResources` and hands the engine a :class:`ResourcePlan`, which it
-runs on the same clock (docs/resource_policies.md). The formulas are in
+runs on the same clock (docs/model/resource_policies.md). The formulas are in
 :mod:`edgesim.resources.formulas`; the policies and their registry in
 :mod:`edgesim.resources.policies`. Torch-free, like all of ``edgesim/``.
 """

@@ -13,7 +13,7 @@ STRAGGLERS = ("keep", "exclude")
 
 @dataclass(frozen=True)
 class ResourcesConfig:
-    """The round's resource policies (docs/resource_policies.md); the defaults are the engine's own behaviour.
+    """The round's resource policies (docs/model/resource_policies.md); the defaults are the engine's own behaviour.
 
     ``scheduling``: who takes part (``"random"``: the algorithm's own uniform draw).
     ``bandwidth``: how the uplink band is shared (``"equal"``: TDMA whole band in
@@ -38,7 +38,7 @@ class ResourcesConfig:
     default 1). ``stragglers``: ``"keep"`` (every device may be scheduled) or
     ``"exclude"`` (a device that cannot meet the round's budget τ even alone on the
     band at its maximum power and frequency is not scheduled that round). ``resource_blocks``: how an OFDMA
-    round's blocks are assigned (an access scheme that assigns blocks, docs/access_schemes.md). Which names
+    round's blocks are assigned (an access scheme that assigns blocks, docs/model/access_schemes.md). Which names
     exist (plugins included) is checked by :func:`edgesim.resources.round.check_config`.
     """
 

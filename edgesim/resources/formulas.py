@@ -1,4 +1,4 @@
-"""The resource policies' formulas: pure functions on NumPy arrays, one entry per device (docs/system_model.md).
+"""The resource policies' formulas: pure functions on NumPy arrays, one entry per device (docs/model/system_model.md).
 
 Units: bandwidth in Hz, power in W, noise power spectral density ``N0`` in W/Hz,
 channel gain linear, sizes in bits, frequencies in cycles/s (Hz), times in

@@ -196,7 +196,7 @@ class Scheduler:
     device has taken part (sequences of N numbers), or ``None``. ``deadline_s``: the
     policies' budget τ (s); ``None``: the round's (``[budget] deadline_s`` in
     ``"deadline"`` rounds, else T/G). An asynchronous run asks it for one free slot's
-    device (:meth:`scores`; :mod:`edgesim.asynchrony`, docs/asynchrony.md).
+    device (:meth:`scores`; :mod:`edgesim.asynchrony`, docs/model/asynchrony.md).
     """
 
     def __init__(self, config, system, budget, seed: int, expected_work=None, deadline_s=None,

@@ -1,6 +1,6 @@
 """The names of the files in a run folder and a sweep folder: the one place that spells them.
 
-A run folder (``edgesim run --out``, docs/run_folders.md) holds :data:`CONFIG`
+A run folder (``edgesim run --out``, docs/use/run_folders.md) holds :data:`CONFIG`
 (the resolved scenario), :data:`ROUNDS` (one row per algorithm and round),
 :data:`DEVICES` (one row per algorithm, round and device), :data:`EVENTS`
 (the engine's event log, when recorded), :data:`SUMMARY` (per algorithm the

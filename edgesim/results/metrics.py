@@ -19,7 +19,7 @@ import numpy as np
 
 DEFAULT_SUSTAIN_ROUNDS = 3
 """Rounds a crossing must hold (``[run] sustain_rounds`` unset, ``edgesim report`` without ``--sustain``): an
-accuracy that touches a threshold for one or two rounds and falls back has not reached it (docs/metrics.md)."""
+accuracy that touches a threshold for one or two rounds and falls back has not reached it (docs/use/metrics.md)."""
 
 
 def sustain_rounds(config: Mapping) -> int:

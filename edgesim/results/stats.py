@@ -10,7 +10,7 @@ Over the seeds of a group, a metric is reported as its mean and a 95 %
 Student-t interval (:func:`mean_interval`); two algorithms of the same runs
 are compared by their **paired** difference seed by seed
 (:func:`paired_difference`), which the common random numbers of a run make
-much tighter than the difference of two unpaired means (docs/metrics.md).
+much tighter than the difference of two unpaired means (docs/use/metrics.md).
 
 Torch-free and matplotlib-free (NumPy and SciPy only).
 """

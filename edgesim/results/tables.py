@@ -1,6 +1,6 @@
 """The run folder's tables from the clock's records: ``rounds.csv``, ``devices.csv`` and ``events.csv``.
 
-The row writers of a run (docs/run_folders.md): one ``rounds.csv`` row per algorithm × round (:func:`round_row`:
+The row writers of a run (docs/use/run_folders.md): one ``rounds.csv`` row per algorithm × round (:func:`round_row`:
 ``algorithm``, :data:`ROUND_FIELDS`, then the round's metrics — accuracy first — and the algorithm's decisions), one
 ``devices.csv`` row per algorithm × round × device (:func:`device_row`, the columns the caller names: see
 ``edgesim.scenarios.run.device_fields``), one ``events.csv`` row per event. :class:`LiveTables` appends the rows of
@@ -25,7 +25,7 @@ DEVICE_FIELDS = (
     "round", "device", "channel_gain", "rate_bps", "download_s", "compute_s", "upload_airtime_s", "idle_s",
     "bits_up", "bits_down", "wasted_bits", "radio_energy_j", "compute_energy_j", "arrived", "dropped",
 )
-# Each device-round's resources (docs/resource_policies.md): the rounds' devices.csv columns after DEVICE_FIELDS.
+# Each device-round's resources (docs/model/resource_policies.md): the rounds' devices.csv columns after DEVICE_FIELDS.
 RESOURCE_FIELDS = ("bandwidth_hz", "tx_power_w", "cpu_freq_hz")
 EVENT_FIELDS = ("algorithm", "time_s", "round", "device", "kind", "bits")
 

@@ -87,7 +87,7 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence]) -> str:
 
 
 class LiveCsv:
-    """A CSV that grows row by row while a run goes (``rounds.csv``, ``devices.csv``; docs/run_folders.md).
+    """A CSV that grows row by row while a run goes (``rounds.csv``, ``devices.csv``; docs/use/run_folders.md).
 
     The header is fixed by the first :meth:`append` (``header``); later rows are
     written under it (a column it lacks is left out, a missing value is empty).

@@ -117,7 +117,7 @@ def train_devices(
     Generators come from ``(seed, stream, round, device)`` — not from the
     algorithm's name — so every algorithm of a run draws the same batch
     orders, dropout and augmentations for a device in a round (common random
-    numbers, docs/metrics.md), and a device's randomness never depends on
+    numbers, docs/use/metrics.md), and a device's randomness never depends on
     which other devices train with it. ``name`` only names the algorithm in a
     divergence error. With a ``ctx.loss_log`` (a ``[resources]`` scheduling policy is set) each device's
     loss statistic is recorded first (:func:`device_losses`): every algorithm that trains here feeds Oort.
@@ -243,7 +243,7 @@ def round_metrics(ctx: Context, models: Sequence[Mapping[str, torch.Tensor]], re
 
 
 def step_metrics(*results: LocalTrainResult) -> dict[str, float]:
-    """The round's local optimiser steps (``rounds.csv``; docs/metrics.md).
+    """The round's local optimiser steps (``rounds.csv``; docs/use/metrics.md).
 
     ``S_k`` = the steps device k took this round, summed over ``results`` (the round's local training runs,
     aligned device by device: DoFed-SPP's target and recognition models, …). A run of ``E`` epochs takes
@@ -467,7 +467,7 @@ def labeling_accuracy(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]]
     """Accuracy of device n's model as a labeller of its unlabelled data (vs the hidden true labels).
 
     DoFed-SPP's labelling metric for a baseline whose one classifier also
-    labels the unlabelled target set (docs/dofed_spp.md). NaN for a device
+    labels the unlabelled target set (docs/studies/dofed_spp.md). NaN for a device
     without unlabelled data or outside the evaluated sample; ``None`` in a round the
     labelling diagnostic is not measured (``[run] label_quality``). One model on
     every device (a shared global model): one forward pass over all the unlabelled

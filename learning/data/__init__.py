@@ -3,7 +3,7 @@ format: ``idx``, ``cifar``, ``cinic``, ``medmnist``, ``dbpedia`` with ``tokens``
 ``image_folder``; the container in ``dataset``, file reading in ``files``) and client splits (``partitions``).
 
 Numpy only; nothing here imports torch. The registries of names: ``DATASETS`` and
-``PARTITIONS``. See docs/data.md.
+``PARTITIONS``. See docs/use/data.md.
 """
 
 from edgesim.learning.data.cifar import load_cifar

@@ -2,7 +2,7 @@
 
 Unpickled with a restricted unpickler (numpy arrays, dicts and lists only: a
 data file runs no code); a file of canonical size must match its published
-md5 (docs/data.md). Numpy only.
+md5 (docs/use/data.md). Numpy only.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ only, so the registry is importable without torch (``edgesim plan``).
 
 Every missing, corrupt or malformed file raises :class:`DatasetError` naming
 the file and what was expected. Formats, checksums and the choices made where
-the sources are silent: ``docs/data.md``.
+the sources are silent: ``docs/use/data.md``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """DBPedia ontology classification (Zhang et al., 2015) from its CSV files ``train.csv``, ``test.csv``.
 
 Rows ``label(1..14),title,content``; a file of canonical size must match its
-published sha256 (docs/data.md); texts become token ids with
+published sha256 (docs/use/data.md); texts become token ids with
 :mod:`edgesim.learning.data.tokens`. Numpy only.
 """
 

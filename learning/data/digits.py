@@ -1,6 +1,6 @@
 """scikit-learn's bundled 8x8 digits (``sklearn/datasets/data/digits.csv.gz``), read without importing scikit-learn.
 
-A fixed stratified 80/20 split, recorded as a bit mask (docs/data.md). Numpy only.
+A fixed stratified 80/20 split, recorded as a bit mask (docs/use/data.md). Numpy only.
 """
 
 from __future__ import annotations

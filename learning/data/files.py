@@ -1,7 +1,7 @@
 """Reading a data file: its bytes, gzip, checksums, the data folder, the range of its labels.
 
 What every loader shares; each failure is a :class:`edgesim.learning.data.dataset.DatasetError`
-naming the file and what was expected (docs/data.md). Standard library and numpy only.
+naming the file and what was expected (docs/use/data.md). Standard library and numpy only.
 """
 
 from __future__ import annotations

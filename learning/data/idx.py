@@ -3,7 +3,7 @@
 ``load_idx`` reads any IDX file of unsigned bytes (gzip-compressed or raw,
 detected from the content); ``load_mnist`` reads the four canonical files of
 MNIST or Fashion-MNIST (60000 train / 10000 test, 1x28x28, 10 classes) and
-checks each against its published md5 (docs/data.md). Numpy only.
+checks each against its published md5 (docs/use/data.md). Numpy only.
 """
 
 from __future__ import annotations

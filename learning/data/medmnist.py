@@ -1,7 +1,7 @@
 """MedMNIST (Yang et al., 2023): the single-label 2-D sets, one ``<flag>.npz`` each.
 
 The official train and test splits (``merge_val`` adds the val split to the
-train pool); structure checked, md5 not enforced (docs/data.md). Nothing is
+train pool); structure checked, md5 not enforced (docs/use/data.md). Nothing is
 unpickled. Numpy only.
 """
 

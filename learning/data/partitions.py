@@ -11,7 +11,7 @@
 
 Every function draws only from the ``rng`` it is given, so a fixed seed gives
 the same split. Indices are int64, sorted, into the train pool (``test``:
-into the test pool). Choices where the papers are silent: docs/data.md.
+into the test pool). Choices where the papers are silent: docs/use/data.md.
 
 :data:`PARTITIONS` (at the end) is the registry of the scenario names: each
 entry holds its split and the ``DataConfig`` fields it reads, so

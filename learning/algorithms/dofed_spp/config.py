@@ -27,11 +27,11 @@ def check_bound(name: str, value: Bound) -> Bound:
 
 @dataclass(frozen=True)
 class DofedSppConfig:
-    """DoFed-SPP's options (docs/dofed_spp.md).
+    """DoFed-SPP's options (docs/studies/dofed_spp.md).
 
     ``warmup_rounds``: L (Phase 0 trains L·I epochs). ``target_epochs``: epochs
     of the teacher–student step per round (default 10, measured in
-    docs/dofed_spp.md "The student"; the paper's Algorithm 2 uses I for both
+    docs/studies/dofed_spp.md "The student"; the paper's Algorithm 2 uses I for both
     models). ``selection``: how Algorithm 1 picks the K uploaders —
     ``"coverage"`` (default, our choice: Algorithm 1 run at B_sel =
     min(``coverage_b``, B) so that the K uploads spread over the devices'
@@ -112,7 +112,7 @@ PLANNING = PlanningHook(  # the (B, K) of Ineq. (26): C1/C2/C3, similarity ratio
     target_cycles=target_cycles_per_round, auto_fields=("sr_cycles", "pseudo_label_cycles_per_model"),
     auto_cycles="edgesim.learning.algorithms.dofed_spp.algorithm:auto_cycles")
 
-DofedSppConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+DofedSppConfig.COMPRESSION_REFUSED = (  # docs/model/compression.md
     "its devices download B other devices' models as pseudo-labellers under a (B, K) planned on uncompressed bits "
     "(Ineq. 26); not implemented")
 

@@ -2,7 +2,7 @@
 
 The paper runs ``sklearn.decomposition.PCA`` on each reciprocal model before
 the broadcast and says the downsized models "can infer data as well"; how is
-not written down; our choice (docs/dofed_spp.md), followed here: per-layer
+not written down; our choice (docs/studies/dofed_spp.md), followed here: per-layer
 low-rank compression with reconstruction.
 
 For every floating-point tensor ``W`` with two or more dimensions, reshaped to

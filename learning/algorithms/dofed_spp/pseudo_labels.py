@@ -4,7 +4,7 @@
 
 Each device n weighs the softmax outputs of its B downloaded reciprocal
 models by its similarity ratios and takes the arg-max (no confidence
-threshold, docs/dofed_spp.md). The one-hot vector is returned as its class
+threshold, docs/studies/dofed_spp.md). The one-hot vector is returned as its class
 index; among equal scores the lowest class wins (``torch.argmax``).
 
 A device none of whose B models has ρ̂ > 0 ("uncovered": Eq. (20)'s sum is

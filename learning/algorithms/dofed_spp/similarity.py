@@ -1,6 +1,6 @@
 """Similarity ratios of DoFed-SPP, Eq. (19) (Ching et al., IEEE TSC 2023, §4.1, Theorem 1).
 
-For device n and every device i (i = n included, docs/dofed_spp.md):
+For device n and every device i (i = n included, docs/studies/dofed_spp.md):
 
     L_{n,i} = l(θ_n^tar; D_{n,l}) − l(θ_i^rec; D_{n,l})              (target loss gap)
     s_{n,i} = max{ (γ·L_{n,i} + G1 + γ·G2) / ‖θ_i^rec − θ_n^{rec,prev}‖₂ , 0 }
@@ -11,14 +11,14 @@ is the copy of device i's reciprocal model that device n holds (the PCA
 reconstruction it last received, its own full model for i = n);
 θ_n^{rec,prev} is device n's own reciprocal model one local update older
 (Alg. 2 lines 10 and 32). γ is the SGD step size; G1 and G2 are the bounds
-of Assumptions 1–2, as options (docs/dofed_spp.md):
+of Assumptions 1–2, as options (docs/studies/dofed_spp.md):
 
 - ``"empirical"``: G1_n = the largest distance between two models device n
   holds; G2_n = the largest ‖∇_θ l(θ_i; D_{n,l})‖₂ over them;
 - ``"zero"``: 0 (then ρ̂ is FedFomo's weight up to normalisation);
 - a number: that constant for every device.
 
-Choices the paper leaves open (docs/dofed_spp.md):
+Choices the paper leaves open (docs/studies/dofed_spp.md):
 
 - a distance below ``min_distance`` (1e-12) counts as ``min_distance``;
 - a row whose scores are all 0 (every model worse than the target model, with

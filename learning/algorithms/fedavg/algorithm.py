@@ -1,4 +1,4 @@
-"""The FedAvg family: one round loop, its variants as config values (docs/fedavg_family.md).
+"""The FedAvg family: one round loop, its variants as config values (docs/model/fedavg_family.md).
 
 One round (FedAvg, McMahan et al., AISTATS 2017, Alg. 1): K devices are
 sampled; each downloads the global part of the model, trains ``I`` local
@@ -27,7 +27,7 @@ device trained on. What varies, each a config value:
 
 The server step is the family's aggregation hook: :meth:`FedAvg.server_step`
 takes the arrived ``(state, weight)`` uploads and sets the global model; a
-variant overrides that one method (docs/writing_an_algorithm.md).
+variant overrides that one method (docs/extend/writing_an_algorithm.md).
 
 Bits are what is sent: the global keys' share of the model's numbers ×
 ``model_bits`` up and down (FedBN sends no BatchNorm tensor, FedPer no head,
@@ -35,7 +35,7 @@ LG-FedAvg only its global layers — to every device, selected or not). Cycles
 are the task's real passes (``edgesim.learning.costs.task_cycles``): FixMatch trains
 B labelled and 2μB unlabelled rows per step.
 
-Compression (``[compression]``, docs/compression.md): the download is the
+Compression (``[compression]``, docs/model/compression.md): the download is the
 global keys' model, encoded once per round; the upload is each device's
 update (its trained global keys minus the model it downloaded), encoded with
 its error-feedback residual; the server adds the decoded updates' average to
@@ -252,7 +252,7 @@ class FedAvg:
             self.global_state = self.server_opt.step(self.global_state, weighted_average(updates))
 
     def asynchronous(self):
-        """This backend under FedAsync/FedBuff (:class:`AsyncFedAvg`, docs/asynchrony.md): the family's mode
+        """This backend under FedAsync/FedBuff (:class:`AsyncFedAvg`, docs/model/asynchrony.md): the family's mode
         without rounds."""
         from edgesim.learning.algorithms.fedavg.asynchronous import AsyncFedAvg  # it wraps this class
 

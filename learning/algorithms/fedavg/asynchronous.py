@@ -1,4 +1,4 @@
-"""The FedAvg family under asynchronous aggregation: FedAsync and FedBuff (docs/asynchrony.md).
+"""The FedAvg family under asynchronous aggregation: FedAsync and FedBuff (docs/model/asynchrony.md).
 
 :class:`AsyncFedAvg` wraps a :class:`~edgesim.learning.algorithms.fedavg.algorithm.FedAvg`
 backend (any variant: FedProx, FedBN, the FixMatch/UDA objectives, the
@@ -126,7 +126,7 @@ class AsyncFedAvg:
         if combine is None:
             raise ValueError(f"round_mode = {agg.mode!r}: the FedAvg family has no combine step {name!r}; expected "
                              f"one of {', '.join(map(repr, COMBINES))}, or a rule that registers its own "
-                             f"(register_async_combine, docs/writing_an_async_rule.md)")
+                             f"(register_async_combine, docs/extend/writing_an_async_rule.md)")
         # Train every arrival from its own start, grouped by (version, k-th update of the device from it).
         groups: dict[tuple[int, int], list[int]] = defaultdict(list)
         seen: dict[tuple[int, int], int] = defaultdict(int)

@@ -16,7 +16,7 @@ LOCAL = ("none", "batchnorm", "head", "lg")
 
 @dataclass(frozen=True)
 class FedAvgConfig:
-    """Options of the FedAvg family (module docstring; defaults and sources in docs/fedavg_family.md), one a line.
+    """Options of the FedAvg family (module docstring; defaults and sources in docs/model/fedavg_family.md), one a line.
 
     ``weighting``: ``"samples"`` (by the samples a device trained on) or ``"uniform"``: the average's weights.
     ``mu``: μ of FedProx's proximal term (μ/2)‖w − w_global‖² (Li et al., MLSys 2020, Eq. 2), 0 is FedAvg.
@@ -99,10 +99,10 @@ class FedAvgConfig:
 
 
 FedAvgConfig.DEFINING = ("objective", "data", "local", "server_optimizer")
-# [compression] (docs/compression.md): the global keys' update up, the global keys' model down.
+# [compression] (docs/model/compression.md): the global keys' update up, the global keys' model down.
 FedAvgConfig.COMPRESSION = "the global keys' update (uplink) and model (downlink)"
 
-FedProxConfig = variant(FedAvgConfig, "FedProxConfig", "FedProx: μ = 0.01 (docs/fedavg_family.md).", mu=0.01)
+FedProxConfig = variant(FedAvgConfig, "FedProxConfig", "FedProx: μ = 0.01 (docs/model/fedavg_family.md).", mu=0.01)
 FedBNConfig = variant(FedAvgConfig, "FedBNConfig", "FedBN: BatchNorm kept local.", local="batchnorm")
 # Server optimizers (Reddi et al., ICLR 2021; FedAvgM: Hsu et al. 2019): η, β₁, β₂, τ as Reddi et al.'s defaults
 # (β₁ = 0.9, β₂ = 0.99, τ = 1e-3); η = 0.01 for the adaptive ones is a start to tune (their Table 8 grid).

@@ -1,4 +1,4 @@
-"""FedBE (Chen & Chao, ICLR 2021), a DoFed-SPP baseline (docs/dofed_spp.md).
+"""FedBE (Chen & Chao, ICLR 2021), a DoFed-SPP baseline (docs/studies/dofed_spp.md).
 
 Each round K devices (sampled as in FedAvg) download the global model, train
 I local epochs on their labelled data and upload. The server then builds a
@@ -19,8 +19,8 @@ Bayesian model ensemble and distils it into the next global model:
    ``distill_epochs`` epochs of SGD (lr 1e-3, momentum 0.9, wd 1e-5, batch
    128, FedBE's values); it becomes the global model.
 
-Choices (docs/dofed_spp.md): the server's unlabelled set is
-``server_fraction`` (5%, docs/dofed_spp.md) of the train split — the train
+Choices (docs/studies/dofed_spp.md): the server's unlabelled set is
+``server_fraction`` (5%, docs/studies/dofed_spp.md) of the train split — the train
 pool plus every device's samples — drawn from the samples no device holds
 (``ctx.pool_x``), or ``server_samples`` of them; its labels are never used.
 FedBE averages the student's weights (SWA) from step 500 on; with the few

@@ -70,7 +70,7 @@ class FedBEConfig:
             raise ValueError(f"server_on_clock = {self.server_on_clock!r}: expected true or false")
 
 
-FedBEConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+FedBEConfig.COMPRESSION_REFUSED = (  # docs/model/compression.md
     "its server fits a distribution to the uploaded models and distils a sampled ensemble; not implemented")
 
 declare("fedbe", FedBEConfig, module="edgesim.learning.algorithms.fedbe.algorithm", display="FedBE",

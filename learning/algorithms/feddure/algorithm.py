@@ -1,4 +1,4 @@
-"""FedDure (Bai et al., AAAI 2024, arXiv 2307.05358): dual regulators on the local update (docs/feddure.md).
+"""FedDure (Bai et al., AAAI 2024, arXiv 2307.05358): dual regulators on the local update (docs/studies/feddure.md).
 
 Roles: θ the local model (downloaded, trained, uploaded); φ the coarse
 regulator C-reg, the same network, re-initialised from the global model at
@@ -330,7 +330,7 @@ class FedDure:
                      for c in ctx.clients]
         self.sizes = [{"lab": c.x_lab.shape[0], "unl": c.x_unl.shape[0]} for c in ctx.clients]
         self.selected: tuple[int, ...] = ()
-        self.transfers = transfers_for(ctx, list(self.global_state))  # θ's update up, θ down (docs/compression.md)
+        self.transfers = transfers_for(ctx, list(self.global_state))  # θ's update up, θ down (docs/model/compression.md)
 
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx

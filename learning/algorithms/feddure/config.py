@@ -16,7 +16,7 @@ FREG_INPUTS = ("attached", "detached")
 
 @dataclass(frozen=True)
 class FedDureConfig:
-    """FedDure's options (module docstring; defaults from the paper, §4.1, and docs/feddure.md).
+    """FedDure's options (module docstring; defaults from the paper, §4.1, and docs/studies/feddure.md).
 
     ``lr`` η (local model), ``creg_lr`` η_s (C-reg, and the virtual step),
     ``freg_lr`` η_w (F-reg); unset, η_s and η_w are η (§4.1: "learning rates = 0.0005 for η_s, η and η_w",
@@ -85,7 +85,7 @@ class FedDureConfig:
 
 
 FedDureConfig.DEFINING = ("creg", "freg")
-# [compression] (docs/compression.md): θ's update up, θ down; C-reg's φ and F-reg's w never leave the device.
+# [compression] (docs/model/compression.md): θ's update up, θ down; C-reg's φ and F-reg's w never leave the device.
 FedDureConfig.COMPRESSION = "the model θ's update (uplink) and θ (downlink)"
 
 VARIANTS = {

@@ -1,4 +1,4 @@
-"""``feddure_code``: FedDure as the official release runs it (White1973/FedDure @ 50ecb77; docs/feddure.md).
+"""``feddure_code``: FedDure as the official release runs it (White1973/FedDure @ 50ecb77; docs/studies/feddure.md).
 
 The release's client (``groups/client_ssl/base_ssl.py``, class
 ``FedDureClientSSL``; "L" below are its line numbers) is a Meta Pseudo Labels
@@ -44,7 +44,7 @@ Different from the release: the number of MPL steps (ours: the executor's
 epochs of batches, as every algorithm here; the release: a fixed
 ``total_steps``, 5 for CIFAR), the unlabelled batch (ours: μB; the release:
 ``|D_u| // round(|D_s|/B)``, L323–334) and the augmentations (ours:
-docs/augmentations.md).
+docs/model/augmentations.md).
 
 Server: FedAvg of the arrived θ (whole state) weighted by |D_s| + |D_u|
 (L636). Bits: the model down and up. Cycles: every pass

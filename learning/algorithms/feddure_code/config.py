@@ -4,7 +4,7 @@ The official FedDure release (White1973/FedDure @ 50ecb77) runs another
 algorithm than the paper's; its defaults here are the release's CIFAR-10
 config (``configs/cifar10/res9_cifar10_dir_dir_5.yaml``, ``client:``
 section), except the learning rate (the paper's 5e-4, as the CINIC-10
-config; the CIFAR one has 6e-4). Sources: docs/feddure.md, "feddure_code".
+config; the CIFAR one has 6e-4). Sources: docs/studies/feddure.md, "feddure_code".
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ VARIANTS = {
                      "argmax, UDA term, supervised fine-tuning, learning-rate warm-up"),
 }
 
-FedDureCodeConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+FedDureCodeConfig.COMPRESSION_REFUSED = (  # docs/model/compression.md
     "the official release's algorithm is not wired to the encoders (feddure is); not implemented")
 
 declare_variants(VARIANTS, module="edgesim.learning.algorithms.feddure_code.algorithm")

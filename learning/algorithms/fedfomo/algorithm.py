@@ -1,4 +1,4 @@
-"""FedFomo (Zhang, Sapra, Fidler, Yeung, Alvarez; ICLR 2021), a DoFed-SPP baseline (docs/dofed_spp.md).
+"""FedFomo (Zhang, Sapra, Fidler, Yeung, Alvarez; ICLR 2021), a DoFed-SPP baseline (docs/studies/dofed_spp.md).
 
 Each round K devices federate (sampled as in FedAvg). Device i:
 
@@ -19,7 +19,7 @@ Devices not federating keep their models. What the code fixes and we follow
 the others at 0; a device never downloads its own model; the |Σδ|
 normaliser gets +1e-9 when below 1e-9.
 
-In DoFed-SPP's setting (docs/dofed_spp.md): M = 10; every device
+In DoFed-SPP's setting (docs/studies/dofed_spp.md): M = 10; every device
 trains on train ∪ labelled target; the validation set is the labelled target
 set (``validation = "labeled"``, default — the only data of the target
 distribution a device has; it stays in the training set too) or a random

@@ -46,7 +46,7 @@ def check_fedfomo(cfg: FedFomoConfig, facts: ScenarioFacts) -> None:
         fail("n_download", cfg.n_download, f"at most n_devices - 1 = {facts.n_devices - 1} (the other devices' models)")
 
 
-FedFomoConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+FedFomoConfig.COMPRESSION_REFUSED = (  # docs/model/compression.md
     "each device downloads other devices' models to weigh them on its validation data; not implemented")
 
 declare("fedfomo", FedFomoConfig, module="edgesim.learning.algorithms.fedfomo.algorithm", display="FedFomo", check=check_fedfomo,

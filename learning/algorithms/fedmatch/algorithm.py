@@ -1,4 +1,4 @@
-"""FedMatch (Jeong et al., ICLR 2021) from its official code (wyjeong/FedMatch; docs/labels_at_server.md).
+"""FedMatch (Jeong et al., ICLR 2021) from its official code (wyjeong/FedMatch; docs/studies/labels_at_server.md).
 
 The weights are decomposed: ``θ = σ + ψ``, σ learned from labels, ψ from
 unlabelled data. Training uses the dense ``σ + ψ`` (the L1 term makes ψ

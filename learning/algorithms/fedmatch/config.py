@@ -30,7 +30,7 @@ class FedMatchConfig:
     ``labeled_batch_size``: the clients' labelled batch for σ (labels at the clients).
     ``lr``: the learning rate of clients and server (default 1e-3, the official code's; ``[train] lr`` is not
     used: λ_s weighs the labelled cross-entropy, so the labelled step is λ_s·lr — at a shared 0.05 with momentum
-    0.9 it is 0.5 and round 0 diverges, docs/labels_at_server.md).
+    0.9 it is 0.5 and round 0 diverges, docs/studies/labels_at_server.md).
     """
 
     labels: str = "server"
@@ -88,7 +88,7 @@ def check_fedmatch(cfg: FedMatchConfig, facts: ScenarioFacts) -> None:
 
 
 FedMatchConfig.DEFINING = ("labels",)
-FedMatchConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+FedMatchConfig.COMPRESSION_REFUSED = (  # docs/model/compression.md
     "it sends its decomposed sigma/psi parameters and helper models with its own sparsity; not implemented")
 
 declare("fedmatch", FedMatchConfig, module="edgesim.learning.algorithms.fedmatch.algorithm", display="FedMatch", check=check_fedmatch,

@@ -1,4 +1,4 @@
-"""FedMix with FedFreq (Zhang et al., arXiv 2110.13388), labels at the server (docs/labels_at_server.md).
+"""FedMix with FedFreq (Zhang et al., arXiv 2110.13388), labels at the server (docs/studies/labels_at_server.md).
 
 The paper's equations (6)–(10) and its numeric hyperparameters did not
 survive in any reachable copy; what follows is a **reconstruction** from the
@@ -17,7 +17,7 @@ validation split of the server's labels. One round t:
    + λ_c·(1/|U|) Σ_u KL(q(u) ‖ f_ψ(π(u))) + λ_2·(1/P)‖ψ_k − a‖²``,
    where ``q(u) = (1/A) Σ_a softmax(f_ψ(π_a(u)))`` over A = ``n_views``
    random flip∘shift copies (the paper's π₁ = shift, π₂ = flip; flip with
-   probability 1/2; the shift alone on a data set a mirror relabels, docs/augmentations.md),
+   probability 1/2; the shift alone on a data set a mirror relabels, docs/model/augmentations.md),
    ``ŷ_u = argmax q(u)``, ``conf(u) = max q(u)`` (no
    gradient through q), π(u) a fresh flip∘shift view, P the number of
    parameter entries and the anchor a = σ^t when it is sent, else θ^t;

@@ -18,7 +18,7 @@ PULLS = ("sum", "mean")
 
 @dataclass(frozen=True)
 class FedMixConfig:
-    """FedMix + FedFreq (module docstring); defaults: the reconstruction of docs/labels_at_server.md; one a line.
+    """FedMix + FedFreq (module docstring); defaults: the reconstruction of docs/studies/labels_at_server.md; one a line.
 
     ``alpha``: α, the weight of the clients' average ψ̄ in θ^{t+1} = α·ψ̄ + β·σ + γ·θ^t (Eq. 9, α + β + γ = 1).
     ``beta``: β, the weight of the server's supervised model σ^t in Eq. 9's mix.
@@ -121,7 +121,7 @@ def check_fedmix(cfg: FedMixConfig, facts: ScenarioFacts) -> None:
     needs_server_labels("fedmix", facts)
 
 
-FedMixConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+FedMixConfig.COMPRESSION_REFUSED = (  # docs/model/compression.md
     "it broadcasts theta (and sigma) and uploads psi of a split model; not implemented")
 
 declare_variants(VARIANTS, module="edgesim.learning.algorithms.fedmix.algorithm", check=check_fedmix)

@@ -1,6 +1,6 @@
 """Local: every device trains its own model on its own labelled data and never communicates.
 
-The lower baseline of DoFed-SPP's Table 1 (docs/dofed_spp.md): all N
+The lower baseline of DoFed-SPP's Table 1 (docs/studies/dofed_spp.md): all N
 devices train I local epochs each round; no uploads, no downloads, so a
 round lasts as long as its slowest device computes.
 """

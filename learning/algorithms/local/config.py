@@ -12,7 +12,7 @@ from edgesim.learning.algorithms import declare
 class LocalConfig:
     """Local training only (no options)."""
 
-    COMPRESSION = SENDS_NOTHING  # a run-wide [compression] leaves it as it is (docs/compression.md)
+    COMPRESSION = SENDS_NOTHING  # a run-wide [compression] leaves it as it is (docs/model/compression.md)
 
 
 declare("local", LocalConfig, module="edgesim.learning.algorithms.local.algorithm", display="Local",

@@ -1,4 +1,4 @@
-"""pFedMe (T. Dinh, Tran & Nguyen, NeurIPS 2020): personalised models by Moreau envelopes (docs/fedavg_family.md).
+"""pFedMe (T. Dinh, Tran & Nguyen, NeurIPS 2020): personalised models by Moreau envelopes (docs/model/fedavg_family.md).
 
 Each round every device receives the global model w and sets its local
 model w_k and its personalised model θ_k to it; then, per mini-batch

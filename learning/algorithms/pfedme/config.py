@@ -29,7 +29,7 @@ class PFedMeConfig:
     def divergence_hint(self) -> str:
         """The other step size to lower when a run diverges. The K inner steps are gradient descent on
         f_k(θ) + (λ/2)‖θ − w_k‖², whose curvature is L + λ (L: the batch loss's largest Hessian eigenvalue), so they
-        are stable only while η_p·(L + λ) < 2: η_p = 0.09 with λ = 15 allows L < 7.2 (docs/fedavg_family.md)."""
+        are stable only while η_p·(L + λ) < 2: η_p = 0.09 with λ = 15 allows L < 7.2 (docs/model/fedavg_family.md)."""
         return (f"personal_lr (= {self.personal_lr:g}; the inner steps need personal_lr * (L + lam) < 2, L the "
                 f"loss's curvature: lam = {self.lam:g} leaves L < {2 / self.personal_lr - self.lam:.3g})")
 
@@ -41,7 +41,7 @@ class PFedMeConfig:
         check_number("lr", self.lr, minimum=0, strict=True, allow_none=True)
 
 
-PFedMeConfig.COMPRESSION_REFUSED = (  # docs/compression.md
+PFedMeConfig.COMPRESSION_REFUSED = (  # docs/model/compression.md
     "its bi-level personal models are not wired to the encoders; not implemented")
 
 declare("pfedme", PFedMeConfig, module="edgesim.learning.algorithms.pfedme.algorithm", display="pFedMe",

@@ -1,11 +1,11 @@
 """Supervised only: the base station trains the global model on its own labelled set; no client takes part.
 
-The floor of the labels-at-server methods (docs/labels_at_server.md): what FedMix's Eq. 9 gives with
+The floor of the labels-at-server methods (docs/studies/labels_at_server.md): what FedMix's Eq. 9 gives with
 (α, β, γ) = (0, 1, 0), θ^{t+1} = σ^t, and what FedMatch gives with ψ = 0. Each round the server trains
 θ ``server_epochs`` on its labelled set with ``λ_s·CE`` (the step both methods' servers take), on the
 clock at ``system.server_freq_hz`` (the round plan's server phase). No device downloads, computes or
 uploads anything, so a round lasts the server's compute time. A phase the round's deadline cuts yields
-nothing (``RoundOutcome.server_cut``): θ stays as it was (docs/labels_at_server.md).
+nothing (``RoundOutcome.server_cut``): θ stays as it was (docs/studies/labels_at_server.md).
 """
 
 from __future__ import annotations

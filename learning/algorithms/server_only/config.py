@@ -36,7 +36,7 @@ def check_server_only(cfg: ServerOnlyConfig, facts: ScenarioFacts) -> None:
     needs_server_labels("server_only", facts)
 
 
-ServerOnlyConfig.COMPRESSION = SENDS_NOTHING  # the devices send nothing (docs/compression.md)
+ServerOnlyConfig.COMPRESSION = SENDS_NOTHING  # the devices send nothing (docs/model/compression.md)
 
 declare("server_only", ServerOnlyConfig, module="edgesim.learning.algorithms.server_only.algorithm", display="Supervised only (server)",
         check=check_server_only,

@@ -1,4 +1,4 @@
-"""UM-pFSSL (Shi, Chen & Zhang, IEEE TNSE 2023; arXiv 2205.02438): helpers label each other's data (docs/um_pfssl.md).
+"""UM-pFSSL (Shi, Chen & Zhang, IEEE TNSE 2023; arXiv 2205.02438): helpers label each other's data (docs/studies/um_pfssl.md).
 
 Every device k keeps a personal model w_k and a list H_k of at most M helper
 models (k itself always among them) that it downloaded from the server's
@@ -42,7 +42,7 @@ M·|w| multiply-adds are not charged. A device dropped at a deadline did
 nothing this round: its list, its model and the server's copy stay as they
 were.
 
-Compression (``[compression]``, docs/compression.md): round 0's w_0 is a
+Compression (``[compression]``, docs/model/compression.md): round 0's w_0 is a
 broadcast (stream ``("compress", "downlink", 0)``); every decoded model a
 device holds is what it received. Each helper or candidate download is that
 device's own encoding of the pool's model (stream ``("compress", "downlink",

@@ -24,7 +24,7 @@ class UMPFSSLConfig:
     warm-up's local epochs on labelled data (round 0); ``vectorize``: a device's helper stack in one vmap
     ("on"), one model at a time ("off"), or "auto" (vmap on a GPU; on a CPU the loop is faster,
     benchmarks/RESULTS.md). The two agree to float rounding, not bit for bit. ``lr``: overrides ``[train]
-    lr`` for the local steps (unset: ``[train]``'s; each mini-batch takes two steps, docs/um_pfssl.md).
+    lr`` for the local steps (unset: ``[train]``'s; each mini-batch takes two steps, docs/studies/um_pfssl.md).
 
     ``label_rule``: how a device's soft label of x comes from its helpers' MC-dropout predictions P_j(x):
     "most_certain" (Eq. 11: P_{j*} with j* = argmin_j H_j(x), default), "mean" ((1/|H_k|) Σ_j P_j) or
@@ -78,7 +78,7 @@ def check_um_pfssl(cfg: UMPFSSLConfig, facts: ScenarioFacts) -> None:
         fail("helpers", cfg.helpers, f"at most {who} - 1 = {n - 1} (a device's helpers are other devices)")
 
 
-UMPFSSLConfig.COMPRESSION = (  # docs/compression.md
+UMPFSSLConfig.COMPRESSION = (  # docs/model/compression.md
     "its model's difference from the server's copy (uplink) and every helper model it downloads (downlink)")
 
 declare("um_pfssl", UMPFSSLConfig, module="edgesim.learning.algorithms.um_pfssl.algorithm", display="UM-pFSSL", check=check_um_pfssl,
