@@ -1,4 +1,4 @@
-"""The access-scheme study of docs/model/access_schemes.md (a small version): FedAvg on the bundled digits on the arena's
+"""The access-scheme study of docs/model/access_schemes.md (small): FedAvg on the bundled digits on the arena's
 cell with a 4.5 MHz band, under FDMA, OFDMA (25 blocks of 180 kHz), NOMA (clusters of 2) and AirComp at three
 transmit powers (64 sub-channels), 3 seeds each; then its table and energy-versus-time figure.
 

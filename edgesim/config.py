@@ -79,8 +79,8 @@ def check_choice(name: str, value, choices):
 
 
 def check_path_gains(intercept_db: float, slope_db: float, min_distance_m: float, cell_radius_m: float) -> None:
-    """The path-loss gain ``-(A + B·log10(d / 1 km))`` dB (docs/model/system_model.md, Channel) at the cell's nearest and
-    farthest distance must lie in :data:`CHANNEL_GAIN_DB_RANGE`, else ``ValueError`` naming A and B."""
+    """The path-loss gain ``-(A + B·log10(d / 1 km))`` dB (docs/model/system_model.md, Channel) at the nearest and
+    farthest distance of the cell must lie in :data:`CHANNEL_GAIN_DB_RANGE`, else ``ValueError`` naming A and B."""
     low, high = CHANNEL_GAIN_DB_RANGE
     for d in (min_distance_m, cell_radius_m):
         gain_db = -(intercept_db + slope_db * math.log10(d / 1000.0))

@@ -95,7 +95,7 @@ class AlgorithmSpec:
     check: Optional[Callable[[Any, "ScenarioFacts"], None]] = None
     check_data: Optional[Callable] = None  # (ctx, cfg) after the data is loaded, before any algorithm runs
     planning: Optional["PlanningHook"] = None  # set when the algorithm schedules under the round budget
-    asynchronous: bool = False  # its backend has an ``asynchronous()`` mode (FedAsync/FedBuff, docs/model/asynchrony.md)
+    asynchronous: bool = False  # its backend has an ``asynchronous()`` mode (docs/model/asynchrony.md)
     chooses_devices: bool = False  # it picks its own devices each round (no [resources] scheduling policy)
 
     def __post_init__(self):
