@@ -88,8 +88,8 @@ def test_a_scenario_refuses_rounds_only_settings_in_an_asynchronous_run(section,
 
     raw = {"run": {"backend": "parametric", "clients_per_round": 2},
            "system": {"n_devices": 3, "access": "fdma"}, "budget": {"round_mode": "fedbuff", "deadline_s": 2.0},
-           "async": {"buffer_size": 2}}
-    raw.setdefault(section, {})[key] = value
+           "async": {"buffer_size": 2}, "workload": {"model_bits": 1e6, "samples_per_device": 500}}
+    raw.setdefault(section, {})[key] = value  # (a physics-only run states its workload: no model, no partition)
     with pytest.raises(ScenarioError) as e:
         validate(raw, "s.toml")
     msg = str(e.value)

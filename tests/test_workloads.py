@@ -34,7 +34,7 @@ def test_a_distribution_is_drawn_once_from_the_seed():
     # its own stream: the draw is numpy's uniform on (seed, 0xD0)
     assert np.array_equal(c, np.random.default_rng((7, 0xD0)).uniform(1e4, 3e4, 50))
     # low = high: every device the same (the limiting case)
-    same = WorkloadConfig(cycles_per_sample={"dist": "uniform", "low": 2e4, "high": 2e4})
+    same = WorkloadConfig(cycles_per_sample={"dist": "uniform", "low": 2e4, "high": 2e4}, samples_per_device=500)
     assert (workload_per_device(same, 5, 0)[0] == 2e4).all()
 
 
@@ -53,7 +53,7 @@ def test_bad_workloads_are_one_line(kw, expected):
 
 def test_a_list_of_the_wrong_length_is_one_line():
     with pytest.raises(ValueError) as e:
-        ParametricBackend(4, 2, WorkloadConfig(cycles_per_sample=[1e6, 2e6]))
+        ParametricBackend(4, 2, WorkloadConfig(cycles_per_sample=[1e6, 2e6], samples_per_device=500, model_bits=1e6))
     assert "cycles_per_sample" in str(e.value) and "n_devices (= 4)" in str(e.value)
 
 
@@ -66,11 +66,11 @@ def test_a_learning_run_refuses_per_device_workloads():
 
 
 def test_the_plan_counts_the_local_steps_of_the_device_with_the_most_samples():
-    from edgesim.scenarios.cli import device_round_steps
+    from edgesim.scenarios.plan import steps_summary
     from edgesim.scenarios.schema import validate
 
     sc = validate({"run": {"backend": "parametric", "clients_per_round": 2}, "system": {"n_devices": 3},
-                   "workload": {"samples_per_device": [10, 100, 40]}}, "s.toml")
-    steps = device_round_steps(sc)
+                   "workload": {"samples_per_device": [10, 100, 40], "model_bits": 1e6}}, "s.toml")
+    steps = steps_summary(sc, sc.workload)
     batch = steps["batch_size"]
     assert steps["samples_per_device"] == 100 and steps["local_steps_per_device"] == -(-100 // batch)
