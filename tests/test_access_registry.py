@@ -12,7 +12,7 @@ import simpy
 from edgesim.access import SCHEMES, AccessScheme, Cell, build_options, make_link, register_access, scheme_class
 from edgesim.access.classic import Fdma, FdmaBanded, Tdma
 from edgesim.backend import DeviceWork, RoundPlan
-from edgesim.config import BudgetConfig, ConfigError, SystemConfig, check_number
+from edgesim.config import ACCESS_NAMES, BudgetConfig, ConfigError, SystemConfig, check_number
 from edgesim.engine import Simulation
 from edgesim.links import FdmaUplink, TdmaUplink
 from edgesim.radio import shannon_rate_bps
@@ -85,8 +85,9 @@ def test_options_are_the_schemes_own_dataclass():
             build_options("test_mine", {"slot": 3})
         with pytest.raises(ConfigError, match="registered twice"):
             register_access("test_mine")(type("_Other", (_Mine,), {}))
-    finally:
+    finally:  # the registry and the names the checks and the key reference read: as before the test
         del SCHEMES["test_mine"]
+        ACCESS_NAMES.remove("test_mine")
 
 
 def test_a_scheme_without_transmit_or_with_mutable_options_is_refused():

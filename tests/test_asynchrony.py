@@ -23,7 +23,7 @@ from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
 from edgesim.curve import ParametricBackend
 from edgesim.engine import Simulation
 from edgesim.radio import shannon_rate_bps
-from edgesim.resources import ResourcesConfig, register_policy
+from edgesim.resources import POLICIES, ResourcesConfig, register_policy
 from edgesim.resources.scheduling import STREAM_SCHEDULE
 
 UPLOAD_S = 0.4  # every hand-computed timeline below uploads for 0.4 s on the whole band (TDMA)
@@ -250,9 +250,12 @@ def test_a_plugin_policy_picks_free_slots_too():
         def allocate(self, v):
             return -v.cpu_freq_hz
 
-    sim = async_sim([1e9, 0.4e9, 0.25e9], "fedasync", AsyncConfig(concurrency=1), rounds=2,
-                    resources=ResourcesConfig(scheduling="test_slowest_first"))
-    recs = sim.run()
+    try:
+        sim = async_sim([1e9, 0.4e9, 0.25e9], "fedasync", AsyncConfig(concurrency=1), rounds=2,
+                        resources=ResourcesConfig(scheduling="test_slowest_first"))
+        recs = sim.run()
+    finally:  # the registry as before the test (a later test of this process lists the policies)
+        POLICIES["scheduling"].pop("test_slowest_first")
     assert starts(recs) == [2, 2]  # d2 alone: compute 4 s, up 0.4 s, and again
     assert [r.end_time_s for r in recs] == pytest.approx([4.4, 8.8])
 
