@@ -203,6 +203,7 @@ def test_every_partition_splits_an_npz_data_set(tmp_path, partition):
 
 
 @pytest.mark.parametrize("kind", ["npz", "npz_features", "image_folder"])
+@pytest.mark.filterwarnings("ignore:.*local step:UserWarning")  # a few images a device on purpose: the run's warning
 def test_the_default_algorithms_run_end_to_end_on_a_users_data(tmp_path, kind):
     import edgesim
 
