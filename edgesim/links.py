@@ -104,6 +104,23 @@ def checked_transfer(device: int, bits: float, channel_gain: float, tx_power_w: 
                     positive("tx_power_w", tx_power_w), queued_s)
 
 
+def on_air_at(env: simpy.Environment, transfer: Transfer, rate_bps: float) -> Iterator[simpy.Event]:
+    """Process step: ``transfer`` on the air from now at a constant ``rate_bps`` for ``bits / rate_bps`` seconds,
+    then its end, airtime and bits recorded; cut by an interrupt, the airtime so far and ``min(bits, airtime ·
+    rate)`` bits sent are recorded, the transfer marked aborted and the interrupt raised again. The links whose
+    transfer has its channel to itself (TDMA's turn, a banded FDMA band, OFDMA's blocks) end this way."""
+    try:
+        yield env.timeout(transfer.bits / rate_bps)
+    except simpy.Interrupt:
+        transfer.airtime_s = env.now - transfer.start_s
+        transfer.sent_bits = min(transfer.bits, transfer.airtime_s * rate_bps)
+        transfer.aborted = True
+        raise
+    transfer.end_s = env.now
+    transfer.airtime_s = transfer.end_s - transfer.start_s
+    transfer.sent_bits = transfer.bits
+
+
 class TdmaUplink:
     """Time division: one transfer at a time over the whole band ``b``, first come first served.
 
@@ -194,22 +211,13 @@ class TdmaUplink:
             transfer.band_hz = self.bandwidth_hz
             if on_air is not None:
                 on_air(transfer)
-            try:
-                yield env.timeout(transfer.bits / rate)
-            except simpy.Interrupt:
-                transfer.airtime_s = env.now - transfer.start_s
-                transfer.sent_bits = min(transfer.bits, transfer.airtime_s * rate)
-                transfer.aborted = True
-                raise
+            yield from on_air_at(env, transfer, rate)
         except GeneratorExit:  # a generator closed unfinished releases nothing (as simpy's ``with`` request)
             raise
         except BaseException:
             self._release(env, request)
             raise
         self._release(env, request)
-        transfer.end_s = env.now
-        transfer.airtime_s = transfer.end_s - transfer.start_s
-        transfer.sent_bits = transfer.bits
         return transfer
 
 
@@ -415,16 +423,7 @@ class BandedFdmaUplink:
         transfer.start_s = env.now
         if on_air is not None:
             on_air(transfer)
-        try:
-            yield env.timeout(transfer.bits / rate)
-        except simpy.Interrupt:
-            transfer.airtime_s = env.now - transfer.start_s
-            transfer.sent_bits = min(transfer.bits, transfer.airtime_s * rate)
-            transfer.aborted = True
-            raise
-        transfer.end_s = env.now
-        transfer.airtime_s = transfer.end_s - transfer.start_s
-        transfer.sent_bits = transfer.bits
+        yield from on_air_at(env, transfer, rate)
         return transfer
 
 

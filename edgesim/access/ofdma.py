@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
-import simpy
 
 from ..config import ConfigError, check_int, check_number, fail
-from ..links import Transfer
+from ..links import Transfer, on_air_at
 from ..registries import claim
 from ..resources.policies import POLICIES
 from . import formulas
@@ -291,14 +290,5 @@ class Ofdma(AccessScheme):
         transfer.band_hz = self._blocks[device] * float(self.options.rb_bandwidth_hz)
         if on_air is not None:
             on_air(transfer)
-        try:
-            yield env.timeout(bits / rate)
-        except simpy.Interrupt:
-            transfer.airtime_s = env.now - transfer.start_s
-            transfer.sent_bits = min(bits, transfer.airtime_s * rate)
-            transfer.aborted = True
-            raise
-        transfer.end_s = env.now
-        transfer.airtime_s = transfer.end_s - transfer.start_s
-        transfer.sent_bits = bits
+        yield from on_air_at(env, transfer, rate)
         return transfer
