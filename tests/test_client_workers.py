@@ -4,18 +4,11 @@
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import torch
+from ray_head import ray_head
 from typer.testing import CliRunner
 
 from edgesim.config import ConfigError
@@ -82,47 +75,12 @@ def test_client_workers_need_the_sequential_executor(tiny_scenario, tmp_path):
     assert "\n" not in str(e.value)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.mark.slow  # ~1 min: `ray start --head`, then a run's clients on two actors of that cluster
 def test_ray_actors_write_the_sequential_bytes(tiny_scenario, sequential_run, tmp_path):
     pytest.importorskip("ray")
-    port = _free_port()
-    ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
-    script = Path(sys.executable).with_name("ray")  # the venv's, else Ray's own module (a venv that shares Ray's)
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
-    head = subprocess.Popen(
-        [*command, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-         "--include-dashboard=false", f"--temp-dir={ray_dir}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    auth = os.environ.get("RAY_AUTH_MODE")
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert head.poll() is None, "ray start --head exited"
-            assert time.monotonic() < deadline, "ray start --head did not listen within 120 s"
-            time.sleep(0.5)
+    with ray_head() as address:
         out = tmp_path / "ray"
         result = runner.invoke(app, ["run", str(tiny_scenario), *[x for s in SETS for x in ("--set", s)],
                                      "--client-workers", "2", "--executor", "ray", "--ray-address",
-                                     f"127.0.0.1:{port}", "--out", str(out), "-q"])
+                                     address, "--out", str(out), "-q"])
         assert result.exit_code == 0, result.output
         assert_same_run(sequential_run, out)
-    finally:
-        head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
-        shutil.rmtree(ray_dir, ignore_errors=True)
-        if auth is None:
-            os.environ.pop("RAY_AUTH_MODE", None)

@@ -7,16 +7,12 @@ import io
 import json
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from conftest import TINY_SCENARIO
+from ray_head import ray_head
 from typer.testing import CliRunner
 
 from edgesim.config import ConfigError
@@ -170,48 +166,14 @@ def test_ray_gives_the_same_bytes_as_the_local_executor(scenario, local_sweep, t
     assert {tuple(json.loads(p.read_text())["command"]) for p in out.glob("*/run.json")} == {tuple(sys.argv)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow  # ~30 s: `ray start --head`, then a sweep joins it by address
 def test_sweep_joins_a_cluster_from_ray_start_head(scenario, local_sweep, tmp_path):
     pytest.importorskip("ray")
-    port = _free_port()
-    ray_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
-    head = subprocess.Popen(
-        [str(Path(sys.executable).with_name("ray")), "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
-         "--include-dashboard=false", f"--temp-dir={ray_dir}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    auth = os.environ.get("RAY_AUTH_MODE")
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert head.poll() is None, "ray start --head exited"
-            assert time.monotonic() < deadline, "ray start --head did not listen within 120 s"
-            time.sleep(0.5)
+    with ray_head() as address:
         out = tmp_path / "cluster"
         result = runner.invoke(app, ["sweep", str(scenario), "--grid", GRID[0], "--seeds", "2", *[x for s in FAST for x in ("--set", s)],
-                                     "--executor", "ray", "--ray-address", f"127.0.0.1:{port}", "--jobs", "2",
+                                     "--executor", "ray", "--ray-address", address, "--jobs", "2",
                                      "--out", str(out), "-q", "--no-plots"])
         assert result.exit_code == 0, result.output
         assert "2 at a time on ray" in result.stdout
         assert_same_sweep(local_sweep, out)
-    finally:
-        head.send_signal(signal.SIGTERM)  # `ray start --block` stops the processes it started
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait()
-        shutil.rmtree(ray_dir, ignore_errors=True)
-        if auth is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = auth
