@@ -75,6 +75,7 @@ def test_client_workers_need_the_sequential_executor(tiny_scenario, tmp_path):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.slow  # ~1 min: `ray start --head`, then a run's clients on two actors of that cluster
 def test_ray_actors_write_the_sequential_bytes(tiny_scenario, sequential_run, tmp_path):
     pytest.importorskip("ray")
     with ray_head() as address:
