@@ -26,6 +26,7 @@ The package is also the simulator itself, the bottom floor:
 """
 
 import edgesim.access  # noqa: F401 - registers the built-in access schemes, whose names SystemConfig checks
+import edgesim.cells  # noqa: F401 - registers the built-in association rules, whose names SystemConfig checks
 from edgesim.config import ConfigError
 
 _API = ("Run", "RunFolderError", "SweepError", "load_runs", "load_scenario", "plan", "run", "scenario_fingerprint",

@@ -29,7 +29,8 @@ class SystemView:
     samples K devices takes the first K; ``None`` (``"random"``): its own draw.
     ``energy_spent_j`` and ``battery_left_j``: each device's energy spent so far
     (compute + radio, J) and what is left of its ``system.battery_j``; ``None``
-    without batteries.
+    without batteries. ``serving_cell``: each device's serving cell (``0..n_cells-1``,
+    :mod:`edgesim.cells`; ``None``: one cell); ``n_cells``: the number of cells.
     """
 
     round_index: int
@@ -46,6 +47,8 @@ class SystemView:
     schedule: Optional[tuple[int, ...]] = None
     energy_spent_j: Optional[tuple[float, ...]] = None
     battery_left_j: Optional[tuple[float, ...]] = None
+    serving_cell: Optional[tuple[int, ...]] = None
+    n_cells: int = 1
 
 
 @dataclass(frozen=True)

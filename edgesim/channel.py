@@ -24,6 +24,17 @@ When ``system.channel_gain_db`` is set, every device has the gain
 ``system.fixed_gain`` in every round and none of the above is used (devices
 are still placed, so ``positions_m`` is always defined, but they do not move).
 
+Several cells (``system.cells``, :mod:`edgesim.cells`): with one cell the
+above holds around its base station (placement shifted to it). With C > 1 cells
+each device has a link to every cell c: ``g_{n,c} = 10 ** (-(PL(d_{n,c}) -
+X_{n,c}) / 10) * h_{n,c}``, shadowing ``X_{n,c}`` drawn once per link and
+fading ``h_{n,c}`` per link per round, each on a stream of its own
+(``STREAM_CELL_*``); devices are placed over the cells by
+:func:`place_over_cells` and associated once, at placement
+(:attr:`ChannelModel.serving_cell`, :func:`edgesim.cells.associate`);
+:meth:`ChannelModel.gains` is then each device's gain to its serving cell and
+:meth:`ChannelModel.cell_gains` the gain to every cell.
+
 All randomness is derived from ``seed`` and a stream tag, never global, so
 ``state_dict()`` (positions, waypoints, number of mobility steps) is enough to
 resume a run with identical gains.
@@ -37,6 +48,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from ._checks import count, finite, non_negative, positive
+from .cells import Layout, associate, bs_powers_w
 from .config import SystemConfig
 
 # Stream tags: the last entry of every seed tuple, so that no two uses of a seed collide.
@@ -46,6 +58,11 @@ STREAM_FADING = 0xC2
 STREAM_WAYPOINTS = 0xC3
 STREAM_MOBILITY = 0xC4
 STREAM_CSI = 0xC5
+# Several cells: the draws of a run with C > 1 cells (a single cell keeps the streams above, byte for byte).
+STREAM_CELL_PLACEMENT = 0xC6
+STREAM_CELL_WAYPOINTS = 0xC7
+STREAM_CELL_SHADOWING = 0xC8
+STREAM_CELL_FADING = 0xC9
 
 
 def path_loss_db(
@@ -95,28 +112,137 @@ def place_uniform_in_disc(n: int, radius_m: float, min_distance_m: float, rng: n
     return np.column_stack([r * np.cos(a), r * np.sin(a)])
 
 
+def place_over_cells(n: int, sites_m: np.ndarray, radius_m: float, min_distance_m: float, placement: str,
+                     rng: np.random.Generator, first: int = 0) -> np.ndarray:
+    """``n`` points over the cells whose base stations are at ``sites_m`` (shape ``(C, 2)``, metres), each cell a disc
+    of ``radius_m``; shape ``(n, 2)``. Deterministic given ``rng``'s state.
+
+    - ``"uniform_union"``: uniform in area over the union of the discs. A candidate is drawn uniformly in a cell
+      drawn uniformly, and kept with probability ``1 / m`` where ``m`` is the number of discs that cover it (the
+      union's density is then uniform: a point covered by m discs is proposed m times as often).
+    - ``"per_cell"``: point ``k`` (the device ``first + k``) uniform in the disc of cell ``(first + k) mod C``: an
+      equal share per cell.
+
+    Either way a candidate closer than ``min_distance_m`` to any base station is rejected and redrawn.
+    """
+    n = count("n", n)
+    sites = np.asarray(sites_m, dtype=float).reshape(-1, 2)
+    c = len(sites)
+    out = np.empty((n, 2))
+    todo = np.arange(n)
+    while todo.size:
+        k = todo.size
+        cell = rng.integers(0, c, k) if placement == "uniform_union" else (first + todo) % c
+        r = np.sqrt(rng.random(k)) * radius_m
+        a = rng.random(k) * (2.0 * math.pi)
+        pts = sites[cell] + np.column_stack([r * np.cos(a), r * np.sin(a)])
+        d = np.hypot(pts[:, None, 0] - sites[None, :, 0], pts[:, None, 1] - sites[None, :, 1])
+        keep = (d >= min_distance_m).all(axis=1)
+        if placement == "uniform_union":
+            covered = (d <= radius_m).sum(axis=1)
+            keep &= rng.random(k) * covered < 1.0
+        out[todo[keep]] = pts[keep]
+        todo = todo[~keep]
+    return out
+
+
 class ChannelModel:
     """The devices' positions and their channel gain in each round (see module docstring).
 
-    ``seed`` (an int >= 0) derives every random stream; the BS is at the origin.
+    ``seed`` (an int >= 0) derives every random stream; one BS at the origin, or the cells of ``system.cells``.
     """
 
     def __init__(self, system: SystemConfig, seed: int):
         self._system = system
         self._seed = count("seed", seed)
         n = system.n_devices
-        self._positions_m = place_uniform_in_disc(
-            n, system.cell_radius_m, system.min_distance_m, np.random.default_rng((self._seed, STREAM_PLACEMENT))
-        )
-        self._waypoints_m = place_uniform_in_disc(
-            n, system.cell_radius_m, system.min_distance_m, np.random.default_rng((self._seed, STREAM_WAYPOINTS))
-        )
+        self._sites_m = np.array([[c.x_m, c.y_m] for c in system.cell_configs], dtype=float)
+        self._shift_m = self._sites_m[0] if len(self._sites_m) == 1 and self._sites_m[0].any() else None
+        self._serving: Optional[np.ndarray] = None  # several cells: each device's serving cell, as an array
+        if self.n_cells == 1:
+            self._positions_m = self._shifted(place_uniform_in_disc(
+                n, system.cell_radius_m, system.min_distance_m, np.random.default_rng((self._seed, STREAM_PLACEMENT))
+            ))
+            self._waypoints_m = self._shifted(place_uniform_in_disc(
+                n, system.cell_radius_m, system.min_distance_m, np.random.default_rng((self._seed, STREAM_WAYPOINTS))
+            ))
+        else:
+            self._positions_m, self._waypoints_m = (
+                place_over_cells(n, self._sites_m, system.cell_radius_m, system.min_distance_m, system.placement,
+                                 np.random.default_rng((self._seed, stream)))
+                for stream in (STREAM_CELL_PLACEMENT, STREAM_CELL_WAYPOINTS))
         std = float(system.shadowing_std_db)
+        shape, stream = ((n,), STREAM_SHADOWING) if self.n_cells == 1 else ((n, self.n_cells), STREAM_CELL_SHADOWING)
         self._shadowing_db = (
-            np.random.default_rng((self._seed, STREAM_SHADOWING)).normal(0.0, std, n) if std > 0 else np.zeros(n)
+            np.random.default_rng((self._seed, stream)).normal(0.0, std, shape) if std > 0 else np.zeros(shape)
         )
         self._moves = 0
         self._large_scale: Optional[np.ndarray] = None  # path loss and shadowing at the current positions
+        self._cell_large_scale: Optional[np.ndarray] = None  # the same to every cell, (n, C) (several cells)
+        self._serving_cell = (0,) * n
+        if self.n_cells > 1:  # associated once, on the average gains at placement (no handover)
+            self._serving_cell = associate(system, self.layout())
+            self._serving = np.asarray(self._serving_cell, dtype=np.int64)
+
+    @property
+    def serving_cell(self) -> tuple[int, ...]:
+        """Each device's serving cell (``0..C-1``; one cell: all 0), fixed for the run (:mod:`edgesim.cells`)."""
+        return self._serving_cell
+
+    def layout(self) -> Layout:
+        """What an association rule sees now (:class:`edgesim.cells.Layout`): positions, sites, distances and average
+        gains of every link, the base stations' downlink powers."""
+        return Layout(self.positions_m, self.sites_m, self.cell_distances_m, self.cell_large_scale_gains(),
+                      bs_powers_w(self._system))
+
+    def _shifted(self, points_m: np.ndarray) -> np.ndarray:
+        """Points drawn around the origin moved to the one cell's base station (unchanged when it is the origin)."""
+        return points_m if self._shift_m is None else points_m + self._shift_m
+
+    @property
+    def n_cells(self) -> int:
+        """The number of cells (base stations)."""
+        return len(self._sites_m)
+
+    @property
+    def sites_m(self) -> np.ndarray:
+        """The base stations' positions ``(C, 2)`` in metres (a copy)."""
+        return self._sites_m.copy()
+
+    @property
+    def cell_distances_m(self) -> np.ndarray:
+        """Distance of each device to each base station ``(n, C)`` in metres."""
+        p, s = self._positions_m, self._sites_m
+        return np.hypot(p[:, None, 0] - s[None, :, 0], p[:, None, 1] - s[None, :, 1])
+
+    def cell_large_scale_gains(self) -> np.ndarray:
+        """Path loss and shadowing of every link as a linear gain ``(n, C)`` (no fading): the average gain
+        (what the ``"max_gain"`` association compares). A copy."""
+        return self._cell_large_scale_gain().copy()
+
+    def cell_gains(self, round_index: int) -> np.ndarray:
+        """Linear gain of every device to every cell in round ``round_index`` ``(n, C)``: path loss, shadowing per
+        link, Rayleigh fading per link per round (``default_rng((seed, round_index, STREAM_CELL_FADING))``; with one
+        cell the single cell's own stream, so column 0 is :meth:`gains`). Calling it twice gives the same numbers."""
+        round_index = count("round_index", round_index)
+        if self.n_cells == 1:
+            return self.gains(round_index)[:, None]
+        gain = self._cell_large_scale_gain()
+        if self._system.rayleigh_fading:
+            return gain * np.random.default_rng((self._seed, round_index, STREAM_CELL_FADING)).exponential(
+                1.0, gain.shape)
+        return gain.copy()
+
+    def _cell_large_scale_gain(self) -> np.ndarray:
+        if self.n_cells == 1:
+            return self._large_scale_gain()[:, None]
+        if self._cell_large_scale is None:
+            system = self._system
+            d = np.maximum(self.cell_distances_m, float(system.min_distance_m))
+            loss_db = path_loss_db(d, system.path_loss_intercept_db, system.path_loss_slope_db)
+            self._cell_large_scale = 10.0 ** (-(loss_db - self._shadowing_db) / 10.0)
+            self._cell_large_scale.flags.writeable = False
+        return self._cell_large_scale
 
     @property
     def n_devices(self) -> int:
@@ -124,17 +250,21 @@ class ChannelModel:
 
     @property
     def positions_m(self) -> np.ndarray:
-        """Device positions ``(n, 2)`` in metres, BS at the origin (a copy)."""
+        """Device positions ``(n, 2)`` in metres (a copy); one cell unset: its BS at the origin."""
         return self._positions_m.copy()
 
     @property
     def distances_m(self) -> np.ndarray:
-        """Distance of each device to the BS in metres."""
-        return np.hypot(self._positions_m[:, 0], self._positions_m[:, 1])
+        """Distance of each device to its BS (its serving cell's, with several cells) in metres."""
+        if self.n_cells > 1:
+            return self.cell_distances_m[np.arange(self.n_devices), self._serving]
+        p = self._positions_m if self._shift_m is None else self._positions_m - self._shift_m
+        return np.hypot(p[:, 0], p[:, 1])
 
     @property
     def shadowing_db(self) -> np.ndarray:
-        """Each device's log-normal shadowing ``X_n`` in dB (fixed for the run)."""
+        """Each link's log-normal shadowing in dB (fixed for the run): ``X_n`` per device, ``(n, C)`` with several
+        cells."""
         return self._shadowing_db.copy()
 
     def gains(self, round_index: int) -> np.ndarray:
@@ -147,6 +277,8 @@ class ChannelModel:
         system = self._system
         if system.fixed_gain is not None:
             return np.full(system.n_devices, system.fixed_gain)
+        if self.n_cells > 1:
+            return self.cell_gains(round_index)[np.arange(self.n_devices), self._serving]
         gain = self._large_scale_gain()
         if system.rayleigh_fading:
             gain = gain * np.random.default_rng((self._seed, round_index, STREAM_FADING)).exponential(
@@ -156,7 +288,11 @@ class ChannelModel:
         return gain.copy()
 
     def _large_scale_gain(self) -> np.ndarray:
-        """Path loss and shadowing as a linear gain at the current positions (kept until the devices move)."""
+        """Path loss and shadowing as a linear gain at the current positions (kept until the devices move); several
+        cells: to each device's serving cell."""
+        if self._large_scale is None and self.n_cells > 1:
+            self._large_scale = self._cell_large_scale_gain()[np.arange(self.n_devices), self._serving]
+            self._large_scale.flags.writeable = False
         if self._large_scale is None:
             system = self._system
             d = np.maximum(self.distances_m, float(system.min_distance_m))
@@ -183,6 +319,7 @@ class ChannelModel:
         if speed == 0 or duration_s == 0:
             return
         self._large_scale = None
+        self._cell_large_scale = None
         pos, target = self._positions_m, self._waypoints_m
         left_m = np.full(len(pos), speed * duration_s)  # distance each device may still walk
         walking = np.arange(len(pos))
@@ -197,10 +334,20 @@ class ChannelModel:
             reached = walking[arrive]
             pos[reached] = target[reached]
             left_m[reached] -= dist[arrive]
-            target[reached] = place_uniform_in_disc(
-                len(reached), system.cell_radius_m, system.min_distance_m, rng
-            )
+            target[reached] = self._new_waypoints(reached, rng)
             walking = reached[left_m[reached] > 0]
+
+    def _new_waypoints(self, devices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """New waypoints for ``devices`` (indices): in the cell's annulus, or over the cells (:func:`place_over_cells`,
+        one at a time under ``"per_cell"`` so that each gets its own cell's disc)."""
+        system = self._system
+        if self.n_cells == 1:
+            return self._shifted(place_uniform_in_disc(len(devices), system.cell_radius_m, system.min_distance_m, rng))
+        if system.placement == "per_cell":
+            return np.concatenate([place_over_cells(1, self._sites_m, system.cell_radius_m, system.min_distance_m,
+                                                    "per_cell", rng, first=int(d)) for d in devices]).reshape(-1, 2)
+        return place_over_cells(len(devices), self._sites_m, system.cell_radius_m, system.min_distance_m,
+                                "uniform_union", rng)
 
     def state_dict(self) -> dict[str, Any]:
         """Plain lists and numbers: positions, waypoints, mobility steps so far."""
@@ -224,6 +371,7 @@ class ChannelModel:
         self._positions_m = positions
         self._waypoints_m = waypoints
         self._large_scale = None
+        self._cell_large_scale = None
         self._moves = count("moves", state["moves"])
 
 

@@ -40,6 +40,14 @@ PATH_LOSS_INTERCEPT_DB_RANGE = (0.0, 250.0)  # the loss at 1 km; 3GPP macro cell
 PATH_LOSS_SLOPE_DB_RANGE = (0.0, 100.0)  # dB per decade of distance; free space 20, urban 30-60
 SHADOWING_STD_DB_RANGE = (0.0, 30.0)  # measured macro-cell shadowing is 4-12 dB
 MOBILITY_MODELS = ("static", "random_waypoint")
+# Several cells (system.cells, docs/model/system_model.md "Several cells"): how devices are placed over them, and the
+# association rules' names in registration order (edgesim.cells.register_association adds each; the built-in ones
+# register when edgesim is imported: edgesim/__init__.py imports edgesim.cells).
+PLACEMENTS = ("uniform_union", "per_cell")
+ASSOCIATION_NAMES: list[str] = []
+CELL_KEYS = ("x_m", "y_m", "bandwidth_hz", "tx_power_dbm", "cpu_hz")
+MAX_CELLS = 1000
+CELL_POSITION_M_MAX = 1e7  # a base station's coordinate, |x_m| and |y_m| (10,000 km)
 
 
 def fail(field_name: str, value, expected: str):
@@ -71,6 +79,18 @@ def check_access_name(value) -> None:
 def access_names(value: str = "") -> list[str]:
     """The registered access schemes' names (:data:`ACCESS_NAMES`: the built-in ones and the plugins loaded)."""
     return ACCESS_NAMES
+
+
+def check_association_name(value) -> None:
+    """``association`` names a registered association rule (:data:`ASSOCIATION_NAMES`, plugins once loaded)."""
+    if not isinstance(value, str) or value not in ASSOCIATION_NAMES:
+        fail("association", value, "one of " + ", ".join(repr(k) for k in ASSOCIATION_NAMES)
+             + " (a plugin's rule once its module is loaded: [run] plugins)")
+
+
+def association_names(value: str = "") -> list[str]:
+    """The registered association rules' names (:data:`ASSOCIATION_NAMES`)."""
+    return ASSOCIATION_NAMES
 
 
 def check_choice(name: str, value, choices):
@@ -375,6 +395,50 @@ def check_keys(cfg: Any) -> None:
 
 
 @dataclass(frozen=True)
+class CellConfig:
+    """One cell of ``system.cells``: its base station at (``x_m``, ``y_m``) (metres) and what it overrides of the
+    ``[system]`` values (``None``: the system's): ``bandwidth_hz``, the cell's uplink band; ``tx_power_dbm``, the base
+    station's downlink transmit power (the ``"max_power"`` association's reference signal); ``cpu_hz``, its edge
+    server's CPU (cycles/s). Checked by :func:`cells_of` (one line naming ``cells[i].key``, the value and the range)."""
+
+    x_m: float
+    y_m: float
+    bandwidth_hz: Optional[float] = None
+    tx_power_dbm: Optional[float] = None
+    cpu_hz: Optional[float] = None
+
+
+def cells_of(value) -> Optional[tuple[CellConfig, ...]]:
+    """``system.cells`` as :class:`CellConfig` s (``None``: unset, one cell at the origin), or ``ConfigError`` naming
+    the key (``cells``, ``cells[i]``, ``cells[i].x_m``...), the value and what was expected: a non-empty list of
+    tables with the keys of :data:`CELL_KEYS` (``x_m`` and ``y_m`` required), no two cells at one point, each value in
+    its plausible range."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not value or len(value) > MAX_CELLS:
+        fail("cells", value, f"a list of 1 to {MAX_CELLS} tables {{x_m = ..., y_m = ...}} (one per base station)")
+    out = []
+    for i, cell in enumerate(value):
+        if isinstance(cell, CellConfig):
+            cell = dataclasses.asdict(cell)
+        if not isinstance(cell, dict) or not {"x_m", "y_m"} <= set(cell) or not set(cell) <= set(CELL_KEYS):
+            fail(f"cells[{i}]", cell, "a table with x_m and y_m (m) and optionally bandwidth_hz, tx_power_dbm, cpu_hz")
+        for name in ("x_m", "y_m"):
+            check_range(f"cells[{i}].{name}", cell[name], -CELL_POSITION_M_MAX, CELL_POSITION_M_MAX, "m")
+        for name, (low, high), unit in (("bandwidth_hz", BANDWIDTH_HZ_RANGE, "Hz"), ("cpu_hz", CPU_FREQ_HZ_RANGE, "Hz"),
+                                        ("tx_power_dbm", TX_POWER_DBM_RANGE, "dBm")):
+            if cell.get(name) is not None:
+                check_range(f"cells[{i}].{name}", cell[name], low, high, unit)
+        out.append(CellConfig(**{k: (None if cell.get(k) is None else float(cell[k])) for k in CELL_KEYS
+                                 if k in cell}))
+        for j, other in enumerate(out[:-1]):
+            if (other.x_m, other.y_m) == (out[-1].x_m, out[-1].y_m):
+                fail(f"cells[{i}]", cell, f"a base station at a point of its own (cells[{j}] is at "
+                     f"x_m = {other.x_m:g}, y_m = {other.y_m:g})")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class SystemConfig:
     """The wireless cell and its devices (docs/model/system_model.md).
 
@@ -441,6 +505,22 @@ class SystemConfig:
                              allowed=Choice(choices=CSI_MODES, optional=True))
     csi_error_std: Optional[Number] = key(None, 'the standard deviation of the relative error of csi = "estimated"',
                                           allowed=Described(words='>= 0 with csi = "estimated", else unset'))
+    cells: Optional[list] = key(
+        None, "the base stations, one table each {x_m, y_m} with optional bandwidth_hz, tx_power_dbm (downlink) and "
+        "cpu_hz (its edge server) overriding the system's; each cell a disc of cell_radius_m; unset: one cell at the "
+        "origin (docs/model/system_model.md, Several cells)", unit="m",
+        allowed=Described(words=f"a list of 1 to {MAX_CELLS} tables, no two at one point, or unset"))
+    placement: str = key("uniform_union", 'how devices are placed over several cells: "uniform_union" (uniform in area '
+                         'over the union of the cells\' discs) or "per_cell" (device n in cell n mod C, uniform in its '
+                         'disc)', allowed=Choice(choices=PLACEMENTS))
+    association: str = key("nearest", 'which cell serves a device: "nearest" base station, "max_gain" (largest '
+                           'average gain: path loss and shadowing), "max_power" (largest average received downlink '
+                           'power) or a plugin\'s rule',
+                           allowed=Choice(choices=association_names, checker=check_association_name,
+                                          registered="a plugin's rule ([run] plugins)"))
+    frequency_reuse: int = key(1, "the band split into this many equal sub-bands, cell c on sub-band c mod n; 1: "
+                               "every cell on the whole band",
+                               allowed=Described(words="integer in [1, the number of cells]"))
 
     def __post_init__(self):
         check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
@@ -458,6 +538,25 @@ class SystemConfig:
             check_number("csi_error_std", self.csi_error_std, minimum=0)
         elif self.csi_error_std is not None:
             fail("csi_error_std", self.csi_error_std, f"unset: it applies to csi = 'estimated' (csi = {self.csi!r})")
+        cells = cells_of(self.cells)
+        n_cells = 1 if cells is None else len(cells)
+        if n_cells > 1 and self.channel_gain_db is not None:
+            fail("channel_gain_db", self.channel_gain_db, f"unset with several cells (cells has {n_cells}): a fixed "
+                 f"gain has no distance, so the gain to the other cells is undefined")
+        if (isinstance(self.frequency_reuse, bool) or not isinstance(self.frequency_reuse, int)
+                or not 1 <= self.frequency_reuse <= n_cells):
+            fail("frequency_reuse", self.frequency_reuse, f"an integer in [1, {n_cells}] (the number of cells)")
+
+    @property
+    def cell_configs(self) -> tuple[CellConfig, ...]:
+        """The cells (:class:`CellConfig`): ``system.cells``, or one cell at the origin with the system's values."""
+        cells = cells_of(self.cells)
+        return (CellConfig(0.0, 0.0),) if cells is None else cells
+
+    @property
+    def n_cells(self) -> int:
+        """The number of cells (1 when ``cells`` is unset)."""
+        return 1 if self.cells is None else len(self.cells)
 
     @property
     def noise_psd_w_per_hz(self) -> float:
@@ -466,12 +565,14 @@ class SystemConfig:
     @property
     def rounds_only(self) -> dict[str, object]:
         """The settings given here that apply to rounds only (``round_mode`` ``"sync"`` or ``"deadline"``), key →
-        value: ``battery_j`` (each device is charged its round's energy at the round's end) and an imperfect ``csi``
-        (the base station plans a round on its estimate, the devices transmit on the truth). An asynchronous run
+        value: ``battery_j`` (each device is charged its round's energy at the round's end), an imperfect ``csi``
+        (the base station plans a round on its estimate, the devices transmit on the truth) and several ``cells``
+        (their interference is timed within rounds). An asynchronous run
         refuses them in one line (:func:`edgesim.asynchrony.check_async_system`)."""
         imperfect_csi = None if self.csi in (None, CSI_MODES[0]) else self.csi
-        return {key: value for key, value in (("battery_j", self.battery_j), ("csi", imperfect_csi))
-                if value is not None}
+        several = self.cells if self.n_cells > 1 else None  # several cells: rounds only, for now
+        return {key: value for key, value in (("battery_j", self.battery_j), ("csi", imperfect_csi),
+                                              ("cells", several)) if value is not None}
 
     @property
     def batteries_j(self) -> Optional[tuple[float, ...]]:

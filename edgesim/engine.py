@@ -140,6 +140,9 @@ class Simulation(Clock):
         # Devices that come and go (None: always online, today's engine exactly).
         self.availability = None if availability is None or availability.always else availability
         self.channel = ChannelModel(system, self.seed)
+        self.n_cells = system.n_cells
+        # Each device's serving cell (edgesim.cells; all 0 with one cell), fixed for the run.
+        self.serving_cell: tuple[int, ...] = self.channel.serving_cell
         self._noise_psd_w_per_hz = system.noise_psd_w_per_hz
         self._tx_power_w = tuple(positive("tx_power_w", p) for p in system.tx_power_w)
         non_negative("kappa", system.kappa)
@@ -207,6 +210,7 @@ class Simulation(Clock):
             uplink_rate_bps=tuple(rates.tolist()),
             schedule=None if self._scheduler is None else self._scheduler.schedule(self._round_index, gains, rates),
             **self._battery_view(),
+            **({"serving_cell": self.serving_cell, "n_cells": self.n_cells} if self.n_cells > 1 else {}),
         )
 
     def _planned_gains(self, gains: np.ndarray) -> np.ndarray:

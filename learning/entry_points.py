@@ -22,6 +22,7 @@ GROUPS = {
     "policies": "edgesim.policies",
     "codecs": "edgesim.codecs",
     "access": "edgesim.access",
+    "association": "edgesim.association",
 }
 _loaded: set[tuple[str, str, str]] = set()
 entry_records: list[dict] = []  # the entry points loaded in this process, for run.json (plugin_record)

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from edgesim.async_rules import SYNC_MODES, is_asynchronous, round_modes
 from edgesim.asynchrony import AsyncConfig, check_async_system
 from edgesim.availability import AvailabilityConfig, read_trace
+from edgesim.cells import ASSOCIATIONS
 from edgesim.compression import build_compression, compression_for, resolve_compression
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
 from edgesim.curve import ParametricConfig
@@ -380,7 +381,7 @@ def check_access_learning(system: SystemConfig, learned: Mapping[str, Any], wher
 
 def load_access_plugins(system_table) -> None:
     """The installed access-scheme plugins (entry-point group ``edgesim.access``), loaded when ``[system] access``
-    names a scheme not registered yet."""
+    names a scheme not registered yet; the same for ``[system] association`` (group ``edgesim.association``)."""
     from edgesim.access import SCHEMES
 
     name = system_table.get("access") if isinstance(system_table, Mapping) else None
@@ -388,6 +389,11 @@ def load_access_plugins(system_table) -> None:
         from edgesim.learning.plugins import load_entry_points
 
         load_entry_points("access")
+    rule = system_table.get("association") if isinstance(system_table, Mapping) else None
+    if isinstance(rule, str) and rule not in ASSOCIATIONS:  # a plugin's association rule (edgesim.cells)
+        from edgesim.learning.plugins import load_entry_points
+
+        load_entry_points("association")
 
 
 def check_access(system: SystemConfig, budget: BudgetConfig, table, run_table, where: str,
