@@ -72,7 +72,7 @@ from .availability import Availability
 from .backend import DeviceWork
 from .channel import ChannelModel
 from .clock import Clock, cyclic_gc_paused
-from .config import BudgetConfig, SystemConfig, check_choice, check_int, check_number
+from .config import BudgetConfig, Choice, Finite, Integer, SystemConfig, check_keys, key
 from .device_job import DeviceJob, job_costs, run_job
 from .links import Downlink
 from .radio import shannon_rate_bps, unchecked_shannon_rate_bps
@@ -177,28 +177,22 @@ class AsyncConfig:
     ``eval_every``: the backend evaluates the model every this many aggregations (>= 1).
     """
 
-    concurrency: Optional[int] = None
-    alpha: float = 0.6
-    staleness: str = "polynomial"
-    staleness_a: float = 0.5
-    staleness_b: float = 4.0
-    buffer_size: Optional[int] = None
-    server_lr: float = 1.0
-    eval_every: int = 1
+    concurrency: Optional[int] = key(None, "devices training at once; unset: run.clients_per_round", unit="devices",
+                                     allowed=Integer(1, optional=True, also="at most system.n_devices"))
+    alpha: float = key(0.6, "FedAsync's mixing weight α",
+                       allowed=Finite(minimum=0, strict=True, maximum=1, noun="a mixing weight"))
+    staleness: str = key("polynomial", "how an update's weight falls with its staleness",
+                         allowed=Choice(choices=STALENESS_FUNCTIONS))
+    staleness_a: float = key(0.5, "the staleness function's a", allowed=Finite(minimum=0))
+    staleness_b: float = key(4.0, "the hinge function's b", unit="model versions", allowed=Finite(minimum=0))
+    buffer_size: Optional[int] = key(None, "FedBuff's K: updates per server step; unset: concurrency",
+                                     unit="updates", allowed=Integer(1, optional=True))
+    server_lr: float = key(1.0, "FedBuff's server learning rate η_g", allowed=Finite(minimum=0, strict=True))
+    eval_every: int = key(1, "evaluate the model every this many aggregations", unit="aggregations",
+                          allowed=Integer(1))
 
     def __post_init__(self):
-        if self.concurrency is not None:
-            check_int("concurrency", self.concurrency, 1)
-        check_number("alpha", self.alpha, minimum=0, strict=True)
-        if self.alpha > 1:
-            raise ValueError(f"alpha = {self.alpha!r}: expected a mixing weight in (0, 1]")
-        check_choice("staleness", self.staleness, STALENESS_FUNCTIONS)
-        check_number("staleness_a", self.staleness_a, minimum=0)
-        check_number("staleness_b", self.staleness_b, minimum=0)
-        if self.buffer_size is not None:
-            check_int("buffer_size", self.buffer_size, 1)
-        check_number("server_lr", self.server_lr, minimum=0, strict=True)
-        check_int("eval_every", self.eval_every, 1)
+        check_keys(self)
 
     def resolved(self, clients_per_round: Optional[int] = None, n_devices: Optional[int] = None) -> "AsyncConfig":
         """This table with ``concurrency`` and ``buffer_size`` filled in — the one place their defaults are: unset

@@ -37,7 +37,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._checks import count, non_negative
-from .config import ConfigError, check_choice, check_number
+from .config import Choice, ConfigError, Finite, Text, check_keys, fail, key
 
 AVAILABILITY_MODELS = ("always", "markov", "trace")
 STREAM_AVAILABILITY = 0xA5
@@ -55,19 +55,18 @@ class AvailabilityConfig:
     against the scenario file by the loader).
     """
 
-    model: str = "always"
-    mean_on_s: float = 600.0
-    mean_off_s: float = 300.0
-    trace: Optional[str] = None
+    model: str = key("always", "when devices are online", allowed=Choice(choices=AVAILABILITY_MODELS))
+    mean_on_s: float = key(600.0, "mean online duration of the Markov model", unit="s",
+                           allowed=Finite(minimum=0, strict=True))
+    mean_off_s: float = key(300.0, "mean offline duration of the Markov model", unit="s",
+                            allowed=Finite(minimum=0, strict=True))
+    trace: Optional[str] = key(None, "CSV of online/offline times (the trace model); relative to the scenario file",
+                               allowed=Text(words="a file path", optional=True, also='required with model = "trace"'))
 
     def __post_init__(self):
-        check_choice("model", self.model, AVAILABILITY_MODELS)
-        check_number("mean_on_s", self.mean_on_s, minimum=0, strict=True)
-        check_number("mean_off_s", self.mean_off_s, minimum=0, strict=True)
+        check_keys(self)
         if self.model == "trace" and not self.trace:
-            raise ValueError("trace = None: expected the path of a CSV file (device,start_s,end_s) for model = 'trace'")
-        if self.trace is not None and not isinstance(self.trace, str):
-            raise ValueError(f"trace = {self.trace!r}: expected a path (a string)")
+            fail("trace", self.trace, "the path of a CSV file (device,start_s,end_s) for model = 'trace'")
 
     @property
     def online_fraction(self) -> float:

@@ -3,9 +3,9 @@ exact encoded size in bits (torch-free; plugins register here too).
 
 A codec is one class, registered under a name (``@register_codec("qsgd")``): a frozen dataclass whose
 fields are its options (the keys of ``[compression] uplink = {method = "qsgd", bits = 8}`` beside
-``method`` and ``error_feedback``; each field's ``metadata`` holds its ``meaning``, ``unit`` and
-``range`` for the scenario reference), whose ``__post_init__`` refuses a bad option with
-:func:`edgesim.config.fail`, with
+``method`` and ``error_feedback``; each declared with :func:`edgesim.config.key`: its meaning, unit and
+allowed values, the one rule that both checks it — ``check_keys(self)`` in ``__post_init__`` — and writes
+its line of the scenario reference), with
 
 - ``lossy`` (class attribute): whether decoding loses what ``error_feedback`` can carry;
 - ``size_bits(self, sizes)``: the exact bits of one transfer of tensors of ``sizes`` numbers (what the
@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, ClassVar, Sequence
 
-from .config import fail
+from .config import Finite, Integer, check_keys, fail, key
 from .registries import claim
 
 CODECS: dict[str, type] = {}  # name -> codec class (its options dataclass)
@@ -83,10 +83,6 @@ def option_fields() -> dict[str, dataclasses.Field]:
 def readers(option: str) -> tuple[str, ...]:
     """The codecs that have the option ``option``."""
     return tuple(name for name, cls in CODECS.items() if option in {f.name for f in dataclasses.fields(cls)})
-
-
-def _option(meaning: str, unit: str, allowed: str, default=None):
-    return field(default=default, metadata={"meaning": meaning, "unit": unit, "range": allowed})
 
 
 # --------------------------------------------------------------------------- the bits, exactly
@@ -152,17 +148,16 @@ class Qsgd:
 
     Per bucket of ``bucket`` numbers of one tensor its 32-bit norm; per number a sign and a b-bit level."""
 
-    bits: int | None = _option("QSGD's bits per number (levels 2^bits − 1)", "bit", "1..16")
-    bucket: int = _option("QSGD's numbers per norm", "numbers", ">= 1", DEFAULT_BUCKET)
+    bits: int | None = key(None, "QSGD's bits per number (levels 2^bits − 1)", unit="bit", allowed=Integer(
+        1, MAX_QSGD_BITS, expected=f"an integer in 1..{MAX_QSGD_BITS} (QSGD's levels s = 2^bits - 1)"))
+    bucket: int = key(DEFAULT_BUCKET, "QSGD's numbers per norm", unit="numbers",
+                      allowed=Integer(1, expected="an integer >= 1 (numbers per QSGD norm)"))
     lossy: ClassVar[bool] = True
 
     def __post_init__(self):
-        if self.bits is None:
+        if self.bits is None:  # no default: the method needs it said
             fail("bits", None, 'an integer in 1..16 with method = "qsgd", e.g. {method = "qsgd", bits = 8}')
-        if isinstance(self.bits, bool) or not isinstance(self.bits, int) or not 1 <= self.bits <= MAX_QSGD_BITS:
-            fail("bits", self.bits, f"an integer in 1..{MAX_QSGD_BITS} (QSGD's levels s = 2^bits - 1)")
-        if isinstance(self.bucket, bool) or not isinstance(self.bucket, int) or self.bucket < 1:
-            fail("bucket", self.bucket, "an integer >= 1 (numbers per QSGD norm)")
+        check_keys(self)
 
     def size_bits(self, sizes: Sequence[int]) -> int:
         return FLOAT_BITS * qsgd_buckets(sizes, self.bucket) + (self.bits + 1) * sum(sizes)
@@ -178,15 +173,14 @@ class TopK:
 
     The k largest magnitudes of the whole vector as 32-bit values, and their positions (indices or a bitmap)."""
 
-    fraction: float | None = _option("top-k's share of numbers kept", "", "(0, 1]")
+    fraction: float | None = key(None, "top-k's share of numbers kept", allowed=Finite(
+        minimum=0, strict=True, maximum=1, expected="a number in (0, 1] (the share of the numbers sent)"))
     lossy: ClassVar[bool] = True
 
     def __post_init__(self):
-        f = self.fraction
-        if f is None:
+        if self.fraction is None:  # no default: the method needs it said
             fail("fraction", None, 'a number in (0, 1] with method = "topk", e.g. {method = "topk", fraction = 0.01}')
-        if isinstance(f, bool) or not isinstance(f, (int, float)) or not (math.isfinite(f) and 0 < f <= 1):
-            fail("fraction", f, "a number in (0, 1] (the share of the numbers sent)")
+        check_keys(self)
 
     def size_bits(self, sizes: Sequence[int]) -> int:
         p = sum(sizes)

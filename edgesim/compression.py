@@ -26,7 +26,7 @@ from .codecs import (  # noqa: F401 - FLOAT_BITS, HALF_BITS, index_bits, qsgd_bu
     readers,
     topk_count,
 )
-from .config import ConfigError, check_choice, fail
+from .config import Choice, ConfigError, Flag, check_key, fail, key
 
 DIRECTIONS = ("uplink", "downlink")
 SENDS_NOTHING = "nothing"  # an algorithm config's COMPRESSION when its devices send nothing (Local)
@@ -44,24 +44,25 @@ class Codec:
     ``codec.bits``) and ``error_feedback`` (carry the residual; lossy codecs only).
     ``Codec("qsgd", bits=8)``, ``Codec("topk", fraction=0.01, error_feedback=True)``."""
 
-    method: str
-    options: Any
-    error_feedback: bool
+    method: str = key("none", "how the transfer is encoded: a registered codec (edgesim.codecs)",
+                      allowed=Choice(choices=lambda value: methods()))
+    options: Any = None
+    error_feedback: bool = key(False, "carry the compression residual to the next round",
+                               allowed=Flag(also=lambda: f"true only on the uplink, with {', '.join(lossy_methods())}"))
 
     def __init__(self, method: str = "none", error_feedback: bool = False, **options):
-        check_choice("method", method, methods())
+        check_key(Codec, "method", method)
         cls = CODECS[method]
         own = {f.name for f in dataclasses.fields(cls)}
-        for key, value in options.items():
-            if key not in own:
-                others = readers(key)
+        for option, value in options.items():
+            if option not in own:
+                others = readers(option)
                 if not others:
-                    fail(key, value, f"one of the keys {', '.join(codec_keys())}")
+                    fail(option, value, f"one of the keys {', '.join(codec_keys())}")
                 only = " or ".join(f'method = "{m}"' for m in others)
-                fail(key, value, f"left out: only {only} reads it (method = {method!r})")
+                fail(option, value, f"left out: only {only} reads it (method = {method!r})")
         opts = cls(**options)
-        if not isinstance(error_feedback, bool):
-            fail("error_feedback", error_feedback, "true or false")
+        check_key(Codec, "error_feedback", error_feedback)
         if error_feedback and not cls.lossy:
             fail("error_feedback", True, f"false with method = {method!r} (only {', '.join(lossy_methods())} "
                  "leave a residual to feed back)")

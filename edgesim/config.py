@@ -202,20 +202,31 @@ def _g(x: float) -> str:  # a bound as the reference writes it
 @dataclass(frozen=True)
 class Allowed:
     """What a key accepts: :meth:`check` refuses anything else (``ValueError`` naming key, value and what was
-    expected), :meth:`text` says it in the reference's words. ``optional``: unset (``None``) is accepted too."""
+    expected), :meth:`text` says it in the reference's words. ``optional``: unset (``None``) is accepted too;
+    ``also``: what the class's ``__post_init__`` checks with another key (``"< server_labeled"``), added to the text;
+    ``expected``: the words of every refusal, instead of the rule's own (a message users already know)."""
 
     optional: bool = dataclasses.field(default=False, kw_only=True)
+    also: Any = dataclasses.field(default="", kw_only=True)  # or a function of nothing returning it
+    expected: str = dataclasses.field(default="", kw_only=True)
 
     def check(self, name: str, value: Any, cfg: Any) -> None:
         if value is None and self.optional:
             return
-        self._check(name, value, cfg)
+        if not self.expected:
+            self._check(name, value, cfg)
+            return
+        try:
+            self._check(name, value, cfg)
+        except ConfigError:
+            fail(name, value, self.expected)
 
     def _check(self, name: str, value: Any, cfg: Any) -> None:  # pragma: no cover - every rule overrides it
         raise NotImplementedError
 
     def text(self) -> str:
-        return self._text() + (", or unset" if self.optional else "")
+        also = self.also() if callable(self.also) else self.also
+        return self._text() + (f"; {also}" if also else "") + (", or unset" if self.optional else "")
 
     def _text(self) -> str:  # pragma: no cover - every rule overrides it
         raise NotImplementedError
@@ -231,24 +242,42 @@ class Allowed:
 
 @dataclass(frozen=True)
 class Finite(Allowed):
-    """A finite number, ``> minimum`` (``strict``) or ``>= minimum``; ``below``: also ``< below``."""
+    """A finite number, ``> minimum`` (``strict``) or ``>= minimum``; ``below``: also ``< below``; ``maximum``: also
+    ``<= maximum``, a value above refused as ``noun`` in the interval (``"a fraction in [0, 1]"``, with ``why`` in
+    parentheses); ``auto``: the word ``"auto"`` too."""
 
     minimum: Optional[float] = None
     strict: bool = False
     below: Optional[float] = None
+    maximum: Optional[float] = None
+    noun: str = "a number"
+    why: str = ""
+    auto: bool = False
 
     def _check(self, name, value, cfg):
 
+        if self.auto and value == "auto":
+            return
+        if self.auto and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            fail(name, value, f'a number {self._bound()} or "auto"')
         check_number(name, value, minimum=self.minimum, strict=self.strict)
         if self.below is not None and value >= self.below:
-            fail(name, value, f"a number in [{_g(self.minimum)}, {_g(self.below)})")
+            fail(name, value, f"{self.noun} in {self._bound()}")
+        if self.maximum is not None and value > self.maximum:
+            fail(name, value, f"{self.noun} in {self._bound()}" + (f" ({self.why})" if self.why else ""))
 
-    def _text(self):
+    def _bound(self) -> str:
+        if self.maximum is not None:
+            low = "(-inf" if self.minimum is None else f"{'(' if self.strict else '['}{_g(self.minimum)}"
+            return f"{low}, {_g(self.maximum)}]"
         if self.minimum is None:
             return "finite"
         if self.below is not None:
-            return f"[{_g(self.minimum)}, {_g(self.below)})"
+            return f"{'(' if self.strict else '['}{_g(self.minimum)}, {_g(self.below)})"
         return f"{'>' if self.strict else '>='} {_g(self.minimum)}"
+
+    def _text(self):
+        return self._bound() + (' or "auto"' if self.auto else "")
 
 
 @dataclass(frozen=True)
@@ -348,13 +377,84 @@ class Described(Allowed):
     """A value whose check is written out in the class's ``__post_init__`` (a registered name, a list of them, a
     table): ``words`` says what it accepts; :func:`check_keys` leaves it to that code."""
 
-    words: str = ""
+    words: Any = ""  # or a function of nothing returning them (a registry's names, plugins included)
 
     def _check(self, name, value, cfg):
         return None
 
     def _text(self):
+        return self.words() if callable(self.words) else self.words
+
+
+@dataclass(frozen=True)
+class Text(Allowed):
+    """A string (``nonempty``: not ``""``): a path, a name, a line; ``words`` says what it is (``"a file path"``)."""
+
+    words: str = "text"
+    nonempty: bool = True
+
+    def _check(self, name, value, cfg):
+
+        if not isinstance(value, str) or (self.nonempty and not value):
+            fail(name, value, f"{self.words} (a {'non-empty ' if self.nonempty else ''}string)")
+
+    def _text(self):
         return self.words
+
+
+@dataclass(frozen=True)
+class Items(Allowed):
+    """A list of ``length`` values, each one that ``item`` accepts (``[H, W]``: two integers >= 1)."""
+
+    item: Allowed = None
+    length: int = 2
+
+    def _check(self, name, value, cfg):
+
+        if not isinstance(value, (list, tuple)) or len(value) != self.length:
+            fail(name, value, f"a list of {self.length} values, each {self.item.text()}")
+        for i, v in enumerate(value):
+            self.item.check(f"{name}[{i}]", v, cfg)
+
+    def _text(self):
+        return f"a list of {self.length} values, each {self.item.text()}"
+
+
+DISTRIBUTIONS = ("uniform",)
+
+
+@dataclass(frozen=True)
+class Spread(Allowed):
+    """A value ``item`` accepts for every device, a non-empty list of them (one per device) or a distribution table
+    ``{dist = "uniform", low, high}`` of them (``low <= high``), drawn once per run (:func:`workload_per_device`);
+    ``auto``: the word ``"auto"`` too."""
+
+    item: Allowed = None
+    auto: bool = False
+
+    def _check(self, name, value, cfg):
+
+        if self.auto and value == "auto":
+            return
+        if isinstance(value, dict):
+            if set(value) != {"dist", "low", "high"}:
+                fail(name, value, '{dist = "uniform", low = ..., high = ...} (exactly those keys)')
+            check_choice(f"{name}.dist", value["dist"], DISTRIBUTIONS)
+            self.item.check(f"{name}.low", value["low"], cfg)
+            self.item.check(f"{name}.high", value["high"], cfg)
+            if value["low"] > value["high"]:
+                fail(f"{name}.high", value["high"], f"a value >= low (= {value['low']!r})")
+        elif isinstance(value, (list, tuple)):
+            if not value:
+                fail(name, value, "a number, a non-empty list (one per device) or a distribution table")
+            for i, v in enumerate(value):
+                self.item.check(f"{name}[{i}]", v, cfg)
+        else:
+            self.item.check(name, value, cfg)
+
+    def _text(self):
+        return (self.item.text() + (' or "auto"' if self.auto else "")
+                + '; also a list (one per device) or {dist = "uniform", low, high}')
 
 
 @dataclass(frozen=True)
@@ -383,6 +483,12 @@ def key_doc(f: dataclasses.Field) -> Optional[KeyDoc]:
 def described_keys(cls: type) -> dict[str, KeyDoc]:
     """``{field name: KeyDoc}`` of the described fields of a config dataclass, in field order."""
     return {f.name: key_doc(f) for f in dataclasses.fields(cls) if key_doc(f) is not None}
+
+
+def check_key(cls: type, name: str, value: Any, cfg: Any = None) -> None:
+    """Check ``value`` of ``cls``'s described field ``name`` with its rule (a key its class reads before it is
+    built, such as a codec's ``method``)."""
+    described_keys(cls)[name].allowed.check(name, value, cfg)
 
 
 def check_keys(cfg: Any) -> None:
@@ -672,27 +778,30 @@ class WorkloadConfig:
     seed (:func:`workload_per_device`).
     """
 
-    local_iterations: int = 1
-    cycles_per_sample: Union[Number, list, dict] = 1e6
-    samples_per_device: Union[int, str, list, dict] = "auto"
-    sr_cycles: Union[Number, str] = 0.0
-    pseudo_label_cycles_per_model: Union[Number, str] = 0.0
-    model_bits: Union[Number, str] = "auto"
-    cycles_source: str = "given"
-    flops_per_cycle: Number = 8.0
+    local_iterations: int = key(1, "local epochs I a device trains per round (Eq. 7)", unit="epochs",
+                                allowed=Integer(1))
+    cycles_per_sample: Union[Number, list, dict] = key(
+        1e6, "CPU cycles C_tra to train on one sample once", unit="cycles/sample",
+        allowed=Spread(item=Finite(minimum=0), also="a list or a table only in a physics-only run"))
+    samples_per_device: Union[int, str, list, dict] = key(
+        "auto", "samples D per device that `edgesim plan` assumes (a run charges each device for the data it holds); "
+        "\"auto\": the median device's in the run's partition (a physics-only run must give it)", unit="samples",
+        allowed=Spread(item=Integer(1), auto=True, also="a list or a table only in a physics-only run"))
+    sr_cycles: Union[Number, str] = key(0.0, "cycles C_SR of DoFed-SPP's similarity step per round; \"auto\": from "
+                                        "the model", unit="cycles", allowed=Finite(minimum=0, auto=True))
+    pseudo_label_cycles_per_model: Union[Number, str] = key(
+        0.0, "cycles C_pse to pseudo-label with one model; \"auto\": from the model", unit="cycles",
+        allowed=Finite(minimum=0, auto=True))
+    model_bits: Union[Number, str] = key(
+        "auto", "size m of one model upload; \"auto\": 32 bits per parameter of the run's model (a physics-only run "
+        "must give it)", unit="bit", allowed=Finite(minimum=0, strict=True, auto=True))
+    cycles_source: str = key("given", "where cycles_per_sample comes from: this file, or the model's FLOPs",
+                             allowed=Choice(choices=("given", "flops")))
+    flops_per_cycle: Number = key(8.0, 'FLOPs a device does per cycle (cycles_source = "flops")', unit="FLOP/cycle",
+                                  allowed=Finite(minimum=0, strict=True))
 
     def __post_init__(self):
-        check_int("local_iterations", self.local_iterations, 1)
-        _check_workload_value("cycles_per_sample", self.cycles_per_sample, integer=False)
-        if self.samples_per_device != "auto":
-            _check_workload_value("samples_per_device", self.samples_per_device, integer=True)
-        for name in ("sr_cycles", "pseudo_label_cycles_per_model"):
-            if getattr(self, name) != "auto":
-                check_number(name, getattr(self, name), minimum=0)
-        if self.model_bits != "auto":
-            check_number("model_bits", self.model_bits, minimum=0, strict=True)
-        check_choice("cycles_source", self.cycles_source, ("given", "flops"))
-        check_number("flops_per_cycle", self.flops_per_cycle, minimum=0, strict=True)
+        check_keys(self)
 
     @property
     def per_device(self) -> bool:
@@ -701,34 +810,8 @@ class WorkloadConfig:
                        for v in (self.cycles_per_sample, self.samples_per_device))
 
 
-WORKLOAD_DISTRIBUTIONS = ("uniform",)
+WORKLOAD_DISTRIBUTIONS = DISTRIBUTIONS
 STREAM_WORKLOAD = {"cycles_per_sample": 0xD0, "samples_per_device": 0xD1}  # their own random streams
-
-
-def _check_workload_value(name: str, value, *, integer: bool) -> None:
-    """A scalar, a list of scalars or ``{dist = "uniform", low, high}`` (``low`` <= ``high``); one line if not."""
-    def scalar(label, v):
-        if integer:
-            check_int(label, v, 1)
-        else:
-            check_number(label, v, minimum=0)
-
-    if isinstance(value, dict):
-        keys = set(value)
-        if keys != {"dist", "low", "high"}:
-            fail(name, value, '{dist = "uniform", low = ..., high = ...} (exactly those keys)')
-        check_choice(f"{name}.dist", value["dist"], WORKLOAD_DISTRIBUTIONS)
-        scalar(f"{name}.low", value["low"])
-        scalar(f"{name}.high", value["high"])
-        if value["low"] > value["high"]:
-            fail(f"{name}.high", value["high"], f"a value >= low (= {value['low']!r})")
-    elif isinstance(value, (list, tuple)):
-        if not value:
-            fail(name, value, "a number, a non-empty list (one per device) or a distribution table")
-        for i, v in enumerate(value):
-            scalar(f"{name}[{i}]", v)
-    else:
-        scalar(name, value)
 
 
 def workload_per_device(workload: "WorkloadConfig", n_devices: int, seed: int) -> tuple:

@@ -29,7 +29,7 @@ import numpy as np
 from ._checks import count, finite, non_negative, positive
 from .backend import DeviceWork, RoundOutcome, RoundPlan, SystemView
 from .compute import training_cycles
-from .config import WorkloadConfig, check_number
+from .config import Finite, WorkloadConfig, check_keys, fail, key
 
 MAX_DOWNLOAD_BITS = 1e15  # bits of one round's broadcast: a petabit, far beyond any model
 
@@ -43,24 +43,19 @@ class ParametricConfig:
     from the BS at the start of a round (0: nothing).
     """
 
-    a0: float = 0.1
-    a_max: float = 0.9
-    rate: float = 0.5
-    download_bits: float = 0.0
+    a0: float = key(0.1, "accuracy before any upload of the physics-only curve",
+                    allowed=Finite(minimum=0, maximum=1, noun="an accuracy", also="at most a_max"))
+    a_max: float = key(0.9, "accuracy the curve tends to", allowed=Finite(minimum=0, maximum=1, noun="an accuracy"))
+    rate: float = key(0.5, "rate of a_max − (a_max − a0)·exp(−rate·U/N), U the arrived uploads",
+                      allowed=Finite(minimum=0))
+    download_bits: float = key(0.0, "bits each device downloads at the start of a round", unit="bit",
+                               allowed=Finite(minimum=0, maximum=MAX_DOWNLOAD_BITS, noun="a size",
+                                              why="a broadcast of one round; larger is a typo"))
 
     def __post_init__(self):
-        for name in ("a0", "a_max"):
-            check_number(name, getattr(self, name), minimum=0)
-            if getattr(self, name) > 1:
-                raise ValueError(f"{name} = {getattr(self, name)!r}: expected an accuracy in [0, 1]")
+        check_keys(self)
         if self.a0 > self.a_max:
-            raise ValueError(f"a0 = {self.a0!r}: expected at most a_max = {self.a_max!r} (the curve rises from a0 "
-                             f"to a_max)")
-        check_number("rate", self.rate, minimum=0)
-        check_number("download_bits", self.download_bits, minimum=0)
-        if self.download_bits > MAX_DOWNLOAD_BITS:
-            raise ValueError(f"download_bits = {self.download_bits!r}: expected at most {MAX_DOWNLOAD_BITS:g} bits "
-                             f"(a broadcast of one round; larger is a typo)")
+            fail("a0", self.a0, f"at most a_max = {self.a_max!r} (the curve rises from a0 to a_max)")
 
 
 class ParametricBackend:

@@ -19,6 +19,8 @@ from edgesim.config import (
     Finite,
     Flag,
     Integer,
+    Items,
+    Text,
     build_config,
     check_choice,
     check_int,
@@ -93,49 +95,63 @@ class DataConfig:
     ``config.toml`` records (docs/use/data.md).
     """
 
-    dataset: str = "digits"
-    data_dir: Optional[str] = None
-    partition: str = "dirichlet"
-    alpha: Number = 0.5
-    labeled_ratio_alpha: Number = 0.5
-    min_labeled: int = 1
-    n_clusters: int = 5
-    size_scale: Number = 1.0
-    labeled_fraction: Number = 1.0
-    labels_per_class: int = 5
-    server_labeled: int = 1000
-    server_validation: int = 0
-    train_pool_size: Optional[int] = None
-    test_size: Optional[int] = None
-    validation_size: int = 0
-    file: Optional[str] = None
-    image_size: Optional[list] = None
-    test_fraction: Optional[Number] = None
-    hflip: Optional[bool] = None
+    dataset: str = scenario_key("digits", "the data set, by registered name (`edgesim list datasets`)",
+                                allowed=Choice(choices=lambda value: DATASETS.names,
+                                               registered="a plugin's data set"))
+    data_dir: Optional[str] = scenario_key(
+        None, "folder holding the data set's files; default $EDGESIM_DATA; relative to the scenario file",
+        allowed=Text(words="a folder path", optional=True, also="left out for a bundled data set"))
+    partition: str = scenario_key("dirichlet", "how the data is split over the devices (`edgesim list partitions`)",
+                                  allowed=Choice(choices=lambda value: PARTITIONS.names,
+                                                 registered="a plugin's partition"))
+    alpha: Number = scenario_key(0.5, "Dirichlet concentration α of the per-class split (smaller: more skewed)",
+                                 allowed=Finite(minimum=0, strict=True))
+    labeled_ratio_alpha: Number = scenario_key(0.5, "Dir₂ concentration of each device's labelled fraction "
+                                               "(UM-pFSSL)", allowed=Finite(minimum=0, strict=True))
+    min_labeled: int = scenario_key(1, "fewest labelled samples a device gets under the Dirichlet split",
+                                    unit="samples", allowed=Integer(0))
+    n_clusters: int = scenario_key(5, "class clusters 𝒦 of DoFed-SPP's SUBSET/NORMAL splits", unit="clusters",
+                                   allowed=Integer(2))
+    size_scale: Number = scenario_key(1.0, "scale of DoFed-SPP's set sizes (500 / 10 / 190·C/𝒦 per device)",
+                                      allowed=Finite(minimum=0, strict=True))
+    labeled_fraction: Number = scenario_key(1.0, "labelled share of each device's data under the iid split",
+                                            allowed=Finite(minimum=0, maximum=1, noun="a fraction"))
+    labels_per_class: int = scenario_key(5, "labelled samples per class of FedDure's splits", unit="samples/class",
+                                         allowed=Integer(1))
+    server_labeled: int = scenario_key(1000, "labelled samples held by the server (labels-at-server splits)",
+                                       unit="samples", allowed=Integer(1))
+    server_validation: int = scenario_key(
+        0, "of those, samples held out as the server's validation set", unit="samples",
+        allowed=Integer(0, also="fewer than server_labeled; 0 unless partition is a labels_at_server one"))
+    train_pool_size: Optional[int] = scenario_key(
+        None, "draw this many train samples before partitioning; unset: the whole split", unit="samples",
+        allowed=Integer(1, optional=True))
+    test_size: Optional[int] = scenario_key(None, "cap of each device's test set; unset: all eligible",
+                                            unit="samples", allowed=Integer(1, optional=True))
+    validation_size: int = scenario_key(
+        0, "evaluate on this many held-out train samples instead of the test split", unit="samples",
+        allowed=Integer(0, also="0 unless train_pool_size is set"))
+    file: Optional[str] = scenario_key(
+        None, 'the .npz archive of dataset = "npz", relative to data_dir; unset: the one .npz there',
+        allowed=Text(words="a file path", optional=True, expected="the path of an .npz file (a non-empty string)"))
+    image_size: Optional[list] = scenario_key(
+        None, '[H, W] every image of dataset = "image_folder" is resized to; unset: one size required',
+        unit="pixels", allowed=Items(item=Integer(1), length=2, optional=True,
+                                     expected="[H, W]: two integers >= 1 (pixels)"))
+    test_fraction: Optional[Number] = scenario_key(
+        None, 'share of each class dataset = "image_folder" holds out as the test split (no test/ folder); unset: '
+        '0.2', allowed=Finite(minimum=0, strict=True, below=1, noun="a fraction", optional=True))
+    hflip: Optional[bool] = scenario_key(
+        None, "whether the augmented views may mirror an image left-right; unset: the data set's own rule (off for "
+        "npz, image_folder and plugin data sets; docs/use/data.md)", allowed=Flag(optional=True))
 
     def __post_init__(self):
-        check_choice("dataset", self.dataset, DATASETS.names)
+        check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
         if self.hflip is None:  # the data set's own rule, resolved so that config.toml says which it was
             object.__setattr__(self, "hflip", DATASETS[self.dataset].hflip_preserves_labels)
-        elif not isinstance(self.hflip, bool):
-            fail("hflip", self.hflip, "true or false (whether the augmented views may mirror an image left-right)")
-        if self.data_dir is not None and not isinstance(self.data_dir, str):
-            fail("data_dir", self.data_dir, "a directory path (string)")
         if self.data_dir is not None and not DATASETS[self.dataset].needs_files:
             fail("data_dir", self.data_dir, f"left out: dataset = {self.dataset!r} is bundled, it reads no folder")
         self._check_loader_keys()
-        check_choice("partition", self.partition, PARTITIONS.names)
-        check_number("alpha", self.alpha, minimum=0, strict=True)
-        check_number("labeled_ratio_alpha", self.labeled_ratio_alpha, minimum=0, strict=True)
-        check_int("min_labeled", self.min_labeled, 0)
-        check_int("n_clusters", self.n_clusters, 2)
-        check_number("size_scale", self.size_scale, minimum=0, strict=True)
-        check_number("labeled_fraction", self.labeled_fraction, minimum=0)
-        if self.labeled_fraction > 1:
-            fail("labeled_fraction", self.labeled_fraction, "a fraction in [0, 1]")
-        check_int("labels_per_class", self.labels_per_class, 1)
-        check_int("server_labeled", self.server_labeled, 1)
-        check_int("server_validation", self.server_validation, 0)
         if self.server_validation:
             if not self.partition.startswith("labels_at_server"):
                 fail("server_validation", self.server_validation,
@@ -144,33 +160,17 @@ class DataConfig:
             if self.server_validation >= self.server_labeled:
                 fail("server_validation", self.server_validation,
                      f"fewer than server_labeled = {self.server_labeled} (the server must keep labels to train on)")
-        if self.train_pool_size is not None:
-            check_int("train_pool_size", self.train_pool_size, 1)
-        if self.test_size is not None:
-            check_int("test_size", self.test_size, 1)
-        check_int("validation_size", self.validation_size, 0)
         if self.validation_size and self.train_pool_size is None:
             fail("validation_size", self.validation_size,
                  "0 unless train_pool_size is set (the validation images are train images outside the train pool)")
 
     def _check_loader_keys(self) -> None:
-        """``file``, ``image_size``, ``test_fraction``: well-formed, and set only for a data set that reads them."""
+        """``file``, ``image_size``, ``test_fraction``: set only for a data set that reads them (their form: their rules)."""
         options = DATASETS[self.dataset].options
         for key in ("file", "image_size", "test_fraction"):
             if getattr(self, key) is not None and key not in options:
                 readers = [n for n, spec in DATASETS.items() if key in spec.options]
                 fail(key, getattr(self, key), f"left out: only dataset = {' or '.join(map(repr, readers))} reads it")
-        if self.file is not None and (not isinstance(self.file, str) or not self.file):
-            fail("file", self.file, "the path of an .npz file (a non-empty string)")
-        if self.image_size is not None:
-            size = self.image_size
-            if (not isinstance(size, (list, tuple)) or len(size) != 2
-                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in size)):
-                fail("image_size", size, "[H, W]: two integers >= 1 (pixels)")
-        if self.test_fraction is not None:
-            check_number("test_fraction", self.test_fraction, minimum=0, strict=True)
-            if self.test_fraction >= 1:
-                fail("test_fraction", self.test_fraction, "a fraction in (0, 1)")
 
     def loader_options(self) -> dict:
         """The keys of this table that the data set's loader takes (``load_dataset(..., **options)``), those set."""

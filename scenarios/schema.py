@@ -21,14 +21,24 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from edgesim.async_rules import SYNC_MODES, is_asynchronous, round_modes
 from edgesim.asynchrony import AsyncConfig, check_async_system
 from edgesim.availability import AvailabilityConfig, read_trace
 from edgesim.cells import ASSOCIATIONS
 from edgesim.compression import build_compression, compression_for, resolve_compression
-from edgesim.config import BudgetConfig, ConfigError, SystemConfig, WorkloadConfig, build_config
+from edgesim.config import (
+    BudgetConfig,
+    ConfigError,
+    Integer,
+    SystemConfig,
+    Text,
+    WorkloadConfig,
+    build_config,
+    check_keys,
+)
+from edgesim.config import key as scenario_key
 from edgesim.curve import ParametricConfig
 from edgesim.learning.config import PARAMETRIC, RunConfig
 from edgesim.learning.config import SECTIONS as LEARNING_SECTIONS
@@ -38,8 +48,25 @@ from edgesim.scenarios.sections import LearningSections
 
 SCENARIO_DIR = Path(__file__).resolve().parent
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.toml"
-TOP_LEVEL_KEYS = {"name": str, "description": str, "seed": int}
 MAX_SEED = 2**63 - 1  # a TOML integer; the random streams take (seed, ...) tuples of such
+
+
+@dataclass(frozen=True)
+class TopLevel:
+    """A scenario file's own keys, outside every table (each described once: :func:`edgesim.config.key`)."""
+
+    name: Optional[str] = scenario_key(None, "the scenario's name: the default run folder is runs/<name>",
+                              allowed=Text(words="a non-empty folder name", optional=True))  # its form: validate()
+    description: str = scenario_key("", "one line saying what the scenario studies (shown by `edgesim list scenarios`)",
+                           allowed=Text(words="text", nonempty=False))
+    seed: int = scenario_key(0, "the seed every random stream of the run derives from (placement, data split, training)",
+                    allowed=Integer(0, MAX_SEED, expected="an integer in [0, 2**63 - 1]"))
+
+    def __post_init__(self):
+        check_keys(self)
+
+
+TOP_LEVEL_KEYS = tuple(f.name for f in dataclasses.fields(TopLevel))
 
 
 ScenarioError = ConfigError
@@ -175,11 +202,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             raise ScenarioError(
                 f"{where}: unknown key {key!r} (= {value!r}); expected one of: {', '.join(sorted(known))}"
             )
-    for key, typ in TOP_LEVEL_KEYS.items():
-        if key in raw and (not isinstance(raw[key], typ) or isinstance(raw[key], bool)):
-            raise ScenarioError(f"{where}: {key} = {raw[key]!r}: expected a {typ.__name__}")
-    if not 0 <= raw.get("seed", 0) <= MAX_SEED:
-        raise ScenarioError(f"{where}: seed = {raw['seed']!r}: expected an integer in [0, 2**63 - 1]")
+    build_config(TopLevel, {k: v for k, v in raw.items() if k in TOP_LEVEL_KEYS}, where)
     name = raw.get("name", Path(where).stem)
     if (not name.strip() or name.strip() in (".", "..") or any(c in name for c in "/\\") or name != name.strip()
             or any(ord(c) < 32 or ord(c) == 127 for c in name)):  # control characters (NUL, BEL, newline)

@@ -106,26 +106,38 @@ def test_list_scenarios_gives_each_shipped_one_its_description_scale_and_host_ti
 
 # --- ranges from one source: the rule that checks a key writes its range (edgesim.config.key) -------------------
 
-DESCRIBED_TABLES = ("system", "budget", "train", "run")
+DESCRIBED_TABLES = ("", "system", "budget", "workload", "data", "train", "run", "parametric", "async", "availability",
+                    "compression.uplink", "compression.downlink", "resources")  # every table ("": the top level)
+# The other keys a key's documented range depends on (its rule's `also`), set so that the range itself is sampled.
+CONTEXT = {("data", "data_dir"): {"dataset": "mnist"}, ("data", "file"): {"dataset": "npz"},
+           ("data", "image_size"): {"dataset": "image_folder"}, ("data", "test_fraction"): {"dataset": "image_folder"},
+           ("data", "server_validation"): {"partition": "labels_at_server"},
+           ("data", "validation_size"): {"train_pool_size": 100}, ("parametric", "a0"): {"a_max": 1.0}}
 
 
 def _samples(rule):
-    """(values the rule documents as allowed, values it documents as refused), from its own parameters."""
-    from edgesim.config import Choice, Described, Flag, Integer, Plausible
+    """(values the rule documents as allowed — each bound among them —, values just outside them), from its own
+    parameters."""
+    from edgesim.config import Choice, Described, Flag, Integer, Items, Plausible, Spread, Text
     from edgesim.config import Finite as Number
 
-    inside, outside = [], ["text"] if not isinstance(rule, (Choice, Described)) else []
+    inside, outside = [], ["text"] if not isinstance(rule, (Choice, Described, Text)) else []
     if isinstance(rule, Plausible):
         eps = max(abs(rule.low), abs(rule.high)) * 1e-9 or 1e-30
         inside += [rule.high] + ([] if rule.above_low else [rule.low])
         outside += [rule.low - eps, rule.high + eps, float("nan")] + ([rule.low] if rule.above_low else [])
     elif isinstance(rule, Number):
         if rule.minimum is not None:
-            inside += [rule.minimum + 0.5 * (1 if rule.below is None else rule.below - rule.minimum)]
-            outside += [rule.minimum - 1] + ([rule.minimum] if rule.strict else [])
+            top = rule.below if rule.below is not None else rule.maximum
+            inside += [rule.minimum + 0.5 * (1 if top is None else top - rule.minimum)]
+            outside += [rule.minimum - 1, rule.minimum - 1e-9] + ([rule.minimum] if rule.strict else [])
             inside += [] if rule.strict else [rule.minimum]
         if rule.below is not None:
             outside.append(rule.below)
+        if rule.maximum is not None:
+            inside.append(rule.maximum)
+            outside += [rule.maximum + 1e-9 * max(1.0, abs(rule.maximum)), float("inf")]
+        inside += ["auto"] if rule.auto else []
     elif isinstance(rule, Integer):
         inside += [rule.minimum] + ([rule.maximum] if rule.maximum is not None else [rule.minimum + 3])
         outside += [rule.minimum - 1, True, float(rule.minimum) + 0.5]
@@ -137,43 +149,105 @@ def _samples(rule):
     elif isinstance(rule, Flag):
         inside += [True, False]
         outside += [1, "yes"]
+    elif isinstance(rule, Text):
+        inside += ["x"] + ([] if rule.nonempty else [""])
+        outside += [1] + ([""] if rule.nonempty else [])
+    elif isinstance(rule, Items):
+        item_in, item_out = _samples(rule.item)
+        inside += [[v] * rule.length for v in item_in if v is not None]
+        outside += [item_in[:1] * (rule.length + 1), [item_out[1]] + item_in[:1] * (rule.length - 1)]
+    elif isinstance(rule, Spread):
+        item_in, item_out = _samples(rule.item)
+        numbers = [v for v in item_in if v not in ("auto", None)]
+        inside += numbers + [numbers, {"dist": "uniform", "low": min(numbers), "high": max(numbers)}]
+        inside += ["auto"] if rule.auto else []
+        outside += [v for v in item_out if v != "text"] + [[], [item_out[1]],
+                                                           {"dist": "normal", "low": numbers[0], "high": numbers[0]},
+                                                           {"dist": "uniform", "low": max(numbers), "high": -1}]
     if rule.optional:
         inside.append(None)
     return inside, outside
 
 
-def test_every_key_of_the_described_tables_documents_the_range_its_check_enforces():
-    """[system], [budget], [train], [run]: every key is described in its field's metadata (no hand entry), the
-    reference prints that rule's text, and the class accepts every value the text allows and refuses every value it
-    does not — each refusal naming the key (a value another key's rule spans is refused naming that key instead)."""
-    from edgesim.config import ConfigError, Described, described_keys
-    from edgesim.scenarios.reference import scenario_tables
+def _build(table: str, name: str, value, context: dict):
+    """The table ``table`` built with ``name = value`` (a compression direction: a :class:`Codec` of a method that
+    reads the option, its other options at a value their rules allow)."""
+    from edgesim.compression import CODECS, Codec, lossy_methods, readers
+    from edgesim.config import key_doc
+    from edgesim.scenarios.reference import CODEC, scenario_tables
 
-    tables = scenario_tables()
+    cls = scenario_tables()[table]
+    if cls != CODEC:
+        return cls(**context, **{name: value})
+
+    def required(method):  # the options without a default, at the first value their rules allow
+        return {f.name: _samples(key_doc(f).allowed)[0][0] for f in dataclasses.fields(CODECS[method])
+                if f.default is None}
+
+    if name == "method":
+        return Codec(value, **(required(value) if value in CODECS else {}))
+    method = lossy_methods()[0] if name == "error_feedback" else readers(name)[0]
+    return Codec(method, **{**required(method), name: value})
+
+
+def test_every_key_of_every_table_documents_the_range_its_check_enforces():
+    """Every table — the top level, [system] … [resources], each compression direction and the registered codecs'
+    options: every key is described in its field's metadata (no hand entry), the reference prints that rule's text,
+    and the class accepts every value the text allows, each bound included, and refuses every value just outside it
+    in one line naming the key, the value and what was expected (a value another key's rule spans is refused naming
+    that key instead)."""
+    from edgesim.config import ConfigError, Described, key_doc
+    from edgesim.scenarios.reference import scenario_tables, table_fields
+
     page = (REPO / "docs" / "use" / "scenario_reference.md").read_text()
     cross = {"min_distance_m", "cell_radius_m", "path_loss_intercept_db", "path_loss_slope_db", "nesterov",
              "momentum"}  # checked together with another key in __post_init__ (a distance, a path gain, Nesterov)
-    checked = 0
+    checked, tables = 0, set()
     for table in DESCRIBED_TABLES:
-        cls = tables[table]
-        docs = described_keys(cls)
-        assert set(docs) == {f.name for f in dataclasses.fields(cls)}, (table, "a key without its metadata")
+        docs = {name: key_doc(f) for name, f in table_fields(table).items()}
+        assert None not in docs.values(), (table, "a key without its metadata", docs)
         for name, doc in docs.items():
-            assert KEY_DOCS[f"{table}.{name}"] == (doc.doc, doc.unit, doc.allowed.text())
+            dotted = f"{table}.{name}" if table else name
+            assert KEY_DOCS[dotted][:2] == (doc.doc, doc.unit) and KEY_DOCS[dotted][2].startswith(doc.allowed.text())
             assert f"| `{name}` | {doc.doc.replace('|', chr(92) + '|')} |" in page
             if isinstance(doc.allowed, Described):  # a registered name, a list of them: its own test file
                 continue
+            context = CONTEXT.get((table, name), {})
             inside, outside = _samples(doc.allowed)
+            cls = scenario_tables()[table]
+            cfg = cls(**context) if isinstance(cls, type) else None  # what a rule may read (n_devices)
             for value in inside:
-                assert doc.allowed.accepts(value, cls()), (table, name, value)
+                assert doc.allowed.accepts(value, cfg), (table, name, value)
                 try:
-                    cls(**{name: value})
+                    _build(table, name, value, context)
                 except ConfigError as e:
                     assert name in cross or e.key != name, (table, name, value, str(e))
             for value in outside:
-                assert not doc.allowed.accepts(value, cls()), (table, name, value)
+                assert not doc.allowed.accepts(value, cfg), (table, name, value)
                 with pytest.raises(ConfigError) as refused:
-                    cls(**{name: value})
-                assert refused.value.key == name or name in cross, (table, name, value, str(refused.value))
+                    _build(table, name, value, context)
+                e = refused.value
+                assert e.key.split("[")[0].split(".")[0] == name or name in cross, (table, name, value, str(e))
+                assert "\n" not in str(e) and e.expected and f"{e.key} = " in str(e), (table, name, value, str(e))
                 checked += 1
-    assert checked > 100
+            tables.add(table)
+    assert tables == set(DESCRIBED_TABLES)
+    assert checked > 300, checked
+
+
+def test_no_key_is_written_by_hand_in_the_reference_module():
+    """scenarios/reference.py derives every entry: each documented key is a field of its table whose metadata
+    gives its line, and the module spells no key's meaning (no ``"table.key": (...)`` entry)."""
+    import ast
+
+    from edgesim.scenarios import reference
+
+    derived = reference.described_docs()
+    assert KEY_DOCS == derived and set(KEY_DOCS) == set(scenario_keys())
+    tree = ast.parse(Path(reference.__file__).read_text())
+    dotted = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in KEY_DOCS
+              and "." in n.value]  # "workload.model_bits": a key written out
+    entries = [k.value for n in ast.walk(tree) if isinstance(n, ast.Dict) for k in n.keys
+               if isinstance(k, ast.Constant) and k.value in KEY_DOCS]  # {"seed": (...)}: a hand entry
+    spelled = dotted + entries
+    assert not spelled, f"keys spelled by hand in scenarios/reference.py: {spelled}"

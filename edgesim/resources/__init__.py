@@ -4,8 +4,8 @@ The ``[resources]`` table (:class:`ResourcesConfig`) names one policy per kind
 (:data:`KINDS`); each round an :class:`Allocator` runs them on the round's
 :class:`RoundResources` and hands the engine a :class:`ResourcePlan`, which it
 runs on the same clock (docs/model/resource_policies.md). The formulas are in
-:mod:`edgesim.resources.formulas`; the policies and their registry in
-:mod:`edgesim.resources.policies`. Torch-free, like all of ``edgesim/``.
+:mod:`edgesim.resources.formulas`; the built-in policies in :mod:`edgesim.resources.policies`, their
+registry in :mod:`edgesim.resources.registry`. Torch-free, like all of ``edgesim/``.
 """
 
 from .config import KINDS, ResourcesConfig

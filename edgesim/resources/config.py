@@ -5,10 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Optional
 
-from ..config import CPU_FREQ_HZ_RANGE, check_int, check_number, check_range, fail
+from ..config import CPU_FREQ_HZ_RANGE, Choice, Described, Finite, Integer, Plausible, check_keys, fail, key
+from .registry import KINDS, policy_words
 
-KINDS = ("scheduling", "bandwidth", "power", "cpu_freq")
 STRAGGLERS = ("keep", "exclude")
+FRACTION = Finite(minimum=0, maximum=1, noun="a fraction")
+
+
+def _check_stragglers(value) -> None:
+    if value not in STRAGGLERS:
+        fail("stragglers", value, " or ".join(map(repr, STRAGGLERS)))
 
 
 @dataclass(frozen=True)
@@ -42,53 +48,50 @@ class ResourcesConfig:
     exist (plugins included) is checked by :func:`edgesim.resources.round.check_config`.
     """
 
-    scheduling: str = "random"
-    bandwidth: str = "equal"
-    power: str = "fixed"
-    cpu_freq: str = "max"
-    cpu_freq_min_hz: Optional[float] = None
-    oort_exploration: float = 0.9
-    oort_decay: float = 0.98
-    oort_exploration_min: float = 0.2
-    oort_alpha: float = 2.0
-    oort_cutoff: float = 0.95
-    oort_pacer_window: int = 20
-    oort_pacer_step: float = 0.1
-    oort_blacklist_rounds: int = 0
-    age_exponent: float = 1.0
-    energy_weight: float = 1.0
-    time_price_j_per_s: float = 1.0
-    stragglers: str = "keep"
-    resource_blocks: str = "equal"
+    scheduling: str = key("random", "who takes part in a round (the algorithm takes the first K of the ranking; "
+                          "fedasync/fedbuff: a free slot takes the first idle online device)",
+                          allowed=Described(words=lambda: policy_words("scheduling")))
+    bandwidth: str = key("equal", "how the uplink band is shared",
+                         allowed=Described(words=lambda: policy_words("bandwidth")))
+    power: str = key("fixed", "each uploader's transmit power (the configured one is the maximum)",
+                     allowed=Described(words=lambda: policy_words("power")))
+    cpu_freq: str = key("max", "each device's CPU frequency (the configured one is the maximum)",
+                        allowed=Described(words=lambda: policy_words("cpu_freq")))
+    cpu_freq_min_hz: Optional[float] = key(
+        None, "the lowest frequency a DVFS policy may choose; unset: a tenth of each device's maximum", unit="Hz",
+        allowed=Plausible(low=CPU_FREQ_HZ_RANGE[0], high=CPU_FREQ_HZ_RANGE[1], unit="Hz", optional=True,
+                          also="at most the slowest cpu_freq_hz"))
+    oort_exploration: float = key(0.9, "Oort's starting share ε of picks among devices never tried",
+                                  allowed=FRACTION)
+    oort_decay: float = key(0.98, "the factor Oort's ε is multiplied by each round", allowed=FRACTION)
+    oort_exploration_min: float = key(0.2, "the floor Oort's ε decays to", allowed=FRACTION)
+    oort_alpha: float = key(2.0, "Oort's straggler penalty exponent α", allowed=Finite(minimum=0))
+    oort_cutoff: float = key(0.95, "Oort's c: devices above c × the K-th utility are sampled in proportion to it",
+                             allowed=FRACTION)
+    oort_pacer_window: int = key(20, "Oort's pacer window W: the rounds whose summed utility it compares",
+                                 unit="rounds", allowed=Integer(1))
+    oort_pacer_step: float = key(0.1, "Oort's pacer step Δ: the share of τ added to the preferred round duration "
+                                 "when the utility stops rising", allowed=Finite(minimum=0))
+    oort_blacklist_rounds: int = key(0, "the participations after which Oort no longer picks a device (0: never)",
+                                     unit="rounds", allowed=Integer(0))
+    age_exponent: float = key(1.0, "ν of age_channel's priority A^ν · log2(1 + SNR): how much the age of update "
+                              "weighs against the channel", allowed=Finite(minimum=0))
+    energy_weight: float = key(1.0, "the weight w of energy in min_energy's objective w·E + (1 − w)·λ·T (1: energy "
+                               "alone)", allowed=Finite(minimum=0, maximum=1, noun="a weight", why="1: energy alone"))
+    time_price_j_per_s: float = key(1.0, "λ in min_energy's objective: the joules one second of round time is "
+                                    "worth", unit="J/s", allowed=Finite(minimum=0))
+    stragglers: str = key("keep", "whether a device that cannot meet the round's budget even alone at full power "
+                          "and frequency is scheduled", allowed=Choice(choices=STRAGGLERS, checker=_check_stragglers))
+    resource_blocks: str = key("equal", "how an OFDMA round's resource blocks are assigned (access = \"ofdma\", "
+                               "docs/model/access_schemes.md)",
+                               allowed=Described(words=lambda: policy_words("resource_blocks")))
 
     def __post_init__(self):
-        for kind in KINDS:
+        check_keys(self)
+        for kind in (*KINDS, "resource_blocks"):  # which names exist (plugins included): round.check_config
             value = getattr(self, kind)
             if not isinstance(value, str) or not value:
                 fail(kind, value, "a policy name (a string; `edgesim list policies` lists them)")
-        if self.cpu_freq_min_hz is not None:
-            check_range("cpu_freq_min_hz", self.cpu_freq_min_hz, *CPU_FREQ_HZ_RANGE, "Hz")
-        check_number("oort_exploration", self.oort_exploration, minimum=0)
-        if self.oort_exploration > 1:
-            fail("oort_exploration", self.oort_exploration, "a fraction in [0, 1]")
-        for key in ("oort_decay", "oort_exploration_min", "oort_cutoff"):
-            check_number(key, getattr(self, key), minimum=0)
-            if getattr(self, key) > 1:
-                fail(key, getattr(self, key), "a fraction in [0, 1]")
-        check_number("oort_alpha", self.oort_alpha, minimum=0)
-        check_number("oort_pacer_step", self.oort_pacer_step, minimum=0)
-        check_int("oort_pacer_window", self.oort_pacer_window, 1)
-        check_int("oort_blacklist_rounds", self.oort_blacklist_rounds, 0)
-        check_number("age_exponent", self.age_exponent, minimum=0)
-        check_number("energy_weight", self.energy_weight, minimum=0)
-        if self.energy_weight > 1:
-            fail("energy_weight", self.energy_weight, "a weight in [0, 1] (1: energy alone)")
-        check_number("time_price_j_per_s", self.time_price_j_per_s, minimum=0)
-        if self.stragglers not in STRAGGLERS:
-            fail("stragglers", self.stragglers, " or ".join(map(repr, STRAGGLERS)))
-        if not isinstance(self.resource_blocks, str) or not self.resource_blocks:
-            fail("resource_blocks", self.resource_blocks,
-                 "a policy name (a string; `edgesim list policies` lists them)")
 
     @property
     def is_default(self) -> bool:
