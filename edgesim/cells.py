@@ -35,7 +35,7 @@ from .registries import claim
 from .units import dbm_to_w
 
 __all__ = ["ASSOCIATIONS", "BS_TX_POWER_DBM", "CellConfig", "Layout", "associate", "bs_powers_w", "cell_bands_hz",
-           "cell_system", "devices_per_cell", "n_cells", "register_association"]
+           "cell_system", "device_bands_hz", "devices_per_cell", "n_cells", "register_association"]
 
 # A macro base station's transmit power where a cell gives no tx_power_dbm (3GPP TR 36.814, Table A.2.1.1-2: 46 dBm
 # over 10 MHz).
@@ -159,3 +159,9 @@ def cell_system(system: SystemConfig, cell: int) -> SystemConfig:
     if config.cpu_hz is not None:
         changes["server_freq_hz"] = config.cpu_hz
     return dataclasses.replace(system, **changes) if changes else system
+
+
+def device_bands_hz(system: SystemConfig, serving_cell: Sequence[int]) -> np.ndarray:
+    """Each device's uplink band (Hz): its serving cell's ``W_c`` (:func:`cell_bands_hz`), the band its full-band
+    rate is counted on."""
+    return cell_bands_hz(system)[:, 1][np.asarray(serving_cell, dtype=np.int64)]

@@ -57,7 +57,7 @@ from .access import Cell, make_banded, make_uplink
 from .availability import Availability
 from .backend import DeviceLoss, LearningBackend, RoundOutcome, RoundPlan, SystemView
 from .budget import REL_TOL
-from .cells import cell_bands_hz, cell_system
+from .cells import cell_system, device_bands_hz
 from .channel import ChannelModel, estimated_gains
 from .clock import Clock, cyclic_gc_paused
 from .compute import compute_time_s
@@ -160,7 +160,7 @@ class Simulation(Clock):
         self._cell_allocators = None if self._allocator is None or self.n_cells == 1 else [
             Allocator(self.resources, cell_system(system, c), budget) for c in range(self.n_cells)]
         # Several cells: each device's uplink band W (its cell's, Hz), for the view's and the devices' rates.
-        self._device_band_hz = None if self.n_cells == 1 else cell_bands_hz(system)[:, 1][np.asarray(self.serving_cell)]
+        self._device_band_hz = None if self.n_cells == 1 else device_bands_hz(system, self.serving_cell)
         self._scheduler = None
         if Scheduler.needed(self.resources):
             expected = getattr(backend, "expected_work", None)

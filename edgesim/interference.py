@@ -44,7 +44,8 @@ from .cells import cell_bands_hz
 from .config import ConfigError, SystemConfig
 from .resources import tdma_order
 
-__all__ = ["CellLinks", "InterferenceField", "band_overlap_hz", "coupling_per_hz2", "interference_psd_w_per_hz"]
+__all__ = ["CellLinks", "InterferenceField", "band_overlap_hz", "coupling_per_hz2", "interference_psd_w_per_hz",
+           "one_per_cell_sinr"]
 
 
 def band_overlap_hz(low_a_hz: float, width_a_hz: float, low_b_hz: float, width_b_hz: float) -> float:
@@ -70,6 +71,27 @@ def interference_psd_w_per_hz(received_w: np.ndarray, coupling: np.ndarray) -> n
     transmissions of cell a on air deliver to base station b (``Σ_j p_j g_{j,b}``), and the coupling ``K``
     (:func:`coupling_per_hz2`)."""
     return (np.asarray(received_w, dtype=float) * coupling).sum(axis=0)
+
+
+def one_per_cell_sinr(cell_gains: np.ndarray, serving_cell, tx_power_w, bands_hz: np.ndarray,
+                      noise_psd_w_per_hz: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each device's SNR and its SINR with one transmitter of every other cell on air (``edgesim plan``'s figure):
+    ``SINR_i = p_i g_{i,b} / ((N0 + I_b) W_b)``, ``I_b = Σ_{a ≠ b} K[a, b] · mean_{j of a} p_j g_{j,b}`` (the mean
+    power a device of cell a delivers to base station b; :func:`coupling_per_hz2`), ``SNR_i`` the same without
+    ``I_b``. Linear, one per device; a cell without devices adds no interference."""
+    g = np.asarray(cell_gains, dtype=float)
+    cell = np.asarray(serving_cell, dtype=np.int64)
+    p = np.broadcast_to(np.asarray(tx_power_w, dtype=float), cell.shape)
+    c = len(bands_hz)
+    mean_received = np.zeros((c, c))
+    for a in range(c):
+        mine = cell == a
+        if mine.any():
+            mean_received[a] = (p[mine, None] * g[mine]).mean(axis=0)
+    psd = interference_psd_w_per_hz(mean_received, coupling_per_hz2(bands_hz))
+    signal = p * g[np.arange(cell.size), cell]
+    width = bands_hz[cell, 1]
+    return signal / (noise_psd_w_per_hz * width), signal / ((noise_psd_w_per_hz + psd[cell]) * width)
 
 
 class InterferenceField:
