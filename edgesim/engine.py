@@ -167,6 +167,8 @@ class Simulation(Clock):
             self._scheduler = Scheduler(self.resources, system, budget, self.seed,
                                         expected() if callable(expected) else None,
                                         clients_per_round=getattr(backend, "clients_per_round", None))
+            if self._device_band_hz is not None:  # several cells: one ranking over every cell's devices, each
+                self._scheduler.bandwidth_hz = self._device_band_hz  # predicted on its own cell's band
         # Where each round's per-device loss statistics come from (Oort's utility): the run's source, else the
         # backend's own device_losses(), else none (Oort then ranks by its system half, docs/model/resource_policies.md).
         self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)
