@@ -24,6 +24,7 @@ by name with :func:`register_association` (a plugin: from a module of ``[run] pl
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -33,8 +34,8 @@ from .config import ASSOCIATION_NAMES, CellConfig, ConfigError, SystemConfig, ch
 from .registries import claim
 from .units import dbm_to_w
 
-__all__ = ["ASSOCIATIONS", "BS_TX_POWER_DBM", "CellConfig", "Layout", "associate", "bs_powers_w",
-           "devices_per_cell", "n_cells", "register_association"]
+__all__ = ["ASSOCIATIONS", "BS_TX_POWER_DBM", "CellConfig", "Layout", "associate", "bs_powers_w", "cell_bands_hz",
+           "cell_system", "device_bands_hz", "devices_per_cell", "n_cells", "register_association"]
 
 # A macro base station's transmit power where a cell gives no tx_power_dbm (3GPP TR 36.814, Table A.2.1.1-2: 46 dBm
 # over 10 MHz).
@@ -132,3 +133,35 @@ def devices_per_cell(serving_cell: Sequence[int], n: int) -> tuple[int, ...]:
     """How many devices each of the ``n`` cells serves (``edgesim plan``'s association line)."""
     counts = np.bincount(np.asarray(serving_cell, dtype=np.int64), minlength=n)
     return tuple(int(c) for c in counts)
+
+
+def cell_bands_hz(system: SystemConfig) -> np.ndarray:
+    """Each cell's uplink band ``(C, 2)``: its lowest frequency and its width ``W_c = B_c / n`` (Hz), ``B_c`` the
+    cell's ``bandwidth_hz`` (else the system's), cell c on sub-band ``c mod n`` of it under ``frequency_reuse = n``:
+    ``[(c mod n) W_c, (c mod n + 1) W_c)`` (docs/model/system_model.md, "Inter-cell interference")."""
+    n = int(system.frequency_reuse)
+    out = []
+    for c, cell in enumerate(system.cell_configs):
+        width = float(cell.bandwidth_hz if cell.bandwidth_hz is not None else system.bandwidth_hz) / n
+        out.append(((c % n) * width, width))
+    return np.array(out, dtype=float)
+
+
+def cell_system(system: SystemConfig, cell: int) -> SystemConfig:
+    """``system`` as cell ``cell`` runs it: its uplink band ``bandwidth_hz`` the cell's ``W_c``
+    (:func:`cell_bands_hz`) and ``server_freq_hz`` its edge server's ``cpu_hz`` where the cell gives one; the other
+    keys unchanged. With one cell and no override: ``system`` itself."""
+    config = system.cell_configs[cell]
+    changes = {}
+    width_hz = float(cell_bands_hz(system)[cell, 1])
+    if config.bandwidth_hz is not None or system.frequency_reuse != 1:
+        changes["bandwidth_hz"] = width_hz
+    if config.cpu_hz is not None:
+        changes["server_freq_hz"] = config.cpu_hz
+    return dataclasses.replace(system, **changes) if changes else system
+
+
+def device_bands_hz(system: SystemConfig, serving_cell: Sequence[int]) -> np.ndarray:
+    """Each device's uplink band (Hz): its serving cell's ``W_c`` (:func:`cell_bands_hz`), the band its full-band
+    rate is counted on."""
+    return cell_bands_hz(system)[:, 1][np.asarray(serving_cell, dtype=np.int64)]

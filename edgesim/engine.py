@@ -57,11 +57,13 @@ from .access import Cell, make_banded, make_uplink
 from .availability import Availability
 from .backend import DeviceLoss, LearningBackend, RoundOutcome, RoundPlan, SystemView
 from .budget import REL_TOL
+from .cells import cell_system, device_bands_hz
 from .channel import ChannelModel, estimated_gains
 from .clock import Clock, cyclic_gc_paused
 from .compute import compute_time_s
 from .config import BudgetConfig, ConfigError, SystemConfig
 from .device_job import DeviceJob, job_costs, run_job
+from .interference import CellLinks
 from .links import Downlink
 from .radio import shannon_rate_bps
 from .records import EVENT_KINDS, DeviceRound, Event, EventLog, RoundRecord, Totals, totals_of
@@ -131,6 +133,8 @@ class Simulation(Clock):
         if budget.round_mode not in ("sync", "deadline"):
             raise ValueError(f"budget.round_mode(={budget.round_mode!r}) has no rounds: run it with "
                              f"edgesim.asynchrony.AsyncSimulation")
+        if system.cells is not None and system.n_cells == 1:
+            system = cell_system(system, 0)  # one cell given: its band and edge server's CPU where it sets them
         self.system = system
         self.budget = budget
         self.backend = backend
@@ -150,14 +154,21 @@ class Simulation(Clock):
         self._tx_power_arr = np.asarray(self._tx_power_w)
         self.resources = resources if resources is not None else ResourcesConfig()
         self.access_options = access_options  # the [access] table's options (None: the scheme's defaults)
-        # The defaults are the links' own behaviour: no allocation to run each round, no ranking.
+        # The defaults are the links' own behaviour: no allocation to run each round, no ranking. Several cells: each
+        # cell allocates its own band to its own devices (edgesim.cells.cell_system).
         self._allocator = None if self.resources.is_default else Allocator(self.resources, system, budget)
+        self._cell_allocators = None if self._allocator is None or self.n_cells == 1 else [
+            Allocator(self.resources, cell_system(system, c), budget) for c in range(self.n_cells)]
+        # Several cells: each device's uplink band W (its cell's, Hz), for the view's and the devices' rates.
+        self._device_band_hz = None if self.n_cells == 1 else device_bands_hz(system, self.serving_cell)
         self._scheduler = None
         if Scheduler.needed(self.resources):
             expected = getattr(backend, "expected_work", None)
             self._scheduler = Scheduler(self.resources, system, budget, self.seed,
                                         expected() if callable(expected) else None,
                                         clients_per_round=getattr(backend, "clients_per_round", None))
+            if self._device_band_hz is not None:  # several cells: one ranking over every cell's devices, each
+                self._scheduler.bandwidth_hz = self._device_band_hz  # predicted on its own cell's band
         # Where each round's per-device loss statistics come from (Oort's utility): the run's source, else the
         # backend's own device_losses(), else none (Oort then ranks by its system half, docs/model/resource_policies.md).
         self._device_losses = device_losses if device_losses is not None else getattr(backend, "device_losses", None)
@@ -175,13 +186,19 @@ class Simulation(Clock):
 
     def _reset_clock(self, now_s: float) -> None:
         self._env = simpy.Environment(initial_time=now_s)
+        self._downlink = Downlink(self.system.downlink_rate_bps)
+        if self.n_cells > 1:  # each cell its own links, one interference field between them (edgesim.interference)
+            self._cell_links = CellLinks(self._env, self.system, self.serving_cell, self._noise_psd_w_per_hz,
+                                         self.resources, self.access_options, self.seed)
+            self._uplink = self._banded = None
+            return
+        self._cell_links = None
         self._uplink = make_uplink(self._env, self.system.access, self.system.bandwidth_hz, self._noise_psd_w_per_hz,
                                    tdma_order(self.resources), self.access_options, self.system.n_devices, self.seed,
                                    self.resources)
         # The link that runs a bandwidth policy's per-device bands, as the access scheme declares (None: none).
         self._banded = make_banded(self._env, self.system.access, Cell(float(self.system.bandwidth_hz),
                                    self._noise_psd_w_per_hz, self.system.n_devices, self.seed))
-        self._downlink = Downlink(self.system.downlink_rate_bps)
 
     # -- read-only views (now_s, events, event_count, records: Clock's)
     @property
@@ -195,7 +212,8 @@ class Simulation(Clock):
         if gains is None:
             gains = self._planned_gains(self.channel.gains(self._round_index))
         b, n0 = float(self.system.bandwidth_hz), self._noise_psd_w_per_hz
-        rates = shannon_rate_bps(b, np.asarray(gains, dtype=float), self._tx_power_arr, n0)
+        rates = shannon_rate_bps(b if self._device_band_hz is None else self._device_band_hz,
+                                 np.asarray(gains, dtype=float), self._tx_power_arr, n0)
         return SystemView(
             round_index=self._round_index,
             start_time_s=self.now_s,
@@ -265,7 +283,12 @@ class Simulation(Clock):
                          self._server_seconds(plan))
             if self._allocator is not None:
                 self._allocate(rnd, view.channel_gain)
-            if getattr(self._uplink, "rounds", False):  # a scheme that decides per round (edgesim.access)
+            if self._cell_links is not None:  # several cells: each cell's uploads to its links
+                self._cell_links.begin_round(rnd.index, [d.device for d in rnd.devices], [d.gain for d in rnd.devices],
+                                             [d.tx_power_w for d in rnd.devices],
+                                             [float(d.work.upload_bits) for d in rnd.devices],
+                                             self.channel.cell_gains(rnd.index))
+            elif getattr(self._uplink, "rounds", False):  # a scheme that decides per round (edgesim.access)
                 self._uplink.begin_round(rnd.index, [d.device for d in rnd.devices], [d.gain for d in rnd.devices],
                                          [d.tx_power_w for d in rnd.devices],
                                          [float(d.work.upload_bits) for d in rnd.devices])
@@ -333,8 +356,8 @@ class Simulation(Clock):
         gains, rates = view.channel_gain, view.uplink_rate_bps
         if true_gains is not None:
             gains = tuple(true_gains.tolist())
-            rates = tuple(shannon_rate_bps(float(self.system.bandwidth_hz), true_gains, self._tx_power_arr,
-                                           self._noise_psd_w_per_hz).tolist())
+            band = float(self.system.bandwidth_hz) if self._device_band_hz is None else self._device_band_hz
+            rates = tuple(shannon_rate_bps(band, true_gains, self._tx_power_arr, self._noise_psd_w_per_hz).tolist())
         try:
             n = len(work)
             phases = np.fromiter(chain.from_iterable([w.compute_cycles.values() for w in work]), float)
@@ -359,19 +382,32 @@ class Simulation(Clock):
 
     def _allocate(self, rnd: _Round, planned_gains) -> None:
         """The ``[resources]`` policies' plan for the round's devices: their bands, powers and frequencies, planned on
-        the gains the base station knows (``planned_gains``, by device id); the devices then transmit on their own."""
-        devices = rnd.devices
+        the gains the base station knows (``planned_gains``, by device id); the devices then transmit on their own.
+        Several cells: each cell's policies plan its own devices on its own band."""
+        if self._cell_allocators is None:
+            self._allocate_cell(rnd, rnd.devices, planned_gains, self._allocator, float(self.system.bandwidth_hz),
+                                self._banded)
+            return
+        links = self._cell_links
+        for c, allocator in enumerate(self._cell_allocators):
+            mine = [d for d in rnd.devices if self.serving_cell[d.device] == c]
+            if mine:
+                self._allocate_cell(rnd, mine, planned_gains, allocator, float(allocator.system.bandwidth_hz),
+                                    links.banded[c])
+
+    def _allocate_cell(self, rnd: _Round, devices: list[DeviceJob], planned_gains, allocator: Allocator, b: float,
+                       banded) -> None:
         downlink = self._downlink
-        plan = self._allocator.allocate(
+        plan = allocator.allocate(
             rnd.index, [d.device for d in devices], [planned_gains[d.device] for d in devices],
             [d.cycles for d in devices],
             [float(d.work.upload_bits) for d in devices],
             [downlink.duration_s(float(d.work.download_bits)) for d in devices],
             rnd.server_s[0] or 0.0,
         )
-        b, n0 = float(self.system.bandwidth_hz), self._noise_psd_w_per_hz
+        n0 = self._noise_psd_w_per_hz
         bands = plan.bands_hz.tolist() if plan.bands_hz is not None else None
-        if bands is not None and self._banded is None:
+        if bands is not None and banded is None:
             raise PolicyError(f"[resources] bandwidth = {self.resources.bandwidth!r}: round {rnd.index}: returned a "
                               f"band per device; access = {self.system.access!r} runs no per-device bands: expected "
                               f"None (the scheme's own sharing), or an access scheme with bands such as 'fdma'")
@@ -466,7 +502,12 @@ class Simulation(Clock):
         self._log.emit(env.now, rnd.index, -1, "round_end")
 
     def _device_process(self, env: simpy.Environment, rnd: _Round, dev: DeviceJob):
-        yield from run_job(env, dev, rnd.index, self._log, self._downlink, self._uplink, self._banded)
+        links = self._cell_links
+        if links is None:
+            yield from run_job(env, dev, rnd.index, self._log, self._downlink, self._uplink, self._banded)
+        else:  # several cells: its serving cell's links
+            yield from run_job(env, dev, rnd.index, self._log, self._downlink, links.uplink(dev.device),
+                               links.banded_link(dev.device))
         if dev.arrived:
             rnd.arrived.append(dev.device)
         dev.finished = True

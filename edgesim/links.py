@@ -121,6 +121,51 @@ def on_air_at(env: simpy.Environment, transfer: Transfer, rate_bps: float) -> It
     transfer.sent_bits = transfer.bits
 
 
+class Air:
+    """What a cell's link hears besides its own transfers (several cells, :mod:`edgesim.interference`): the noise PSD
+    ``N0 + I`` (W/Hz), ``I`` the inter-cell interference PSD now; ``changed`` is an event succeeded (and replaced)
+    at every change, which the transfers on air wait on to re-time themselves."""
+
+    __slots__ = ("env", "noise_psd_w_per_hz", "changed")
+
+    def __init__(self, env: simpy.Environment, noise_psd_w_per_hz: float):
+        self.env = env
+        self.noise_psd_w_per_hz = noise_psd_w_per_hz
+        self.changed = env.event()
+
+    def set(self, noise_psd_w_per_hz: float) -> None:
+        if noise_psd_w_per_hz != self.noise_psd_w_per_hz:
+            self.noise_psd_w_per_hz = noise_psd_w_per_hz
+            changed, self.changed = self.changed, self.env.event()
+            changed.succeed()
+
+
+def on_air_retimed(env: simpy.Environment, transfer: Transfer, rate_of: Callable[[float], float],
+                   air: Air) -> Iterator[simpy.Event]:
+    """Process step: ``transfer`` on the air from now at ``rate_of(N0 + I)`` bit/s, re-timed whenever ``air``'s noise
+    changes (the bits left carried over at the rate of the stretch that ends), until its bits are sent; cut by an
+    interrupt, the bits sent so far are recorded as :func:`on_air_at` does. With ``air`` never changing it ends at
+    ``bits / rate``, as :func:`on_air_at`."""
+    left, since, rate = transfer.bits, env.now, rate_of(air.noise_psd_w_per_hz)
+    while True:
+        timer = env.timeout(left / rate)
+        try:
+            yield timer | air.changed
+        except simpy.Interrupt:
+            left -= (env.now - since) * rate
+            transfer.airtime_s = env.now - transfer.start_s
+            transfer.sent_bits = min(transfer.bits, max(0.0, transfer.bits - left))
+            transfer.aborted = True
+            raise
+        if timer.processed:
+            break
+        left = max(0.0, left - (env.now - since) * rate)
+        since, rate = env.now, rate_of(air.noise_psd_w_per_hz)
+    transfer.end_s = env.now
+    transfer.airtime_s = transfer.end_s - transfer.start_s
+    transfer.sent_bits = transfer.bits
+
+
 class TdmaUplink:
     """Time division: one transfer at a time over the whole band ``b``, first come first served.
 
@@ -148,6 +193,7 @@ class TdmaUplink:
         if order not in TDMA_ORDERS:
             raise ValueError(f"order(={order!r}) must be one of {TDMA_ORDERS}")
         self.order = order
+        self.air: Optional[Air] = None  # several cells: the noise and interference it hears (set_noise_psd)
         self._on_air: Optional[simpy.Event] = None  # the granted request (None: the band is free)
         # requests waiting: first come first served, or the shortest airtime first
         self._line = deque() if order == "arrival" else _ShortestFirstLine()
@@ -211,7 +257,11 @@ class TdmaUplink:
             transfer.band_hz = self.bandwidth_hz
             if on_air is not None:
                 on_air(transfer)
-            yield from on_air_at(env, transfer, rate)
+            if self.air is None:
+                yield from on_air_at(env, transfer, rate)
+            else:  # several cells: at the SINR of each stretch between interference changes
+                b, g, p = self.bandwidth_hz, transfer.channel_gain, transfer.tx_power_w
+                yield from on_air_retimed(env, transfer, lambda n0: unchecked_shannon_rate_bps(b, g, p, n0), self.air)
         except GeneratorExit:  # a generator closed unfinished releases nothing (as simpy's ``with`` request)
             raise
         except BaseException:
@@ -219,6 +269,18 @@ class TdmaUplink:
             raise
         self._release(env, request)
         return transfer
+
+    def set_noise_psd(self, noise_psd_w_per_hz: float) -> None:
+        """Several cells: the noise plus interference PSD (W/Hz) heard from now on; the transfer on air is re-timed."""
+        set_air(self, noise_psd_w_per_hz)
+
+
+def set_air(link, noise_psd_w_per_hz: float) -> None:
+    """``link.air`` (an :class:`Air`) made at the first call, its noise set at the next ones."""
+    if link.air is None:
+        link.air = Air(link.env, noise_psd_w_per_hz)
+    else:
+        link.air.set(noise_psd_w_per_hz)
 
 
 class FdmaUplink:
@@ -258,6 +320,13 @@ class FdmaUplink:
     def n_active(self) -> int:
         """Transfers on air now (admitted or about to be)."""
         return self._n_active + len(self._pending)
+
+    def set_noise_psd(self, noise_psd_w_per_hz: float) -> None:
+        """Several cells: the noise plus interference PSD (W/Hz) heard from now on. The central process brings every
+        transfer's bits up to now at the old rates and re-times them all at the new ones (as at a start or an end)."""
+        if noise_psd_w_per_hz != self.noise_psd_w_per_hz:
+            self.noise_psd_w_per_hz = noise_psd_w_per_hz
+            self._poke()
 
     def transmit(
         self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
@@ -410,6 +479,11 @@ class BandedFdmaUplink:
 
     def __init__(self, noise_psd_w_per_hz: float):
         self.noise_psd_w_per_hz = positive("noise_psd_w_per_hz", noise_psd_w_per_hz)
+        self.air: Optional[Air] = None  # several cells: the noise and interference it hears (set_noise_psd)
+
+    def set_noise_psd(self, noise_psd_w_per_hz: float) -> None:
+        """Several cells: the noise plus interference PSD (W/Hz) heard from now on; transfers on air are re-timed."""
+        set_air(self, noise_psd_w_per_hz)
 
     def transmit(
         self, env: simpy.Environment, device: int, bits: float, channel_gain: float, tx_power_w: float,
@@ -423,7 +497,11 @@ class BandedFdmaUplink:
         transfer.start_s = env.now
         if on_air is not None:
             on_air(transfer)
-        yield from on_air_at(env, transfer, rate)
+        if self.air is None:
+            yield from on_air_at(env, transfer, rate)
+        else:  # several cells: at the SINR of each stretch between interference changes
+            b, g, p = transfer.band_hz, transfer.channel_gain, transfer.tx_power_w
+            yield from on_air_retimed(env, transfer, lambda n0: unchecked_shannon_rate_bps(b, g, p, n0), self.air)
         return transfer
 
 

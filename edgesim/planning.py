@@ -29,6 +29,7 @@ from .budget import (
     feasible_count,
     infeasibility_message,
 )
+from .cells import cell_bands_hz, device_bands_hz
 from .channel import ChannelModel
 from .compute import training_cycles
 from .config import BudgetConfig, SystemConfig, WorkloadConfig
@@ -123,10 +124,11 @@ def make_plan(
     Vectorised over the devices (NumPy), so that a cell of
     :data:`edgesim.config.MAX_DEVICES` devices is planned in well under a second.
     """
-    gains = np.asarray(ChannelModel(system, seed).gains(0), dtype=float)
+    channel = ChannelModel(system, seed)
+    gains = np.asarray(channel.gains(0), dtype=float)
     freqs = np.asarray(system.cpu_freqs_hz, dtype=float)
-    rates = shannon_rate_bps(float(system.bandwidth_hz), gains, np.asarray(system.tx_power_w, dtype=float),
-                             system.noise_psd_w_per_hz)
+    band = float(system.bandwidth_hz) if system.n_cells == 1 else device_bands_hz(system, channel.serving_cell)
+    rates = shannon_rate_bps(band, gains, np.asarray(system.tx_power_w, dtype=float), system.noise_psd_w_per_hz)
     if not np.all(rates > 0):
         raise ValueError(f"uplink rate of device {int(np.argmin(rates))} is {rates.min()!r} bit/s; expected > 0")
     if workload.per_device:  # C_k D_k per device (a list or a table drawn from the seed)
@@ -169,6 +171,36 @@ def make_plan(
         feasible_count=feasible_count(consts, system.n_devices),
         devices=devices,
     )
+
+
+def cell_table(system: SystemConfig, seed: int = 0) -> list[dict]:
+    """Several cells, round 0 (``edgesim plan``; the run folder's ``cells.csv``): per cell its base station
+    (``x_m``, ``y_m``), its band (``band_low_hz``, ``band_hz``), the ``devices`` it serves, and over them the mean
+    SNR and the mean SINR with one transmitter of every other cell on air, in dB (the mean of ``10 log10``;
+    :func:`edgesim.interference.one_per_cell_sinr`; ``None`` for a cell without devices)."""
+    from .interference import one_per_cell_sinr
+
+    channel = ChannelModel(system, seed)
+    serving = np.asarray(channel.serving_cell, dtype=np.int64)
+    bands = cell_bands_hz(system)
+    snr, sinr = one_per_cell_sinr(channel.cell_gains(0), serving, np.asarray(system.tx_power_w), bands,
+                                  system.noise_psd_w_per_hz)
+    rows = []
+    for c, (site, (low, width)) in enumerate(zip(channel.sites_m.tolist(), bands.tolist())):
+        mine = serving == c
+        rows.append({"cell": c, "x_m": site[0], "y_m": site[1], "band_low_hz": low, "band_hz": width,
+                     "devices": int(mine.sum()),
+                     "mean_snr_db": float(np.mean(10 * np.log10(snr[mine]))) if mine.any() else None,
+                     "mean_sinr_db": float(np.mean(10 * np.log10(sinr[mine]))) if mine.any() else None})
+    return rows
+
+
+def device_layout(system: SystemConfig, seed: int = 0) -> list[dict]:
+    """Each device at placement: ``device``, ``cell`` (its serving cell), ``x_m``, ``y_m`` (the run folder's
+    ``cells.csv``)."""
+    channel = ChannelModel(system, seed)
+    return [{"device": d, "cell": c, "x_m": x, "y_m": y}
+            for d, (c, (x, y)) in enumerate(zip(channel.serving_cell, channel.positions_m.tolist()))]
 
 
 def first_round_allocation(system: SystemConfig, budget: BudgetConfig, workload: WorkloadConfig,

@@ -147,20 +147,27 @@ def check_updates_can_finish(sc, build_backend: Callable) -> None:
                           f"mean_on_s >= {times[quickest] / MAX_UPDATES_PER_PERIOD:.3g} s")
 
 
-def least_round_times_s(work: list[tuple[float, float]], system: SystemConfig, gains) -> "Any":
+def least_round_times_s(work: list[tuple[float, float]], system: SystemConfig, gains, seed: int = 0) -> "Any":
     """Each device's least time for one round's work alone (s): its ``C`` cycles at its maximum CPU frequency and its
     ``s`` upload bits over the whole band ``B`` at its maximum power, ``C / f_max + s / r(B, p_max)`` with ``r`` the
     Shannon rate of Eq. (8) (:func:`edgesim.radio.shannon_rate_bps`) — what ``deadline_feasible`` compares with its
     deadline (:meth:`edgesim.resources.scheduling.ScheduleView.predicted_s`). ``work``: ``(cycles, upload_bits)`` per
-    device; ``gains``: the channel gains (linear)."""
+    device; ``gains``: the channel gains (linear); ``seed``: the run's, for the devices' cells (several cells: each
+    device's band is its cell's, :func:`edgesim.cells.device_bands_hz`)."""
     import numpy as np
 
     from edgesim.radio import shannon_rate_bps
 
     cycles = np.array([c for c, _ in work], dtype=float)
     bits = np.array([b for _, b in work], dtype=float)
-    rates = shannon_rate_bps(float(system.bandwidth_hz), np.asarray(gains, dtype=float),
-                             np.asarray(system.tx_power_w, dtype=float), system.noise_psd_w_per_hz)
+    band = float(system.bandwidth_hz)
+    if system.n_cells > 1:  # several cells: each device's whole band is its cell's (its sub-band under reuse)
+        from edgesim.cells import device_bands_hz
+        from edgesim.channel import ChannelModel
+
+        band = device_bands_hz(system, ChannelModel(system, seed).serving_cell)
+    rates = shannon_rate_bps(band, np.asarray(gains, dtype=float), np.asarray(system.tx_power_w, dtype=float),
+                             system.noise_psd_w_per_hz)
     with np.errstate(divide="ignore", invalid="ignore"):
         up = np.where(bits > 0, bits / rates, 0.0)
     return cycles / np.asarray(system.cpu_freqs_hz, dtype=float) + up
@@ -209,7 +216,7 @@ def check_deadline_can_be_met(sc, build_backend: Callable) -> None:
 
     from edgesim.channel import ChannelModel
 
-    times = least_round_times_s(work, system, ChannelModel(system, sc.seed).gains(0))
+    times = least_round_times_s(work, system, ChannelModel(system, sc.seed).gains(0), sc.seed)
     quickest = int(np.argmin(times))
     if times[quickest] > deadline_s:
         key = ("[budget] deadline_s" if budget.deadline_s is not None

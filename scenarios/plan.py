@@ -131,7 +131,8 @@ class PlanReport:
     ``compression``: per compressing algorithm and direction, its bits; ``allocation``: round 0 under the
     ``[resources]`` policies (``None`` for the defaults); ``local_steps``: :func:`steps_summary`;
     ``device_steps``: :func:`device_steps`; ``warnings``: lines said before any training
-    (:func:`few_steps_warning`).
+    (:func:`few_steps_warning`); ``cells``: with several cells, per cell its base station, band, devices and mean
+    SNR / SINR in round 0 (:func:`edgesim.planning.cell_table`; ``None`` with one cell).
     """
 
     scenario: Any = field(repr=False)
@@ -144,6 +145,7 @@ class PlanReport:
     local_steps: dict
     device_steps: dict
     warnings: tuple[str, ...] = ()
+    cells: list | None = None
 
     @property
     def infeasible(self) -> str | None:
@@ -157,6 +159,8 @@ class PlanReport:
         extra = {"compression": self.compression} if self.compression else {}
         if self.allocation is not None:
             extra["resources"] = self.allocation
+        if self.cells is not None:
+            extra["cells"] = self.cells
         return {"algorithms": list(self.algorithms), **self.plan.to_dict(), **extra, "local_steps": self.local_steps,
                 "device_local_steps": self.device_steps, "warnings": list(self.warnings)}
 
@@ -165,7 +169,8 @@ class PlanReport:
 
     def text(self) -> str:
         """The table ``edgesim plan`` prints (without its warnings, which go to stderr)."""
-        return "\n".join(self._plan_lines() + self._compression_lines() + self._allocation_lines())
+        return "\n".join(self._plan_lines() + self._cell_lines() + self._compression_lines()
+                         + self._allocation_lines())
 
     def __str__(self) -> str:
         return self.text()
@@ -222,6 +227,23 @@ class PlanReport:
         n = plan.n_devices
         lines.append(f"Feasible pairs (1 <= B <= K <= N, B*C2 + K*C3 <= C1): {plan.feasible_count} of "
                      f"{n * (n + 1) // 2}")
+        return lines
+
+    def _cell_lines(self) -> list[str]:
+        if self.cells is None:
+            return []
+        sys = self.scenario.system
+        lines = ["", f"Cells: {len(self.cells)} (association {sys.association!r}, placement {sys.placement!r}, "
+                     f"frequency reuse {sys.frequency_reuse}; docs/model/system_model.md, Several cells); round 0, "
+                     f"SINR with one transmitter of every other cell on air:",
+                 f"{'cell':>6} {'x m':>8} {'y m':>8} {'band MHz':>14} {'devices':>7} {'mean SNR dB':>11} "
+                 f"{'mean SINR dB':>12}"]
+        for c in self.cells:
+            band = f"{c['band_low_hz'] / 1e6:.4g}+{c['band_hz'] / 1e6:.4g}"
+            snr = "-" if c["mean_snr_db"] is None else f"{c['mean_snr_db']:.2f}"
+            sinr = "-" if c["mean_sinr_db"] is None else f"{c['mean_sinr_db']:.2f}"
+            lines.append(f"{c['cell']:>6} {c['x_m']:>8.6g} {c['y_m']:>8.6g} {band:>14} {c['devices']:>7} {snr:>11} "
+                         f"{sinr:>12}")
         return lines
 
     def _compression_lines(self) -> list[str]:
@@ -300,7 +322,7 @@ def resolved_workload(sc) -> WorkloadConfig:
 def plan_report(sc) -> PlanReport:
     """The :class:`PlanReport` of a loaded scenario. :class:`ConfigError` (one line naming the scenario) for what
     the formulas refuse; an infeasible budget is a report with :attr:`PlanReport.infeasible` set."""
-    from edgesim.planning import first_round_allocation, make_plan
+    from edgesim.planning import cell_table, first_round_allocation, make_plan
 
     workload = resolved_workload(sc)
     hooks = schedulers(sc)
@@ -326,5 +348,6 @@ def plan_report(sc) -> PlanReport:
     steps = steps_summary(sc, workload)
     per_device = device_steps(sc, workload, held_samples(sc))
     warning = few_steps_warning(sc, steps, per_device)
+    cells = cell_table(sc.system, sc.seed) if sc.system.n_cells > 1 else None
     return PlanReport(sc, tuple(scenario_algorithms(sc)), result, workload, bool(hooks), compressed, allocation,
-                      steps, per_device, (warning,) if warning else ())
+                      steps, per_device, (warning,) if warning else (), cells)

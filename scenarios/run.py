@@ -182,12 +182,28 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
     for name, sim in sims.items():
         for round_index, time_s, graph in sim.graphs:
             folder.write_json(graph_path(name, round_index), node_link(graph, round_index, time_s))
+    if sc.system.n_cells > 1:  # several cells: their layout (cells.csv) and its figure, the same for every algorithm
+        write_cells(folder, sc, formats)
     if not any(sim.records for sim in sims.values()):  # every algorithm diverged in its first round: no curve
         return
     for stem in RUN_FIGURES:  # listed in the manifest before they are drawn (each with its data, <stem>.csv)
         for fmt in (*formats, "csv"):
             folder.path(f"{stem}.{fmt}")
     plot_run(folder.work, title=f"{sc.name} (seed {sc.seed})", formats=formats)
+
+
+def write_cells(folder: RunFolder, sc: Scenario, formats: tuple[str, ...] = ("png",)) -> None:
+    """``cells.csv`` (the base stations with their bands, devices and round-0 mean SNR/SINR, then each device's
+    serving cell and position at placement) and its figure ``cells.<format>`` (docs/model/system_model.md)."""
+    from edgesim.planning import cell_table, device_layout
+    from edgesim.plots.cells import plot_cells
+    from edgesim.results.files import CELLS, CELLS_FIGURE
+    from edgesim.results.tables import CELL_FIELDS, cell_rows
+
+    folder.write_csv(CELLS, CELL_FIELDS, cell_rows(cell_table(sc.system, sc.seed), device_layout(sc.system, sc.seed)))
+    for fmt in formats:
+        folder.path(f"{CELLS_FIGURE}.{fmt}")
+    plot_cells(folder.work, formats, title=f"{sc.name} (seed {sc.seed}): {sc.system.n_cells} cells")
 
 
 def every_upload_dropped(records: list) -> bool:

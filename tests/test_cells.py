@@ -177,3 +177,21 @@ def test_bad_input_is_one_line(kw, message):
     with pytest.raises(ConfigError) as e:
         SystemConfig(**kw)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_one_cell_given_runs_on_its_own_band_and_edge_cpu():
+    """One cell with bandwidth_hz and cpu_hz: the engine's band and server CPU are the cell's (the rest as today)."""
+    workload = WorkloadConfig(cycles_per_sample=1e4, samples_per_device=10, model_bits=1e4)
+    system = SystemConfig(n_devices=4, cells=[{"x_m": 0, "y_m": 0, "bandwidth_hz": 3e6, "cpu_hz": 2e9}])
+    sim = Simulation(system, BudgetConfig(total_time_s=10.0, rounds=1), ParametricBackend(4, 4, workload, seed=0),
+                     seed=1)
+    assert sim.system.bandwidth_hz == 3e6 and sim.system.server_freq_hz == 2e9
+    assert sim.system_view().bandwidth_hz == 3e6
+
+
+def test_several_cells_are_refused_by_an_asynchronous_run():
+    from edgesim.asynchrony import check_async_system
+
+    with pytest.raises(ValueError, match=r"system.cells = .* with round_mode = 'fedasync' does not apply"):
+        check_async_system(two_cells(), BudgetConfig(round_mode="fedasync"))
+    check_async_system(SystemConfig(cells=[{"x_m": 0, "y_m": 0}]), BudgetConfig(round_mode="fedasync"))  # one: fine

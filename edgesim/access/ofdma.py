@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..config import ConfigError, check_int, check_number, fail
-from ..links import Transfer, on_air_at
+from ..links import Air, Transfer, on_air_at, on_air_retimed, set_air
 from ..registries import claim
 from ..resources.policies import POLICIES
 from . import formulas
@@ -80,10 +80,15 @@ class RbRound:
         if blocks.size == 0:
             return 0.0
         g = self.gains_rb[k, blocks]
+        return formulas.ofdma_rate_bps(self.rb_bandwidth_hz, g, self.powers_w(k, blocks), self.noise_psd_w_per_hz)
+
+    def powers_w(self, k: int, blocks) -> np.ndarray:
+        """Device ``k``'s power on each of ``blocks`` (W): its power split equally, or by water-filling."""
+        blocks = np.asarray(blocks, dtype=np.intp)
+        g = self.gains_rb[k, blocks]
         p = float(self.tx_power_w[k])
-        powers = (formulas.water_filling_w(g, p, self.rb_bandwidth_hz, self.noise_psd_w_per_hz)
-                  if self.power_split == "water_filling" else np.full(blocks.size, p / blocks.size))
-        return formulas.ofdma_rate_bps(self.rb_bandwidth_hz, g, powers, self.noise_psd_w_per_hz)
+        return (formulas.water_filling_w(g, p, self.rb_bandwidth_hz, self.noise_psd_w_per_hz)
+                if self.power_split == "water_filling" else np.full(blocks.size, p / blocks.size))
 
     def rates_bps(self, owner) -> np.ndarray:
         """Every device's rate (bit/s) under ``owner`` (per block: the index of its device in ``devices``, -1: free)."""
@@ -240,6 +245,13 @@ class Ofdma(AccessScheme):
         self.policy = RB_POLICIES[getattr(cell.resources, "resource_blocks", "equal")]()
         self._rate: dict[int, float] = {}
         self._blocks: dict[int, int] = {}
+        self._block_gp: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # several cells: each device's blocks' g and p
+        self.air: Optional[Air] = None  # several cells: the noise and interference it hears (set_noise_psd)
+
+    def set_noise_psd(self, noise_psd_w_per_hz: float) -> None:
+        """Several cells: the noise plus interference PSD (W/Hz) heard from now on, on every block alike; transfers on
+        air are re-timed (each block's power stays as the round split it)."""
+        set_air(self, noise_psd_w_per_hz)
 
     def block_gains(self, round_index: int, gains) -> np.ndarray:
         """Each (device, block) gain of the round: the device's gain times its blocks' fading draws (unit mean)."""
@@ -279,6 +291,8 @@ class Ofdma(AccessScheme):
                                   f"on no block; expected at least one block for every uploader")
             self._blocks[d] = int(mine.size)
             self._rate[d] = r.rate_bps(k, mine)
+            if self.air is not None:
+                self._block_gp[d] = (r.gains_rb[k, mine], r.powers_w(k, mine))
 
     def transmit(self, env, device: int, bits: float, channel_gain: float, tx_power_w: float, on_air=None, *,
                  checked: bool = False):
@@ -290,5 +304,9 @@ class Ofdma(AccessScheme):
         transfer.band_hz = self._blocks[device] * float(self.options.rb_bandwidth_hz)
         if on_air is not None:
             on_air(transfer)
-        yield from on_air_at(env, transfer, rate)
+        if self.air is None:
+            yield from on_air_at(env, transfer, rate)
+        else:  # several cells: its blocks' rates at the SINR of each stretch between interference changes
+            g, p, b = *self._block_gp[device], float(self.options.rb_bandwidth_hz)
+            yield from on_air_retimed(env, transfer, lambda n0: formulas.ofdma_rate_bps(b, g, p, n0), self.air)
         return transfer

@@ -17,6 +17,9 @@ A scheme is one class, registered by name with :func:`register_access`. The prot
   ``band_hz`` (the band it used, Hz, for ``devices.csv``) and ``resource_blocks`` (an integer count, or 0).
   On :class:`simpy.Interrupt` (a deadline, a device going offline) it records the bits sent so far
   (``sent_bits``), ``airtime_s`` and ``band_hz``, sets ``aborted`` and re-raises.
+- ``set_noise_psd(noise_psd_w_per_hz)`` (optional): several cells (:mod:`edgesim.interference`): the noise plus
+  the other cells' interference PSD (W/Hz) heard from now on; the link re-times its transfers on air. A scheme
+  without it serves one cell only.
 
 What a scheme declares (class attributes, not name lists elsewhere): ``policy_access`` — the access family
 (``"tdma"`` or ``"fdma"``) whose ``[resources]`` bandwidth, power and frequency policies apply to it, ``None``

@@ -3,7 +3,9 @@
 A run folder (``edgesim run --out``, docs/use/run_folders.md) holds :data:`CONFIG`
 (the resolved scenario), :data:`ROUNDS` (one row per algorithm and round),
 :data:`DEVICES` (one row per algorithm, round and device), :data:`EVENTS`
-(the engine's event log, when recorded), :data:`SUMMARY` (per algorithm the
+(the engine's event log, when recorded), :data:`CELLS` (several cells: the base
+stations, their bands, devices and mean SINR, and each device's cell and position;
+drawn as :data:`CELLS_FIGURE`), :data:`SUMMARY` (per algorithm the
 final accuracy, times to accuracy, totals), :data:`PROVENANCE` (command, host,
 versions), :data:`MANIFEST` (what edgesim wrote there), the folders
 :data:`CHECKPOINT_DIR` and :data:`GRAPH_DIR`, and while it runs the marker
@@ -26,6 +28,8 @@ MANIFEST = "manifest.json"
 MARKER = "INCOMPLETE"
 CHECKPOINT_DIR = "checkpoints"
 GRAPH_DIR = "graphs"  # per-round node-link graphs (edgesim.scenarios.graphs)
+CELLS = "cells.csv"  # several cells: the base stations and the devices at placement (the data of cells.png)
+CELLS_FIGURE = "cells"  # its figure's stem: cells.png (and the other formats asked)
 
 SWEEP_SPEC = "sweep.json"
 SWEEP_TABLE = "sweep.csv"

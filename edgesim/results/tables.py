@@ -107,3 +107,17 @@ def write_tables(folder: RunFolder, runs: Mapping, device_fields: Sequence[str])
         EVENT_FIELDS,
         ([name, e.time_s, e.round_index, e.device, e.kind, e.bits] for name, sim in runs.items() for e in sim.events),
     )
+
+
+# cells.csv (several cells): one row per base station ("bs", its index = the cell), then one per device ("device").
+CELL_FIELDS = ("kind", "index", "cell", "x_m", "y_m", "band_low_hz", "band_hz", "devices", "mean_snr_db",
+               "mean_sinr_db")
+
+
+def cell_rows(cells: Sequence[Mapping], devices: Sequence[Mapping]) -> list[list]:
+    """The ``cells.csv`` rows: each cell of :func:`edgesim.planning.cell_table` (``kind = "bs"``), then each device
+    of :func:`edgesim.planning.device_layout` (``kind = "device"``, the cell columns empty)."""
+    rows = [["bs", c["cell"], c["cell"], c["x_m"], c["y_m"], c["band_low_hz"], c["band_hz"], c["devices"],
+             c["mean_snr_db"], c["mean_sinr_db"]] for c in cells]
+    rows += [["device", d["device"], d["cell"], d["x_m"], d["y_m"], None, None, None, None, None] for d in devices]
+    return rows
