@@ -505,6 +505,11 @@ class SystemConfig:
                              allowed=Choice(choices=CSI_MODES, optional=True))
     csi_error_std: Optional[Number] = key(None, 'the standard deviation of the relative error of csi = "estimated"',
                                           allowed=Described(words='>= 0 with csi = "estimated", else unset'))
+    csi_correlation: Optional[Number] = key(
+        None, "ρ: the correlation of each device's Rayleigh fading coefficient from one round to the next "
+        "(Gauss–Markov, h_t = ρ h_{t−1} + √(1 − ρ²) w_t): under csi = \"outdated\" the correlation of the true "
+        "coefficient with the one planned on (1: perfect CSI, 0: independent); needs rayleigh_fading; unset: "
+        "independent rounds", allowed=Described(words="a number in [0, 1] with rayleigh_fading, else unset"))
     cells: Optional[list] = key(
         None, "the base stations, one table each {x_m, y_m} with optional bandwidth_hz, tx_power_dbm (downlink) and "
         "cpu_hz (its edge server) overriding the system's; each cell a disc of cell_radius_m; unset: one cell at the "
@@ -538,6 +543,16 @@ class SystemConfig:
             check_number("csi_error_std", self.csi_error_std, minimum=0)
         elif self.csi_error_std is not None:
             fail("csi_error_std", self.csi_error_std, f"unset: it applies to csi = 'estimated' (csi = {self.csi!r})")
+        if self.csi_correlation is not None:
+            check_number("csi_correlation", self.csi_correlation)
+            if not 0.0 <= self.csi_correlation <= 1.0:
+                fail("csi_correlation", self.csi_correlation, "a correlation in [0, 1] (1: the channel stays as it "
+                     "was, perfect CSI under csi = 'outdated'; 0: independent rounds)")
+        if self.csi_correlation is not None and (not self.rayleigh_fading or self.channel_gain_db is not None):
+            fail("csi_correlation", self.csi_correlation,
+                 "unset: it correlates the Rayleigh fading of consecutive rounds, and this cell has none "
+                 + ("(channel_gain_db fixes every gain)" if self.channel_gain_db is not None
+                    else "(rayleigh_fading = false)"))
         cells = cells_of(self.cells)
         n_cells = 1 if cells is None else len(cells)
         if n_cells > 1 and self.channel_gain_db is not None:
@@ -546,6 +561,9 @@ class SystemConfig:
         if (isinstance(self.frequency_reuse, bool) or not isinstance(self.frequency_reuse, int)
                 or not 1 <= self.frequency_reuse <= n_cells):
             fail("frequency_reuse", self.frequency_reuse, f"an integer in [1, {n_cells}] (the number of cells)")
+        if n_cells > 1 and self.csi_correlation is not None:
+            fail("csi_correlation", self.csi_correlation, f"unset with several cells (cells has {n_cells}): the "
+                 f"correlated fading is of one cell's links (not implemented per link of several cells)")
 
     @property
     def cell_configs(self) -> tuple[CellConfig, ...]:
