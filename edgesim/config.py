@@ -687,10 +687,13 @@ class WorkloadConfig:
     In a physics-only run ``cycles_per_sample`` and ``samples_per_device`` may
     also be per device: a list (one value per device) or a distribution table
     ``{dist = "uniform", low = ..., high = ...}`` drawn once per run from the
-    seed (:func:`workload_per_device`).
+    seed (:func:`workload_per_device`). ``local_iterations`` may be per device
+    the same way (:func:`iterations_per_device`), in a physics-only run and
+    with the algorithms that train each device its own number of epochs (the
+    FedAvg family: ``edgesim.learning.registry.AlgorithmSpec.per_device_iterations``).
     """
 
-    local_iterations: int = 1
+    local_iterations: Union[int, list, dict] = 1
     cycles_per_sample: Union[Number, list, dict] = 1e6
     samples_per_device: Union[int, str, list, dict] = "auto"
     sr_cycles: Union[Number, str] = 0.0
@@ -700,7 +703,7 @@ class WorkloadConfig:
     flops_per_cycle: Number = 8.0
 
     def __post_init__(self):
-        check_int("local_iterations", self.local_iterations, 1)
+        _check_workload_value("local_iterations", self.local_iterations, integer=True)
         _check_workload_value("cycles_per_sample", self.cycles_per_sample, integer=False)
         if self.samples_per_device != "auto":
             _check_workload_value("samples_per_device", self.samples_per_device, integer=True)
@@ -718,9 +721,19 @@ class WorkloadConfig:
         return not all(isinstance(v, (int, float)) or v == "auto"  # "auto": one number, from the partition
                        for v in (self.cycles_per_sample, self.samples_per_device))
 
+    @property
+    def iterations_vary(self) -> bool:
+        """Whether ``local_iterations`` differs by device (a list or a table)."""
+        return not isinstance(self.local_iterations, int)
+
+    @property
+    def varies(self) -> bool:
+        """Whether any device's round work differs by its own C_k, D_k or I_k (a list or a table of any)."""
+        return self.per_device or self.iterations_vary
+
 
 WORKLOAD_DISTRIBUTIONS = ("uniform",)
-STREAM_WORKLOAD = {"cycles_per_sample": 0xD0, "samples_per_device": 0xD1}  # their own random streams
+STREAM_WORKLOAD = {"cycles_per_sample": 0xD0, "samples_per_device": 0xD1, "local_iterations": 0xD2}  # own streams
 
 
 def _check_workload_value(name: str, value, *, integer: bool) -> None:
@@ -754,25 +767,33 @@ def workload_per_device(workload: "WorkloadConfig", n_devices: int, seed: int) -
     list (its length must be ``n_devices``), or a uniform draw in ``[low, high]`` once per run from
     ``default_rng((seed, stream))`` (its own stream, :data:`STREAM_WORKLOAD`; D_k an integer, both ends included).
     Two NumPy arrays."""
+    return (_per_device_values(workload, "cycles_per_sample", n_devices, seed),
+            _per_device_values(workload, "samples_per_device", n_devices, seed))
+
+
+def iterations_per_device(workload: "WorkloadConfig", n_devices: int, seed: int):
+    """Each device's ``local_iterations`` I_k (local epochs a round, an integer >= 1): one for all, a list (its
+    length must be ``n_devices``), or a uniform integer draw in ``[low, high]`` (both ends included) once per run
+    from ``default_rng((seed, 0xD2))``, a stream of its own (:data:`STREAM_WORKLOAD`). A NumPy array of ints."""
+    return _per_device_values(workload, "local_iterations", n_devices, seed).astype(int)
+
+
+def _per_device_values(workload: "WorkloadConfig", name: str, n_devices: int, seed: int):
+    """Key ``name`` of ``workload`` per device as a float array: a scalar for all, a list of ``n_devices`` values, or
+    a uniform draw from its own stream (integers for the integer keys)."""
     import numpy as np
 
-    out = []
-    for name in ("cycles_per_sample", "samples_per_device"):
-        value = getattr(workload, name)
-        if isinstance(value, dict):
-            rng = np.random.default_rng((seed, STREAM_WORKLOAD[name]))
-            if name == "samples_per_device":
-                arr = rng.integers(int(value["low"]), int(value["high"]) + 1, n_devices).astype(float)
-            else:
-                arr = rng.uniform(float(value["low"]), float(value["high"]), n_devices)
-        elif isinstance(value, (list, tuple)):
-            if len(value) != n_devices:
-                fail(name, value, f"a list of n_devices (= {n_devices}) values, got {len(value)}")
-            arr = np.asarray(value, dtype=float)
-        else:
-            arr = np.full(n_devices, float(value))
-        out.append(arr)
-    return out[0], out[1]
+    value = getattr(workload, name)
+    if isinstance(value, dict):
+        rng = np.random.default_rng((seed, STREAM_WORKLOAD[name]))
+        if name in ("samples_per_device", "local_iterations"):
+            return rng.integers(int(value["low"]), int(value["high"]) + 1, n_devices).astype(float)
+        return rng.uniform(float(value["low"]), float(value["high"]), n_devices)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n_devices:
+            fail(name, value, f"a list of n_devices (= {n_devices}) values, got {len(value)}")
+        return np.asarray(value, dtype=float)
+    return np.full(n_devices, float(value))
 
 
 def field_names(cls) -> tuple[str, ...]:

@@ -27,7 +27,9 @@ KEY_DOCS: dict[str, tuple[str, str, str]] = {
     "seed": ("the seed every random stream of the run derives from (placement, data split, training)", "",
              "integer in [0, 2^63 - 1]"),
     # [workload]
-    "workload.local_iterations": ("local epochs I a device trains per round (Eq. 7)", "epochs", ">= 1"),
+    "workload.local_iterations": ("local epochs I a device trains per round (Eq. 7); per device: a list or a table "
+                                  "(physics-only runs and the FedAvg family)", "epochs",
+                                  '>= 1; also a list (one per device) or {dist = "uniform", low, high}'),
     "workload.cycles_per_sample": ("CPU cycles C_tra to train on one sample once", "cycles/sample",
                                    '> 0; physics-only also a list (one per device) or {dist = "uniform", low, high}'),
     "workload.samples_per_device": ("samples D per device that `edgesim plan` assumes (a run charges each device "
