@@ -141,7 +141,9 @@ def test_resume_under_correlated_fading_is_identical():
     (dict(csi_correlation=1.5, rayleigh_fading=True), "a correlation in [0, 1]"),
     (dict(csi_correlation=-0.1, rayleigh_fading=True), "a correlation in [0, 1]"),
     (dict(csi_correlation=0.5), "rayleigh_fading = false"),
-    (dict(csi_correlation=0.5, rayleigh_fading=True, channel_gain_db=-100), "channel_gain_db")])
+    (dict(csi_correlation=0.5, rayleigh_fading=True, channel_gain_db=-100), "channel_gain_db"),
+    (dict(csi_correlation=0.5, rayleigh_fading=True, cells=[{"x_m": 0, "y_m": 0}, {"x_m": 1000, "y_m": 0}]),
+     "several cells")])
 def test_bad_csi_correlation_is_one_line(kw, expected):
     with pytest.raises(ValueError) as e:
         SystemConfig(n_devices=3, **kw)
