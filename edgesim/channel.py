@@ -12,7 +12,13 @@ The gain ``g_n`` of Eq. (8) is built as
   moves: shadowing here models the device's surroundings, not its position);
 - ``h_n ~ Exp(1)``, Rayleigh fading in power, drawn **per round per device**
   from ``np.random.default_rng((seed, round_index, STREAM_FADING))`` when
-  ``rayleigh_fading`` is on, else 1.
+  ``rayleigh_fading`` is on, else 1. With ``csi_correlation`` = ρ the fading
+  is correlated from round to round instead: ``h_n = |c_n(t)|²`` with the
+  complex coefficient following the first-order Gauss–Markov (AR(1)) process
+  ``c(t) = ρ c(t−1) + √(1 − ρ²) w(t)``, ``c(0) = w(0)``, ``w(t) ~ CN(0, 1)``
+  (:func:`gauss_markov_fading`); ``w(t)`` has the power of the independent
+  model's draw and a uniform phase from ``STREAM_FADING_PHASE`` (0xCA), so each
+  round's fading is still Exp(1) in power and ρ = 0 is the independent model.
 
 Devices are placed uniformly in area in the annulus ``min_distance_m <= d <=
 cell_radius_m`` around the BS. With ``mobility = "random_waypoint"`` they move
@@ -63,6 +69,7 @@ STREAM_CELL_PLACEMENT = 0xC6
 STREAM_CELL_WAYPOINTS = 0xC7
 STREAM_CELL_SHADOWING = 0xC8
 STREAM_CELL_FADING = 0xC9
+STREAM_FADING_PHASE = 0xCA  # csi_correlation: the phase of the correlated fading's innovation
 
 
 def path_loss_db(
@@ -178,6 +185,9 @@ class ChannelModel:
         )
         self._moves = 0
         self._large_scale: Optional[np.ndarray] = None  # path loss and shadowing at the current positions
+        rho = system.csi_correlation
+        self._rho = None if not system.rayleigh_fading or rho is None or rho == 0 else float(rho)
+        self._fading: Optional[tuple[int, np.ndarray]] = None  # (round, complex coefficients) of the AR(1) fading
         self._cell_large_scale: Optional[np.ndarray] = None  # the same to every cell, (n, C) (several cells)
         self._serving_cell = (0,) * n
         if self.n_cells > 1:  # associated once, on the average gains at placement (no handover)
@@ -280,12 +290,35 @@ class ChannelModel:
         if self.n_cells > 1:
             return self.cell_gains(round_index)[np.arange(self.n_devices), self._serving]
         gain = self._large_scale_gain()
+        if self._rho is not None:
+            return gain * np.abs(self._coefficients(round_index)) ** 2
         if system.rayleigh_fading:
-            gain = gain * np.random.default_rng((self._seed, round_index, STREAM_FADING)).exponential(
-                1.0, system.n_devices
-            )
+            gain = gain * self._fading_power(round_index)
             return gain
         return gain.copy()
+
+    def _fading_power(self, round_index: int) -> np.ndarray:
+        """The independent model's Rayleigh fading power of every device in ``round_index``: Exp(1) draws."""
+        return np.random.default_rng((self._seed, round_index, STREAM_FADING)).exponential(1.0, self._system.n_devices)
+
+    def _innovation(self, round_index: int) -> np.ndarray:
+        """``w(t) ~ CN(0, 1)``: the independent model's power with a uniform phase of its own stream."""
+        phase = np.random.default_rng((self._seed, round_index, STREAM_FADING_PHASE)).uniform(
+            0.0, 2.0 * math.pi, self._system.n_devices)
+        return np.sqrt(self._fading_power(round_index)) * np.exp(1j * phase)
+
+    def _coefficients(self, round_index: int) -> np.ndarray:
+        """The complex fading coefficients ``c(round_index)`` of the Gauss–Markov process, stepped on from the last
+        round computed (from round 0 when asked for an earlier one: a resumed run recomputes them, nothing to
+        checkpoint)."""
+        if self._fading is None or self._fading[0] > round_index:
+            self._fading = (0, self._innovation(0))
+        t, c = self._fading
+        while t < round_index:
+            t += 1
+            c = gauss_markov_fading(c, self._innovation(t), self._rho)
+        self._fading = (t, c)
+        return c
 
     def _large_scale_gain(self) -> np.ndarray:
         """Path loss and shadowing as a linear gain at the current positions (kept until the devices move); several
@@ -373,6 +406,24 @@ class ChannelModel:
         self._large_scale = None
         self._cell_large_scale = None
         self._moves = count("moves", state["moves"])
+
+
+def gauss_markov_fading(previous, innovation, correlation: float) -> np.ndarray:
+    """One step of first-order Gauss–Markov (AR(1)) Rayleigh fading: ``c(t) = ρ c(t−1) + √(1 − ρ²) w(t)``.
+
+    ``previous`` = ``c(t−1)`` and ``innovation`` = ``w(t)`` are complex fading coefficients (CN(0, 1): unit mean
+    power, dimensionless), ``correlation`` = ρ in [0, 1] their correlation from one step to the next. A stationary
+    ``c(t−1) ~ CN(0, 1)`` gives ``c(t) ~ CN(0, 1)`` (``ρ² + 1 − ρ² = 1``), so the power ``|c|²`` stays Exp(1):
+    Rayleigh fading with ``E[c(t) c*(t−1)] = ρ``, and the powers correlated by ρ². ρ = 1 keeps ``c`` as it was,
+    ρ = 0 draws it anew. The discrete-time model of time-correlated Rayleigh fading of Baddour and Beaulieu,
+    "Autoregressive modeling for fading channel simulation", IEEE Trans. Wireless Commun. 4(4), 2005 (the AR(1)
+    case); under Jakes' (Clarke's) isotropic scattering, ``ρ = J0(2π f_D T)`` for a Doppler frequency ``f_D`` and
+    a step of ``T`` seconds (Jakes, *Microwave Mobile Communications*, 1974)."""
+    rho = float(correlation)
+    if not 0.0 <= rho <= 1.0:
+        raise ValueError(f"correlation(={correlation!r}) must be a number in [0, 1]")
+    previous, innovation = np.asarray(previous, dtype=complex), np.asarray(innovation, dtype=complex)
+    return rho * previous + math.sqrt(1.0 - rho * rho) * innovation
 
 
 def estimated_gains(gains, error_std: float, seed: int, round_index: int) -> np.ndarray:

@@ -611,6 +611,11 @@ class SystemConfig:
                              allowed=Choice(choices=CSI_MODES, optional=True))
     csi_error_std: Optional[Number] = key(None, 'the standard deviation of the relative error of csi = "estimated"',
                                           allowed=Described(words='>= 0 with csi = "estimated", else unset'))
+    csi_correlation: Optional[Number] = key(
+        None, "ρ: the correlation of each device's Rayleigh fading coefficient from one round to the next "
+        "(Gauss–Markov, h_t = ρ h_{t−1} + √(1 − ρ²) w_t): under csi = \"outdated\" the correlation of the true "
+        "coefficient with the one planned on (1: perfect CSI, 0: independent); needs rayleigh_fading; unset: "
+        "independent rounds", allowed=Described(words="a number in [0, 1] with rayleigh_fading, else unset"))
     cells: Optional[list] = key(
         None, "the base stations, one table each {x_m, y_m} with optional bandwidth_hz, tx_power_dbm (downlink) and "
         "cpu_hz (its edge server) overriding the system's; each cell a disc of cell_radius_m; unset: one cell at the "
@@ -644,6 +649,16 @@ class SystemConfig:
             check_number("csi_error_std", self.csi_error_std, minimum=0)
         elif self.csi_error_std is not None:
             fail("csi_error_std", self.csi_error_std, f"unset: it applies to csi = 'estimated' (csi = {self.csi!r})")
+        if self.csi_correlation is not None:
+            check_number("csi_correlation", self.csi_correlation)
+            if not 0.0 <= self.csi_correlation <= 1.0:
+                fail("csi_correlation", self.csi_correlation, "a correlation in [0, 1] (1: the channel stays as it "
+                     "was, perfect CSI under csi = 'outdated'; 0: independent rounds)")
+        if self.csi_correlation is not None and (not self.rayleigh_fading or self.channel_gain_db is not None):
+            fail("csi_correlation", self.csi_correlation,
+                 "unset: it correlates the Rayleigh fading of consecutive rounds, and this cell has none "
+                 + ("(channel_gain_db fixes every gain)" if self.channel_gain_db is not None
+                    else "(rayleigh_fading = false)"))
         cells = cells_of(self.cells)
         n_cells = 1 if cells is None else len(cells)
         if n_cells > 1 and self.channel_gain_db is not None:
@@ -652,6 +667,9 @@ class SystemConfig:
         if (isinstance(self.frequency_reuse, bool) or not isinstance(self.frequency_reuse, int)
                 or not 1 <= self.frequency_reuse <= n_cells):
             fail("frequency_reuse", self.frequency_reuse, f"an integer in [1, {n_cells}] (the number of cells)")
+        if n_cells > 1 and self.csi_correlation is not None:
+            fail("csi_correlation", self.csi_correlation, f"unset with several cells (cells has {n_cells}): the "
+                 f"correlated fading is of one cell's links (not implemented per link of several cells)")
 
     @property
     def cell_configs(self) -> tuple[CellConfig, ...]:
@@ -775,11 +793,15 @@ class WorkloadConfig:
     In a physics-only run ``cycles_per_sample`` and ``samples_per_device`` may
     also be per device: a list (one value per device) or a distribution table
     ``{dist = "uniform", low = ..., high = ...}`` drawn once per run from the
-    seed (:func:`workload_per_device`).
+    seed (:func:`workload_per_device`). ``local_iterations`` may be per device
+    the same way (:func:`iterations_per_device`), in a physics-only run and
+    with the algorithms that train each device its own number of epochs (the
+    FedAvg family: ``edgesim.learning.registry.AlgorithmSpec.per_device_iterations``).
     """
 
-    local_iterations: int = key(1, "local epochs I a device trains per round (Eq. 7)", unit="epochs",
-                                allowed=Integer(1))
+    local_iterations: Union[int, list, dict] = key(
+        1, "local epochs I a device trains per round (Eq. 7)", unit="epochs",
+        allowed=Spread(item=Integer(1), also="a list or a table only in a physics-only run or with the FedAvg family"))
     cycles_per_sample: Union[Number, list, dict] = key(
         1e6, "CPU cycles C_tra to train on one sample once", unit="cycles/sample",
         allowed=Spread(item=Finite(minimum=0), also="a list or a table only in a physics-only run"))
@@ -809,9 +831,19 @@ class WorkloadConfig:
         return not all(isinstance(v, (int, float)) or v == "auto"  # "auto": one number, from the partition
                        for v in (self.cycles_per_sample, self.samples_per_device))
 
+    @property
+    def iterations_vary(self) -> bool:
+        """Whether ``local_iterations`` differs by device (a list or a table)."""
+        return not isinstance(self.local_iterations, int)
+
+    @property
+    def varies(self) -> bool:
+        """Whether any device's round work differs by its own C_k, D_k or I_k (a list or a table of any)."""
+        return self.per_device or self.iterations_vary
+
 
 WORKLOAD_DISTRIBUTIONS = DISTRIBUTIONS
-STREAM_WORKLOAD = {"cycles_per_sample": 0xD0, "samples_per_device": 0xD1}  # their own random streams
+STREAM_WORKLOAD = {"cycles_per_sample": 0xD0, "samples_per_device": 0xD1, "local_iterations": 0xD2}  # own streams
 
 
 def workload_per_device(workload: "WorkloadConfig", n_devices: int, seed: int) -> tuple:
@@ -819,25 +851,33 @@ def workload_per_device(workload: "WorkloadConfig", n_devices: int, seed: int) -
     list (its length must be ``n_devices``), or a uniform draw in ``[low, high]`` once per run from
     ``default_rng((seed, stream))`` (its own stream, :data:`STREAM_WORKLOAD`; D_k an integer, both ends included).
     Two NumPy arrays."""
+    return (_per_device_values(workload, "cycles_per_sample", n_devices, seed),
+            _per_device_values(workload, "samples_per_device", n_devices, seed))
+
+
+def iterations_per_device(workload: "WorkloadConfig", n_devices: int, seed: int):
+    """Each device's ``local_iterations`` I_k (local epochs a round, an integer >= 1): one for all, a list (its
+    length must be ``n_devices``), or a uniform integer draw in ``[low, high]`` (both ends included) once per run
+    from ``default_rng((seed, 0xD2))``, a stream of its own (:data:`STREAM_WORKLOAD`). A NumPy array of ints."""
+    return _per_device_values(workload, "local_iterations", n_devices, seed).astype(int)
+
+
+def _per_device_values(workload: "WorkloadConfig", name: str, n_devices: int, seed: int):
+    """Key ``name`` of ``workload`` per device as a float array: a scalar for all, a list of ``n_devices`` values, or
+    a uniform draw from its own stream (integers for the integer keys)."""
     import numpy as np
 
-    out = []
-    for name in ("cycles_per_sample", "samples_per_device"):
-        value = getattr(workload, name)
-        if isinstance(value, dict):
-            rng = np.random.default_rng((seed, STREAM_WORKLOAD[name]))
-            if name == "samples_per_device":
-                arr = rng.integers(int(value["low"]), int(value["high"]) + 1, n_devices).astype(float)
-            else:
-                arr = rng.uniform(float(value["low"]), float(value["high"]), n_devices)
-        elif isinstance(value, (list, tuple)):
-            if len(value) != n_devices:
-                fail(name, value, f"a list of n_devices (= {n_devices}) values, got {len(value)}")
-            arr = np.asarray(value, dtype=float)
-        else:
-            arr = np.full(n_devices, float(value))
-        out.append(arr)
-    return out[0], out[1]
+    value = getattr(workload, name)
+    if isinstance(value, dict):
+        rng = np.random.default_rng((seed, STREAM_WORKLOAD[name]))
+        if name in ("samples_per_device", "local_iterations"):
+            return rng.integers(int(value["low"]), int(value["high"]) + 1, n_devices).astype(float)
+        return rng.uniform(float(value["low"]), float(value["high"]), n_devices)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n_devices:
+            fail(name, value, f"a list of n_devices (= {n_devices}) values, got {len(value)}")
+        return np.asarray(value, dtype=float)
+    return np.full(n_devices, float(value))
 
 
 def field_names(cls) -> tuple[str, ...]:

@@ -89,12 +89,12 @@ class ParametricBackend:
         self.rate = non_negative("rate", rate)
         self.download_bits = non_negative("download_bits", download_bits)
         self.model_bits = positive("model_bits", self.workload.model_bits)
-        if self.workload.per_device:  # C_k D_k per device (a list or a table drawn from the seed)
-            from .config import workload_per_device
+        if self.workload.varies:  # I_k C_k D_k per device (a list or a table drawn from the seed)
+            from .config import iterations_per_device, workload_per_device
 
             c, d = workload_per_device(self.workload, self.n_devices, self.seed)
-            self.cycles_by_device = tuple(training_cycles(self.workload.local_iterations, float(ck), float(dk))
-                                          for ck, dk in zip(c, d))
+            i = iterations_per_device(self.workload, self.n_devices, self.seed)
+            self.cycles_by_device = tuple(training_cycles(int(ik), float(ck), float(dk)) for ik, ck, dk in zip(i, c, d))
             self.cycles = float(np.mean(self.cycles_by_device))
         else:
             self.cycles = training_cycles(

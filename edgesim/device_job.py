@@ -46,6 +46,8 @@ class DeviceJob:
     cycles_done = 0.0
     transfer: Optional[Transfer] = None
     band_hz: Optional[float] = None  # its own uplink band (a band policy's), else the link shares
+    planned_gain: Optional[float] = None  # imperfect CSI: the gain the round was planned on (None: the true one)
+    planned_rate_bps: Optional[float] = None  # and rate_bps on it (None: rate_bps)
     compute_end_s: Optional[float] = None
     upload_end_s: Optional[float] = None
     arrived = False  # its upload arrived

@@ -375,10 +375,15 @@ class Simulation(Clock):
         if not ok:
             self._check_work(work, gains)  # names the culprit; integer-like ids (NumPy ints) pass on
         freqs, powers = self._cpu_freqs_hz, self._tx_power_w
-        return [
+        jobs = [
             DeviceJob(w, gains[d], rates[d], freqs[d], powers[d], sum(map(float, w.compute_cycles.values())))
             for w, d in zip(work, ids)
         ]
+        if true_gains is not None:  # what the base station planned on, beside what the device transmits on
+            for job in jobs:
+                job.planned_gain = view.channel_gain[job.device]
+                job.planned_rate_bps = view.uplink_rate_bps[job.device]
+        return jobs
 
     def _allocate(self, rnd: _Round, planned_gains) -> None:
         """The ``[resources]`` policies' plan for the round's devices: their bands, powers and frequencies, planned on
@@ -415,6 +420,8 @@ class Simulation(Clock):
             dev.set_cpu_freq(f)
             dev.tx_power_w = p
             dev.rate_bps = shannon_rate_bps(b, dev.gain, p, n0)  # the full-band rate at its power
+            if dev.planned_gain is not None:
+                dev.planned_rate_bps = shannon_rate_bps(b, dev.planned_gain, p, n0)  # as the policies expected it
             if bands is not None and dev.work.upload_bits > 0:
                 dev.band_hz = bands[i]
 
@@ -559,6 +566,8 @@ class Simulation(Clock):
                 bits_up, bits_down, wasted, radio_j, compute_j, dev.arrived, dev.dropped, dev.drop_reason,
                 band_hz, dev.transfer.tx_power_w if dev.transfer is not None else dev.tx_power_w, dev.cpu_freq_hz,
                 dev.transfer.resource_blocks if dev.transfer is not None else 0,
+                dev.gain if dev.planned_gain is None else dev.planned_gain,
+                dev.rate_bps if dev.planned_rate_bps is None else dev.planned_rate_bps,
             )))
             if dev.compute_end_s is not None:
                 compute_end_s[dev.device] = dev.compute_end_s

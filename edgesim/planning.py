@@ -131,11 +131,11 @@ def make_plan(
     rates = shannon_rate_bps(band, gains, np.asarray(system.tx_power_w, dtype=float), system.noise_psd_w_per_hz)
     if not np.all(rates > 0):
         raise ValueError(f"uplink rate of device {int(np.argmin(rates))} is {rates.min()!r} bit/s; expected > 0")
-    if workload.per_device:  # C_k D_k per device (a list or a table drawn from the seed)
-        from .config import workload_per_device
+    if workload.varies:  # I_k C_k D_k per device (a list or a table drawn from the seed)
+        from .config import iterations_per_device, workload_per_device
 
         c, d = workload_per_device(workload, system.n_devices, seed)
-        train_cycles = workload.local_iterations * c * d
+        train_cycles = iterations_per_device(workload, system.n_devices, seed) * c * d
     else:
         train_cycles = training_cycles(workload.local_iterations, workload.cycles_per_sample,
                                        workload.samples_per_device)

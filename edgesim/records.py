@@ -65,6 +65,12 @@ class DeviceRound(NamedTuple):
     ``tx_power_w`` and ``cpu_freq_hz`` (W, Hz); ``nan`` in rows of a checkpoint
     written before they were recorded. ``resource_blocks``: the resource blocks
     its upload used under a scheme that counts them (OFDMA), else 0.
+    ``planned_channel_gain`` and ``planned_rate_bps``: the gain the base station
+    planned the round on (``system.csi``: the true one under perfect CSI, an
+    estimate or the previous round's otherwise) and ``rate_bps``'s full-band rate
+    at its power on that gain — what the policies expected against what the
+    device got (``channel_gain``, ``rate_bps``); ``nan`` in rows of a checkpoint
+    written before they were recorded.
     """
 
     round_index: int
@@ -87,7 +93,8 @@ class DeviceRound(NamedTuple):
     tx_power_w: float = math.nan
     cpu_freq_hz: float = math.nan
     resource_blocks: int = 0
-
+    planned_channel_gain: float = math.nan
+    planned_rate_bps: float = math.nan
 
 UPDATE_FIELDS = ("update", "version", "staleness", "start_time_s", "end_time_s", "drop_reason")
 COST_FIELDS = DeviceRound._fields[:DeviceRound._fields.index("drop_reason")]  # round_index .. dropped

@@ -260,7 +260,9 @@ class WorkerExecutor:
         payloads = []
         for share in shares:
             states = [g if isinstance(g, int) else g.get_state() for g in (gens[i] for i in share)]
-            payload = (model, task, [start_params[i] for i in share], [data[i] for i in share], states)
+            mine = task if task.client_epochs is None else dataclasses.replace(  # the share's own clients' epochs
+                task, client_epochs=tuple(task.client_epochs[i] for i in share))
+            payload = (model, mine, [start_params[i] for i in share], [data[i] for i in share], states)
             payloads.append(dumps(payload, self.names))
         replies = [pickle.loads(r) for r in self.pool().map(payloads)]
         for status, value in replies:

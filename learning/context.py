@@ -115,8 +115,33 @@ class Context:
 
     @property
     def epochs(self) -> int:
-        """I: the epochs a device trains per round (``workload.local_iterations``, Eq. 7's factor of C_tra·D)."""
+        """I: the epochs a device trains per round (``workload.local_iterations``, Eq. 7's factor of C_tra·D).
+        With per-device values (a list or a table) there is no one I: :meth:`epochs_of` is each device's, and only
+        an algorithm that declares ``per_device_iterations`` runs (the scenario's check refuses the others)."""
+        if self.workload.iterations_vary:
+            raise ValueError(f"workload.local_iterations = {self.workload.local_iterations!r} differs by device: "
+                             f"this algorithm reads one I (Context.epochs); expected Context.epochs_of(device)")
         return self.workload.local_iterations
+
+    def epochs_of(self, device: int) -> int:
+        """I_k: the epochs device ``device`` trains per round — ``workload.local_iterations`` as one number, a list
+        or a table drawn once from the seed (:func:`edgesim.config.iterations_per_device`, the draw the clock's
+        plan and ``edgesim plan`` use)."""
+        if not self.workload.iterations_vary:
+            return self.workload.local_iterations
+        from edgesim.config import iterations_per_device
+
+        cached = self.__dict__.get("_epochs_by_device")
+        if cached is None or cached[0] is not self.workload:
+            cached = (self.workload, tuple(int(i) for i in iterations_per_device(self.workload, self.n_devices,
+                                                                                 self.seed)))
+            self.__dict__["_epochs_by_device"] = cached
+        return cached[1][int(device)]
+
+    @property
+    def per_device_epochs(self) -> bool:
+        """Whether devices train different numbers of epochs (``workload.local_iterations`` a list or a table)."""
+        return self.workload.iterations_vary
 
     def augmentation(self, name: str):
         """The registered augmentation ``name`` for this data set's images: its shape, normalisation and

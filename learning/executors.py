@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
+from dataclasses import replace
 from typing import Iterator, Mapping, Protocol, Sequence, Union
 
 import torch
@@ -219,7 +220,12 @@ class _Plan:
         self.fixed = [k for k in starts[0] if k not in self.trainable and k not in self.buffer_keys] if starts else []
         self.base = [draw_seed(as_generator(g)) for g in generators]  # each client's one draw (module docstring)
         self.sizes = [{s: (next(iter(d[s].values())).shape[0] if d[s] else 0) for s in self.streams} for d in self.data]
-        self.schedules = [task_schedule(task, sz, b) for sz, b in zip(self.sizes, self.base)]
+        tasks = [task] * len(self.sizes)
+        if task.client_epochs is not None:  # each client its own epochs (per-device local_iterations)
+            if len(task.client_epochs) != len(self.sizes):
+                raise ValueError(f"client_epochs has {len(task.client_epochs)} entries for {len(self.sizes)} clients")
+            tasks = [replace(task, epochs=e, client_epochs=None) for e in task.client_epochs]
+        self.schedules = [task_schedule(t, sz, b) for t, sz, b in zip(tasks, self.sizes, self.base)]
         self.n_steps = [max((len(v) for v in sch.values()), default=0) for sch in self.schedules]
         self.stochastic = bool(stochastic_modules(model))
         self.seeds = [derive_seed(b, DROPOUT) if self.stochastic else 0 for b in self.base]

@@ -97,6 +97,7 @@ class AlgorithmSpec:
     planning: Optional["PlanningHook"] = None  # set when the algorithm schedules under the round budget
     asynchronous: bool = False  # its backend has an ``asynchronous()`` mode (docs/model/asynchrony.md)
     chooses_devices: bool = False  # it picks its own devices each round (no [resources] scheduling policy)
+    per_device_iterations: bool = False  # it trains each device its own I_k epochs (workload.local_iterations a list)
 
     def __post_init__(self):
         if not self.display:
@@ -151,16 +152,19 @@ def declared() -> dict[str, AlgorithmSpec]:
 
 def declare(name: str, config_cls: type, *, module: str, summary: str, display: str = "",
             check: Optional[Callable] = None, planning: Optional[PlanningHook] = None,
-            asynchronous: bool = False, chooses_devices: bool = False) -> None:
+            asynchronous: bool = False, chooses_devices: bool = False, per_device_iterations: bool = False) -> None:
     """Declare ``name`` torch-free; ``module`` registers its builder with ``@register`` when imported.
     Its capabilities, declared here rather than listed by name elsewhere: ``planning`` (it decides its round
     under the budget: ``edgesim plan``'s figures and the budget check before any round), ``asynchronous`` (its
     backend offers ``asynchronous()``, a mode for ``round_mode = "fedasync"/"fedbuff"``), ``chooses_devices``
-    (it picks each round's devices itself, so a ``[resources]`` scheduling policy is refused with it)."""
+    (it picks each round's devices itself, so a ``[resources]`` scheduling policy is refused with it),
+    ``per_device_iterations`` (it trains and charges each device its own ``workload.local_iterations`` I_k,
+    ``Context.epochs_of``; a list or table of them is refused with any other algorithm)."""
     if name in ALGORITHMS:
         raise ValueError(f"algorithm {name!r} is declared twice")
     ALGORITHMS[name] = AlgorithmSpec(name, config_cls, None, summary, display or name, module, check,
-                                     planning=planning, asynchronous=asynchronous, chooses_devices=chooses_devices)
+                                     planning=planning, asynchronous=asynchronous, chooses_devices=chooses_devices,
+                                     per_device_iterations=per_device_iterations)
 
 
 def planning_hooks(names) -> dict[str, PlanningHook]:
@@ -169,12 +173,12 @@ def planning_hooks(names) -> dict[str, PlanningHook]:
 
 
 def declare_variants(variants: Mapping[str, tuple], *, module: str, check: Optional[Callable] = None,
-                     asynchronous: bool = False) -> None:
+                     asynchronous: bool = False, per_device_iterations: bool = False) -> None:
     """Declare every ``name: (config class, display, summary)`` of one family (built in ``module``), each with the
     family's capabilities."""
     for name, (config_cls, display, summary) in variants.items():
         declare(name, config_cls, module=module, summary=summary, display=display, check=check,
-                asynchronous=asynchronous)
+                asynchronous=asynchronous, per_device_iterations=per_device_iterations)
 
 
 def asynchronous_algorithms() -> tuple[str, ...]:
@@ -185,6 +189,11 @@ def asynchronous_algorithms() -> tuple[str, ...]:
 def choosing_devices() -> tuple[str, ...]:
     """The declared algorithms that choose their own devices (:func:`declare`'s ``chooses_devices``)."""
     return tuple(name for name, spec in declared().items() if spec.chooses_devices)
+
+
+def per_device_iteration_algorithms() -> tuple[str, ...]:
+    """The declared algorithms that train each device its own I_k (:func:`declare`'s ``per_device_iterations``)."""
+    return tuple(name for name, spec in declared().items() if spec.per_device_iterations)
 
 
 def decides_budget(name: str) -> bool:

@@ -110,6 +110,9 @@ class LocalTask:
     from the start values, once after every step; ``None``: none is kept) and
     return it as :attr:`LocalTrainResult.ema` — FixMatch's evaluation model.
     The sequential executor keeps it; the vectorised one refuses such a task.
+    ``client_epochs``: per client of one call (in its order), the epochs that client trains instead of ``epochs``
+    (per-device ``workload.local_iterations``, :meth:`edgesim.learning.context.Context.epochs_of`); ``None``:
+    ``epochs`` for every client.
     """
 
     loss: Optional[Callable[["Net", "Batch", torch.Tensor], tuple[torch.Tensor, Mapping[str, torch.Tensor]]]]
@@ -124,6 +127,7 @@ class LocalTask:
     report_stream: Optional[str] = None
     passes: Optional[Mapping[str, float]] = None
     ema_decay: Optional[float] = None
+    client_epochs: Optional[tuple[int, ...]] = None
 
     def __post_init__(self) -> None:
         if self.loss is None and self.step is None:
@@ -133,6 +137,9 @@ class LocalTask:
             raise ValueError(f"ema_decay(={self.ema_decay!r}) must be a number in [0, 1) or None")
         if not (isinstance(self.epochs, int) and self.epochs >= 0):
             raise ValueError(f"epochs(={self.epochs}) must be an int >= 0")
+        if self.client_epochs is not None and not all(isinstance(e, int) and not isinstance(e, bool) and e >= 0
+                                                      for e in self.client_epochs):
+            raise ValueError(f"client_epochs(={self.client_epochs!r}) must be ints >= 0, one per client")
         if not self.prox_mu >= 0:
             raise ValueError(f"prox_mu(={self.prox_mu}) must be >= 0")
         names = [s.name for s in self.streams]

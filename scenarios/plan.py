@@ -90,13 +90,17 @@ def steps_summary(scenario, workload: WorkloadConfig) -> dict:
     if scenario.learning.train is None:
         return {}
     batch = scenario.learning.train.batch_size
-    samples = workload.samples_per_device
-    if workload.per_device:  # a list or a table (physics-only): the device with the most samples
-        from edgesim.config import workload_per_device
+    samples, iterations = workload.samples_per_device, workload.local_iterations
+    if workload.varies:  # lists or tables: the device with the most local steps (its I_k and D_k)
+        from edgesim.config import iterations_per_device, workload_per_device
 
-        samples = int(workload_per_device(workload, scenario.system.n_devices, scenario.seed)[1].max())
-    return {"local_iterations": workload.local_iterations, "samples_per_device": samples, "batch_size": batch,
-            "local_steps_per_device": local_steps(workload.local_iterations, samples, batch)}
+        n = scenario.system.n_devices
+        i = iterations_per_device(workload, n, scenario.seed)
+        d = workload_per_device(workload, n, scenario.seed)[1] if workload.per_device else [samples] * n
+        k = max(range(n), key=lambda j: local_steps(int(i[j]), d[j], batch))
+        iterations, samples = int(i[k]), d[k] if not workload.per_device else int(d[k])
+    return {"local_iterations": iterations, "samples_per_device": samples, "batch_size": batch,
+            "local_steps_per_device": local_steps(iterations, samples, batch)}
 
 
 def device_steps(scenario, workload: WorkloadConfig, held: list[int] | None) -> dict:
@@ -105,9 +109,13 @@ def device_steps(scenario, workload: WorkloadConfig, held: list[int] | None) -> 
     if not held or scenario.learning.train is None:
         return {}
     batch = scenario.learning.train.batch_size
-    steps = [local_steps(workload.local_iterations, n, batch) for n in held]
+    from edgesim.config import iterations_per_device
+
+    iterations = [int(i) for i in iterations_per_device(workload, len(held), scenario.seed)]
+    steps = [local_steps(i, n, batch) for i, n in zip(iterations, held)]
     return {"min": min(steps), "median": _median(steps), "max": max(steps),
-            "samples_min": min(held), "samples_median": _median(held), "samples_max": max(held)}
+            "samples_min": min(held), "samples_median": _median(held), "samples_max": max(held),
+            **({"iterations_median": _median(iterations)} if workload.iterations_vary else {})}
 
 
 def few_steps_warning(scenario, steps: dict, per_device: dict) -> str | None:
@@ -117,8 +125,9 @@ def few_steps_warning(scenario, steps: dict, per_device: dict) -> str | None:
     if count is None or count >= FEW_LOCAL_STEPS:
         return None
     d = per_device["samples_median"] if per_device else steps["samples_per_device"]
+    i = per_device.get("iterations_median", steps["local_iterations"]) if per_device else steps["local_iterations"]
     return (f"{scenario.path}: the median device takes {count:g} local step(s) a round (I·⌈D/B⌉ = "
-            f"{steps['local_iterations']}·⌈{d:g}/{steps['batch_size']}⌉), fewer than {FEW_LOCAL_STEPS}: a "
+            f"{i:g}·⌈{d:g}/{steps['batch_size']}⌉), fewer than {FEW_LOCAL_STEPS}: a "
             f"method may barely move from its start each round; raise workload.local_iterations or lower "
             f"train.batch_size")
 

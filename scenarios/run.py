@@ -35,7 +35,7 @@ from edgesim.records import UPDATE_FIELDS
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG, SUMMARY
 from edgesim.results.files import PROVENANCE as RUN_JSON
 from edgesim.results.metrics import DEFAULT_SUSTAIN_ROUNDS, final_accuracy, time_to_accuracy
-from edgesim.results.tables import DEVICE_FIELDS, RESOURCE_FIELDS, LiveTables, write_tables
+from edgesim.results.tables import DEVICE_FIELDS, PLANNED_FIELDS, RESOURCE_FIELDS, LiveTables, write_tables
 from edgesim.results.writing import RunFolder, RunLock, check_out, is_finished, is_started_run
 from edgesim.scenarios import checkpoint, warm_start
 from edgesim.scenarios.algorithm_run import check_budgets, make_backends, resolved_config, run_algorithm
@@ -168,7 +168,9 @@ def device_fields(sc: Scenario) -> tuple[str, ...]:
 
     # the round's band, power and CPU frequency, and the columns the access scheme fills (OFDMA: resource_blocks)
     fields += RESOURCE_FIELDS
-    return fields + tuple(c for c in scheme_class(sc.system.access).columns if c not in fields)
+    fields += tuple(c for c in scheme_class(sc.system.access).columns if c not in fields)
+    # imperfect CSI (system.csi): the gain and rate the round was planned on, beside channel_gain and rate_bps
+    return fields + (PLANNED_FIELDS if sc.system.csi not in (None, "perfect") else ())
 
 
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,

@@ -274,9 +274,11 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
         if not physics_only:
             check_algorithms(built["system"], learned, where)
+            check_local_iterations(built["workload"], built["system"], learned, where)
             check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
             check_access_learning(built["system"], learned, where)
+    check_workload_lengths(built["workload"], built["system"], where)
     check_resources(resources, built["system"], built["budget"], learned.get("run"), where, learned)
     run_rounds = learned["run"].rounds if learned.get("run") is not None else None
     check_scenario_ends(built["system"], built["budget"], asynchrony, availability, resources, run_rounds, where)
@@ -597,6 +599,41 @@ def data_dir_from_env(raw: dict) -> dict:
     if spec is None or not spec.needs_files:
         return raw
     return {**raw, "data": {**data, "data_dir": str(Path(env).expanduser().resolve())}}
+
+
+def check_workload_lengths(workload, system: SystemConfig, where: str) -> None:
+    """A per-device ``[workload]`` list has one value per device (``n_devices``): one line otherwise."""
+    from edgesim.config import iterations_per_device, workload_per_device
+
+    if workload.varies:
+        try:
+            if workload.per_device:
+                workload_per_device(workload, system.n_devices, 0)
+            iterations_per_device(workload, system.n_devices, 0)
+        except ValueError as e:
+            raise ScenarioError(f"{where}: [workload] {e}") from None
+
+
+def check_local_iterations(workload, system: SystemConfig, learned: Mapping[str, Any], where: str) -> None:
+    """``workload.local_iterations`` per device (a list or a table) in a learning run: every algorithm that trains
+    (each of ``[run] algorithms``, a variant's own, the warm start's) declares ``per_device_iterations`` — it trains
+    and charges each device its own I_k; one line naming the first that does not."""
+    if not workload.iterations_vary:
+        return
+    check_workload_lengths(workload, system, where)
+    from edgesim.learning.config import algorithm_of
+    from edgesim.learning.registry import per_device_iteration_algorithms
+
+    run = learned["run"]
+    taking = per_device_iteration_algorithms()
+    names = [*run.algorithms, *([run.warm_start["algorithm"]] if run.warm_start else [])]
+    for name in names:
+        if algorithm_of(learned, name) not in taking:
+            some = ", ".join(taking[:4]) + (f", ... ({len(taking)} algorithms)" if len(taking) > 4 else "")
+            raise ScenarioError(f"{where}: [workload] local_iterations = {workload.local_iterations!r}: per-device "
+                                f"local iterations are trained by the algorithms that declare them ({some}) and "
+                                f"in physics-only runs; {name!r} trains every device the same epochs: expected one "
+                                f"integer >= 1")
 
 
 def check_algorithms(system: SystemConfig, learned: Mapping[str, Any], where: str) -> None:

@@ -463,7 +463,10 @@ def age_channel_priority(round_index: int, last_round, snr_full_band, subchannel
     alone), ``SNR_k`` its SNR on one of the ``subchannels`` equal subchannels,
     ``K · SNR(B)`` (``snr_full_band`` = ``g p / (N0 B)``). Dimensionless (bit/s/Hz
     times rounds^ν); higher first. With equal subchannels the paper's assignment
-    of K subchannels reduces to the K highest priorities.
+    of K subchannels reduces to the K highest priorities. The product form is our
+    reading of the paper's abstract (staleness and the instantaneous channel
+    jointly); its equations were not found to check it against
+    (docs/model/resource_policies.md, "age_channel").
     """
     last = np.asarray(last_round, dtype=float)
     age = np.where(last < 0, round_index + 1.0, round_index - last)

@@ -27,6 +27,9 @@ DEVICE_FIELDS = (
 )
 # Each device-round's resources (docs/model/resource_policies.md): the rounds' devices.csv columns after DEVICE_FIELDS.
 RESOURCE_FIELDS = ("bandwidth_hz", "tx_power_w", "cpu_freq_hz")
+# With imperfect CSI (system.csi): the gain each device-round was planned on and the full-band rate on it, the
+# columns after the access scheme's (beside channel_gain and rate_bps, what the device got).
+PLANNED_FIELDS = ("planned_channel_gain", "planned_rate_bps")
 EVENT_FIELDS = ("algorithm", "time_s", "round", "device", "kind", "bits")
 
 

@@ -53,6 +53,8 @@ it; it is checkpointed with the run.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn as nn
 
@@ -145,7 +147,7 @@ def make_task(ctx: Context, cfg: FedAvgConfig) -> LocalTask:
     t = ctx.train_cfg
     opt = ctx.optimizer(optimizer=cfg.optimizer, lr=cfg.lr, nesterov=cfg.nesterov)
     schedule = make_schedule(cfg.schedule or t.schedule)
-    epochs = ctx.epochs
+    epochs = 1 if ctx.per_device_epochs else ctx.epochs  # per-device I_k: FedAvg.task_for sets each client's
     if cfg.objective == "supervised":
         return LocalTask(loss=cross_entropy_loss("x"), optimizer=opt, epochs=epochs, schedule=schedule,
                          streams=(Stream("main", t.batch_size),), prox_mu=cfg.mu)
@@ -198,18 +200,34 @@ class FedAvg:
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
         self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round, view)
-        cycles = {d: task_cycles(self.task, self.sizes[d], ctx.cycles_per_sample) for d in self.selected}
+        cycles = {d: self.cycles_of(d) for d in self.selected}
         listeners = range(ctx.n_devices) if self.cfg.local == "lg" else ()
         t = self.transfers
         up, down = (self.bits, self.bits) if t is None else (t.up_bits, t.down_bits)
         return training_plan(self.selected, cycles, up, down, listeners=listeners)
+
+    def task_for(self, devices) -> LocalTask:
+        """The local task of ``devices`` (in that order): the family's task, each device its own I_k epochs when
+        ``workload.local_iterations`` differs by device (:meth:`edgesim.learning.context.Context.epochs_of`)."""
+        if not self.ctx.per_device_epochs:
+            return self.task
+        return dataclasses.replace(self.task, client_epochs=tuple(self.ctx.epochs_of(d) for d in devices))
+
+    def cycles_of(self, device: int) -> float:
+        """Device ``device``'s training cycles in a round: its task's real passes over its data
+        (:func:`edgesim.learning.costs.task_cycles`) for its own I_k epochs — what the clock charges for the work
+        :meth:`task_for` trains."""
+        task = self.task
+        if self.ctx.per_device_epochs:
+            task = dataclasses.replace(task, epochs=self.ctx.epochs_of(device))
+        return task_cycles(task, self.sizes[device], self.ctx.cycles_per_sample)
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
         ctx, sel, t, r = self.ctx, self.selected, self.transfers, outcome.round_index
         sent, down_error = (self.global_state, None) if t is None else t.download(r, self.global_state)
         starts = [merge(sent, self.personal[d]) for d in sel]
         data = [self.data[d] for d in sel]
-        result = train_devices(ctx, self.name, r, sel, starts, data, self.task)
+        result = train_devices(ctx, self.name, r, sel, starts, data, self.task_for(sel))
         shared = []
         for d, state in zip(sel, result.params):
             g, personal = split_keys(state, self.is_personal)

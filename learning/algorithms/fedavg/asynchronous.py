@@ -41,7 +41,6 @@ from edgesim.asynchrony import Aggregation
 from edgesim.backend import DeviceWork
 from edgesim.learning.aggregation import merge, split_keys
 from edgesim.learning.algorithms.common import to_cpu, to_device, train_devices
-from edgesim.learning.costs import task_cycles
 from edgesim.learning.tasks import LocalTrainResult
 
 # name -> combine(inner, agg, current, shared): steps the family's server with the arrivals' trained shared keys
@@ -108,7 +107,7 @@ class AsyncFedAvg:
     def update_work(self, device: int) -> DeviceWork:
         """The device's round work in the family's plan: its task's cycles, the global keys' bits up and down."""
         inner = self.inner
-        cycles = task_cycles(inner.task, inner.sizes[device], inner.ctx.cycles_per_sample)
+        cycles = inner.cycles_of(device)
         return DeviceWork(int(device), {"train": float(cycles)}, float(inner.bits), float(inner.bits))
 
     def start_update(self, update: int, device: int, version: int) -> None:
@@ -141,7 +140,7 @@ class AsyncFedAvg:
             devs = [agg.arrivals[i].device for i in idx]
             starts = [merge(self.versions[version], inner.personal[d]) for d in devs]
             data = [inner.data[d] for d in devs]
-            result = train_devices(ctx, inner.name, version, devs, starts, data, inner.task,
+            result = train_devices(ctx, inner.name, version, devs, starts, data, inner.task_for(devs),
                                    stream="train" if k == 0 else f"train#{k}")
             results.append(result)
             for i, state in zip(idx, result.params):

@@ -158,4 +158,5 @@ def check_fedavg(cfg: FedAvgConfig, facts: ScenarioFacts) -> None:
 
 
 declare_variants(VARIANTS, module="edgesim.learning.algorithms.fedavg.algorithm", check=check_fedavg,
-                 asynchronous=True)  # FedAvg.asynchronous(): FedAsync and FedBuff
+                 asynchronous=True,  # FedAvg.asynchronous(): FedAsync and FedBuff
+                 per_device_iterations=True)  # FedAvg.task_for / cycles_of: each device its own I_k
