@@ -3,8 +3,9 @@
 1. ``fedavg``: FedAvg on the bundled digits on the arena's cell with a 4.5 MHz band (``access_study.toml``), under
    FDMA, OFDMA (25 blocks of 180 kHz), NOMA (clusters of 2) and AirComp (64 sub-channels) at 23, 10, 0, -5, -10,
    -15 and -20 dBm, and at -10 dBm with a truncation threshold of -100 dB; 3 seeds each.
-2. ``fixavg``: FixAvg (FedAvg with FixMatch local training) on the uplink-bound cell (``access_uplink.toml``: the same
-   cell and band, the model's own compute and a fast broadcast) under FDMA, OFDMA, NOMA and AirComp; 3 seeds each.
+2. ``fixavg``: FixAvg (FedAvg with FixMatch local training, 40 rounds) on the uplink-bound cell (``access_uplink.toml``:
+   the same cell and band, the model's own compute and a fast broadcast) under FDMA, OFDMA, NOMA and AirComp at 23 dBm;
+   3 seeds each; ``fedavg_uplink``: FedAvg there (30 rounds), the same arms.
 3. ``physics``: the uplink-bound cell with 40 devices, physics-only (the clock alone): the round latency and the
    longest airtime against the number K of devices a round, K = 2 ... 40, under the four schemes.
 4. the report: per learning part a table (paired with FDMA by seed) and an energy-versus-time figure; the noise
@@ -70,6 +71,8 @@ class Part:
 
 PARTS = {
     "fedavg": Part(SCENARIO, {**ARMS, **NOISE_ARMS}, (), (0.6, 0.8), "", "access_study.png"),
+    "fedavg_uplink": Part(UPLINK, SSL_ARMS, ('run.algorithms=["fedavg"]', "budget.rounds=30"), (0.6, 0.8),
+                          "fedavg_uplink", "access_study_fedavg_uplink.png"),
     "fixavg": Part(UPLINK, SSL_ARMS, ("budget.rounds=40",), (0.5, 0.6), "fixavg", "access_study_fixavg.png"),
 }
 K_SWEEP = (2, 5, 10, 15, 20, 25, 30, 40)
@@ -451,14 +454,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--figures", type=Path, default=Path("docs/studies/figures"))
-    parser.add_argument("--parts", default="physics,fedavg,fixavg", help="comma-separated: physics, fedavg, fixavg")
+    parser.add_argument("--parts", default="physics," + ",".join(PARTS), help="comma-separated: physics, "
+                        + ", ".join(PARTS))
     parser.add_argument("--jobs", type=int, default=2, help="learning runs at once")
     parser.add_argument("--report", action="store_true", help="only the tables and the figures")
     args = parser.parse_args()
     parts = [p for p in args.parts.split(",") if p]
     unknown = [p for p in parts if p != "physics" and p not in PARTS]
     if unknown:
-        parser.error(f"--parts: {unknown[0]!r}: expected physics, fedavg or fixavg")
+        parser.error(f"--parts: {unknown[0]!r}: expected physics, {', '.join(PARTS)}")
     if not args.report:
         if "physics" in parts:
             physics(args.out)
