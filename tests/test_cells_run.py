@@ -100,3 +100,11 @@ def test_a_scheme_without_interference_is_refused_in_one_line(scenario):
     done = runner.invoke(app, ["plan", str(scenario), "--set", "system.access=aircomp"])
     assert done.exit_code == 2
     assert done.stderr.count("\n") == 1 and "access = 'aircomp' with 2 cells" in done.stderr
+
+
+def test_ofdma_blocks_must_fit_every_cells_band(scenario):
+    done = runner.invoke(app, ["plan", str(scenario), "--set", "system.access=ofdma", "--set", "system.frequency_reuse=2",
+                               "--set", "access.resource_blocks=5"])
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1
+    assert ("resource_blocks = 5: expected N · rb_bandwidth_hz (= 900000.0 Hz) at most every cell's band (cell 0: "
+            "500000.0 Hz, frequency_reuse = 2)") in done.stderr
