@@ -138,10 +138,11 @@ class InterferenceField:
     def _update(self, cell: int) -> None:
         if not self._coupling[cell].any():
             return  # its band overlaps no other cell's: nobody hears it
-        row = np.zeros(len(self._links))
-        for device, power_w in self._on_air[cell].items():
-            row += power_w * self._gains[device]
-        self._received[cell] = row
+        on_air = self._on_air[cell]
+        k = len(on_air)
+        ids = np.fromiter(on_air, np.int64, k)
+        powers_w = np.fromiter(on_air.values(), float, k)
+        self._received[cell] = (powers_w[:, None] * self._gains[ids]).sum(axis=0)  # NumPy's pairwise sum: no BLAS
         psd = interference_psd_w_per_hz(self._received, self._coupling)
         for b in np.flatnonzero(psd != self._psd).tolist():
             self.changes += 1

@@ -108,3 +108,16 @@ def test_ofdma_blocks_must_fit_every_cells_band(scenario):
     assert done.exit_code == 2 and done.stderr.count("\n") == 1
     assert ("resource_blocks = 5: expected N · rb_bandwidth_hz (= 900000.0 Hz) at most every cell's band (cell 0: "
             "500000.0 Hz, frequency_reuse = 2)") in done.stderr
+
+
+@pytest.mark.slow
+def test_jobs_give_the_same_bytes_with_cells(tmp_path):
+    """A learning run of two algorithms over two cells: --jobs 2 writes the bytes of --jobs 1 (the default run's
+    test_determinism_and_resume_with_cells covers the clock)."""
+    sets = ["--set", "system.cells=[{x_m=0,y_m=0},{x_m=400,y_m=0}]", "--set", "run.rounds=2",
+            "--set", "run.algorithms=[fedavg,local]"]
+    for jobs in ("1", "2"):
+        done = runner.invoke(app, ["run", *sets, "--out", str(tmp_path / jobs), "--jobs", jobs, "-q"])
+        assert done.exit_code == 0, done.output
+    for name in ("rounds.csv", "devices.csv", "events.csv", "cells.csv"):
+        assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), name
