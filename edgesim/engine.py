@@ -35,6 +35,11 @@ the plan (never scheduled); one whose online period ends before it is done is
 dropped then, in any round mode, its bits on air wasted and its energy
 counted as at a deadline (``drop_reason = "offline"``, else ``"deadline"``).
 
+Several cells (``system.cells``, :mod:`edgesim.cells`): one plan and one round over every cell's devices; each
+device uploads on its serving cell's link (each cell its own link of ``system.access`` on its own band, its own
+``[resources]`` allocation), the cells' transfers re-timed by the interference between them
+(:class:`edgesim.interference.CellLinks`); the aggregator is reached over an ideal backhaul (no time).
+
 Every step is recorded as an :class:`Event`; every round as a
 :class:`RoundRecord` with per-device :class:`DeviceRound` rows. Same inputs
 give identical records and events; :meth:`Simulation.state_dict` and
