@@ -40,6 +40,24 @@ def test_overlap_and_coupling_by_hand():
     assert k.tolist() == [[0.0, 1 / 8, 0.0], [1 / 8, 0.0, 0.0], [0.0, 0.0, 0.0]]
     received = np.array([[0.0, 8.0, 5.0], [16.0, 0.0, 5.0], [7.0, 7.0, 0.0]])  # W from cell a at BS b
     assert interference_psd_w_per_hz(received, k).tolist() == [2.0, 1.0, 0.0]  # 16/8 at BS 0, 8/8 at BS 1
+    assert (k == k.T).all()  # property: the coupling is symmetric
+    assert band_overlap_hz(1.0, 5.0, 0.0, 3.0) == band_overlap_hz(0.0, 3.0, 1.0, 5.0)
+    assert interference_psd_w_per_hz(np.zeros((3, 3)), k).tolist() == [0.0, 0.0, 0.0]  # nobody on air
+    assert interference_psd_w_per_hz(2 * received, k).tolist() == [4.0, 2.0, 0.0]  # linear in the power
+
+
+def test_the_plans_sinr_by_hand():
+    # Two cells on one band W: device 0 (cell 0) and devices 1, 2 (cell 1); p = 1 W. Device 0 delivers 3 N0W to BS 0
+    # and 2 N0W to BS 1; devices 1 and 2 deliver 1 N0W and 3 N0W to BS 0 (their mean: 2 N0W) and 3 N0W to BS 1.
+    # SNR_0 = 3; SINR_0 = 3 N0W / (N0W + 2 N0W) = 1; SNR_1 = SNR_2 = 3; SINR = 3 / (1 + 2) = 1 (device 0 alone in
+    # cell 0 is the mean); with the bands disjoint: SINR = SNR.
+    from edgesim.interference import one_per_cell_sinr
+
+    g = np.array([[3.0, 2.0], [1.0, 3.0], [3.0, 3.0]]) * NB
+    snr, sinr = one_per_cell_sinr(g, [0, 1, 1], 1.0, np.array([[0.0, B_HZ], [0.0, B_HZ]]), N0)
+    assert snr == pytest.approx([3.0, 3.0, 3.0], rel=1e-12) and sinr == pytest.approx([1.0, 1.0, 1.0], rel=1e-12)
+    snr, sinr = one_per_cell_sinr(g, [0, 1, 1], 1.0, np.array([[0.0, B_HZ], [B_HZ, B_HZ]]), N0)
+    assert (sinr == snr).all()
 
 
 def _links(access, reuse=1):
