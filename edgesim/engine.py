@@ -542,7 +542,8 @@ class Simulation(Clock):
             compute_end_s=compute_end_s,
             upload_end_s=upload_end_s,
             server_cut=rnd.server_s[0] is not None and self._cuts_the_server(rnd.server_s[0]),
-            over_the_air_noise_var=getattr(self._uplink, "noise_var", None) if arrived else None,
+            over_the_air_noise_var=(None if not arrived else getattr(self._uplink, "noise_var", None)
+                                    if self._cell_links is None else self._cell_links.noise_var(arrived)),
         )
         metrics = self.backend.complete_round(outcome)
         record = self._totals.record(rnd.index, rnd.start_s, end_s, arrived, dropped, rows, totals, metrics, plan.info,

@@ -96,10 +96,35 @@ def test_a_run_folder_holds_the_cells_and_their_figure(scenario, tmp_path):
     assert "cells.csv" in files and "cells.png" in files
 
 
-def test_a_scheme_without_interference_is_refused_in_one_line(scenario):
-    done = runner.invoke(app, ["plan", str(scenario), "--set", "system.access=aircomp"])
-    assert done.exit_code == 2
-    assert done.stderr.count("\n") == 1 and "access = 'aircomp' with 2 cells" in done.stderr
+@pytest.fixture
+def plain_scheme():
+    """A scheme registered for the test whose links do not model interference (no set_noise_psd)."""
+    from edgesim.access import SCHEMES, AccessScheme, register_access
+    from edgesim.config import ACCESS_NAMES
+    from edgesim.links import TdmaUplink
+
+    @register_access("plain_test")
+    class Plain(AccessScheme):
+        """One transfer at a time, deaf to the other cells."""
+
+        def __init__(self, env, cell, options=None):
+            super().__init__(env, cell, options)
+            self.inner = TdmaUplink(env, cell.bandwidth_hz, cell.noise_psd_w_per_hz)
+
+        def transmit(self, env, device, bits, channel_gain, tx_power_w, on_air=None, *, checked=False):
+            return (yield from self.inner.transmit(env, device, bits, channel_gain, tx_power_w, on_air))
+
+    yield "plain_test"
+    SCHEMES.pop("plain_test")
+    ACCESS_NAMES.remove("plain_test")
+
+
+def test_a_scheme_without_interference_is_refused_in_one_line(scenario, plain_scheme):
+    done = runner.invoke(app, ["plan", str(scenario), "--set", f"system.access={plain_scheme}"])
+    assert done.exit_code == 2, done.output
+    assert done.stderr.count("\n") == 1 and "access = 'plain_test' with 2 cells: the scheme does not model" in done.stderr
+    assert runner.invoke(app, ["plan", str(scenario), "--set", f"system.access={plain_scheme}", "--set",
+                               "system.cells=[{x_m=0,y_m=0}]"]).exit_code == 0  # one cell: served
 
 
 def test_ofdma_blocks_must_fit_every_cells_band(scenario):
