@@ -30,7 +30,9 @@ class SystemView:
     ``energy_spent_j`` and ``battery_left_j``: each device's energy spent so far
     (compute + radio, J) and what is left of its ``system.battery_j``; ``None``
     without batteries. ``serving_cell``: each device's serving cell (``0..n_cells-1``,
-    :mod:`edgesim.cells`; ``None``: one cell); ``n_cells``: the number of cells.
+    :mod:`edgesim.cells`; ``None``: one cell); ``n_cells``: the number of cells. With several
+    cells ``uplink_rate_bps`` is over the device's own cell's band (its sub-band under
+    ``frequency_reuse``), without interference; ``bandwidth_hz`` stays ``[system] bandwidth_hz``.
     """
 
     round_index: int

@@ -35,6 +35,11 @@ the plan (never scheduled); one whose online period ends before it is done is
 dropped then, in any round mode, its bits on air wasted and its energy
 counted as at a deadline (``drop_reason = "offline"``, else ``"deadline"``).
 
+Several cells (``system.cells``, :mod:`edgesim.cells`): one plan and one round over every cell's devices; each
+device uploads on its serving cell's link (each cell its own link of ``system.access`` on its own band, its own
+``[resources]`` allocation), the cells' transfers re-timed by the interference between them
+(:class:`edgesim.interference.CellLinks`); the aggregator is reached over an ideal backhaul (no time).
+
 Every step is recorded as an :class:`Event`; every round as a
 :class:`RoundRecord` with per-device :class:`DeviceRound` rows. Same inputs
 give identical records and events; :meth:`Simulation.state_dict` and
@@ -537,7 +542,8 @@ class Simulation(Clock):
             compute_end_s=compute_end_s,
             upload_end_s=upload_end_s,
             server_cut=rnd.server_s[0] is not None and self._cuts_the_server(rnd.server_s[0]),
-            over_the_air_noise_var=getattr(self._uplink, "noise_var", None) if arrived else None,
+            over_the_air_noise_var=(None if not arrived else getattr(self._uplink, "noise_var", None)
+                                    if self._cell_links is None else self._cell_links.noise_var(arrived)),
         )
         metrics = self.backend.complete_round(outcome)
         record = self._totals.record(rnd.index, rnd.start_s, end_s, arrived, dropped, rows, totals, metrics, plan.info,

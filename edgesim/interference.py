@@ -138,10 +138,11 @@ class InterferenceField:
     def _update(self, cell: int) -> None:
         if not self._coupling[cell].any():
             return  # its band overlaps no other cell's: nobody hears it
-        row = np.zeros(len(self._links))
-        for device, power_w in self._on_air[cell].items():
-            row += power_w * self._gains[device]
-        self._received[cell] = row
+        on_air = self._on_air[cell]
+        k = len(on_air)
+        ids = np.fromiter(on_air, np.int64, k)
+        powers_w = np.fromiter(on_air.values(), float, k)
+        self._received[cell] = (powers_w[:, None] * self._gains[ids]).sum(axis=0)  # NumPy's pairwise sum: no BLAS
         psd = interference_psd_w_per_hz(self._received, self._coupling)
         for b in np.flatnonzero(psd != self._psd).tolist():
             self.changes += 1
@@ -193,7 +194,7 @@ class CellLinks:
             if not callable(getattr(link, "set_noise_psd", None)):
                 raise ConfigError(key="access", value=system.access,
                                   expected="an access scheme that models inter-cell interference (set_noise_psd) "
-                                           "with several cells: tdma, fdma, fdma_banded, ofdma or noma")
+                                           "with several cells, as every built-in one")
         self.field = InterferenceField(self.bands_hz, noise_psd_w_per_hz,
                                        [[link] + ([b] if b is not None else []) for link, b in
                                         zip(self.links, self.banded)])
@@ -207,6 +208,14 @@ class CellLinks:
     def banded_link(self, device: int) -> Optional[_Relay]:
         """The link of a bandwidth policy's band for ``device`` (its serving cell's; ``None``: bands do not apply)."""
         return self._banded_relays[self.serving_cell[device]]
+
+    def noise_var(self, arrived) -> Optional[float]:
+        """Over-the-air aggregation in every cell (AirComp): the noise variance on each parameter of the sum of the
+        cells' sums, ``Σ_c σ_c²`` over the cells with an ``arrived`` device (each base station relays its noisy sum
+        to the aggregator, which adds them); ``None`` when no link has one (digital uploads)."""
+        cells = {self.serving_cell[d] for d in arrived}
+        out = [self.links[c].noise_var for c in sorted(cells) if getattr(self.links[c], "noise_var", None) is not None]
+        return float(sum(out)) if out else None
 
     def begin_round(self, round_index: int, devices, gains, powers, bits, cell_gains) -> None:
         """The round's uploads split by cell, to each cell's link that decides per round; the round's gains of every

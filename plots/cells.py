@@ -9,12 +9,12 @@ from typing import Iterable
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from edgesim.plots.save import save_figure  # noqa: E402
-from edgesim.plots.style import FONT_RC, OKABE_ITO, figure_size, fs  # noqa: E402
-from edgesim.results.files import CELLS, CELLS_FIGURE  # noqa: E402
-from edgesim.results.reading import read_config, read_csv_rows  # noqa: E402
+from edgesim.plots.save import save_figure
+from edgesim.plots.style import FONT_RC, OKABE_ITO, figure_size, fs
+from edgesim.results.files import CELLS, CELLS_FIGURE
+from edgesim.results.reading import read_config, read_csv_rows
 
 
 def _colour(cell: int) -> str:

@@ -442,7 +442,7 @@ def check_access(system: SystemConfig, budget: BudgetConfig, table, run_table, w
         if system.n_cells > 1 and not callable(getattr(scheme_class(system.access), "set_noise_psd", None)):
             raise ValueError(f"access = {system.access!r} with {system.n_cells} cells: the scheme does not model "
                              f"inter-cell interference (no set_noise_psd: docs/model/system_model.md, Inter-cell "
-                             f"interference); expected one that does (tdma, fdma, fdma_banded, ofdma, noma), or one "
+                             f"interference); expected one that does (every built-in scheme does), or one "
                              f"cell")
     except ConfigError as e:
         raise e.at(f"{where}: [access]") from None

@@ -96,7 +96,53 @@ def test_a_run_folder_holds_the_cells_and_their_figure(scenario, tmp_path):
     assert "cells.csv" in files and "cells.png" in files
 
 
-def test_a_scheme_without_interference_is_refused_in_one_line(scenario):
-    done = runner.invoke(app, ["plan", str(scenario), "--set", "system.access=aircomp"])
-    assert done.exit_code == 2
-    assert done.stderr.count("\n") == 1 and "access = 'aircomp' with 2 cells" in done.stderr
+@pytest.fixture
+def plain_scheme():
+    """A scheme registered for the test whose links do not model interference (no set_noise_psd)."""
+    from edgesim.access import SCHEMES, AccessScheme, register_access
+    from edgesim.config import ACCESS_NAMES
+    from edgesim.links import TdmaUplink
+
+    @register_access("plain_test")
+    class Plain(AccessScheme):
+        """One transfer at a time, deaf to the other cells."""
+
+        def __init__(self, env, cell, options=None):
+            super().__init__(env, cell, options)
+            self.inner = TdmaUplink(env, cell.bandwidth_hz, cell.noise_psd_w_per_hz)
+
+        def transmit(self, env, device, bits, channel_gain, tx_power_w, on_air=None, *, checked=False):
+            return (yield from self.inner.transmit(env, device, bits, channel_gain, tx_power_w, on_air))
+
+    yield "plain_test"
+    SCHEMES.pop("plain_test")
+    ACCESS_NAMES.remove("plain_test")
+
+
+def test_a_scheme_without_interference_is_refused_in_one_line(scenario, plain_scheme):
+    done = runner.invoke(app, ["plan", str(scenario), "--set", f"system.access={plain_scheme}"])
+    assert done.exit_code == 2, done.output
+    assert done.stderr.count("\n") == 1 and "access = 'plain_test' with 2 cells: the scheme does not model" in done.stderr
+    assert runner.invoke(app, ["plan", str(scenario), "--set", f"system.access={plain_scheme}", "--set",
+                               "system.cells=[{x_m=0,y_m=0}]"]).exit_code == 0  # one cell: served
+
+
+def test_ofdma_blocks_must_fit_every_cells_band(scenario):
+    done = runner.invoke(app, ["plan", str(scenario), "--set", "system.access=ofdma", "--set", "system.frequency_reuse=2",
+                               "--set", "access.resource_blocks=5"])
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1
+    assert ("resource_blocks = 5: expected N · rb_bandwidth_hz (= 900000.0 Hz) at most every cell's band (cell 0: "
+            "500000.0 Hz, frequency_reuse = 2)") in done.stderr
+
+
+@pytest.mark.slow
+def test_jobs_give_the_same_bytes_with_cells(tmp_path):
+    """A learning run of two algorithms over two cells: --jobs 2 writes the bytes of --jobs 1 (the default run's
+    test_determinism_and_resume_with_cells covers the clock)."""
+    sets = ["--set", "system.cells=[{x_m=0,y_m=0},{x_m=400,y_m=0}]", "--set", "run.rounds=2",
+            "--set", "run.algorithms=[fedavg,local]"]
+    for jobs in ("1", "2"):
+        done = runner.invoke(app, ["run", *sets, "--out", str(tmp_path / jobs), "--jobs", jobs, "-q"])
+        assert done.exit_code == 0, done.output
+    for name in ("rounds.csv", "devices.csv", "events.csv", "cells.csv"):
+        assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), name

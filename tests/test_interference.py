@@ -40,6 +40,24 @@ def test_overlap_and_coupling_by_hand():
     assert k.tolist() == [[0.0, 1 / 8, 0.0], [1 / 8, 0.0, 0.0], [0.0, 0.0, 0.0]]
     received = np.array([[0.0, 8.0, 5.0], [16.0, 0.0, 5.0], [7.0, 7.0, 0.0]])  # W from cell a at BS b
     assert interference_psd_w_per_hz(received, k).tolist() == [2.0, 1.0, 0.0]  # 16/8 at BS 0, 8/8 at BS 1
+    assert (k == k.T).all()  # property: the coupling is symmetric
+    assert band_overlap_hz(1.0, 5.0, 0.0, 3.0) == band_overlap_hz(0.0, 3.0, 1.0, 5.0)
+    assert interference_psd_w_per_hz(np.zeros((3, 3)), k).tolist() == [0.0, 0.0, 0.0]  # nobody on air
+    assert interference_psd_w_per_hz(2 * received, k).tolist() == [4.0, 2.0, 0.0]  # linear in the power
+
+
+def test_the_plans_sinr_by_hand():
+    # Two cells on one band W: device 0 (cell 0) and devices 1, 2 (cell 1); p = 1 W. Device 0 delivers 3 N0W to BS 0
+    # and 2 N0W to BS 1; devices 1 and 2 deliver 1 N0W and 3 N0W to BS 0 (their mean: 2 N0W) and 3 N0W to BS 1.
+    # SNR_0 = 3; SINR_0 = 3 N0W / (N0W + 2 N0W) = 1; SNR_1 = SNR_2 = 3; SINR = 3 / (1 + 2) = 1 (device 0 alone in
+    # cell 0 is the mean); with the bands disjoint: SINR = SNR.
+    from edgesim.interference import one_per_cell_sinr
+
+    g = np.array([[3.0, 2.0], [1.0, 3.0], [3.0, 3.0]]) * NB
+    snr, sinr = one_per_cell_sinr(g, [0, 1, 1], 1.0, np.array([[0.0, B_HZ], [0.0, B_HZ]]), N0)
+    assert snr == pytest.approx([3.0, 3.0, 3.0], rel=1e-12) and sinr == pytest.approx([1.0, 1.0, 1.0], rel=1e-12)
+    snr, sinr = one_per_cell_sinr(g, [0, 1, 1], 1.0, np.array([[0.0, B_HZ], [B_HZ, B_HZ]]), N0)
+    assert (sinr == snr).all()
 
 
 def _links(access, reuse=1):
@@ -315,3 +333,45 @@ def test_every_resource_policy_runs_per_cell(kind, name, access):
             band = sum(r.bandwidth_hz for r in rec.devices if sim.serving_cell[r.device] == cell)
             if access == "fdma" and kind == "bandwidth" and name != "equal":
                 assert band <= 0.5e6 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("delay, expected", [(None, 1 / 3), (0.0, 1.0 + 1.0), (0.5, 2 / 3 + 2 / 3)])
+def test_aircomp_per_cell_noise_by_hand(delay, expected):
+    """AirComp in each of two cells, one device each (η = P g = 3 N0W, power P = 1 W): a cell's aggregate carries
+    noise of variance (N0 + Ī) W / η per parameter, Ī the interference PSD averaged over its airtime T = 10 / W
+    (10 parameters, one symbol each at W symbols/s). Alone: N0W / 3N0W = 1/3. The other cell's device on air the
+    whole time (2 N0W received): (N0W + 2N0W) / 3N0W = 1 in each cell, 2 summed. The other cell half a T later:
+    each cell hears it half its airtime, Ī W = N0W, 2/3 each, 4/3 summed."""
+    env, links = _links("aircomp")
+    airtime_s = 10 / B_HZ
+
+    def send(device, start_s):
+        yield env.timeout(start_s)
+        yield from links.uplink(device).transmit(env, device, 320.0, 3 * NB, 1.0)
+
+    env.process(send(0, 0.0))
+    if delay is not None:
+        env.process(send(1, delay * airtime_s))
+    env.run()
+    arrived = [0] if delay is None else [0, 1]
+    assert links.noise_var(arrived) == pytest.approx(expected, rel=1e-9)
+
+
+def test_aircomp_rounds_over_two_cells_sum_the_cells_noise():
+    """A round of AirComp over two cells on disjoint sub-bands (reuse 2): the outcome's noise variance is the sum of
+    each cell's N0 b / η_c, η_c = min_k P g_k over the cell's devices (Zhu, Wang and Huang's truncated inversion)."""
+    class Keep(Scripted):
+        def complete_round(self, outcome):
+            self.outcome = outcome
+            return {}
+
+    system = SystemConfig(n_devices=4, cells=FAR, cell_radius_m=250.0, placement="per_cell", bandwidth_hz=2 * B_HZ,
+                          frequency_reuse=2, access="aircomp")
+    backend = Keep(_work(4))
+    sim = Simulation(system, BudgetConfig(total_time_s=100.0, rounds=1), backend, seed=5)
+    g = sim.channel.gains(0)
+    p = system.tx_power_w[0]
+    sim.run()
+    assert sorted(backend.outcome.arrived) == [0, 1, 2, 3]
+    expected = sum(N0 * B_HZ / min(p * g[d] for d in range(4) if d % 2 == c) for c in (0, 1))
+    assert backend.outcome.over_the_air_noise_var == pytest.approx(expected, rel=1e-12)

@@ -91,6 +91,21 @@ class Aircomp(AccessScheme):
         self._power_w: dict[int, float] = {}
         self._waiting: set[int] = set()
         self._go: Optional[simpy.Event] = None
+        # Several cells (set_noise_psd): the noise plus interference PSD heard now and its integral over the round's
+        # airtime (W/Hz · s), from which noise_var is set when the transmission ends.
+        self._noise_psd_w_per_hz: Optional[float] = None
+        self._noise_since_s = 0.0
+        self._noise_integral = 0.0
+        self._eta = 0.0
+
+    def set_noise_psd(self, noise_psd_w_per_hz: float) -> None:
+        """Several cells: the noise plus the other cells' interference PSD (W/Hz) heard from now on. The analog
+        symbols' airtime does not change; the aggregate's noise variance is ``(N0 + Ī) b / η`` with ``Ī`` the
+        interference PSD averaged over the airtime (each symbol hears the interference of its instant)."""
+        now = self.env.now
+        if self._noise_psd_w_per_hz is not None:
+            self._noise_integral += self._noise_psd_w_per_hz * (now - self._noise_since_s)
+        self._noise_psd_w_per_hz, self._noise_since_s = float(noise_psd_w_per_hz), now
 
     def begin_round(self, round_index: int, devices, gains, powers, bits) -> None:
         threshold = self.options.gain_threshold_db
@@ -105,6 +120,7 @@ class Aircomp(AccessScheme):
             eta = formulas.aircomp_eta([powers[i] for i in included], [gains[i] for i in included])
             self._power_w = {devices[i]: eta / gains[i] for i in included}
             self.noise_var = formulas.aircomp_noise_var(self.cell.noise_psd_w_per_hz, self.band_hz, eta)
+            self._eta = eta
 
     def transmit(self, env, device: int, bits: float, channel_gain: float, tx_power_w: float, on_air=None, *,
                  checked: bool = False):
@@ -121,6 +137,8 @@ class Aircomp(AccessScheme):
         airtime_s = formulas.aircomp_airtime_s(n_parameters, self.options.subcarriers, self.symbol_rate_hz)
         transfer.start_s = env.now
         transfer.band_hz = float(self.cell.bandwidth_hz)
+        if self._noise_psd_w_per_hz is not None:  # several cells: the noise's average over the airtime starts now
+            self._noise_since_s, self._noise_integral = env.now, 0.0
         if on_air is not None:
             on_air(transfer)
         try:
@@ -133,4 +151,8 @@ class Aircomp(AccessScheme):
         transfer.end_s = env.now
         transfer.airtime_s = transfer.end_s - transfer.start_s
         transfer.sent_bits = bits
+        if self._noise_psd_w_per_hz is not None and transfer.airtime_s > 0:  # several cells: the airtime's mean noise
+            self.set_noise_psd(self._noise_psd_w_per_hz)
+            self.noise_var = formulas.aircomp_noise_var(self._noise_integral / transfer.airtime_s, self.band_hz,
+                                                        self._eta)
         return transfer

@@ -231,6 +231,15 @@ class Ofdma(AccessScheme):
         if total > float(system.bandwidth_hz) * (1 + 1e-12):
             fail("resource_blocks", options.resource_blocks,
                  f"N · rb_bandwidth_hz (= {total!r} Hz) at most [system] bandwidth_hz = {system.bandwidth_hz!r} Hz")
+        if system.n_cells > 1:  # several cells: every cell's band (its sub-band under frequency_reuse) holds them
+            from ..cells import cell_bands_hz
+
+            widths = cell_bands_hz(system)[:, 1].tolist()
+            c = widths.index(min(widths))
+            if total > float(widths[c]) * (1 + 1e-12):
+                fail("resource_blocks", options.resource_blocks,
+                     f"N · rb_bandwidth_hz (= {total!r} Hz) at most every cell's band (cell {c}: {widths[c]!r} Hz, "
+                     f"frequency_reuse = {system.frequency_reuse})")
         k = per_round if per_round is not None else None
         if k is not None and k > options.resource_blocks:
             fail("resource_blocks", options.resource_blocks,
