@@ -154,8 +154,9 @@ def _samples(rule):
         outside += [1] + ([""] if rule.nonempty else [])
     elif isinstance(rule, Items):
         item_in, item_out = _samples(rule.item)
-        inside += [[v] * rule.length for v in item_in if v is not None]
-        outside += [item_in[:1] * (rule.length + 1), [item_out[1]] + item_in[:1] * (rule.length - 1)]
+        n = rule.length or 2  # a list of any length: two items
+        inside += [[v] * n for v in item_in if v is not None]
+        outside += [[item_out[1]] + item_in[:1] * (n - 1)] + ([] if rule.length is None else [item_in[:1] * (n + 1)])
     elif isinstance(rule, Spread):
         item_in, item_out = _samples(rule.item)
         numbers = [v for v in item_in if v not in ("auto", None)]
