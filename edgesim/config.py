@@ -418,7 +418,9 @@ class Items(Allowed):
             self.item.check(f"{name}[{i}]", v, cfg)
 
     def _text(self):
-        return f"a list{'' if self.length is None else f' of {self.length} values'}, each {self.item.text()}"
+        item = self.item.text()
+        return (f"a list{'' if self.length is None else f' of {self.length} values'}, each "
+                + ("in " if item[:1] in "[(" else "") + item)
 
 
 DISTRIBUTIONS = ("uniform",)
