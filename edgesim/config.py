@@ -404,20 +404,23 @@ class Text(Allowed):
 
 @dataclass(frozen=True)
 class Items(Allowed):
-    """A list of ``length`` values, each one that ``item`` accepts (``[H, W]``: two integers >= 1)."""
+    """A list of ``length`` values (``None``: any number), each one that ``item`` accepts (``[H, W]``: two integers
+    >= 1); a bad item is refused naming it (``accuracy_thresholds[2]``)."""
 
     item: Allowed = None
-    length: int = 2
+    length: Optional[int] = 2
 
     def _check(self, name, value, cfg):
 
-        if not isinstance(value, (list, tuple)) or len(value) != self.length:
-            fail(name, value, f"a list of {self.length} values, each {self.item.text()}")
+        if not isinstance(value, (list, tuple)) or (self.length is not None and len(value) != self.length):
+            fail(name, value, self._text())
         for i, v in enumerate(value):
             self.item.check(f"{name}[{i}]", v, cfg)
 
     def _text(self):
-        return f"a list of {self.length} values, each {self.item.text()}"
+        item = self.item.text()
+        return (f"a list{'' if self.length is None else f' of {self.length} values'}, each "
+                + ("in " if item[:1] in "[(" else "") + item)
 
 
 DISTRIBUTIONS = ("uniform",)

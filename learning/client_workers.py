@@ -181,18 +181,19 @@ class LocalPool:
 class RayPool:
     """``n`` Ray actors (``address``: a cluster's; ``None``: a Ray started on this machine with ``n × threads``
     CPUs, stopped by :meth:`close`), each with ``num_cpus = threads`` and an equal share of the GPUs, if any.
-    ``ray``: the imported ``ray`` module and ``before_join`` what to call before joining ``address``, both handed
-    down by the application (:mod:`edgesim.scenarios`), which owns Ray's import and its cluster settings."""
+    ``ray``: the imported ``ray`` module and ``join(address)`` how to join a cluster (its auth token, the one line
+    of a head it cannot reach), both handed down by the application (:mod:`edgesim.scenarios`), which owns Ray's
+    import and its cluster settings."""
 
     def __init__(self, n: int, loaded: Mapping[tuple, Any], executor, threads: int, ray,
-                 address: Optional[str] = None, before_join: Optional[Any] = None) -> None:
+                 address: Optional[str] = None, join: Optional[Any] = None) -> None:
         import logging
 
         self.ray, self.owns = ray, not ray.is_initialized()
         if self.owns:
-            if address:
-                if before_join is not None:  # the application's set-up for joining a cluster (its auth token)
-                    before_join()
+            if address and join is not None:
+                join(address)
+            elif address:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
             else:
                 ray.init(address="local", num_cpus=n * threads, include_dashboard=False, log_to_driver=False,
@@ -225,12 +226,12 @@ class WorkerExecutor:
     """
 
     def __init__(self, executor, n: int, ctx, threads: int = 1, pool: str = LOCAL_POOL,
-                 address: Optional[str] = None, ray=None, before_join=None) -> None:
+                 address: Optional[str] = None, ray=None, join=None) -> None:
         if getattr(executor, "name", None) != "sequential":
             raise ValueError(f"client workers train with the sequential executor (got {executor.name!r}): the "
                              f"vectorised one batches clients, so a worker's share would round differently")
         self.executor, self.n, self.threads, self.kind, self.address = executor, n, threads, pool, address
-        self.ray, self.before_join = ray, before_join
+        self.ray, self.join = ray, join
         self.name = executor.name
         self.loaded = {**context_tensors(ctx), MODEL_KEY: ctx.model}
         self.names = {id(v): k for k, v in self.loaded.items()}
@@ -244,7 +245,7 @@ class WorkerExecutor:
         if self._pool is None:
             make = LocalPool if self.kind == LOCAL_POOL else RayPool
             extra = {} if self.kind == LOCAL_POOL else {"ray": self.ray, "address": self.address,
-                                                        "before_join": self.before_join}
+                                                        "join": self.join}
             self._pool = make(self.n, self.loaded, self.executor, self.threads, **extra)
         return self._pool
 

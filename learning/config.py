@@ -25,7 +25,6 @@ from edgesim.config import (
     check_choice,
     check_int,
     check_keys,
-    check_number,
     fail,
 )
 from edgesim.config import key as scenario_key
@@ -296,7 +295,8 @@ class RunConfig:
                                        "this; the round in progress ends as it would", unit="s",
                                        allowed=Finite(minimum=0, strict=True, optional=True))
     accuracy_thresholds: list = scenario_key(doc="accuracies whose time to reach the run summary and the report give",
-                                    allowed=Described(words="a list, each in (0, 1]"),
+                                    allowed=Items(item=Finite(minimum=0, strict=True, maximum=1,
+                                                              noun="an accuracy"), length=None),
                                     default_factory=lambda: [0.5, 0.6, 0.7, 0.8, 0.9])
     plateau_tol: Number = scenario_key(0.01, "final-accuracy rule: mean accuracy changes by less than this between rounds",
                               allowed=Finite(minimum=0))
@@ -322,7 +322,7 @@ class RunConfig:
     eval_every: Optional[int] = scenario_key(
         None, "evaluate every this many rounds and the last; the other rounds' accuracy cells are empty "
         "(docs/use/metrics.md); unset: every round", unit="rounds",
-        allowed=Described(words="1..the run's rounds, or unset"))  # checked by check_evaluation
+        allowed=Integer(1, optional=True, also="at most the run's rounds"))
     eval_devices: Union[str, int, float, None] = scenario_key(
         None, "the devices evaluated: all, a count or a fraction of n_devices, a fixed sample drawn once from the "
         "seed (docs/use/metrics.md); unset: all", allowed=Described(words='"all", 1..n_devices or (0, 1], or unset'))
@@ -343,12 +343,6 @@ class RunConfig:
             fail("algorithms", self.algorithms, "a non-empty list of algorithm names")
         if len(set(self.algorithms)) != len(self.algorithms):
             fail("algorithms", self.algorithms, "each algorithm at most once")
-        if not isinstance(self.accuracy_thresholds, list):
-            fail("accuracy_thresholds", self.accuracy_thresholds, "a list of accuracies in (0, 1]")
-        for i, a in enumerate(self.accuracy_thresholds):
-            check_number(f"accuracy_thresholds[{i}]", a, minimum=0, strict=True)
-            if a > 1:
-                fail(f"accuracy_thresholds[{i}]", a, "an accuracy in (0, 1]")
         if not isinstance(self.plugins, list) or not all(isinstance(m, str) and m for m in self.plugins):
             fail("plugins", self.plugins, 'a list of module names, such as ["my_algorithm"]')
         check_warm_start(self.warm_start, self.rounds, self.backend)
@@ -356,11 +350,10 @@ class RunConfig:
 
 
 def check_evaluation(run: "RunConfig") -> None:
-    """``eval_every`` (an integer >= 1), ``eval_devices`` ("all", a count >= 1 or a fraction in (0, 1]),
-    ``label_quality`` (true, false or an integer >= 1) and ``client_workers`` (an integer >= 1); all four left out of
-    a physics-only run, which has no model to evaluate or train (docs/use/metrics.md, docs/extend/executors.md)."""
-    if run.eval_every is not None:
-        check_int("eval_every", run.eval_every, 1)
+    """``eval_devices`` ("all", a count >= 1 or a fraction in (0, 1]), ``label_quality`` (true, false or an
+    integer >= 1) and ``client_workers`` (an integer >= 1); with ``eval_every`` (its rule: an integer >= 1) all four
+    left out of a physics-only run, which has no model to evaluate or train (docs/use/metrics.md,
+    docs/extend/executors.md)."""
     d = run.eval_devices
     if d is not None and d != "all" and not (isinstance(d, int) and not isinstance(d, bool) and d >= 1) and not (
             isinstance(d, float) and 0 < d <= 1):

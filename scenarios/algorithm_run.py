@@ -379,9 +379,10 @@ def make_backends(sc: Scenario, client_pool: str = LOCAL_POOL, ray_address: Opti
 
         ray = {}
         if client_pool == RAY_POOL:  # the application owns Ray's import and how a cluster is joined
-            from edgesim.scenarios.ray_cluster import import_ray, ray_auth_env
+            from edgesim.scenarios.ray_cluster import import_ray, join_cluster
 
-            ray = {"ray": import_ray(), "before_join": ray_auth_env}
+            module = import_ray()
+            ray = {"ray": module, "join": lambda address: join_cluster(module, address)}
         try:
             ctx.executor = WorkerExecutor(ctx.executor, workers, ctx, threads=torch.get_num_threads(),
                                           pool=client_pool, address=ray_address, **ray)

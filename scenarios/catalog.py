@@ -46,8 +46,9 @@ def _type_name(t) -> str:
 
 def dataclass_options(cls, names=None, table: str | None = None) -> tuple[Option, ...]:
     """The fields of a config dataclass (those in ``names``, in that order, if given) as options; each one's meaning
-    is the scenario reference's line for ``table.name`` (a ``[data]`` key), else the sentence of ``cls``'s docstring
-    that names it."""
+    is its field's own (:func:`edgesim.config.key`: a scheme's or a plugin's option), else the scenario reference's
+    line for ``table.name`` (a ``[data]`` key), else the sentence of ``cls``'s docstring that names it."""
+    from edgesim.config import key_doc
     from edgesim.scenarios.reference import field_meaning, key_meaning
 
     fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -55,7 +56,9 @@ def dataclass_options(cls, names=None, table: str | None = None) -> tuple[Option
     for name in (names if names is not None else fields):
         f = fields[name]
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        meaning = (key_meaning(f"{table}.{name}") if table else "") or field_meaning(cls, name)
+        own = key_doc(f)
+        meaning = ((own.doc if own is not None else "") or (key_meaning(f"{table}.{name}") if table else "")
+                   or field_meaning(cls, name))
         out.append(Option(name, _type_name(f.type), None if default is dataclasses.MISSING else default, meaning))
     return tuple(out)
 

@@ -12,6 +12,7 @@ instead: a run every 10 % of its rounds or every 30 s, a sweep after each run.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Optional, Sequence
@@ -28,6 +29,29 @@ def clock(seconds: float) -> str:
 def remaining_s(elapsed_s: float, done: int, total: int) -> Optional[float]:
     """Host seconds left at the rate so far: ``elapsed · (total − done) / done`` (``None`` before any is done)."""
     return elapsed_s * (total - done) / done if done > 0 else None
+
+
+class LastAccuracy:
+    """The accuracy a progress line shows for each algorithm: this round's when it was evaluated, else the last
+    evaluated round's, marked with that round (``[run] eval_every`` > 1 leaves the other rounds' accuracy empty),
+    ``"-"`` before any (docs/use/metrics.md)."""
+
+    def __init__(self):
+        self._last: dict[str, tuple[int, float]] = {}
+
+    def cell(self, algorithm: str, record) -> str:
+        """``"acc 0.612"`` (evaluated now), ``"acc 0.612 (round 10)"`` (last evaluated at round 10), ``"acc -"``."""
+        try:
+            acc = float(record.metrics.get("accuracy"))
+        except (TypeError, ValueError):  # absent (None) or not a number: not evaluated
+            acc = math.nan
+        if math.isfinite(acc):
+            self._last[algorithm] = (record.round_index + 1, acc)
+            return f"acc {acc:.3f}"
+        if algorithm not in self._last:
+            return "acc -"
+        round_no, last = self._last[algorithm]
+        return f"acc {last:.3f} (round {round_no})"
 
 
 def _is_tty(stream) -> bool:
@@ -66,6 +90,7 @@ class RunProgress:
         self._next_tenth = 1
         self._rich = None
         self._tasks: dict[str, int] = {}
+        self._acc = LastAccuracy()
 
     def __enter__(self) -> "RunProgress":
         self.t0 = self._last_line_s = time.monotonic()
@@ -82,10 +107,9 @@ class RunProgress:
         self.done += 1
         if not self.enabled:
             return
-        acc = record.metrics.get("accuracy", float("nan"))
+        acc = self._acc.cell(algorithm, record)
         if self._rich is not None:
-            self._rich.update(self._tasks[algorithm], advance=1, sim=f"sim {record.end_time_s:8.1f} s",
-                              acc=f"acc {acc:.3f}")
+            self._rich.update(self._tasks[algorithm], advance=1, sim=f"sim {record.end_time_s:8.1f} s", acc=acc)
             self._rich.update(self._tasks[""], advance=1)
             return
         now = time.monotonic()
@@ -96,7 +120,7 @@ class RunProgress:
             left = remaining_s(now - self.t0, self.done, self.total)
             self.stream.write(
                 f"{self.done}/{self.total} rounds  {algorithm} round {record.round_index + 1}  "
-                f"sim {record.end_time_s:.1f} s  acc {acc:.3f}  elapsed {clock(now - self.t0)}"
+                f"sim {record.end_time_s:.1f} s  {acc}  elapsed {clock(now - self.t0)}"
                 + (f"  left ~{clock(left)}" if left is not None and self.done < self.total else "") + "\n"
             )
             self.stream.flush()
@@ -120,6 +144,7 @@ class NotebookProgress:
         self.stream = stream if stream is not None else sys.stdout
         self.rounds, self.n = max(int(rounds), 1), len(algorithms)
         self.done, self.current, self.t0, self._width = 0, None, time.monotonic(), 0
+        self._acc = LastAccuracy()
 
     def update(self, algorithm: str, record) -> None:
         self.done += 1
@@ -131,9 +156,9 @@ class NotebookProgress:
         filled = self.WIDTH * r // self.rounds
         elapsed = time.monotonic() - self.t0
         left = remaining_s(elapsed, self.done, self.rounds * self.n)
-        acc = record.metrics.get("accuracy", float("nan"))
+        acc = self._acc.cell(algorithm, record)
         line = (f"{algorithm:<12} [{'#' * filled}{'-' * (self.WIDTH - filled)}] {r:>4}/{self.rounds} rounds  "
-                f"sim {record.end_time_s:.1f} s  acc {acc:.3f}  {clock(elapsed)}"
+                f"sim {record.end_time_s:.1f} s  {acc}  {clock(elapsed)}"
                 + (f", ~{clock(left)} left" if left and self.done < self.rounds * self.n else ""))
         self.stream.write("\r" + line.ljust(self._width))  # blanks cover the rest of a longer line before it
         self._width = len(line)

@@ -17,6 +17,22 @@ def ray_auth_env() -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
 
 
+def join_cluster(ray, address: str) -> None:
+    """Join the Ray cluster at ``address`` (``ray start --head`` prints it), with the local auth token
+    (:func:`ray_auth_env`). A head that cannot be reached is one line naming the address: Ray raises a
+    ``ConnectionError``, an ``OSError``, which the run's and the sweep's disk-full handling would otherwise word
+    as a file they cannot write."""
+    import logging
+
+    ray_auth_env()
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+    except ConnectionError as e:
+        why = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise ConfigError(f"⟨ray-address=⟩{address}: cannot reach a Ray cluster there ({why}); expected the address "
+                          f"of a running head (`ray start --head` prints it) that this machine can reach") from None
+
+
 def import_ray():
     try:
         import ray

@@ -20,11 +20,13 @@ from typing import Any
 from edgesim.config import field_meaning  # noqa: F401 - edgesim list's meanings (defined in the core: schema uses it)
 
 CODEC = "codec"  # scenario_tables()' mark of a compression direction: Codec's keys and the registered codecs' options
+ACCESS = "access"  # scenario_tables()' mark of [access]: the registered access schemes' options
 
 
 def scenario_tables() -> dict[str, type | str]:
     """Every table of a scenario (``""``: the top level; ``compression.uplink`` is ``[compression.uplink]``) and its
-    config dataclass (:data:`CODEC` for a compression direction, whose keys come from the codec registry)."""
+    config dataclass (:data:`CODEC` for a compression direction, whose keys come from the codec registry;
+    :data:`ACCESS` for ``[access]``, the options of the registered access schemes)."""
     from edgesim.asynchrony import AsyncConfig
     from edgesim.availability import AvailabilityConfig
     from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
@@ -33,7 +35,7 @@ def scenario_tables() -> dict[str, type | str]:
     from edgesim.resources import ResourcesConfig
     from edgesim.scenarios.schema import TopLevel
 
-    return {"": TopLevel, "system": SystemConfig, "budget": BudgetConfig, "workload": WorkloadConfig,
+    return {"": TopLevel, "system": SystemConfig, "access": ACCESS, "budget": BudgetConfig, "workload": WorkloadConfig,
             "data": DataConfig, "train": TrainConfig, "run": RunConfig, "parametric": ParametricConfig,
             "async": AsyncConfig, "availability": AvailabilityConfig, "compression.uplink": CODEC,
             "compression.downlink": CODEC, "resources": ResourcesConfig}
@@ -43,12 +45,27 @@ def table_fields(table: str) -> dict[str, dataclasses.Field]:
     """``{key: field}`` of a table (:func:`scenario_tables`), in the order the reference lists them: a dataclass's
     fields; a compression direction's ``method``, every registered codec's options, then ``error_feedback``."""
     cls = scenario_tables()[table]
+    if cls == ACCESS:
+        return {name: f for name, (f, _) in access_options().items()}
     if cls != CODEC:
         return {f.name: f for f in dataclasses.fields(cls) if not f.name.startswith("_")}
     from edgesim.compression import Codec, option_fields
 
     own = {f.name: f for f in dataclasses.fields(Codec)}
     return {"method": own["method"], **option_fields(), "error_feedback": own["error_feedback"]}
+
+
+def access_options() -> dict[str, tuple[dataclasses.Field, tuple[str, ...]]]:
+    """``[access]``'s keys: every registered access scheme's option (the first scheme that declares a name gives its
+    field) and the schemes that read it, ``{option: (field, schemes)}`` (:mod:`edgesim.access`)."""
+    from edgesim.access import SCHEMES
+
+    out: dict[str, tuple[dataclasses.Field, tuple[str, ...]]] = {}
+    for scheme, cls in SCHEMES.items():
+        for f in dataclasses.fields(cls.Options):
+            field, readers = out.get(f.name, (f, ()))
+            out[f.name] = (field, (*readers, scheme))
+    return out
 
 
 def _dotted(table: str, name: str) -> str:
@@ -71,6 +88,8 @@ def described_docs() -> dict[str, tuple[str, str, str]]:
             allowed = doc.allowed.text()
             if cls == CODEC and name not in ("method", "error_feedback"):
                 allowed += f" with method {' or '.join(readers(name))}; else unset"
+            if cls == ACCESS:
+                allowed += f" with access {' or '.join(access_options()[name][1])}; else unset"
             out[_dotted(table, name)] = (doc.doc, doc.unit, allowed)
     return out
 
@@ -101,13 +120,18 @@ def _default(f: dataclasses.Field) -> Any:
 
 def scenario_keys() -> dict[str, tuple[str, Any]]:
     """Every scenario key (``table.key``; top-level ones bare) with its type name and default."""
+    from edgesim.access import SCHEMES
     from edgesim.compression import CODECS, Codec
 
     keys: dict[str, tuple[str, Any]] = {}
     for table, cls in scenario_tables().items():
         for name, f in table_fields(table).items():
-            owner = cls if cls != CODEC else next(  # method, error_feedback: the direction's own (Codec)
-                (c for c in CODECS.values() if name in {g.name for g in dataclasses.fields(c)}), Codec)
+            if cls == ACCESS:
+                owner = SCHEMES[access_options()[name][1][0]].Options
+            elif cls == CODEC:  # method, error_feedback: the direction's own (Codec)
+                owner = next((c for c in CODECS.values() if name in {g.name for g in dataclasses.fields(c)}), Codec)
+            else:
+                owner = cls
             hint = typing.get_type_hints(owner).get(name, f.type)
             default = "(the file's name)" if (table, name) == ("", "name") else _default(f)
             keys[_dotted(table, name)] = (_type_name(hint), default)

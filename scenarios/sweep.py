@@ -43,7 +43,7 @@ from edgesim.results.files import SWEEP_SPEC as SWEEP_JSON
 from edgesim.results.files import SWEEP_TABLE as SWEEP_CSV
 from edgesim.results.writing import RunFolder, atomic_write_bytes, csv_text
 from edgesim.scenarios.progress import SweepProgress
-from edgesim.scenarios.ray_cluster import import_ray, ray_auth_env
+from edgesim.scenarios.ray_cluster import import_ray, join_cluster
 from edgesim.scenarios.schema import DEFAULT_SCENARIO, load_scenario, parse_override
 from edgesim.scenarios.threads import resolve_threads, set_threads, usable_cores
 from edgesim.scenarios.threads import threads as threads_for
@@ -336,8 +336,7 @@ def run_ray(
 
     ray = import_ray()
     if address:
-        ray_auth_env()
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        join_cluster(ray, address)
     else:
         jobs = jobs or max(1, usable_cores() // threads)
         ray.init(address="local", num_cpus=jobs * threads, include_dashboard=False, log_to_driver=False,

@@ -38,6 +38,7 @@ def test_the_documented_scheme_installs_lists_and_runs(example, tmp_path):
     assert listed.returncode == 0, listed.stderr
     assert re.search(r"^dedicated\s+Dedicated channels: each device alone", listed.stdout, re.M)
     assert re.search(r"^\s+channel_hz\b", listed.stdout, re.M)
+    assert re.search(r"^\s+channel_hz\b.*each device's own channel$", listed.stdout, re.M)  # its key(...) meaning
     done = edgesim("run", str(scenario), "--out", str(work / "run"), "-q", cwd=work, pythonpath=str(target))
     assert done.returncode == 0, done.stderr
     _check_airtimes(work / "run" / "devices.csv", 100e3)

@@ -106,13 +106,14 @@ def test_list_scenarios_gives_each_shipped_one_its_description_scale_and_host_ti
 
 # --- ranges from one source: the rule that checks a key writes its range (edgesim.config.key) -------------------
 
-DESCRIBED_TABLES = ("", "system", "budget", "workload", "data", "train", "run", "parametric", "async", "availability",
+DESCRIBED_TABLES = ("", "system", "access", "budget", "workload", "data", "train", "run", "parametric", "async", "availability",
                     "compression.uplink", "compression.downlink", "resources")  # every table ("": the top level)
 # The other keys a key's documented range depends on (its rule's `also`), set so that the range itself is sampled.
 CONTEXT = {("data", "data_dir"): {"dataset": "mnist"}, ("data", "file"): {"dataset": "npz"},
            ("data", "image_size"): {"dataset": "image_folder"}, ("data", "test_fraction"): {"dataset": "image_folder"},
            ("data", "server_validation"): {"partition": "labels_at_server"},
-           ("data", "validation_size"): {"train_pool_size": 100}, ("parametric", "a0"): {"a_max": 1.0}}
+           ("data", "validation_size"): {"train_pool_size": 100}, ("parametric", "a0"): {"a_max": 1.0},
+           ("access", "coherence_rbs"): {"resource_blocks": 100_000}}
 
 
 def _samples(rule):
@@ -154,8 +155,9 @@ def _samples(rule):
         outside += [1] + ([""] if rule.nonempty else [])
     elif isinstance(rule, Items):
         item_in, item_out = _samples(rule.item)
-        inside += [[v] * rule.length for v in item_in if v is not None]
-        outside += [item_in[:1] * (rule.length + 1), [item_out[1]] + item_in[:1] * (rule.length - 1)]
+        n = rule.length or 2  # a list of any length: two items
+        inside += [[v] * n for v in item_in if v is not None]
+        outside += [[item_out[1]] + item_in[:1] * (n - 1)] + ([] if rule.length is None else [item_in[:1] * (n + 1)])
     elif isinstance(rule, Spread):
         item_in, item_out = _samples(rule.item)
         numbers = [v for v in item_in if v not in ("auto", None)]
@@ -171,12 +173,16 @@ def _samples(rule):
 
 def _build(table: str, name: str, value, context: dict):
     """The table ``table`` built with ``name = value`` (a compression direction: a :class:`Codec` of a method that
-    reads the option, its other options at a value their rules allow)."""
+    reads the option, its other options at a value their rules allow; ``[access]``: the options of a scheme that
+    reads it)."""
+    from edgesim.access import SCHEMES
     from edgesim.compression import CODECS, Codec, lossy_methods, readers
     from edgesim.config import key_doc
-    from edgesim.scenarios.reference import CODEC, scenario_tables
+    from edgesim.scenarios.reference import ACCESS, CODEC, access_options, scenario_tables
 
     cls = scenario_tables()[table]
+    if cls == ACCESS:
+        return SCHEMES[access_options()[name][1][0]].Options(**context, **{name: value})
     if cls != CODEC:
         return cls(**context, **{name: value})
 
@@ -191,8 +197,8 @@ def _build(table: str, name: str, value, context: dict):
 
 
 def test_every_key_of_every_table_documents_the_range_its_check_enforces():
-    """Every table — the top level, [system] … [resources], each compression direction and the registered codecs'
-    options: every key is described in its field's metadata (no hand entry), the reference prints that rule's text,
+    """Every table — the top level, [system] … [resources], the registered access schemes' [access] options, each
+    compression direction and the registered codecs' options: every key is described in its field's metadata (no hand entry), the reference prints that rule's text,
     and the class accepts every value the text allows, each bound included, and refuses every value just outside it
     in one line naming the key, the value and what was expected (a value another key's rule spans is refused naming
     that key instead)."""

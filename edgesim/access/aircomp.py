@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import simpy
 
-from ..config import check_int, check_number, fail
+from ..config import Finite, Integer, check_keys, fail, key
 from ..links import Transfer
 from . import formulas
 from .registry import AccessScheme, Cell, register_access
@@ -31,6 +31,9 @@ class Excluded(simpy.Interrupt):
         return str(self.cause)
 
 
+MAX_SUBCARRIERS = 1_000_000_000  # far beyond any band's sub-channels: a larger count is a typo
+
+
 @dataclass(frozen=True)
 class AircompOptions:
     """AirComp's options, one sentence each.
@@ -40,16 +43,19 @@ class AircompOptions:
     that round (unset: none is excluded). ``bits_per_parameter``: how the upload's bits count parameters (32: float32).
     """
 
-    subcarriers: int = 1
-    symbol_rate_hz: Optional[float] = None
-    gain_threshold_db: Optional[float] = None
-    bits_per_parameter: int = 32
+    subcarriers: int = key(1, "AirComp's S orthogonal sub-channels of B/S Hz each", unit="sub-channels",
+                           allowed=Integer(1, MAX_SUBCARRIERS))
+    symbol_rate_hz: Optional[float] = key(None, "AirComp's symbols per second on each sub-channel; unset: its "
+                                          "bandwidth B/S", unit="symbols/s",
+                                          allowed=Finite(minimum=0, strict=True, optional=True))
+    gain_threshold_db: Optional[float] = key(
+        None, "AirComp: a device whose gain is below it does not transmit that round; unset: none is excluded",
+        unit="dB", allowed=Finite(optional=True, also="at most the best device's gain"))
+    bits_per_parameter: int = key(32, "AirComp: how the upload's bits count parameters (32: float32)",
+                                  unit="bit/parameter", allowed=Integer(1))
 
     def __post_init__(self):
-        check_int("subcarriers", self.subcarriers, 1)
-        check_number("symbol_rate_hz", self.symbol_rate_hz, minimum=0, strict=True, allow_none=True)
-        check_number("gain_threshold_db", self.gain_threshold_db, allow_none=True)
-        check_int("bits_per_parameter", self.bits_per_parameter, 1)
+        check_keys(self)
 
 
 @register_access("aircomp")
@@ -66,8 +72,6 @@ class Aircomp(AccessScheme):
 
     @classmethod
     def check(cls, options: AircompOptions, system: Any, per_round: Optional[int], round_mode: str) -> None:
-        if options.subcarriers > 1e9:
-            fail("subcarriers", options.subcarriers, "at most 1e9")
         threshold = options.gain_threshold_db
         if threshold is not None and system.channel_gain_db is not None and system.channel_gain_db < threshold:
             fail("gain_threshold_db", threshold, f"at most [system] channel_gain_db = {system.channel_gain_db!r} "

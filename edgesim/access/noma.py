@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..config import check_int, fail
+from ..config import Choice, Integer, check_keys, fail, key
 from ..links import FdmaUplink
 from ..radio import shannon_rate_bps
 from .registry import AccessScheme, Cell, register_access
@@ -31,13 +31,14 @@ class NomaOptions:
     "strong_weak" (the strongest with the weakest) or "adjacent" (consecutive gains together).
     """
 
-    cluster_size: int = 2
-    pairing: str = "strong_weak"
+    cluster_size: int = key(2, "NOMA: the devices that share a sub-band (1 is FDMA)", unit="devices",
+                            allowed=Integer(1, also="at most the devices of a round"))
+    pairing: str = key("strong_weak", "NOMA: how clusters form by gain: the strongest with the weakest, or "
+                       "consecutive gains together", allowed=Choice(choices=PAIRINGS,
+                                                                   expected=" or ".join(map(repr, PAIRINGS))))
 
     def __post_init__(self):
-        check_int("cluster_size", self.cluster_size, 1)
-        if self.pairing not in PAIRINGS:
-            fail("pairing", self.pairing, " or ".join(map(repr, PAIRINGS)))
+        check_keys(self)
 
 
 def clusters_of(gains, cluster_size: int, pairing: str = "strong_weak") -> np.ndarray:

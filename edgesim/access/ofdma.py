@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..config import ConfigError, check_int, check_number, fail
+from ..config import Choice, ConfigError, Finite, Flag, Integer, check_keys, fail, key
 from ..links import Air, Transfer, on_air_at, on_air_retimed, set_air
 from ..registries import claim
 from ..resources.policies import POLICIES
@@ -36,24 +36,21 @@ class OfdmaOptions:
     "equal" or "water_filling".
     """
 
-    resource_blocks: int = 25
-    rb_bandwidth_hz: float = 180e3
-    rb_fading: bool = True
-    coherence_rbs: int = 1
-    power_split: str = "equal"
+    resource_blocks: int = key(25, "OFDMA's number N of resource blocks", unit="blocks", allowed=Integer(
+        1, 100_000, also="N · rb_bandwidth_hz at most the band; at least the devices of a round"))
+    rb_bandwidth_hz: float = key(180e3, "OFDMA: one block's band b", unit="Hz",
+                                 allowed=Finite(minimum=0, strict=True))
+    rb_fading: bool = key(True, "OFDMA: independent Rayleigh fading per block and round (false: the device's gain "
+                          "on every block)", allowed=Flag())
+    coherence_rbs: int = key(1, "OFDMA: how many consecutive blocks fade together", unit="blocks",
+                             allowed=Integer(1, also="at most resource_blocks"))
+    power_split: str = key("equal", "OFDMA: a device's power over its blocks",
+                           allowed=Choice(choices=POWER_SPLITS, expected=" or ".join(map(repr, POWER_SPLITS))))
 
     def __post_init__(self):
-        check_int("resource_blocks", self.resource_blocks, 1)
-        if self.resource_blocks > 100_000:
-            fail("resource_blocks", self.resource_blocks, "an integer in [1, 100000]")
-        check_number("rb_bandwidth_hz", self.rb_bandwidth_hz, minimum=0, strict=True)
-        if not isinstance(self.rb_fading, bool):
-            fail("rb_fading", self.rb_fading, "true or false")
-        check_int("coherence_rbs", self.coherence_rbs, 1)
+        check_keys(self)
         if self.coherence_rbs > self.resource_blocks:
             fail("coherence_rbs", self.coherence_rbs, f"an integer in [1, resource_blocks = {self.resource_blocks}]")
-        if self.power_split not in POWER_SPLITS:
-            fail("power_split", self.power_split, " or ".join(map(repr, POWER_SPLITS)))
 
 
 @dataclass(frozen=True)
