@@ -73,6 +73,7 @@ class _Recording:
     def run(self, model, task, starts, data, generators):
         result = self.inner.run(model, task, starts, data, generators)
         self.steps.append(list(result.n_steps))
+        self.last = result
         return result
 
 
@@ -108,3 +109,19 @@ def test_equal_iterations_per_device_are_the_scalar_run(tiny_scenario):
     *_, alg_one, sim_one = _fedavg(tiny_scenario, 2)
     assert [r.metrics for r in sim_list.run(2)] == [r.metrics for r in sim_one.run(2)]
     assert all(torch.equal(alg_list.global_state[k], alg_one.global_state[k]) for k in alg_one.global_state)
+
+
+def test_an_upload_the_clock_cut_is_not_learned_from(tiny_scenario):
+    """Devices 2 and 5 (3 epochs each, the longest work) miss the deadline: the new global model is the samples-
+    weighted average of the four arrived devices' trained models alone, whatever the cut devices trained."""
+    from edgesim.backend import RoundOutcome
+    from edgesim.learning.aggregation import weighted_average
+
+    sc, ctx, alg, sim = _fedavg(tiny_scenario, ITERATIONS)
+    alg.plan_round(sim.system_view())
+    arrived = (0, 1, 3, 4)
+    alg.complete_round(RoundOutcome(0, 0.0, 1.0, arrived=arrived, dropped=(2, 5), compute_end_s={},
+                                    upload_end_s={}))
+    trained = dict(zip(alg.selected, ctx.executor.last.params))
+    want = weighted_average([(trained[d], float(alg.sizes[d]["main"])) for d in arrived])
+    assert all(torch.equal(alg.global_state[k], want[k]) for k in alg.global_state)

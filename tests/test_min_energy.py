@@ -194,3 +194,27 @@ def test_min_energy_needs_the_joint_split():
         check_config(ResourcesConfig(bandwidth="min_energy"), SystemConfig(n_devices=4, access="fdma"))
     with pytest.raises(ValueError, match="applies to \\[system\\] access = 'fdma'"):
         check_config(ResourcesConfig(bandwidth="equal_static"), SystemConfig(n_devices=4, access="tdma"))
+
+
+def test_equal_static_is_b_over_k_by_hand():
+    """EB-FDMA: three uploaders with one fixed gain g = 1e-10 at 23 dBm on a 1.2 MHz band hold B/K = 0.4 MHz each for
+    the round: each 1 Mbit upload takes s / (b log2(1 + g p / (N0 b))) on its band, and devices.csv says 0.4 MHz; under
+    processor sharing the round ends sooner (a property: the static split never hands a finished device's band on)."""
+    from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
+    from edgesim.curve import ParametricBackend
+    from edgesim.engine import Simulation
+    from edgesim.resources import ResourcesConfig
+
+    system = SystemConfig(n_devices=3, bandwidth_hz=1.2e6, channel_gain_db=-100.0, cpu_freq_hz=[1e9, 2e9, 4e9],
+                          access="fdma")
+    work = WorkloadConfig(local_iterations=1, cycles_per_sample=1e6, samples_per_device=100, model_bits=1e6)
+    rec = Simulation(system, BudgetConfig(total_time_s=10.0, rounds=1), ParametricBackend(3, 3, work, seed=0), seed=0,
+                     resources=ResourcesConfig(bandwidth="equal_static")).run_round()
+    b, p = 0.4e6, 10 ** (23 / 10) / 1e3
+    for row in rec.devices:
+        assert row.bandwidth_hz == pytest.approx(b, rel=1e-12)
+        assert row.upload_airtime_s == pytest.approx(1e6 / (b * math.log2(1 + 1e-10 * p / (N0 * b))), rel=1e-9)
+    # processor sharing (equal) hands a finished device's band on: the last device ready (the slowest CPU) ends sooner
+    shared = Simulation(system, BudgetConfig(total_time_s=10.0, rounds=1), ParametricBackend(3, 3, work, seed=0),
+                        seed=0).run_round()
+    assert shared.duration_s < rec.duration_s and shared.devices[0].bandwidth_hz > b
