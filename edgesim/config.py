@@ -631,7 +631,7 @@ class SystemConfig:
                            'average gain: path loss and shadowing), "max_power" (largest average received downlink '
                            'power) or a plugin\'s rule',
                            allowed=Choice(choices=association_names, checker=check_association_name,
-                                          registered="a plugin's rule ([run] plugins)"))
+                                          registered="a plugin's rule (`edgesim list association`)"))
     frequency_reuse: int = key(1, "the band split into this many equal sub-bands, cell c on sub-band c mod n; 1: "
                                "every cell on the whole band",
                                allowed=Described(words="integer in [1, the number of cells]"))

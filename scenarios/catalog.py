@@ -1,4 +1,5 @@
-"""``edgesim list``: what a scenario can name — algorithms, models, data sets, partitions — with their options.
+"""``edgesim list``: what a scenario can name — algorithms, models, data sets, partitions, resource policies, access
+schemes, association rules — with their options.
 
 Read from the registries (plugins included, :mod:`edgesim.learning.plugins`), so the
 list is always what a scenario accepts. Each option is a key of the table
@@ -14,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("algorithms", "models", "datasets", "partitions", "scenarios", "policies", "access")
+KINDS = ("algorithms", "models", "datasets", "partitions", "scenarios", "policies", "access", "association")
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,12 @@ def catalog(kind: str) -> list[Entry]:
                 + ([] if cls.digital else ["analog: no compression"]))
             out.append(Entry(name, access_summary(cls), detail, dataclass_options(cls.Options)))
         return out
+    if kind == "association":
+        load_entry_points("association")
+        from edgesim.cells import ASSOCIATIONS
+
+        return [Entry(name, (rule.__doc__ or "").strip().split("\n")[0], f"{rule.__module__}.{rule.__qualname__}")
+                for name, rule in ASSOCIATIONS.items()]
     raise ValueError(f"kind(={kind!r}) must be one of {KINDS}")
 
 

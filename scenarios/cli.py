@@ -518,14 +518,15 @@ def report(
 @app.command("list")
 def list_(
     kinds: Optional[List[str]] = typer.Argument(None, help="algorithms, models, datasets, partitions, scenarios, "
-                                                "policies or access, one or more (default: all); then names to show only "
-                                                "those (list algorithms fedavg fedprox)."),
+                                                "policies, access or association, one or more (default: all); then "
+                                                "names to show only those (list algorithms fedavg fedprox)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
     scenario: Optional[Path] = typer.Option(None, "--scenario", help="Also list what this scenario's [run] plugins "
                                             "register (imported as a run would import them)."),
 ) -> None:
-    """List the registered algorithms, models, data sets and partitions (plugins included), with each option's
-    type, default and meaning; `list scenarios`: the shipped scenarios, their scale and host time."""
+    """List the registered algorithms, models, data sets, partitions, resource policies, access schemes and
+    association rules (plugins included), with each option's type, default and meaning; `list scenarios`: the
+    shipped scenarios, their scale and host time."""
     from edgesim.scenarios.catalog import KINDS, catalog, format_catalog
 
     names = [k for k in kinds or [] if k not in KINDS]  # `list algorithms fedavg`: names after the kinds

@@ -456,6 +456,11 @@ def plan_warnings(sc: Scenario) -> list[str]:
         return []
     from edgesim.scenarios.plan import device_steps, few_steps_warning, held_samples
 
+    # held_samples loads the data set again (make_backends loaded it already). The two counts are not the same:
+    # the plan's D_n is each device's supervised samples (train + labeled = len(x_sup)), while make_backends counts
+    # what a device holds (x_sup + x_unl), larger wherever a partition leaves devices unlabelled data (dirichlet's
+    # labeled_ratio_alpha, subset/normal, feddure_*, labels_at_server*; only "iid" at labeled_fraction = 1 agrees;
+    # tests/test_plan_report.py). The second load costs ~0.02 s of CPU on digits, so it is kept.
     w = sc.workload
     steps = {"local_iterations": w.local_iterations, "batch_size": sc.learning.train.batch_size}
     warning = few_steps_warning(sc, steps, device_steps(sc, w, held_samples(sc)))

@@ -52,3 +52,10 @@ def test_the_documented_rule_balances_the_cells(balanced):
 def test_the_package_names_edgesims_group(balanced):
     project = tomllib.loads((balanced / "pyproject.toml").read_text())["project"]
     assert project["entry-points"][GROUPS["association"]] == {"balanced": "edgesim_balanced"}
+
+
+def test_edgesim_list_shows_the_documented_rule(balanced):
+    from edgesim.scenarios.catalog import catalog
+
+    entry = next(e for e in catalog("association") if e.name == "balanced")
+    assert entry.summary == "Each device, strongest first, to its best cell with room: at most ceil(n / C) devices a cell."

@@ -175,13 +175,40 @@ def test_list_every_kind_with_options_types_and_defaults():
         result = runner.invoke(app, ["list", kind])
         assert result.exit_code == 0 and re.search(line, result.stdout, re.M), (kind, result.stdout[:500])
     as_json = json.loads(runner.invoke(app, ["list", "--json"]).stdout)
-    assert set(as_json) == {"algorithms", "models", "datasets", "partitions", "scenarios", "policies", "access"}
+    assert set(as_json) == {"algorithms", "models", "datasets", "partitions", "scenarios", "policies", "access",
+                            "association"}
     assert {"name": "mu", "type": "float", "default": 0.01, "meaning": (
         "mu: μ of FedProx's proximal term (μ/2)‖w − w_global‖² (Li et al., MLSys 2020, Eq. 2), 0 is FedAvg.")} in next(
         e for e in as_json["algorithms"] if e["name"] == "fedprox")["options"]
     bad = runner.invoke(app, ["list", "algorithm"])
     assert bad.exit_code == 2 and bad.stderr.strip() == (
-        "error: list 'algorithm': expected one of algorithms, models, datasets, partitions, scenarios, policies, access")
+        "error: list 'algorithm': expected one of algorithms, models, datasets, partitions, scenarios, policies, access, "
+        "association")
+
+
+def test_list_association_shows_the_built_in_rules_and_a_plugins():
+    """`edgesim list association` lists the registered rules (its docstring's first line), a plugin's too."""
+    from edgesim.cells import ASSOCIATIONS, register_association
+    from edgesim.config import ASSOCIATION_NAMES
+
+    result = runner.invoke(app, ["list", "association"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^nearest\s+The nearest base station", result.stdout, re.M)
+    assert re.search(r"^max_gain\s+The largest average gain", result.stdout, re.M)
+    assert re.search(r"^max_power\s+The largest average received downlink power", result.stdout, re.M)
+
+    @register_association("listed_first")
+    def listed_first(layout):
+        """Every device to the first cell."""
+        return [0] * layout.n_devices
+
+    try:
+        as_json = json.loads(runner.invoke(app, ["list", "association", "listed_first", "--json"]).stdout)
+        assert [(e["name"], e["summary"]) for e in as_json["association"]] == [
+            ("listed_first", "Every device to the first cell.")]
+    finally:
+        ASSOCIATIONS.pop("listed_first", None)
+        ASSOCIATION_NAMES.remove("listed_first")
 
 
 def test_list_values_need_no_toml_quoting(tiny_scenario):

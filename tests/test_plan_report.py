@@ -134,3 +134,29 @@ def test_workload_defaults_come_from_the_run_itself(tiny_scenario):
     with pytest.raises(ConfigError, match=r"\[workload\] samples_per_device = 'auto' \(the default: unset\): a "
                                           r"physics-only run has no data to count; expected a number"):
         edgesim.load_scenario(str(phys))
+
+
+def test_plans_samples_are_the_runs_supervised_ones_and_not_what_make_backends_counts(tiny_scenario):
+    """For every registered partition (synthetic blobs, an MLP): the plan's D_n (train + labelled, loaded once more
+    by `run` for its warning, scenarios/run.py plan_warnings) is each device's supervised set len(x_sup) in the run's
+    context; make_backends' count (what a device holds) adds its unlabelled data, so the two differ wherever a
+    partition leaves devices unlabelled samples (all but "iid" at its default labeled_fraction = 1)."""
+    from edgesim.learning.data.partitions import PARTITIONS
+    from edgesim.scenarios.algorithm_run import make_backends
+    from edgesim.scenarios.plan import held_samples
+
+    differ = set()
+    for name in PARTITIONS:
+        sc = edgesim.load_scenario(str(tiny_scenario), **{
+            "data.dataset": "synthetic", "data.partition": name, "train.model": "mlp", "data.size_scale": 0.02,
+            "data.labels_per_class": 2, "data.server_labeled": 20, "run.algorithms": ["fedavg"]})
+        planned = held_samples(sc)
+        build, _, extra = make_backends(sc)
+        clients = build("fedavg").ctx.clients
+        assert planned == [len(c.x_sup) for c in clients], name
+        held = [len(c.x_sup) + len(c.x_unl) for c in clients]
+        counted = extra["samples_per_device"]
+        assert (counted["min"], counted["max"]) == (min(held), max(held)), name
+        if held != planned:
+            differ.add(name)
+    assert "iid" not in differ and {"dirichlet", "subset", "feddure_iid_iid", "labels_at_server"} <= differ

@@ -195,3 +195,41 @@ def test_the_report_never_imports_torch():
     probe = ("import sys, edgesim.results.stats, edgesim.plots.report, edgesim.plots.report_figures, edgesim.scenarios.report\n"
              "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parents[1]).returncode == 0
+
+
+def test_report_and_plot_skip_the_empty_accuracy_cells_of_unevaluated_rounds(sweep, tmp_path):
+    """[run] eval_every > 1 leaves a round's accuracy cells empty: the report's extremes figure, its leaderboard and
+    `edgesim plot`'s curves use the evaluated rounds only (no NaN gap, no failure). The sweep's rounds.csv with
+    round 1 made unevaluated (every accuracy column emptied)."""
+    import shutil
+
+    import numpy as np
+
+    copy = tmp_path / "s"
+    shutil.copytree(sweep, copy)
+    for run in [f.folder for f in expand([copy])]:
+        with open(run / "rounds.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        for row in rows:
+            if row["round"] == "1":
+                row.update({k: "" for k in row if "accuracy" in k})
+        with open(run / "rounds.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    result = runner.invoke(app, ["report", str(copy), "--out", str(tmp_path / "rep"), "--threshold", "0.2"])
+    assert result.exit_code == 0, result.output
+    drawn = list(csv.DictReader(open(tmp_path / "rep" / "accuracy_vs_time_extremes.csv")))
+    for key in {(r["panel"], r["series"]) for r in drawn}:  # a NaN is an empty cell: only before the first round
+        ys = [r["y"] for r in drawn if (r["panel"], r["series"]) == key]
+        started = ys[[y != "" for y in ys].index(True):]
+        assert len(started) > 1 and all(math.isfinite(float(y)) for y in started), key  # no gap after it
+    final = [r for r in csv.DictReader(open(tmp_path / "rep" / "leaderboard.csv")) if r["metric"] == "final_accuracy"]
+    assert final and all(math.isfinite(float(r["mean"])) for r in final)
+    one = [f.folder for f in expand([copy])][0]
+    result = runner.invoke(app, ["plot", str(one), "--out", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    curve = [r for r in csv.DictReader(open(tmp_path / "p" / "accuracy_vs_time.csv")) if r["series"] == "FedAvg"]
+    times = load_run(one).series["fedavg"]["time_s"]
+    assert [float(r["x"]) for r in curve] == pytest.approx([times[0], times[2]])  # rounds 0 and 2: round 1 skipped
+    assert all(np.isfinite(float(r["y"])) for r in curve)

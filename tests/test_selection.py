@@ -162,9 +162,11 @@ def test_greedy_gains_shrink_step_by_step(data):
 
 def test_greedy_is_fast_for_two_thousand_devices():
     rho = np.random.default_rng((0, 2000)).random((2000, 2000))
-    start = time.perf_counter()
+    # CPU seconds of this process, not wall time: parallel test workers (pytest -n) and other jobs on a shared
+    # machine stretch the wall clock, not the work greedy does (the wall bound failed at a load of 10 on 2 cores)
+    start = time.process_time()
     picks = greedy_select(rho, 5, 10)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert len(set(picks)) == 10
 
 
