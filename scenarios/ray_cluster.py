@@ -30,7 +30,7 @@ def join_cluster(ray, address: str) -> None:
     except ConnectionError as e:
         why = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
         raise ConfigError(f"⟨ray-address=⟩{address}: cannot reach a Ray cluster there ({why}); expected the address "
-                          f"of a running head (`ray start --head` prints it) that this machine can reach") from None
+                          f"of a running Ray head (the one `ray start` printed) that this machine can reach") from None
 
 
 def import_ray():
