@@ -2,9 +2,13 @@
 # The papers' scale in one GPU window (docs/use/gpu.md): on one H100/H200, within a total of 9 minutes,
 #   the device, torch and CUDA versions; `pytest -m gpu` (alone, at most 60 s);
 #   then benchmarks/gpu_paper.py's jobs in priority order under one time guard, packed several to the GPU:
-#   (a) DoFed-SPP SUBSET/NORMAL at size_scale 1, 5 methods, seeds 0-2; (b) FedDure Fashion-MNIST (IID, IID);
-#   (c) UM-pFSSL Table 1 at alpha 0.5; (d) labels at the server, 200 rounds; the 1,000-device moonshot;
-#   (e) the labels-at-clients arena twin's host time per round.
+#   (b0) first and alone, FixAvg at FedDure's layout (no round in 359 s last window) under --round-timeout-s 60,
+#   which names the phase a round is stuck in; (a) DoFed-SPP SUBSET/NORMAL at size_scale 1, 5 methods, seeds 0-2;
+#   (b) FedDure Fashion-MNIST (IID, IID); (c) UM-pFSSL Table 1 at alpha 0.5, five clients a vectorised pass;
+#   (d) labels at the server, 200 rounds; the 1,000-device moonshot, evaluated on 10 % of the devices, and again
+#   with its clients on 8 worker processes (--client-workers 8); (e) the labels-at-clients arena twin's host time
+#   per round, five clients a vectorised pass. b, c and e evaluate every 5th round (eval_every), without the
+#   labelling diagnostic; the job list and why: benchmarks/gpu_paper.py's docstring.
 # Everything lands in $OUT: gpu.txt, gpu_tests.log, paper.log, summary.json, summary.md, and the run folders
 # packed as runs.tgz (the run folders themselves stay in $RUNS, default $OUT/work).
 #
