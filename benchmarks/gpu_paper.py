@@ -160,7 +160,8 @@ def dry_jobs() -> list[Job]:
     for j in paper_jobs():
         if j.seed != 0:
             continue
-        sets = tuple(s for s in j.sets if keep_bf16 or s != BF16) + _DRY_COMMON + _DRY[j.part]
+        sets = tuple("run.eval_every=2" if s.startswith("run.eval_every=") else s  # at most the run's 2 rounds
+                     for s in j.sets if keep_bf16 or s != BF16) + _DRY_COMMON + _DRY[j.part]
         algorithms = ("fixavg", "fedavg_sl") if j.part == "e" else j.algorithms  # e's twelve would take minutes here
         out.append(Job(j.name, j.part, j.scenario, algorithms, 2, 0, sets, j.must_finish,
                        60.0 if j.limit_s else None, procs=1, workers=min(j.workers, 2),
