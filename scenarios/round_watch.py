@@ -51,9 +51,12 @@ def timeout_from_env() -> Optional[float]:
 
 
 def timeout_line(limit_s: float, algorithm: str, round_index: int, ran_s: float, phase: str, phase_s: float) -> str:
-    """The one line a stopped run prints."""
-    return (f"error: --round-timeout-s {limit_s:g}: {algorithm}'s round {round_index} has run {ran_s:.1f} s; it is "
-            f"in its {phase} phase (for {phase_s:.1f} s); stopping the run")
+    """The one line a stopped run prints (seconds to 0.1 s, or to 1 ms under a second)."""
+    def sec(x: float) -> str:
+        return f"{x:.1f}" if x >= 1 else f"{x:.3f}"
+
+    return (f"error: --round-timeout-s {limit_s:g}: {algorithm}'s round {round_index} has run {sec(ran_s)} s; it is "
+            f"in its {phase} phase (for {sec(phase_s)} s); stopping the run")
 
 
 def stop_run(line: str) -> None:

@@ -106,3 +106,9 @@ def test_edgesim_run_stops_at_the_limit_keeping_its_rounds(tiny_scenario, tmp_pa
     assert done.returncode == 143, done.stderr[-2000:]
     assert "error: --round-timeout-s 0.001: fixavg's round 0 has run " in done.stderr
     assert (tmp_path / "r.incomplete").is_dir() and not out.exists()
+
+
+def test_the_line_gives_seconds_to_a_tenth_or_under_a_second_to_a_millisecond():
+    assert round_watch.timeout_line(60.0, "feddure", 3, 61.27, "labelling", 0.0412) == (
+        "error: --round-timeout-s 60: feddure's round 3 has run 61.3 s; it is in its labelling phase (for 0.041 s); "
+        "stopping the run")
