@@ -9,7 +9,8 @@ measured, ``Job.gpu_gib``) into 90 % of the GPU's:
   b0    FixAvg at FedDure's paper layout first and alone (the window of 2026-11-27 saw it make no round in 359 s
         beside b's other methods), under ``--round-timeout-s``: a round past the limit stops it with one line
         naming the round's phase (training, evaluation, labelling, aggregation), which the summary shows; it
-        evaluates as b did then (every round, every device, the labelling diagnostic on);
+        evaluates as b did then (every round, every device, the labelling diagnostic on), and stops after 4
+        rounds (its host time per round known);
   a     DoFed-SPP SUBSET and NORMAL at size_scale = 1 (the arena twins ``arena_dofed_*_paper.toml``), its five
         methods, seeds 0–2 — each run must finish: one is skipped when the longest finished run of its part
         would not fit before the guard;
@@ -91,6 +92,7 @@ class Job:
     workers: int = 0  # client workers per algorithm (--client-workers; 0: none)
     round_timeout_s: Optional[float] = None  # --round-timeout-s
     alone: bool = False  # starts on an idle machine, and nothing starts beside it
+    enough_rounds: int = 0  # stopped once each algorithm has this many rounds (0: runs to its limit or the guard)
 
     @property
     def n_procs(self) -> int:
@@ -110,7 +112,7 @@ def paper_jobs() -> list[Job]:
     the paper's method, first), five clients a vectorised pass (about half that memory, an 80 GB card too;
     c's figure is that estimate, not a measurement)."""
     jobs = [Job("b0_fixavg_feddure", "b", "feddure_fmnist_iid_iid.toml", ("fixavg",), 200, sets=(BF16,),
-                limit_s=100.0, gpu_gib=15.0, round_timeout_s=60.0, alone=True)]  # as b ran it then: every round
+                limit_s=100.0, gpu_gib=15.0, round_timeout_s=60.0, alone=True, enough_rounds=4)]  # as b ran then
     jobs += [Job(f"a_{setting}_s{seed}", "a", f"arena_dofed_{setting}_paper.toml", DOFED_ALGORITHMS, 20, seed,
                  must_finish=True, gpu_gib=27.0)
              for setting in ("subset", "normal") for seed in (0, 1, 2)]
@@ -165,7 +167,7 @@ def dry_jobs() -> list[Job]:
         algorithms = ("fixavg", "fedavg_sl") if j.part == "e" else j.algorithms  # e's twelve would take minutes here
         out.append(Job(j.name, j.part, j.scenario, algorithms, 2, 0, sets, j.must_finish,
                        60.0 if j.limit_s else None, procs=1, workers=min(j.workers, 2),
-                       round_timeout_s=j.round_timeout_s, alone=j.alone))
+                       round_timeout_s=j.round_timeout_s, alone=j.alone, enough_rounds=min(j.enough_rounds, 2)))
     return out
 
 
@@ -434,6 +436,11 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
                     finished_s[r.job.part] = max(finished_s.get(r.job.part, 0.0), now - r.started)
                 results.append((r, r.job, status))
                 _note(f"{r.job.name}: {status} ({now - r.started:.0f} s)")
+            elif not r.stopping and 0 < r.job.enough_rounds < r.job.rounds and all(
+                    sum(a == alg for (a, _) in r.seen) >= r.job.enough_rounds for alg in r.job.algorithms):
+                r.stopping, r.why = now, f"its {r.job.enough_rounds} rounds"
+                os.kill(r.proc.pid, signal.SIGTERM)
+                _note(f"{r.job.name}: stopping after {r.why} ({now - r.started:.0f} s)")
             elif not r.stopping and now >= r.stop_at:
                 r.stopping = now
                 r.why = "the guard" if r.stop_at >= guard else "its limit"

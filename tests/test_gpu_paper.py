@@ -106,6 +106,7 @@ def test_fixavg_at_feddures_layout_runs_first_and_alone_under_a_round_timeout():
     assert not gpu_paper.fits(b0, free_procs=100, free_gib=1e9, busy=True)  # never beside another job
     assert gpu_paper.fits(b0, free_procs=0, free_gib=0.0, busy=False)
     assert dry["b0_fixavg_feddure"].alone and dry["b0_fixavg_feddure"].round_timeout_s == 60.0
+    assert b0.enough_rounds == 4  # stopped once its host time per round is known
 
 
 def test_the_moonshot_samples_its_evaluation_and_trains_on_client_workers():
