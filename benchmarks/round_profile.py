@@ -34,9 +34,10 @@ goes to its family less the wrapped calls inside it (exclusive time), so every C
 Variants (``--variant``, any of): ``default`` (every round and device evaluated, the labelling diagnostic on:
 the default, "before"), ``eval10`` (``eval_every = 10``, ``label_quality = false``) and ``sample10``
 (``eval_devices = 0.1``, ``label_quality = false``: every round evaluated on a fixed 10 % of the devices).
-The first round (it loads the data and builds the model; DoFed-SPP's cold start) is left out; ``--rounds M``
-rounds are timed after it, and the run is stopped there (the scenario's own last round, always evaluated, is
-not in the window: ``eval10`` with M = 10 has exactly one evaluated round).
+The first round (it loads the data and builds the model; DoFed-SPP's cold start) is left out (``--skip N``: the
+first N); ``--rounds M`` rounds are timed after it, and the run is stopped there (the scenario's own last round,
+always evaluated, is not in the window: ``eval10`` with M = 10 has exactly one evaluated round). ``--set KEY=VALUE``
+adds to every run's scenario.
 
     python benchmarks/round_profile.py --family fedavg_moon fixavg_moon --rounds 10 --variant default eval10
 
@@ -172,7 +173,9 @@ class _Enough(Exception):
     """Raised by the round hook once the timed rounds are in: the run stops there."""
 
 
-def profile(family: str, variant: str, rounds: int, out: Path) -> dict:
+def profile(family: str, variant: str, rounds: int, out: Path, skip: int = 1, extra: tuple = ()) -> dict:
+    """Per timed round, CPU seconds per row: rounds ``skip`` to ``skip + rounds - 1`` (from 0) of the family's run
+    in this variant, with the ``extra`` ``--set`` words."""
     from edgesim.learning.algorithms import REGISTRY  # noqa: F401 - every algorithm's module loaded, then wrapped
     from edgesim.scenarios.run import run_scenario
     from edgesim.scenarios.schema import load_scenario
@@ -180,23 +183,23 @@ def profile(family: str, variant: str, rounds: int, out: Path) -> dict:
     clock = Clock()
     instrument(clock)
     scenario, sets = FAMILY_RUNS[family]
-    sc = load_scenario(REPO / "scenarios" / scenario, [*sets, *VARIANTS[variant]])
+    sc = load_scenario(REPO / "scenarios" / scenario, [*sets, *VARIANTS[variant], *extra])
     stamps, snaps = [], []
 
     def on_round(name, rec):
         stamps.append(time.process_time())
         snaps.append(dict(clock.spent))
-        if len(stamps) > rounds:
+        if len(stamps) >= skip + rounds:
             raise _Enough
 
     try:
         run_scenario(sc, out, on_round=on_round)
     except _Enough:
         pass
-    first, last = snaps[0], snaps[-1]
-    n = len(stamps) - 1
+    first, last = snaps[skip - 1], snaps[-1]
+    n = len(stamps) - skip
     fam = {k: (last.get(k, 0.0) - first.get(k, 0.0)) / n for k in ROWS if k != "rest"}
-    host = (stamps[-1] - stamps[0]) / n
+    host = (stamps[-1] - stamps[skip - 1]) / n
     fam["rest"] = host - sum(fam.values())
     details = {k: (last.get(k, 0.0) - first.get(k, 0.0)) / n for k in last if ": " in k}
     return {"host": host, "rounds": n, **fam, "details": details}
@@ -205,24 +208,30 @@ def profile(family: str, variant: str, rounds: int, out: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--family", nargs="+", default=["fedavg_moon"], choices=sorted(FAMILY_RUNS))
-    ap.add_argument("--rounds", type=int, default=10, help="rounds timed after the first")
+    ap.add_argument("--rounds", type=int, default=10, help="rounds timed after the first (after --skip)")
+    ap.add_argument("--skip", type=int, default=1, help="rounds left out before the timed ones (default 1)")
+    ap.add_argument("--set", action="append", default=[], dest="sets", metavar="KEY=VALUE",
+                    help="more --set words for every run (after the family's and the variant's)")
     ap.add_argument("--variant", nargs="+", default=["default", "eval10"], choices=sorted(VARIANTS))
     ap.add_argument("--one", nargs=2, help=argparse.SUPPRESS)  # in a child: one family and variant, JSON out
     args = ap.parse_args()
     if args.rounds < 1:
         sys.exit(f"error: --rounds {args.rounds}: expected at least 1 (rounds timed after the first)")
+    if args.skip < 1:
+        sys.exit(f"error: --skip {args.skip}: expected at least 1 (the first round loads the data)")
     tmp = Path(tempfile.mkdtemp(prefix="round_profile_"))
     if args.one:
         import torch
 
         torch.set_num_threads(1)
-        print(json.dumps(profile(*args.one, args.rounds, tmp / "_".join(args.one))))
+        print(json.dumps(profile(*args.one, args.rounds, tmp / "_".join(args.one), args.skip, tuple(args.sets))))
         return
     for fam in args.family:
         results = {}
         for v in args.variant:  # each in a process of its own (the wraps are on classes and modules)
             t = time.process_time(), time.monotonic()
-            done = subprocess.run([sys.executable, __file__, "--rounds", str(args.rounds), "--one", fam, v],
+            done = subprocess.run([sys.executable, __file__, "--rounds", str(args.rounds), "--skip", str(args.skip),
+                                   *[w for x in args.sets for w in ("--set", x)], "--one", fam, v],
                                   capture_output=True, text=True)
             if done.returncode:
                 sys.exit(f"error: {fam} {v}: exit {done.returncode}\n{done.stderr[-3000:]}")
@@ -230,7 +239,8 @@ def main() -> None:
             cpu = os.times()
             print(f"{fam} {v}: {results[v]} (wall {time.monotonic() - t[1]:.0f} s, children's CPU so far "
                   f"{cpu.children_user + cpu.children_system:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
-        print(f"\n{fam}, {args.rounds} rounds timed after the first:")
+        print(f"\n{fam}, {args.rounds} rounds timed after the first {args.skip}"
+              + (f", with {' '.join(args.sets)}" if args.sets else "") + ":")
         print("| family | " + " | ".join(f"{v} (ms CPU/round)" for v in results) + " |")
         print("| --- | " + " | ".join("---:" for _ in results) + " |")
         for f in ROWS:
