@@ -76,8 +76,9 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one(workers: int, rounds: int, out: Path) -> list[tuple[float, float, float]]:
-    """Per round after the first: (host seconds, this process's CPU seconds, the busiest worker's CPU seconds)."""
+def one(workers: int, rounds: int, out: Path) -> list[tuple[float, float, float, float]]:
+    """Per round after the first: (host seconds, this process's CPU seconds, the busiest worker's CPU seconds, all
+    the workers' CPU seconds)."""
     from edgesim.learning import client_workers
     from edgesim.scenarios.run import run_scenario
     from edgesim.scenarios.schema import load_scenario
@@ -104,8 +105,8 @@ def one(workers: int, rounds: int, out: Path) -> list[tuple[float, float, float]
         client_workers.LocalPool.__init__ = start
     out_rounds = []
     for (w0, c0, k0), (w1, c1, k1) in zip(marks, marks[1:]):
-        busiest = max((b - a for a, b in zip(k0, k1)), default=0.0)
-        out_rounds.append((w1 - w0, c1 - c0, busiest))
+        spent = [b - a for a, b in zip(k0, k1)]
+        out_rounds.append((w1 - w0, c1 - c0, max(spent, default=0.0), sum(spent)))
     return out_rounds
 
 
@@ -122,28 +123,35 @@ def main() -> None:
     keep_freed_memory()  # as the edgesim command does
     torch.set_num_threads(1)
     tmp = Path(tempfile.mkdtemp(prefix="client_workers_"))
-    times: dict[int, list[tuple[float, float, float]]] = {n: [] for n in args.workers}
+    times: dict[int, list[tuple[float, float, float, float]]] = {n: [] for n in args.workers}
+    loads: dict[int, list[float]] = {n: [] for n in args.workers}
     for r in range(args.repeats):
         for n in args.workers:
+            loads[n].append(os.getloadavg()[0])
             rounds = one(n, args.rounds, tmp / f"w{n}_r{r}")
+            loads[n].append(os.getloadavg()[0])
             times[n] += rounds
-            print(f"repeat {r} workers {n}: (host s, own CPU s, busiest worker CPU s) per round "
-                  f"{[tuple(round(x, 2) for x in t) for t in rounds]} (load {os.getloadavg()[0]:.1f})", flush=True)
+            print(f"repeat {r} workers {n}: (host s, own CPU s, busiest worker CPU s, all workers CPU s) per round "
+                  f"{[tuple(round(x, 2) for x in t) for t in rounds]} (load {loads[n][-2]:.1f} -> {loads[n][-1]:.1f})",
+                  flush=True)
     first = args.workers[0]
     base_host = statistics.median(t[0] for t in times[first])
     base_cpu = statistics.median(t[1] + t[2] for t in times[first])
     same = {n: (tmp / f"w{n}_r0" / "rounds.csv").read_bytes() == (tmp / f"w{first}_r0" / "rounds.csv").read_bytes()
             for n in args.workers}
-    print("| workers | median round, host (s) | speed-up (host) | own CPU (s) | busiest worker CPU (s) | "
-          "critical path CPU (s) | speed-up on idle cores (CPU) | rounds | rounds.csv same bytes |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| workers | median round, host (s) | speed-up (host) | own CPU (s) | busiest worker CPU (s) | all workers "
+          "CPU (s) | critical path CPU (s) | speed-up on idle cores (CPU) | rounds | load average (1 min) | "
+          "rounds.csv same bytes |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for n in args.workers:
         host = statistics.median(t[0] for t in times[n])
         own = statistics.median(t[1] for t in times[n])
         busiest = statistics.median(t[2] for t in times[n])
         path = statistics.median(t[1] + t[2] for t in times[n])
-        print(f"| {n} | {host:.2f} | {base_host / host:.2f}× | {own:.2f} | {busiest:.2f} | {path:.2f} | "
-              f"{base_cpu / path:.2f}× | {len(times[n])} | {'yes' if same[n] else 'NO'} |")
+        every = statistics.median(t[3] for t in times[n])
+        print(f"| {n} | {host:.2f} | {base_host / host:.2f}× | {own:.2f} | {busiest:.2f} | {every:.2f} | {path:.2f} | "
+              f"{base_cpu / path:.2f}× | {len(times[n])} | {min(loads[n]):.1f}–{max(loads[n]):.1f} | "
+              f"{'yes' if same[n] else 'NO'} |")
 
 
 if __name__ == "__main__":

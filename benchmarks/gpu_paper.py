@@ -6,6 +6,11 @@ parallel processes (``--jobs``); jobs share the GPU and start in this priority o
 fit into ``--slots`` (default: 1.25 × the CPU cores) and their GPU memory (the peaks an earlier window
 measured, ``Job.gpu_gib``) into 90 % of the GPU's:
 
+  b0    FixAvg at FedDure's paper layout first and alone (the window of 2026-11-27 saw it make no round in 359 s
+        beside b's other methods), under ``--round-timeout-s``: a round past the limit stops it with one line
+        naming the round's phase (training, evaluation, labelling, aggregation), which the summary shows; it
+        evaluates as b did then (every round, every device, the labelling diagnostic on), and stops after 4
+        rounds (its host time per round known);
   a     DoFed-SPP SUBSET and NORMAL at size_scale = 1 (the arena twins ``arena_dofed_*_paper.toml``), its five
         methods, seeds 0–2 — each run must finish: one is skipped when the longest finished run of its part
         would not fit before the guard;
@@ -14,8 +19,16 @@ measured, ``Job.gpu_gib``) into 90 % of the GPU's:
         in one process (one at a time fits the GPU's memory), seed 0;
   d     labels at the server at the paper's scale (1,000 server labels, 100 × 550, 200 rounds, T/G = 20 s as
         at 60 rounds): supervised only, FedMatch, FedMix+FedFreq, seed 0;
-  moon  1,000 devices, 100 a round, ``cnn``, Fashion-MNIST: FedAvg and FixAvg for at most 2 minutes;
+  moon  1,000 devices, 100 a round, ``cnn``, Fashion-MNIST: FedAvg and FixAvg for at most 2 minutes, evaluated
+        on a fixed 10 % of the devices without the labelling diagnostic (``eval_devices``, ``label_quality``: the
+        exhaustive evaluation was most of a round's host time); ``moon_workers``: FedAvg the same way with its
+        round's clients on 8 worker processes (``--client-workers 8``, the sequential executor) for at most 90 s;
   e     the labels-at-clients arena twin (12 methods) for at most 90 s: its host time per round.
+
+b, c and e evaluate every 5th round and the last, without the labelling diagnostic (their tables report the
+final accuracy); a and d evaluate every round (DoFed-SPP's plateau rule reads every round). c and e train five
+clients a vectorised pass (``train.vmap_max_clients = 5``: the window's out-of-memory failures were ten
+ResNet-9 clients a pass in each of several processes).
 
 b–e run as many of their rounds as fit: the guard stops them (SIGTERM, which edgesim answers by keeping the rounds
 so far in ``<run>.incomplete/``; its whole process group is killed 20 s later if it has not ended). A job with an
@@ -55,6 +68,8 @@ BF16 = "train.precision='bfloat16'"
 DOFED_ALGORITHMS = ("dofed_spp", "fedfomo", "fedbe", "fedavg", "local")
 ARENA_CLIENTS = ("um_pfssl", "feddure", "fedmatch_lc", "fixavg", "fixprox", "fixbn", "fedavg_uda", "fedper",
                  "lg_fedavg", "pfedme", "fedavg_labeled", "fedavg_sl")
+SPARSE_EVAL = ("run.eval_every=5", "run.label_quality=false")  # every 5th round and the last; no labelling diagnostic
+SAMPLED_EVAL = ("run.eval_devices=0.1", "run.label_quality=false")  # a fixed 10 % of the devices, every round
 STOP_GRACE_S = 20.0  # a stopped job's time to write its unfinished folder before it is killed
 MIN_PARTIAL_S = 45.0  # a job that runs to the guard starts only with at least this much time left
 
@@ -74,10 +89,20 @@ class Job:
     limit_s: Optional[float] = None
     procs: int = 0  # processes: one per algorithm (0), or 1 (the algorithms one after another)
     gpu_gib: float = 0.0  # the job's peak GPU memory as measured in an earlier window (0: small)
+    workers: int = 0  # client workers per algorithm (--client-workers; 0: none)
+    round_timeout_s: Optional[float] = None  # --round-timeout-s
+    alone: bool = False  # starts on an idle machine, and nothing starts beside it
+    enough_rounds: int = 0  # stopped once each algorithm has this many rounds (0: runs to its limit or the guard)
 
     @property
     def n_procs(self) -> int:
+        """edgesim processes: one per algorithm, or ``procs``."""
         return self.procs or len(self.algorithms)
+
+    @property
+    def n_slots(self) -> int:
+        """Process slots: each edgesim process with its client workers."""
+        return self.n_procs * (1 + self.workers)
 
 
 def paper_jobs() -> list[Job]:
@@ -86,20 +111,24 @@ def paper_jobs() -> list[Job]:
     UM-pFSSL's layout held 77 GiB in one process, so c trains its two algorithms one after another (UM-pFSSL,
     the paper's method, first), five clients a vectorised pass (about half that memory, an 80 GB card too;
     c's figure is that estimate, not a measurement)."""
-    jobs = [Job(f"a_{setting}_s{seed}", "a", f"arena_dofed_{setting}_paper.toml", DOFED_ALGORITHMS, 20, seed,
-                must_finish=True, gpu_gib=27.0)
-            for setting in ("subset", "normal") for seed in (0, 1, 2)]
+    jobs = [Job("b0_fixavg_feddure", "b", "feddure_fmnist_iid_iid.toml", ("fixavg",), 200, sets=(BF16,),
+                limit_s=100.0, gpu_gib=15.0, round_timeout_s=60.0, alone=True, enough_rounds=4)]  # as b ran then
+    jobs += [Job(f"a_{setting}_s{seed}", "a", f"arena_dofed_{setting}_paper.toml", DOFED_ALGORITHMS, 20, seed,
+                 must_finish=True, gpu_gib=27.0)
+             for setting in ("subset", "normal") for seed in (0, 1, 2)]
     jobs += [
         Job("b_feddure_iid_iid", "b", "feddure_fmnist_iid_iid.toml",
-            ("fedavg_labeled", "fixavg", "fedmatch_lc", "feddure"), 200, sets=(BF16,), gpu_gib=60.0),
+            ("fedavg_labeled", "fixavg", "fedmatch_lc", "feddure"), 200, sets=(BF16, *SPARSE_EVAL), gpu_gib=60.0),
         Job("c_um_pfssl_a0.5", "c", "um_pfssl_fmnist_paper.toml", ("um_pfssl", "fixavg"), 201,
-            sets=(BF16, "data.alpha=0.5", "train.vmap_max_clients=5"), procs=1, gpu_gib=45.0),
+            sets=(BF16, "data.alpha=0.5", "train.vmap_max_clients=5", *SPARSE_EVAL), procs=1, gpu_gib=45.0),
         Job("d_las_1000", "d", "las_fmnist_550.toml", ("server_only", "fedmatch", "fedmix"), 200,
             sets=("budget.rounds=200", "budget.total_time_s=4000"), gpu_gib=6.0),
-        Job("moon_1000", "moon", "moonshot_fmnist_1000.toml", ("fedavg", "fixavg"), 200, limit_s=120.0,
-            gpu_gib=38.0),
-        Job("e_arena_clients", "e", "arena_labels_at_clients_paper.toml", ARENA_CLIENTS, 201, sets=(BF16,),
-            limit_s=90.0, gpu_gib=100.0),
+        Job("moon_1000", "moon", "moonshot_fmnist_1000.toml", ("fedavg", "fixavg"), 200, sets=SAMPLED_EVAL,
+            limit_s=120.0, gpu_gib=38.0),
+        Job("moon_workers", "moon", "moonshot_fmnist_1000.toml", ("fedavg",), 200,
+            sets=(*SAMPLED_EVAL, "train.executor='sequential'"), limit_s=90.0, gpu_gib=20.0, workers=8),
+        Job("e_arena_clients", "e", "arena_labels_at_clients_paper.toml", ARENA_CLIENTS, 201,
+            sets=(BF16, "train.vmap_max_clients=5", *SPARSE_EVAL), limit_s=90.0, gpu_gib=100.0),
     ]
     return jobs
 
@@ -123,8 +152,8 @@ _DRY = {
 
 
 def dry_jobs() -> list[Job]:
-    """``paper_jobs`` shrunk for a CPU: seed 0 only, 2 rounds, one process a run, a 60 s limit each, two of e's
-    methods (FixAvg, FedAvg-SL); bfloat16
+    """``paper_jobs`` shrunk for a CPU: seed 0 only, 2 rounds, one process a run (two client workers where the
+    job has any), a 60 s limit each, two of e's methods (FixAvg, FedAvg-SL); bfloat16
     only where this CPU has bfloat16 arithmetic (elsewhere edgesim refuses it)."""
     from edgesim.learning.numerics import bfloat16_unsupported
 
@@ -133,10 +162,12 @@ def dry_jobs() -> list[Job]:
     for j in paper_jobs():
         if j.seed != 0:
             continue
-        sets = tuple(s for s in j.sets if keep_bf16 or s != BF16) + _DRY_COMMON + _DRY[j.part]
+        sets = tuple("run.eval_every=2" if s.startswith("run.eval_every=") else s  # at most the run's 2 rounds
+                     for s in j.sets if keep_bf16 or s != BF16) + _DRY_COMMON + _DRY[j.part]
         algorithms = ("fixavg", "fedavg_sl") if j.part == "e" else j.algorithms  # e's twelve would take minutes here
         out.append(Job(j.name, j.part, j.scenario, algorithms, 2, 0, sets, j.must_finish,
-                       60.0 if j.limit_s else None, procs=1))
+                       60.0 if j.limit_s else None, procs=1, workers=min(j.workers, 2),
+                       round_timeout_s=j.round_timeout_s, alone=j.alone, enough_rounds=min(j.enough_rounds, 2)))
     return out
 
 
@@ -148,6 +179,10 @@ def command(job: Job, out: Path, data_dir: Path) -> list[str]:
            "--set", f"run.rounds={job.rounds}"]
     for s in job.sets:
         cmd += ["--set", s]
+    if job.workers:
+        cmd += ["--client-workers", str(job.workers)]
+    if job.round_timeout_s:
+        cmd += ["--round-timeout-s", f"{job.round_timeout_s:g}"]
     return cmd
 
 
@@ -258,9 +293,21 @@ class Running:
 
 
 def fits(job: Job, free_procs: int, free_gib: float, busy: bool) -> bool:
-    """Whether ``job`` may start now: its processes fit the free slots and its known GPU peak the free memory
-    (a job larger than the whole budget starts only on an idle GPU, ``busy`` False)."""
-    return job.n_procs <= free_procs and (job.gpu_gib <= free_gib or not busy)
+    """Whether ``job`` may start now: on an idle machine (``busy`` False) any job; beside others, one that is not
+    ``alone`` whose processes fit the free slots and whose known GPU peak fits the free memory (so a job larger
+    than the slots or the memory budget starts only on an idle machine)."""
+    if not busy:
+        return True
+    return not job.alone and job.n_slots <= free_procs and job.gpu_gib <= free_gib
+
+
+def round_timeout_line(log: Path) -> Optional[str]:
+    """The line edgesim printed when ``--round-timeout-s`` stopped the job (its round and phase), else None."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    return next((x.removeprefix("error: ") for x in lines if x.startswith("error: --round-timeout-s")), None)
 
 
 def _note(msg: str) -> None:
@@ -330,7 +377,7 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
     budget_gib = 0.9 * gib if gib else math.inf  # the jobs' known peaks must fit in 90 % of the GPU
     while pending or running:
         now = time.monotonic()
-        free = slots - sum(r.job.n_procs for r in running)
+        free = slots - sum(r.job.n_slots for r in running)
         free_gib = budget_gib - sum(r.job.gpu_gib for r in running)
         for job in list(pending):
             left = guard - now
@@ -345,9 +392,11 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
                 results.append((None, job, f"skipped: {left:.0f} s left"))
                 _note(f"{job.name}: skipped ({results[-1][2]})")
                 continue
+            if any(r.job.alone for r in running):
+                break  # nothing starts beside a job that runs alone
             if not fits(job, free, free_gib, bool(running)):
-                if job.must_finish:
-                    break  # a must-finish job waits for room: nothing behind it jumps the queue
+                if job.must_finish or job.alone:
+                    break  # it waits for room: nothing behind it jumps the queue
                 continue
             run_out = runs / job.name
             log = open(runs / f"{job.name}.log", "w")
@@ -359,16 +408,16 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
             stop_at = min(guard, now + job.limit_s) if job.limit_s else guard
             running.append(Running(job, run_out, proc, log, now, stop_at))
             pending.remove(job)
-            free -= job.n_procs
+            free -= job.n_slots
             free_gib -= job.gpu_gib
-            _note(f"{job.name}: started ({job.n_procs} processes, {len(running)} jobs running, "
+            _note(f"{job.name}: started ({job.n_slots} processes, {len(running)} jobs running, "
                   f"{guard - now:.0f} s to the guard)")
         per_pid, used, u = gpu_sample() if now - last_gpu >= gpu_every_s else ({}, None, None)
         if used is not None:
             last_gpu = now
             used_peak = max(used_peak, used)
-            util.append((now - t0, u, sum(r.job.n_procs for r in running)))
-        n_procs = sum(r.job.n_procs for r in running)
+            util.append((now - t0, u, sum(r.job.n_slots for r in running)))
+        n_procs = sum(r.job.n_slots for r in running)
         for r in list(running):
             r.sharing.append(n_procs)
             watch(r, now)
@@ -379,12 +428,19 @@ def schedule(jobs: list[Job], out: Path, data_dir: Path, total_s: float, slots: 
             if code is not None:
                 r.log.close()
                 running.remove(r)
+                timed_out = round_timeout_line(runs / f"{r.job.name}.log") if code else None
                 status = "finished" if code == 0 else (
-                    f"stopped at {r.why} after {now - r.started:.0f} s" if r.stopping else f"failed (exit {code})")
+                    f"stopped at {r.why} after {now - r.started:.0f} s" if r.stopping else
+                    f"stopped by {timed_out}" if timed_out else f"failed (exit {code})")
                 if code == 0 and r.job.must_finish:
                     finished_s[r.job.part] = max(finished_s.get(r.job.part, 0.0), now - r.started)
                 results.append((r, r.job, status))
                 _note(f"{r.job.name}: {status} ({now - r.started:.0f} s)")
+            elif not r.stopping and 0 < r.job.enough_rounds < r.job.rounds and all(
+                    sum(a == alg for (a, _) in r.seen) >= r.job.enough_rounds for alg in r.job.algorithms):
+                r.stopping, r.why = now, f"its {r.job.enough_rounds} rounds"
+                os.kill(r.proc.pid, signal.SIGTERM)
+                _note(f"{r.job.name}: stopping after {r.why} ({now - r.started:.0f} s)")
             elif not r.stopping and now >= r.stop_at:
                 r.stopping = now
                 r.why = "the guard" if r.stop_at >= guard else "its limit"

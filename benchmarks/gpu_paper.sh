@@ -2,16 +2,23 @@
 # The papers' scale in one GPU window (docs/use/gpu.md): on one H100/H200, within a total of 9 minutes,
 #   the device, torch and CUDA versions; `pytest -m gpu` (alone, at most 60 s);
 #   then benchmarks/gpu_paper.py's jobs in priority order under one time guard, packed several to the GPU:
-#   (a) DoFed-SPP SUBSET/NORMAL at size_scale 1, 5 methods, seeds 0-2; (b) FedDure Fashion-MNIST (IID, IID);
-#   (c) UM-pFSSL Table 1 at alpha 0.5; (d) labels at the server, 200 rounds; the 1,000-device moonshot;
-#   (e) the labels-at-clients arena twin's host time per round.
+#   (b0) first and alone, FixAvg at FedDure's layout (no round in 359 s last window) under --round-timeout-s 60,
+#   which names the phase a round is stuck in; (a) DoFed-SPP SUBSET/NORMAL at size_scale 1, 5 methods, seeds 0-2;
+#   (b) FedDure Fashion-MNIST (IID, IID); (c) UM-pFSSL Table 1 at alpha 0.5, five clients a vectorised pass;
+#   (d) labels at the server, 200 rounds; the 1,000-device moonshot, evaluated on 10 % of the devices, and again
+#   with its clients on 8 worker processes (--client-workers 8); (e) the labels-at-clients arena twin's host time
+#   per round, five clients a vectorised pass. b, c and e evaluate every 5th round (eval_every), without the
+#   labelling diagnostic; the job list and why: benchmarks/gpu_paper.py's docstring.
 # Everything lands in $OUT: gpu.txt, gpu_tests.log, paper.log, summary.json, summary.md, and the run folders
 # packed as runs.tgz (the run folders themselves stay in $RUNS, default $OUT/work).
 #
 #   OUT=/tmp/gpu_paper DATA=../shared/data bash benchmarks/gpu_paper.sh            # on the GPU machine
 #   OUT=/tmp/gpu_paper DATA=../shared/data bash benchmarks/gpu_paper.sh --dry-run  # anywhere: 2 rounds, tiny
 #
-# TOTAL_S (default 540) is the whole window in seconds, counted from this script's start.
+# TOTAL_S (default 540) is the whole window in seconds, counted from this script's start. CURVE_S (default 0: not
+# run) gives the client workers' scaling curve that many seconds after the runs, alone on the CPU cores (no GPU):
+# a 20-device FixAvg round on 1, 2, 4, 8 and 16 worker processes (benchmarks/client_workers.py, issue 51 item 3),
+# into $OUT/client_workers.txt.
 set -uo pipefail
 DRY=""
 for arg in "$@"; do
@@ -58,6 +65,14 @@ LEFT=$(( TOTAL_S - ($(date +%s) - START) - 15 ))   # 15 s kept for packing the r
 echo "== paper-scale runs (guard: $LEFT s)"
 $PY benchmarks/gpu_paper.py --out "$RUNS" --data-dir "$DATA" --total-s "$LEFT" $DRY 2>&1 | tee "$OUT/paper.log"
 STATUS=${PIPESTATUS[0]}
+
+CURVE_S=${CURVE_S:-0}
+if [ "$CURVE_S" -gt 0 ] && [ -z "$DRY" ]; then
+  echo "== client workers' scaling curve (at most $CURVE_S s)"
+  CUDA_VISIBLE_DEVICES="" EDGESIM_DATA="$DATA" OMP_NUM_THREADS=1 timeout "$CURVE_S" \
+    $PY benchmarks/client_workers.py --workers 1 2 4 8 16 --repeats 1 --rounds 3 > "$OUT/client_workers.txt" 2>&1
+  echo "client_workers.py: exit $? (124: stopped at $CURVE_S s)"; tail -8 "$OUT/client_workers.txt"
+fi
 
 cp "$RUNS/summary.json" "$RUNS/summary.md" "$OUT/" 2>/dev/null
 tar -czf "$OUT/runs.tgz" -C "$RUNS" --exclude='checkpoints' runs

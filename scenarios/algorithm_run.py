@@ -10,6 +10,7 @@ back.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
 from typing import Callable, Mapping, Optional
@@ -22,6 +23,7 @@ from edgesim.learning.config import LOCAL_POOL, RAY_POOL
 from edgesim.results.metrics import final_accuracy
 from edgesim.scenarios import checkpoint
 from edgesim.scenarios.checkpoint import AlgorithmRun
+from edgesim.scenarios.round_watch import round_watch
 from edgesim.scenarios.schema import Scenario
 from edgesim.scenarios.signals import raise_if_signalled
 from edgesim.scenarios.warm_start import flagged
@@ -148,12 +150,14 @@ def run_algorithm(
     accs = [r.metrics.get("accuracy", float("nan")) for r in out.records]
     n_events = len(out.events)
     measure = getattr(build_backend, "measure", None)  # which rounds and devices are evaluated
+    watch = round_watch(name)  # --round-timeout-s (None without a limit)
     while not _finished(sc, sim, accs):
         raise_if_signalled()  # a Ctrl-C or kill whose exception a finalizer dropped ends the run here
         if measure is not None:
             measure.round_index = sim.round_index
         try:
-            rec = sim.run_round()
+            with watch.round(sim.round_index) if watch is not None else contextlib.nullcontext():
+                rec = sim.run_round()
         except Diverged as e:  # keep its rounds so far; the other algorithms go on
             out.diverged = divergence_message(sc, name, str(e))
             break
@@ -179,6 +183,8 @@ def run_algorithm(
                                 graphs=out.graphs)
     if measure is not None:
         measure.round_index = None
+    if watch is not None:
+        watch.close()
     out.events = out.events[:n_events] + sim.events
     out.now_s = sim.now_s
     if out.diverged is not None:  # nothing of the round that diverged: it has no record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 from edgesim.config import ConfigError, cli_word, worded
 from edgesim.results.files import MARKER, ROUNDS, SUMMARY, SWEEP_SPEC, SWEEP_TABLE
 from edgesim.results.reading import expand, folder_kind, read_summary
+from edgesim.scenarios.round_watch import ENV as ROUND_TIMEOUT_ENV
 from edgesim.scenarios.signals import handle_signals, interrupt_handled
 
 app = typer.Typer(
@@ -160,6 +162,9 @@ def run(
     ray_address: Optional[str] = typer.Option(
         None, "--ray-address", help="With --executor ray: join this Ray cluster (e.g. 127.0.0.1:6379 from `ray start "
         "--head`); default: start a Ray on this machine."),
+    round_timeout_s: Optional[str] = typer.Option(
+        None, "--round-timeout-s", help="Stop the run when a round has taken this many seconds of host time, with "
+        "one line naming the algorithm, the round and its phase (training, evaluation, labelling, aggregation)."),
 ) -> None:
     """Co-simulate every algorithm of a scenario and write a run folder (CSV, JSON, figures)."""
     _style(style, width)
@@ -192,6 +197,7 @@ def run(
         options.append("client-workers")
     if executor not in ("local", "ray"):
         _fail(f"--executor {executor}: expected local or ray")
+    limit = _round_timeout(round_timeout_s)
     try:
         sc = load_scenario(scenario, overrides, options=options)
     except ConfigError as e:
@@ -207,7 +213,8 @@ def run(
     work = RunFolder(out).work
     handle_signals()
     try:
-        with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress:
+        with RunProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds, enabled=not quiet) as progress, \
+                _environment(ROUND_TIMEOUT_ENV, limit):
             on_round = host_time_note(progress.update, run_cfg.rounds or sc.budget.rounds, len(run_cfg.algorithms))
             folder = run_scenario(sc, out, on_round=on_round, resume=resume, overwrite=overwrite,
                                   say=lambda line: typer.echo(line, err=True), jobs=jobs, formats=figure_formats,
@@ -249,6 +256,39 @@ def run(
     if diverged:  # the others' results are kept in the folder; the run still failed
         _fail(f"{'; '.join(diverged.values())} (its rounds until then, and the other algorithms' results, are in "
               f"{folder}; {SUMMARY} marks it diverged)", code=1)
+
+
+def _round_timeout(text: Optional[str]) -> Optional[str]:
+    """``--round-timeout-s S`` as the environment's value (``--jobs`` workers inherit it), ``None`` when not given;
+    one line naming the value otherwise."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        _fail(f"--round-timeout-s {text}: expected a positive number of seconds, such as --round-timeout-s 300")
+    return repr(value)
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: Optional[str]):
+    """``os.environ[name] = value`` inside (nothing when ``value`` is None), as it was after."""
+    import os
+
+    if value is None:
+        yield
+        return
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
 
 
 def host_time_note(on_round, rounds: int, n_algorithms: int, *, over_s: float = 600.0):

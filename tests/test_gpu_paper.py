@@ -94,3 +94,40 @@ def test_dump_stacks_asks_a_process_for_its_stacks_and_leaves_it_running():
     finally:
         proc.kill()
     assert "most recent call first" in proc.communicate()[1]
+
+
+def test_fixavg_at_feddures_layout_runs_first_and_alone_under_a_round_timeout():
+    paper, dry = gpu_paper.paper_jobs(), {j.name: j for j in gpu_paper.dry_jobs()}
+    b0 = paper[0]
+    assert b0.name == "b0_fixavg_feddure" and b0.alone and b0.algorithms == ("fixavg",)
+    assert b0.scenario == "feddure_fmnist_iid_iid.toml" and b0.limit_s and b0.round_timeout_s < b0.limit_s
+    cmd = gpu_paper.command(b0, Path("o"), Path("d"))
+    assert cmd[cmd.index("--round-timeout-s") + 1] == "60"
+    assert not gpu_paper.fits(b0, free_procs=100, free_gib=1e9, busy=True)  # never beside another job
+    assert gpu_paper.fits(b0, free_procs=0, free_gib=0.0, busy=False)
+    assert dry["b0_fixavg_feddure"].alone and dry["b0_fixavg_feddure"].round_timeout_s == 60.0
+    assert b0.enough_rounds == 4  # stopped once its host time per round is known
+
+
+def test_the_moonshot_samples_its_evaluation_and_trains_on_client_workers():
+    by_name, dry = {j.name: j for j in gpu_paper.paper_jobs()}, {j.name: j for j in gpu_paper.dry_jobs()}
+    assert {"run.eval_devices=0.1", "run.label_quality=false"} <= set(by_name["moon_1000"].sets)
+    workers = by_name["moon_workers"]
+    cmd = gpu_paper.command(workers, Path("o"), Path("d"))
+    assert cmd[cmd.index("--client-workers") + 1] == "8" and "train.executor='sequential'" in cmd
+    assert workers.n_slots == 9 and dry["moon_workers"].workers == 2  # the run's process and its workers
+    for name in ("b_feddure_iid_iid", "c_um_pfssl_a0.5", "e_arena_clients"):
+        assert "run.eval_every=5" in by_name[name].sets, name
+    for name in ("c_um_pfssl_a0.5", "e_arena_clients"):  # the last window's out-of-memory failures
+        assert "train.vmap_max_clients=5" in by_name[name].sets, name
+
+
+def test_a_round_timeout_becomes_the_jobs_status(tmp_path):
+    line = ("--round-timeout-s 60: fixavg's round 0 has run 60.2 s; it is in its evaluation phase (for 40.1 s); "
+            "stopping the run")
+    log = tmp_path / "j.log"
+    log.write_text(f"python -m edgesim.scenarios.cli run ...\nerror: {line}\nerror: interrupted: ...\n")
+    assert gpu_paper.round_timeout_line(log) == line
+    log.write_text("python -m edgesim.scenarios.cli run ...\nTraceback ...\n")
+    assert gpu_paper.round_timeout_line(log) is None
+    assert gpu_paper.round_timeout_line(tmp_path / "absent.log") is None

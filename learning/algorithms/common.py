@@ -20,6 +20,7 @@ from edgesim.learning.costs import task_cycles
 from edgesim.learning.inference import evaluate
 from edgesim.learning.label_quality import TRUTH, start_label_rates
 from edgesim.learning.label_quality import finish as finish_label_metrics
+from edgesim.learning.phases import phase
 from edgesim.learning.tasks import LocalTask, LocalTrainResult, Stream
 
 Params = dict[str, torch.Tensor]
@@ -133,7 +134,8 @@ def train_devices(
     if any(isinstance(s, Mapping) and TRUTH in s for d in data if isinstance(d, Mapping) for s in d.values()):
         start_aux = start_label_aux(ctx, devices, starts if labellers is None else labellers)
     gens = [ctx.generator(stream, round_index, d) for d in devices]
-    result = ctx.executor.run(ctx.model, task, list(starts), list(data), gens)
+    with phase("training"):
+        result = ctx.executor.run(ctx.model, task, list(starts), list(data), gens)
     check_losses(name, round_index, devices, result)
     if start_aux:
         result = dataclasses.replace(result, aux={**result.aux, **start_aux})
@@ -151,15 +153,16 @@ def start_label_rates_of(ctx: Context, devices: Sequence[int],
     keys = ctx.model.state_dict().keys()
     due = set(due_devices(ctx, labels=True) or ())
     out = []
-    for d, state in zip(devices, labellers):
-        c = ctx.clients[d]
-        if c.x_unl.shape[0] == 0 or d not in due:
-            out.append({})
-            continue
-        with torch.no_grad():
-            p = predict_proba(ctx.model, [{k: state[k] for k in keys}], c.x_unl,
-                              batch_size=ctx.train_cfg.eval_batch_size, vectorize=False)[0]
-        out.append(start_label_rates(p.float(), c.y_unl_hidden))
+    with phase("labelling"):
+        for d, state in zip(devices, labellers):
+            c = ctx.clients[d]
+            if c.x_unl.shape[0] == 0 or d not in due:
+                out.append({})
+                continue
+            with torch.no_grad():
+                p = predict_proba(ctx.model, [{k: state[k] for k in keys}], c.x_unl,
+                                  batch_size=ctx.train_cfg.eval_batch_size, vectorize=False)[0]
+            out.append(start_label_rates(p.float(), c.y_unl_hidden))
     return out
 
 
@@ -339,8 +342,9 @@ def evaluate_shared(ctx: Context, state: Mapping[str, torch.Tensor]) -> list[flo
     first: dict[bytes, int] = {}
     owner = {d: first.setdefault(np.asarray(ctx.clients[d].split.test).tobytes(), d) for d in due}
     distinct = sorted(set(owner.values()))
-    accs = dict(zip(distinct, accuracy_per_part(ctx, state, [(ctx.clients[d].x_test, ctx.clients[d].y_test)
-                                                             for d in distinct])))
+    with phase("evaluation"):
+        accs = dict(zip(distinct, accuracy_per_part(ctx, state, [(ctx.clients[d].x_test, ctx.clients[d].y_test)
+                                                                 for d in distinct])))
     return [accs[owner[d]] if d in owner else float("nan") for d in range(ctx.n_devices)]
 
 
@@ -449,8 +453,9 @@ def _on_due(ctx: Context, states: Sequence[Mapping[str, torch.Tensor]], part, la
     due = due_devices(ctx, labels)
     if due is None:
         return None
-    accs = accuracy_per_device(ctx, [states[d] for d in due], [part(ctx.clients[d]) for d in due],
-                               one_model_pass=labels)
+    with phase("labelling" if labels else "evaluation"):
+        accs = accuracy_per_device(ctx, [states[d] for d in due], [part(ctx.clients[d]) for d in due],
+                                   one_model_pass=labels)
     out = [float("nan")] * len(states)
     for d, a in zip(due, accs):
         out[d] = a
@@ -491,7 +496,8 @@ def train_at_server(ctx: Context, algorithm: str, round_index: int, start: Mappi
                     task: LocalTask) -> LocalTrainResult:
     """Run ``task`` once at the base station from ``start`` on ``data`` (generator ``(seed, "server", round)``,
     shared by every algorithm of the run); check for divergence. Its cycles go into the plan's server phase."""
-    result = ctx.executor.run(ctx.model, task, [dict(start)], [data], [ctx.generator("server", round_index)])
+    with phase("training"):
+        result = ctx.executor.run(ctx.model, task, [dict(start)], [data], [ctx.generator("server", round_index)])
     check_losses(f"{algorithm} (server)", round_index, [-1], result)
     return result
 

@@ -97,6 +97,7 @@ from edgesim.learning.costs import forward_cycles, task_cycles
 from edgesim.learning.inference import entropy, mc_dropout_proba
 from edgesim.learning.label_quality import label_rates, round_label_metrics
 from edgesim.learning.objectives import cross_entropy_loss, kl_to_soft
+from edgesim.learning.phases import phase
 from edgesim.learning.tasks import LocalTask, LocalTrainResult, StepInputs, Stream
 
 # --------------------------------------------------------------------------- formulas
@@ -530,7 +531,9 @@ class UMPFSSL:
             models = {k: self._own_model(k) for k in need}
             c = ctx.clients
             parts = [(c[k].x_test, c[k].y_test) if which == 0 else (c[k].x_unl, c[k].y_unl_hidden) for k in need]
-            for k, a in zip(need, accuracy_per_device(ctx, [models[k] for k in need], parts)):
+            with phase("evaluation" if which == 0 else "labelling"):
+                accs = accuracy_per_device(ctx, [models[k] for k in need], parts)
+            for k, a in zip(need, accs):
                 pair = list(self._accuracy.get((k, self.latest[k]), (None, None)))
                 pair[which] = a
                 self._accuracy[(k, self.latest[k])] = tuple(pair)
