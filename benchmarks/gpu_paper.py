@@ -139,15 +139,16 @@ _DRY = {
     "a": ("system.n_devices=5", "run.clients_per_round=2", "data.size_scale=0.05", "data.test_size=20",
           "algorithms.dofed_spp.max_b=2", "algorithms.dofed_spp.max_k=2", "algorithms.dofed_spp.warmup_rounds=1",
           "algorithms.fedfomo.n_download=2", "algorithms.fedbe.server_samples=50"),
-    "b": ("system.n_devices=4", "run.clients_per_round=2", "train.model='cnn'", "data.train_pool_size=1200",
-          "data.test_size=200"),
+    "b": ("system.n_devices=4", "run.clients_per_round=2", "train.model='cnn'", "data.train_pool_size=600",
+          "data.test_size=50"),
     "c": ("system.n_devices=4", "run.clients_per_round=2", "train.model='cnn'", "data.train_pool_size=600",
           "workload.local_iterations=1", "algorithms.um_pfssl.helpers=2", "algorithms.um_pfssl.replace=1",
-          "algorithms.um_pfssl.mc_passes=2", "algorithms.um_pfssl.warmup_epochs=1"),
+          "algorithms.um_pfssl.mc_passes=2", "algorithms.um_pfssl.warmup_epochs=1", "data.test_size=50"),
     "d": ("system.n_devices=4", "run.clients_per_round=2", "data.server_labeled=100", "data.train_pool_size=1200",
-          "data.test_size=200"),
+          "data.test_size=50"),
     "moon": ("system.n_devices=8", "run.clients_per_round=4", "data.train_pool_size=1200"),
-    "e": ("system.n_devices=6", "run.clients_per_round=2", "train.model='cnn'", "data.train_pool_size=1200"),
+    "e": ("system.n_devices=6", "run.clients_per_round=2", "train.model='cnn'", "data.train_pool_size=1200",
+          "data.test_size=20"),
 }
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import csv
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from cli_here import edgesim_here
 
 from edgesim.access.aircomp import Aircomp, AircompOptions
 from edgesim.access.formulas import aircomp_airtime_s, aircomp_eta, aircomp_noise_var
@@ -110,10 +110,9 @@ def test_the_aggregate_carries_the_noise_divided_by_the_count():
 
 
 def _edgesim(tmp_path: Path, text: str, out: str, *extra: str) -> subprocess.CompletedProcess:
+    """``edgesim run`` of ``text`` in this process (tests/cli_here.py: no fresh interpreter's start)."""
     (tmp_path / "s.toml").write_text(text)
-    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", "run", str(tmp_path / "s.toml"), "--out",
-                           str(tmp_path / out), "-q", *extra], capture_output=True, text=True, timeout=600,
-                          cwd=tmp_path, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    return edgesim_here("run", tmp_path / "s.toml", "--out", tmp_path / out, "-q", *extra)
 
 
 def test_the_noiseless_limit_is_fedavg(tmp_path):

@@ -4,12 +4,11 @@ of a cluster while all transmit, the clusters, and bad input."""
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import simpy
+from cli_here import edgesim_here
 
 from edgesim.access import make_link
 from edgesim.access.noma import Noma, NomaOptions, clusters_of
@@ -146,12 +145,10 @@ backend = "parametric"
 clients_per_round = 4
 """
     (tmp_path / "s.toml").write_text(text)
-    done = subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", "run", str(tmp_path / "s.toml"), "--out",
-                           str(tmp_path / "r"), "-q"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = edgesim_here("run", tmp_path / "s.toml", "--out", tmp_path / "r", "-q", timeout_s=300)  # tests/cli_here.py
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert ("[access]: cluster_size = 5: expected an integer in [1, 4] (the devices of a round, [run] "
             "clients_per_round)" in done.stderr)
-    ok = subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", "run", str(tmp_path / "s.toml"), "--out",
-                         str(tmp_path / "r2"), "-q", "--set", "access.cluster_size=2"], capture_output=True, text=True,
-                        timeout=300, cwd=tmp_path)
+    ok = edgesim_here("run", tmp_path / "s.toml", "--out", tmp_path / "r2", "-q", "--set", "access.cluster_size=2",
+                      timeout_s=300)
     assert ok.returncode == 0, ok.stderr

@@ -6,11 +6,11 @@ import csv
 import itertools
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_here import edgesim_here
 
 from edgesim.access.ofdma import RB_POLICIES, Ofdma, OfdmaOptions, RbRound, relaxed_min_max_time_s
 from edgesim.access.registry import Cell
@@ -189,10 +189,9 @@ clients_per_round = 4
 
 
 def _edgesim(tmp_path: Path, text: str, *extra: str) -> subprocess.CompletedProcess:
+    """``edgesim run`` of ``text`` in this process (tests/cli_here.py: no fresh interpreter's start)."""
     (tmp_path / "s.toml").write_text(text)
-    return subprocess.run([sys.executable, "-m", "edgesim.scenarios.cli", "run", str(tmp_path / "s.toml"), "--out",
-                           str(tmp_path / "run"), "-q", *extra], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+    return edgesim_here("run", tmp_path / "s.toml", "--out", tmp_path / "run", "-q", *extra, timeout_s=300)
 
 
 def test_a_run_writes_integer_block_counts(tmp_path):

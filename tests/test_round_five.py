@@ -185,17 +185,17 @@ def test_an_implausible_label_is_one_line_naming_file_and_array_before_any_model
 
 
 def _guarded(scenario: Path, out: Path, *sets: str, timeout_s: float = 90):
-    """``edgesim run`` in its own process with a wall-clock guard: (exit status, stderr lines); a hang fails."""
-    import os
+    """``edgesim run`` with a wall-clock guard (in this process: tests/cli_here.py): (exit status, stderr lines); a
+    hang fails."""
     import subprocess
-    import sys
 
-    cmd = [sys.executable, "-m", "edgesim.scenarios.cli", "run", str(scenario), "--out", str(out), "-q"]
+    from cli_here import edgesim_here
+
+    cmd = ["run", str(scenario), "--out", str(out), "-q"]
     for s in sets:
         cmd += ["--set", s]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        done = edgesim_here(*cmd, timeout_s=timeout_s)
     except subprocess.TimeoutExpired:
         pytest.fail(f"still running after {timeout_s} s: {' '.join(sets)}")
     return done.returncode, [line for line in done.stderr.splitlines() if line.strip()]
