@@ -43,7 +43,8 @@ def register_async_rule(name: str) -> Callable[[type], type]:
     both sources."""
     if not isinstance(name, str) or not name or name in (*SYNC_MODES, HIERARCHICAL):
         raise ValueError(f"asynchronous rule name {name!r}: expected a non-empty string other than "
-                         f"{', '.join(map(repr, (*SYNC_MODES, HIERARCHICAL)))}")
+                         f"{' and '.join(map(repr, SYNC_MODES))} (and {HIERARCHICAL!r}: the round modes that are no "
+                         f"rule)")
 
     def add(cls: type) -> type:
         if not (isinstance(cls, type) and issubclass(cls, AsyncRule)):
