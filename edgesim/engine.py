@@ -306,11 +306,14 @@ class Simulation(Clock):
         self.channel.advance(record.duration_s)
         return record
 
-    def _open_round(self, index: int, plan: RoundPlan, view: SystemView, true_gains=None) -> _Round:
+    def _open_round(self, index: int, plan: RoundPlan, view: SystemView, true_gains=None,
+                    server_freq_hz: Optional[float] = None) -> _Round:
         """Round ``index`` of ``plan``, starting now: its devices checked (:meth:`_devices_of`), the ``[resources]``
-        policies' allocation made and an access scheme that decides per round told who takes part."""
+        policies' allocation made and an access scheme that decides per round told who takes part; its server
+        phases at ``server_freq_hz`` (default ``system.server_freq_hz``)."""
         env = self._env
-        rnd = _Round(index, env.now, self._devices_of(plan, view, true_gains), env.event(), self._server_seconds(plan))
+        rnd = _Round(index, env.now, self._devices_of(plan, view, true_gains), env.event(),
+                     self._server_seconds(plan, server_freq_hz))
         if self._allocator is not None:
             self._allocate(rnd, view.channel_gain)
         if self._cell_links is not None:  # several cells: each cell's uploads to its links
@@ -457,12 +460,15 @@ class Simulation(Clock):
             if w.upload_bits > 0:
                 positive(f"channel_gain of device {d}", gains[d])  # an uploader needs a usable channel
 
-    def _server_seconds(self, plan: RoundPlan) -> tuple[Optional[float], Optional[float]]:
-        """The plan's server phases in seconds at ``system.server_freq_hz`` (``None``: no such phase)."""
+    def _server_seconds(self, plan: RoundPlan, freq_hz: Optional[float] = None) -> tuple[Optional[float],
+                                                                                         Optional[float]]:
+        """The plan's server phases in seconds at ``freq_hz`` (default ``system.server_freq_hz``; ``None``: no such
+        phase)."""
+        freq_hz = float(self.system.server_freq_hz) if freq_hz is None else float(freq_hz)
         out = []
         for label, phases in (("server_cycles", plan.server_cycles), ("server_cycles_after", plan.server_cycles_after)):
             cycles = sum(non_negative(f"{label}[{k!r}]", v) for k, v in phases.items())
-            out.append(compute_time_s(cycles, float(self.system.server_freq_hz)) if phases else None)
+            out.append(compute_time_s(cycles, freq_hz) if phases else None)
         return out[0], out[1]
 
     def _server_phase(self, env: simpy.Environment, rnd: _Round, seconds: float):

@@ -26,7 +26,8 @@ with their cloud aggregation included, so ``budget.rounds`` (or ``run.rounds``) 
 of κ (the run ends with the cloud's model). A checkpoint holds the clock at the period's end and the records not
 handed out yet; resume is byte-identical.
 
-Which cell a device is in comes from :func:`cell_of_devices` (one function: the association of the cells).
+Which cell a device is in comes from :func:`cell_of_devices` (the association of :mod:`edgesim.cells`); each edge
+server computes at its cell's ``cpu_hz`` (``system.cells``; unset: ``system.server_freq_hz``).
 The channel of edge round r is ``channel.gains(r)`` for every cell; the devices move (mobility) at each cloud
 aggregation by the period's duration. Not in this mode (refused before the run, one line each): a
 ``[resources]`` scheduling policy other than ``"random"`` and ``system.csi`` other than ``"perfect"`` (both
@@ -47,6 +48,7 @@ import simpy
 from ._checks import non_negative
 from .async_rules import HIERARCHICAL
 from .backend import RoundOutcome, RoundPlan, SystemView  # noqa: F401 - RoundOutcome: the protocol's
+from .cells import n_cells as n_cells  # the cells of a [system]: what check_hierarchy's lists are checked against
 from .clock import cyclic_gc_paused
 from .config import ConfigError, Described, Integer, check_keys, fail, key
 from .engine import Simulation
@@ -150,15 +152,9 @@ def check_hierarchy(hierarchy: HierarchyConfig, n_cells: int, rounds: int, resou
 # --------------------------------------------------------------------------- the cells
 
 
-def n_cells(system: Any) -> int:
-    """The cells of ``[system]``. One until the cells land (with :func:`cell_of_devices`, the stand-in to swap)."""
-    return 1
-
-
 def cell_of_devices(sim: Simulation) -> tuple[int, ...]:
-    """The serving cell of every device (cells numbered from 0). One cell until the cells' association lands:
-    every device in cell 0."""
-    return (0,) * sim.system.n_devices
+    """The serving cell of every device (cells numbered from 0): the association of :mod:`edgesim.cells`."""
+    return tuple(int(c) for c in sim.serving_cell)
 
 
 # --------------------------------------------------------------------------- the protocol
@@ -169,8 +165,8 @@ class HierarchicalBackend(Protocol):
     """What the hierarchical clock calls (a learning backend's ``hierarchical()`` mode; the FedAvg family's is
     ``edgesim.learning.algorithms.fedavg.hierarchical``)."""
 
-    def assign_cells(self, cell_of: Sequence[int]) -> None:
-        """The serving cell of every device (once, before any round)."""
+    def assign_cells(self, cell_of: Sequence[int], n_cells: int) -> None:
+        """The serving cell of every device, of ``n_cells`` cells (once, before any round)."""
         ...
 
     def backhaul_bits(self) -> tuple[float, float]:
@@ -208,12 +204,13 @@ class HierarchicalSimulation(Simulation):
                              f"edgesim.hierarchy.HierarchicalBackend")
         super().__init__(system, budget, backend, seed, record_events, **options)
         self.hierarchy = HierarchyConfig() if hierarchy is None else hierarchy
-        self.cell_of = tuple(int(c) for c in cell_of_devices(self))
-        self.n_cells = max(self.cell_of, default=0) + 1
+        self.cell_of = cell_of_devices(self)  # self.n_cells: the system's cells (edgesim.cells)
         self.members = tuple(tuple(d for d, c in enumerate(self.cell_of) if c == cell) for cell in range(self.n_cells))
         self.backhaul_bps = self.hierarchy.per_cell("backhaul_bps", self.n_cells)
         self.backhaul_latency_s = self.hierarchy.per_cell("backhaul_latency_s", self.n_cells)
-        backend.assign_cells(self.cell_of)
+        self.edge_cpu_hz = tuple(float(system.server_freq_hz) if c.cpu_hz is None else float(c.cpu_hz)
+                                 for c in system.cell_configs)  # each edge server's CPU (cycles/s)
+        backend.assign_cells(self.cell_of, self.n_cells)
         self._start_period_state()
 
     def _start_period_state(self) -> None:
@@ -316,7 +313,7 @@ class HierarchicalSimulation(Simulation):
             plan = self._online_only(plan, env.now)
         if self._battery_j is not None:
             plan = self._charged_only(plan)
-        rnd = self._open_round(r, plan, view)
+        rnd = self._open_round(r, plan, view, server_freq_hz=self.edge_cpu_hz[cell])
         strangers = sorted(d.device for d in rnd.devices if self.cell_of[d.device] != cell)
         if strangers:
             raise ValueError(f"plan_edge of cell {cell}, edge round {r}: devices {strangers[:5]} are in other cells; "

@@ -9,7 +9,6 @@ import math
 import pandas as pd
 import pytest
 
-from edgesim import hierarchy
 from edgesim.backend import DeviceWork, RoundPlan
 from edgesim.config import BudgetConfig, ConfigError, SystemConfig
 from edgesim.hierarchy import HierarchicalSimulation, HierarchyConfig, backhaul_time_s, cloud_weights
@@ -17,8 +16,7 @@ from edgesim.radio import shannon_rate_bps
 from edgesim.units import dbm_to_w
 
 B_HZ, P_DBM = 1e6, 23.0
-GAIN_DB_SNR3 = 10 * math.log10(3.0) + (-174.0 + 10 * math.log10(B_HZ)) - P_DBM  # rate b·log2(1 + 3) = 2 Mbit/s
-UP_BITS = 1e6  # 0.5 s at 2 Mbit/s
+UP_BITS = 1e5
 BACKHAUL_BITS = 4e6  # 0.4 s at 1e7 bit/s, + 0.1 s latency
 
 
@@ -54,8 +52,8 @@ class CellsBackend:
         self.cycles = cycles
         self.edges, self.clouds = [], []
 
-    def assign_cells(self, cell_of):
-        self.cell_of = tuple(cell_of)
+    def assign_cells(self, cell_of, n_cells):
+        self.cell_of, self.n_cells = tuple(cell_of), n_cells
 
     def backhaul_bits(self):
         return BACKHAUL_BITS, BACKHAUL_BITS
@@ -78,33 +76,34 @@ class CellsBackend:
         self.edges, self.clouds = list(state["edges"]), list(state["clouds"])
 
 
-@pytest.fixture
-def two_cells(monkeypatch):
-    """Device 0 in cell 0, device 1 in cell 1 (the association, set for the test)."""
-    monkeypatch.setattr(hierarchy, "cell_of_devices", lambda sim: (0, 1))
-
-
 def two_cell_sim(rounds=4):
-    system = SystemConfig(n_devices=2, bandwidth_hz=B_HZ, tx_power_dbm=P_DBM, channel_gain_db=GAIN_DB_SNR3,
-                          cpu_freq_hz=1e9)
+    """Device 0 in cell 0, device 1 in cell 1, 2 km apart (placement "per_cell"); no shadowing or fading."""
+    system = SystemConfig(n_devices=2, bandwidth_hz=B_HZ, tx_power_dbm=P_DBM, cpu_freq_hz=1e9, cell_radius_m=20.0,
+                          shadowing_std_db=0.0, rayleigh_fading=False, placement="per_cell",
+                          cells=[{"x_m": 0.0, "y_m": 0.0}, {"x_m": 2000.0, "y_m": 0.0}])
     budget = BudgetConfig(total_time_s=100.0, rounds=rounds, round_mode="hierarchical")
     cfg = HierarchyConfig(edge_rounds=2, backhaul_bps=1e7, backhaul_latency_s=0.1)
     return HierarchicalSimulation(system, budget, CellsBackend({0: 5e8, 1: 2.2e9}), cfg)
 
 
-def test_two_cells_two_edge_rounds_per_cloud_round_by_hand(two_cells):
-    s = SystemConfig(channel_gain_db=GAIN_DB_SNR3, tx_power_dbm=P_DBM, bandwidth_hz=B_HZ)
-    assert shannon_rate_bps(B_HZ, s.fixed_gain, dbm_to_w(P_DBM), s.noise_psd_w_per_hz) == pytest.approx(2e6)
+def test_two_cells_two_edge_rounds_per_cloud_round_by_hand():
     sim = two_cell_sim()
+    assert sim.cell_of == (0, 1)
+    g = sim.channel.gains(0)
+    s = sim.system
+    a0, a1 = (UP_BITS / shannon_rate_bps(B_HZ, g[d], dbm_to_w(P_DBM), s.noise_psd_w_per_hz) for d in (0, 1))
+    assert 0 < a0 < 0.1 and 0 < a1 < 0.1  # each upload's airtime, s (no upload overlaps another: no contention)
     records = sim.run()
-    # Cell 0: compute 0.5 s + upload 0.5 s per edge round; cell 1: 2.2 s + 0.5 s; each runs its two edge rounds
-    # on its own, then its edge model takes 4e6 / 1e7 + 0.1 = 0.5 s to the cloud; the cloud aggregates when the
-    # slower (cell 1, at 5.4 s) arrives: 5.9 s; its model reaches both cells 0.5 s later (6.4 s).
+    # Cell 0: compute 5e8 / 1e9 = 0.5 s + airtime a0 per edge round; cell 1: 2.2 s + a1; each cell runs its two edge
+    # rounds on its own, then its edge model takes 4e6 / 1e7 + 0.1 = 0.5 s to the cloud; the cloud aggregates when
+    # the slower (cell 1) has arrived; its model reaches both cells 0.5 s later.
+    c1 = 2 * (2.2 + a1) + 0.5  # the first cloud aggregation
+    expected = [("edge", 0, 0, 0.0, 0.5 + a0), ("edge", 0, 1, 0.5 + a0, 1 + 2 * a0),
+                ("edge", 1, 0, 0.0, 2.2 + a1), ("edge", 1, 1, 2.2 + a1, 4.4 + 2 * a1), ("cloud", -1, 1, 0.0, c1),
+                ("edge", 0, 2, c1 + 0.5, c1 + 1 + a0), ("edge", 0, 3, c1 + 1 + a0, c1 + 1.5 + 2 * a0),
+                ("edge", 1, 2, c1 + 0.5, c1 + 2.7 + a1), ("edge", 1, 3, c1 + 2.7 + a1, c1 + 4.9 + 2 * a1),
+                ("cloud", -1, 3, c1, c1 + 5.4 + 2 * a1)]
     rows = [(r.level, r.cell, r.round_index, r.start_time_s, r.end_time_s) for r in records]
-    expected = [("edge", 0, 0, 0.0, 1.0), ("edge", 0, 1, 1.0, 2.0), ("edge", 1, 0, 0.0, 2.7), ("edge", 1, 1, 2.7, 5.4),
-                ("cloud", -1, 1, 0.0, 5.9),
-                ("edge", 0, 2, 6.4, 7.4), ("edge", 0, 3, 7.4, 8.4), ("edge", 1, 2, 6.4, 9.1),
-                ("edge", 1, 3, 9.1, 11.8), ("cloud", -1, 3, 5.9, 12.3)]
     assert [r[:3] for r in rows] == [e[:3] for e in expected]
     for got, want in zip(rows, expected):
         assert got[3:] == pytest.approx(want[3:], rel=1e-12, abs=1e-12)
@@ -112,14 +111,14 @@ def test_two_cells_two_edge_rounds_per_cloud_round_by_hand(two_cells):
     assert cloud.devices == () and cloud.metrics == {"accuracy": 0.5}
     assert cloud.info["backhaul_bits"] == 2 * 2 * BACKHAUL_BITS  # two cells, up and down
     assert records[-1].info["cum_backhaul_bits"] == 2 * cloud.info["backhaul_bits"]
-    assert sim.round_index == 4 and sim.now_s == pytest.approx(12.3)
+    assert sim.round_index == 4 and sim.now_s == pytest.approx(expected[-1][4])
     ends = [(e.kind, e.time_s) for e in sim.events if e.kind in ("backhaul_start", "backhaul_end", "cloud_aggregate")]
     assert [k for k, _ in ends][:5] == ["backhaul_start", "backhaul_end", "backhaul_start", "backhaul_end",
                                         "cloud_aggregate"]
-    assert [t for _, t in ends][:5] == pytest.approx([2.0, 2.5, 5.4, 5.9, 5.9])
+    assert [t for _, t in ends][:5] == pytest.approx([1 + 2 * a0, 1.5 + 2 * a0, c1 - 0.5, c1, c1])
 
 
-def test_round_index_counts_edge_rounds_every_cell_finished_with_their_cloud_round(two_cells):
+def test_round_index_counts_edge_rounds_every_cell_finished_with_their_cloud_round():
     sim = two_cell_sim()
     seen = []
     while sim.round_index < 4:
@@ -128,7 +127,7 @@ def test_round_index_counts_edge_rounds_every_cell_finished_with_their_cloud_rou
     assert seen == [0, 0, 1, 1, 2, 2, 2, 3, 3, 4]
 
 
-def test_resume_mid_period_gives_the_same_records_and_events(two_cells):
+def test_resume_mid_period_gives_the_same_records_and_events():
     whole = two_cell_sim()
     reference = whole.run()
     first = two_cell_sim()
@@ -207,6 +206,8 @@ def test_a_killed_hierarchical_run_resumes_to_the_same_bytes(tiny_scenario, tmp_
     (["hierarchy.backhaul_bps=-1"], "backhaul_bps", -1),
     (["hierarchy.backhaul_latency_s=-0.5"], "backhaul_latency_s", -0.5),
     (["hierarchy.backhaul_bps=[1e6, 2e6]"], "backhaul_bps", [1e6, 2e6]),  # one cell: a list of one
+    (["hierarchy.backhaul_latency_s=[0.1, 0.2]", "system.cells=[{x_m = 0, y_m = 0}, {x_m = 500, y_m = 0}, "
+      "{x_m = 0, y_m = 500}]"], "backhaul_latency_s", [0.1, 0.2]),  # three cells: three values
     (["hierarchy.edge_rounds=2", "budget.rounds=3"], "edge_rounds", 2),  # the run must end at a cloud round
 ])
 def test_bad_hierarchy_is_one_line_naming_key_and_value(tiny_scenario, overrides, key, value):

@@ -51,17 +51,17 @@ class HierFedAvg:
                              f"unset")
         self.inner = inner
         self.backhaul = Backhaul(inner.ctx, list(inner.global_state), inner.bits)
-        self.assign_cells((0,) * inner.ctx.n_devices)
+        self.assign_cells((0,) * inner.ctx.n_devices, 1)
 
     @property
     def name(self) -> str:
         return self.inner.name
 
     # -- the cells
-    def assign_cells(self, cell_of: Sequence[int]) -> None:
+    def assign_cells(self, cell_of: Sequence[int], n_cells: int) -> None:
         inner = self.inner
         self.cell_of = tuple(int(c) for c in cell_of)
-        self.n_cells = max(self.cell_of, default=0) + 1
+        self.n_cells = int(n_cells)
         self.members = tuple(np.flatnonzero(np.asarray(self.cell_of) == c) for c in range(self.n_cells))
         samples = [float(sum(inner.sizes[d].values())) for d in range(inner.ctx.n_devices)]
         self.cell_data = cell_samples(self.cell_of, samples, self.n_cells)
