@@ -78,6 +78,28 @@ def cloud_weights(cell_samples: Sequence[float]) -> list[float]:
     return [float(s) / total for s in cell_samples]
 
 
+def edge_cloud_schedule(hierarchy: "HierarchyConfig", n_cells: int, rounds: int,
+                        backhaul_bits: Mapping[str, float], devices_per_cell: Sequence[int]) -> dict:
+    """What ``edgesim plan`` shows of a hierarchical run: κ edge rounds per cloud round, the cloud rounds of the
+    run's ``rounds`` edge rounds (the edge rounds after which the cloud aggregates), and per cell its devices and
+    the seconds one model takes up and down its backhaul (:func:`backhaul_time_s`); per algorithm the bits of one
+    model over one backhaul (``backhaul_bits``), of one cloud round (every edge model up, the cloud model down to
+    every cell: ``2·C·bits``) and of the run."""
+    k = hierarchy.edge_rounds
+    bps, lat = hierarchy.per_cell("backhaul_bps", n_cells), hierarchy.per_cell("backhaul_latency_s", n_cells)
+    clouds = rounds // k
+    first = next(iter(backhaul_bits.values()), 0.0)
+    return {
+        "edge_rounds": k, "rounds": rounds, "cloud_rounds": clouds,
+        "cloud_after_edge_rounds": [(i + 1) * k - 1 for i in range(clouds)],
+        "cells": [{"cell": c, "devices": int(devices_per_cell[c]), "backhaul_bps": bps[c],
+                   "backhaul_latency_s": lat[c], "model_one_way_s": backhaul_time_s(first, bps[c], lat[c])}
+                  for c in range(n_cells)],
+        "backhaul_bits": {name: {"model": float(b), "cloud_round": 2.0 * n_cells * float(b),
+                                 "run": 2.0 * n_cells * float(b) * clouds} for name, b in backhaul_bits.items()},
+    }
+
+
 # --------------------------------------------------------------------------- the [hierarchy] table
 
 

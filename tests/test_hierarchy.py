@@ -232,3 +232,51 @@ def test_what_has_no_hierarchical_form_is_refused_in_one_line(tiny_scenario, ove
     with pytest.raises(ConfigError) as e:
         load_scenario(tiny_scenario, overrides)
     assert "\n" not in str(e.value) and words in str(e.value)
+
+
+# -- the backhaul's codec and edgesim plan's schedule -----------------------------------------------------------
+
+
+def test_the_backhaul_codec_sends_the_edge_model_as_its_difference_from_the_cloud_model():
+    from types import SimpleNamespace
+
+    import torch
+
+    from edgesim.compression import Codec, CompressionConfig
+    from edgesim.learning.compression import Backhaul
+
+    template = {"w": torch.zeros(6), "steps": torch.zeros((), dtype=torch.long)}
+
+    def ctx(codec):
+        return SimpleNamespace(template_state=template, model_bits=32 * 6, compression=CompressionConfig(
+            backhaul=codec), generator=lambda *keys: torch.Generator().manual_seed(0))
+
+    cloud = {"w": torch.full((6,), 1.0), "steps": torch.tensor(3)}
+    edge = {"w": torch.tensor([1.0, 1.5, 0.5, 1.0 + 2 ** -12, 1.0, 3.0]), "steps": torch.tensor(4)}
+    plain = Backhaul(ctx(Codec()), ["w", "steps"], uncompressed_bits=192)
+    assert plain.bits == 192 and plain.up(0, 0, edge, cloud) is not edge
+    assert torch.equal(plain.up(0, 0, edge, cloud)["w"], edge["w"]) and torch.equal(plain.down(0, cloud)["w"],
+                                                                                  cloud["w"])
+    half = Backhaul(ctx(Codec("fp16")), ["w", "steps"], uncompressed_bits=192)
+    assert half.bits == 16 * 6  # fp16: 16 bits a number (by hand)
+    sent = half.up(0, 1, edge, cloud)  # cloud + fp16(edge − cloud): the difference 2^-12 survives in half precision
+    assert torch.equal(sent["w"], edge["w"]) and int(sent["steps"]) == 4
+    assert torch.equal(half.down(0, cloud)["w"], cloud["w"])  # 1.0 is exact in half precision
+
+
+def test_plan_prints_the_edge_cloud_schedule(tiny_scenario):
+    from edgesim.scenarios.plan import plan_report
+    from edgesim.scenarios.schema import load_scenario
+
+    sc = load_scenario(tiny_scenario, [
+        "budget.round_mode=hierarchical", "run.algorithms=['fedavg']", "budget.rounds=6", "hierarchy.edge_rounds=3",
+        "hierarchy.backhaul_bps=[1e6, 2e6]", "hierarchy.backhaul_latency_s=0.5", "workload.model_bits=1e6",
+        "system.cells=[{x_m = 0, y_m = 0}, {x_m = 600, y_m = 0}]", "system.placement=per_cell"])
+    report = plan_report(sc)
+    h = report.hierarchy
+    assert (h["edge_rounds"], h["cloud_rounds"], h["cloud_after_edge_rounds"]) == (3, 2, [2, 5])
+    assert [c["devices"] for c in h["cells"]] == [3, 3]
+    assert [c["model_one_way_s"] for c in h["cells"]] == [1.5, 1.0]  # 1e6 / 1e6 + 0.5, 1e6 / 2e6 + 0.5
+    assert h["backhaul_bits"]["fedavg"] == {"model": 1e6, "cloud_round": 4e6, "run": 8e6}
+    assert "Edge/cloud schedule" in report.text() and report.to_dict()["hierarchy"] == h
+    assert plan_report(load_scenario(tiny_scenario, [])).hierarchy is None
