@@ -340,7 +340,8 @@ def add_variants(learned: dict, budget: BudgetConfig, values, algorithm_tables, 
             learned["compression"][name] = learned["compression"][v.algorithm]
         if v.round_mode is not None:
             asynchronous = tuple(m for m in round_modes() if is_asynchronous(m))
-            family = asynchronous if is_asynchronous(budget.round_mode) else SYNC_MODES
+            family = asynchronous if is_asynchronous(budget.round_mode) else \
+                (budget.round_mode,) if is_hierarchical(budget.round_mode) else SYNC_MODES
             if v.round_mode not in family:
                 raise ScenarioError(f"{at}: round_mode = {v.round_mode!r}: expected one of "
                                     f"{', '.join(map(repr, family))} (the run's [budget] round_mode is "

@@ -143,6 +143,25 @@ def test_resume_mid_period_gives_the_same_records_and_events():
         two_cell_sim().load_state_dict({**state, "kind": "rounds"})
 
 
+def test_each_edge_round_runs_the_resource_policies_over_its_own_cell():
+    """cpu_freq = "min_energy" (Yang et al.'s least-energy frequency for the round's budget T/G) plans every edge
+    round's devices: each device computes at the frequency that just meets T/G, below its maximum."""
+    from edgesim.resources import ResourcesConfig
+
+    system = SystemConfig(n_devices=2, bandwidth_hz=B_HZ, tx_power_dbm=P_DBM, cpu_freq_hz=1e9, cell_radius_m=20.0,
+                          shadowing_std_db=0.0, rayleigh_fading=False, placement="per_cell", access="fdma",
+                          cells=[{"x_m": 0.0, "y_m": 0.0}, {"x_m": 2000.0, "y_m": 0.0}])
+    budget = BudgetConfig(total_time_s=40.0, rounds=4, round_mode="hierarchical")
+    sim = HierarchicalSimulation(system, budget, CellsBackend({0: 5e8, 1: 2.2e9}),
+                                 HierarchyConfig(edge_rounds=2, backhaul_bps=1e7, backhaul_latency_s=0.1),
+                                 resources=ResourcesConfig(cpu_freq="min_energy"))
+    edges = [r for r in sim.run() if r.level == "edge"]
+    freqs = {(r.cell, row.device): row.cpu_freq_hz for r in edges for row in r.devices}
+    assert set(freqs) == {(0, 0), (1, 1)}
+    assert all(f < 1e9 for f in freqs.values())  # slowed down to fit T/G = 10 s: less energy
+    assert all(r.duration_s <= budget.round_budget_s * (1 + 1e-9) for r in edges)
+
+
 # -- the learning side: κ = 1 with one cell is FedAvg -----------------------------------------------------------
 
 
@@ -223,6 +242,8 @@ def test_bad_hierarchy_is_one_line_naming_key_and_value(tiny_scenario, overrides
     (["budget.round_mode=hierarchical", "run.algorithms=['fedavg', 'fedbn']"], "'fedbn' has no hierarchical form"),
     (["budget.round_mode=hierarchical", "run.algorithms=['local']"], "'local' has no hierarchical form"),
     (["hierarchy.edge_rounds=2"], "[hierarchy] is used only by [budget] round_mode = 'hierarchical'"),
+    (["budget.round_mode=hierarchical", "variants.flat.algorithm=fedavg", "variants.flat.round_mode=sync"],
+     "round_mode = 'sync': expected one of 'hierarchical'"),
     (["compression.backhaul=fp16", "run.algorithms=['fedavg']"], "only a run with [budget] round_mode = "
                                                                  "'hierarchical' has a backhaul"),
 ])
