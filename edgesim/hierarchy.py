@@ -184,8 +184,8 @@ def cell_of_devices(sim: Simulation) -> tuple[int, ...]:
 
 @runtime_checkable
 class HierarchicalBackend(Protocol):
-    """What the hierarchical clock calls (a learning backend's ``hierarchical()`` mode; the FedAvg family's is
-    ``edgesim.learning.algorithms.fedavg.hierarchical``)."""
+    """What the hierarchical clock calls: a learning backend's ``hierarchical()`` mode (the FedAvg family's is
+    HierFAVG, docs/model/hierarchy.md)."""
 
     def assign_cells(self, cell_of: Sequence[int], n_cells: int) -> None:
         """The serving cell of every device, of ``n_cells`` cells (once, before any round)."""
