@@ -84,6 +84,7 @@ def measures(run: Path, algorithm: str) -> dict:
 
 
 def table(out: Path, reuses: list[int], seeds: int) -> str:
+    """The markdown tables of the run folders in ``out`` (those missing are left out)."""
     lines = []
     for algorithm in TARGET:
         lines += [f"### {algorithm} (target accuracy {TARGET[algorithm]})", "",
@@ -107,16 +108,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/multicell"))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--reuse", default="1", help="frequency reuse values, comma-separated (e.g. 1,3,4)")
+    parser.add_argument("--kappas", default="1,2,5,10", help="edge rounds per cloud round, comma-separated")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--table", action="store_true", help="only tabulate the run folders there")
     args = parser.parse_args()
     reuses = [int(r) for r in args.reuse.split(",")]
     if not args.table:
-        jobs = [(args.out, r, k, s) for s in range(args.seeds) for r in reuses for k in KAPPAS]
+        kappas = [int(k) for k in args.kappas.split(",")]
+        jobs = [(args.out, r, k, s) for s in range(args.seeds) for r in reuses for k in kappas]
         with ProcessPoolExecutor(args.processes) as pool:
             for name, cpu_s, wall_s in pool.map(run_one, jobs):
                 print(f"{name}: {cpu_s:.1f} s CPU, {wall_s:.1f} s wall", flush=True)
-    print(table(args.out, reuses, args.seeds))
+    print(table(args.out, sorted({int(p.name.split("_")[0][5:]) for p in args.out.glob("reuse*_k*_seed*")}),
+                args.seeds))
 
 
 if __name__ == "__main__":
