@@ -307,10 +307,11 @@ class Simulation(Clock):
         return record
 
     def _open_round(self, index: int, plan: RoundPlan, view: SystemView, true_gains=None,
-                    server_freq_hz: Optional[float] = None) -> _Round:
+                    server_freq_hz: Optional[float] = None, cell: Optional[int] = None) -> _Round:
         """Round ``index`` of ``plan``, starting now: its devices checked (:meth:`_devices_of`), the ``[resources]``
         policies' allocation made and an access scheme that decides per round told who takes part; its server
-        phases at ``server_freq_hz`` (default ``system.server_freq_hz``)."""
+        phases at ``server_freq_hz`` (default ``system.server_freq_hz``). ``cell``: a round of that cell alone
+        (a hierarchical edge round), whose links alone are told."""
         env = self._env
         rnd = _Round(index, env.now, self._devices_of(plan, view, true_gains), env.event(),
                      self._server_seconds(plan, server_freq_hz))
@@ -320,7 +321,7 @@ class Simulation(Clock):
             self._cell_links.begin_round(rnd.index, [d.device for d in rnd.devices], [d.gain for d in rnd.devices],
                                          [d.tx_power_w for d in rnd.devices],
                                          [float(d.work.upload_bits) for d in rnd.devices],
-                                         self.channel.cell_gains(rnd.index))
+                                         self.channel.cell_gains(rnd.index), None if cell is None else (cell,))
         elif getattr(self._uplink, "rounds", False):  # a scheme that decides per round (edgesim.access)
             self._uplink.begin_round(rnd.index, [d.device for d in rnd.devices], [d.gain for d in rnd.devices],
                                      [d.tx_power_w for d in rnd.devices],

@@ -335,7 +335,7 @@ class HierarchicalSimulation(Simulation):
             plan = self._online_only(plan, env.now)
         if self._battery_j is not None:
             plan = self._charged_only(plan)
-        rnd = self._open_round(r, plan, view, server_freq_hz=self.edge_cpu_hz[cell])
+        rnd = self._open_round(r, plan, view, server_freq_hz=self.edge_cpu_hz[cell], cell=cell)
         strangers = sorted(d.device for d in rnd.devices if self.cell_of[d.device] != cell)
         if strangers:
             raise ValueError(f"plan_edge of cell {cell}, edge round {r}: devices {strangers[:5]} are in other cells; "
