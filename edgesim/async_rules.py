@@ -1,7 +1,8 @@
 """The asynchronous aggregation rules, one registry: when the server aggregates and how it weighs staleness.
 
 A rule is one class registered by name (``@register_async_rule("fedbuff")``); ``[budget] round_mode`` is
-``"sync"``, ``"deadline"`` or a registered rule (:func:`round_modes`). The clock half lives here (torch-free):
+``"sync"``, ``"deadline"``, a registered rule or ``"hierarchical"`` (:func:`round_modes`; the client–edge–cloud
+rounds of :mod:`edgesim.hierarchy`). The clock half lives here (torch-free):
 
 - ``options``: the frozen dataclass of the ``[async]`` keys the rule reads beyond the common ones
   (``concurrency``, ``staleness``, ``staleness_a``/``_b``, ``eval_every``);
@@ -25,6 +26,7 @@ from importlib.metadata import entry_points
 from typing import Any, Callable
 
 SYNC_MODES = ("sync", "deadline")  # the two round modes of the synchronous engine
+HIERARCHICAL = "hierarchical"  # edge rounds per cell and cloud aggregations (edgesim.hierarchy)
 ENTRY_POINT_GROUP = "edgesim.async_rules"
 
 ASYNC_RULES: dict[str, type] = {}  # name -> rule class
@@ -39,9 +41,10 @@ def register_async_rule(name: str) -> Callable[[type], type]:
     """Class decorator: ``@register_async_rule("my_rule")`` makes ``[budget] round_mode = "my_rule"`` run it.
     The class subclasses :class:`AsyncRule`; a name already taken (or a round mode) is refused in one line naming
     both sources."""
-    if not isinstance(name, str) or not name or name in SYNC_MODES:
+    if not isinstance(name, str) or not name or name in (*SYNC_MODES, HIERARCHICAL):
         raise ValueError(f"asynchronous rule name {name!r}: expected a non-empty string other than "
-                         f"{' and '.join(map(repr, SYNC_MODES))}")
+                         f"{' and '.join(map(repr, SYNC_MODES))} (and {HIERARCHICAL!r}: the round modes that are no "
+                         f"rule)")
 
     def add(cls: type) -> type:
         if not (isinstance(cls, type) and issubclass(cls, AsyncRule)):
@@ -76,16 +79,21 @@ def load_entry_points() -> None:
 
 
 def round_modes(name: str = "") -> tuple[str, ...]:
-    """``"sync"``, ``"deadline"`` and every registered rule; the installed plugins are loaded first when ``name``
-    is none of them."""
-    if name and name not in SYNC_MODES and name not in ASYNC_RULES:
+    """``"sync"``, ``"deadline"``, every registered rule and ``"hierarchical"``; the installed plugins are loaded
+    first when ``name`` is none of them."""
+    if name and name not in (*SYNC_MODES, HIERARCHICAL) and name not in ASYNC_RULES:
         load_entry_points()
-    return (*SYNC_MODES, *ASYNC_RULES)
+    return (*SYNC_MODES, *ASYNC_RULES, HIERARCHICAL)
 
 
 def is_asynchronous(round_mode: str) -> bool:
     """Whether ``round_mode`` is a registered asynchronous rule (slots instead of rounds)."""
-    return round_mode not in SYNC_MODES and round_mode in round_modes(round_mode)
+    return round_mode not in (*SYNC_MODES, HIERARCHICAL) and round_mode in round_modes(round_mode)
+
+
+def is_hierarchical(round_mode: str) -> bool:
+    """Whether ``round_mode`` runs client–edge–cloud rounds (:mod:`edgesim.hierarchy`)."""
+    return round_mode == HIERARCHICAL
 
 
 def rule_of(round_mode: str) -> type:

@@ -29,6 +29,7 @@ from .codecs import (  # noqa: F401 - FLOAT_BITS, HALF_BITS, index_bits, qsgd_bu
 from .config import Choice, ConfigError, Flag, check_key, fail, key
 
 DIRECTIONS = ("uplink", "downlink")
+BACKHAUL = "backhaul"  # the edge servers' models to and from the cloud (round_mode = "hierarchical")
 SENDS_NOTHING = "nothing"  # an algorithm config's COMPRESSION when its devices send nothing (Local)
 
 
@@ -100,21 +101,32 @@ NONE = Codec()
 
 @dataclass(frozen=True)
 class CompressionConfig:
-    """``[compression]``: the ``uplink`` (what a device uploads) and ``downlink`` (what it downloads) codecs."""
+    """``[compression]``: the ``uplink`` (what a device uploads) and ``downlink`` (what it downloads) codecs, and
+    the ``backhaul`` codec (an edge server's model to the cloud and the cloud's back, ``round_mode =
+    "hierarchical"``; docs/model/hierarchy.md)."""
 
     uplink: Codec = field(default_factory=Codec)
     downlink: Codec = field(default_factory=Codec)
+    backhaul: Codec = field(default_factory=Codec)
 
     def __post_init__(self):
-        if self.downlink.error_feedback:
-            fail("downlink.error_feedback", True, "false (error feedback is a device's residual, kept for its uploads)")
+        for direction in ("downlink", BACKHAUL):
+            if getattr(self, direction).error_feedback:
+                fail(f"{direction}.error_feedback", True,
+                     "false (error feedback is a device's residual, kept for its uploads)")
 
     @property
     def is_none(self) -> bool:
+        return self.devices_none and self.backhaul.is_none
+
+    @property
+    def devices_none(self) -> bool:
+        """Nothing compressed between the devices and their server (the backhaul may be)."""
         return self.uplink.is_none and self.downlink.is_none
 
     def to_dict(self) -> dict:
-        return {"uplink": self.uplink.to_dict(), "downlink": self.downlink.to_dict()}
+        return {"uplink": self.uplink.to_dict(), "downlink": self.downlink.to_dict(),
+                **({BACKHAUL: self.backhaul.to_dict()} if not self.backhaul.is_none else {})}
 
 
 NO_COMPRESSION = CompressionConfig()
@@ -173,13 +185,14 @@ def parse_codec(value: Any, key: str) -> Codec:
 
 
 def parse_compression(values: Any, base: CompressionConfig = NO_COMPRESSION) -> CompressionConfig:
-    """A ``[compression]`` table (keys ``uplink``, ``downlink``; each left out takes ``base``'s)."""
+    """A ``[compression]`` table (keys ``uplink``, ``downlink``, ``backhaul``; each left out takes ``base``'s)."""
+    keys = (*DIRECTIONS, BACKHAUL)
     if not isinstance(values, Mapping):
-        fail("compression", values, "a table with keys uplink and/or downlink")
-    unknown = sorted(set(values) - set(DIRECTIONS))
+        fail("compression", values, "a table with keys uplink, downlink and/or backhaul")
+    unknown = sorted(set(values) - set(keys))
     if unknown:
-        fail(unknown[0], values[unknown[0]], "one of the keys uplink, downlink")
-    codecs = {d: parse_codec(values[d], d) if d in values else getattr(base, d) for d in DIRECTIONS}
+        fail(unknown[0], values[unknown[0]], "one of the keys uplink, downlink, backhaul")
+    codecs = {d: parse_codec(values[d], d) if d in values else getattr(base, d) for d in keys}
     return CompressionConfig(**codecs)
 
 
@@ -230,7 +243,7 @@ def plan_table(codecs: Mapping[str, CompressionConfig], algorithms: Sequence[str
         if cfg.is_none:
             continue
         out[name] = {}
-        for d in DIRECTIONS:
+        for d in (*DIRECTIONS, *((BACKHAUL,) if not cfg.backhaul.is_none else ())):
             codec = getattr(cfg, d)
             bits = scaled_encoded_bits(codec, sizes, model_bits, sum(sizes))
             out[name][d] = {"method": codec.label(), "bits": bits, "ratio": bits / float(model_bits)}

@@ -121,6 +121,8 @@ class Simulation(Clock):
     ``device_losses``, if it has one).
     """
 
+    ROUND_MODES: tuple[str, ...] = ("sync", "deadline")  # the round modes this clock runs
+
     def __init__(
         self,
         system: SystemConfig,
@@ -135,9 +137,10 @@ class Simulation(Clock):
         device_losses: Optional[Callable[[], Mapping[int, DeviceLoss]]] = None,
         access_options: Any = None,
     ):
-        if budget.round_mode not in ("sync", "deadline"):
-            raise ValueError(f"budget.round_mode(={budget.round_mode!r}) has no rounds: run it with "
-                             f"edgesim.asynchrony.AsyncSimulation")
+        if budget.round_mode not in self.ROUND_MODES:
+            raise ValueError(f"budget.round_mode(={budget.round_mode!r}) is not one of {self.ROUND_MODES}: run it with "
+                             f"edgesim.asynchrony.AsyncSimulation (an asynchronous rule) or "
+                             f"edgesim.hierarchy.HierarchicalSimulation (hierarchical)")
         if system.cells is not None and system.n_cells == 1:
             system = cell_system(system, 0)  # one cell given: its band and edge server's CPU where it sets them
         self.system = system
@@ -284,19 +287,7 @@ class Simulation(Clock):
         if self._battery_j is not None:
             plan = self._charged_only(plan)
         with cyclic_gc_paused():
-            rnd = _Round(self._round_index, env.now, self._devices_of(plan, view, true), env.event(),
-                         self._server_seconds(plan))
-            if self._allocator is not None:
-                self._allocate(rnd, view.channel_gain)
-            if self._cell_links is not None:  # several cells: each cell's uploads to its links
-                self._cell_links.begin_round(rnd.index, [d.device for d in rnd.devices], [d.gain for d in rnd.devices],
-                                             [d.tx_power_w for d in rnd.devices],
-                                             [float(d.work.upload_bits) for d in rnd.devices],
-                                             self.channel.cell_gains(rnd.index))
-            elif getattr(self._uplink, "rounds", False):  # a scheme that decides per round (edgesim.access)
-                self._uplink.begin_round(rnd.index, [d.device for d in rnd.devices], [d.gain for d in rnd.devices],
-                                         [d.tx_power_w for d in rnd.devices],
-                                         [float(d.work.upload_bits) for d in rnd.devices])
+            rnd = self._open_round(self._round_index, plan, view, true)
             env.run(until=env.process(self._round_process(env, rnd)))
             rows = self._device_rows(rnd, env.now - rnd.start_s, float(self.system.kappa))
             # The devices, their transfers and processes are freed here, by reference counting, before the
@@ -314,6 +305,28 @@ class Simulation(Clock):
             self._last_gains = true
         self.channel.advance(record.duration_s)
         return record
+
+    def _open_round(self, index: int, plan: RoundPlan, view: SystemView, true_gains=None,
+                    server_freq_hz: Optional[float] = None, cell: Optional[int] = None) -> _Round:
+        """Round ``index`` of ``plan``, starting now: its devices checked (:meth:`_devices_of`), the ``[resources]``
+        policies' allocation made and an access scheme that decides per round told who takes part; its server
+        phases at ``server_freq_hz`` (default ``system.server_freq_hz``). ``cell``: a round of that cell alone
+        (a hierarchical edge round), whose links alone are told."""
+        env = self._env
+        rnd = _Round(index, env.now, self._devices_of(plan, view, true_gains), env.event(),
+                     self._server_seconds(plan, server_freq_hz))
+        if self._allocator is not None:
+            self._allocate(rnd, view.channel_gain)
+        if self._cell_links is not None:  # several cells: each cell's uploads to its links
+            self._cell_links.begin_round(rnd.index, [d.device for d in rnd.devices], [d.gain for d in rnd.devices],
+                                         [d.tx_power_w for d in rnd.devices],
+                                         [float(d.work.upload_bits) for d in rnd.devices],
+                                         self.channel.cell_gains(rnd.index), None if cell is None else (cell,))
+        elif getattr(self._uplink, "rounds", False):  # a scheme that decides per round (edgesim.access)
+            self._uplink.begin_round(rnd.index, [d.device for d in rnd.devices], [d.gain for d in rnd.devices],
+                                     [d.tx_power_w for d in rnd.devices],
+                                     [float(d.work.upload_bits) for d in rnd.devices])
+        return rnd
 
     def _check_ranking(self, plan: RoundPlan, schedule: tuple[int, ...]) -> None:
         """A scheduling policy's round: the plan's participants (devices that compute or upload; listeners that
@@ -448,12 +461,15 @@ class Simulation(Clock):
             if w.upload_bits > 0:
                 positive(f"channel_gain of device {d}", gains[d])  # an uploader needs a usable channel
 
-    def _server_seconds(self, plan: RoundPlan) -> tuple[Optional[float], Optional[float]]:
-        """The plan's server phases in seconds at ``system.server_freq_hz`` (``None``: no such phase)."""
+    def _server_seconds(self, plan: RoundPlan, freq_hz: Optional[float] = None) -> tuple[Optional[float],
+                                                                                         Optional[float]]:
+        """The plan's server phases in seconds at ``freq_hz`` (default ``system.server_freq_hz``; ``None``: no such
+        phase)."""
+        freq_hz = float(self.system.server_freq_hz) if freq_hz is None else float(freq_hz)
         out = []
         for label, phases in (("server_cycles", plan.server_cycles), ("server_cycles_after", plan.server_cycles_after)):
             cycles = sum(non_negative(f"{label}[{k!r}]", v) for k, v in phases.items())
-            out.append(compute_time_s(cycles, float(self.system.server_freq_hz)) if phases else None)
+            out.append(compute_time_s(cycles, freq_hz) if phases else None)
         return out[0], out[1]
 
     def _server_phase(self, env: simpy.Environment, rnd: _Round, seconds: float):
@@ -530,28 +546,31 @@ class Simulation(Clock):
     def _finish_round(self, rnd: _Round, plan: RoundPlan, rows: list[DeviceRound], totals: dict,
                       compute_end_s: dict, upload_end_s: dict) -> RoundRecord:
         """The round's record from its :meth:`_device_rows`; the backend completes the round here."""
-        end_s = self.now_s
+        outcome = self._outcome(rnd, rows, compute_end_s, upload_end_s)
+        metrics = self.backend.complete_round(outcome)
+        record = self._totals.record(rnd.index, rnd.start_s, outcome.end_time_s, outcome.arrived, outcome.dropped,
+                                     rows, totals, metrics, plan.info, server_before_s=rnd.server_before_s,
+                                     server_after_s=rnd.server_after_s)
+        if self.keep_records:
+            self._records.append(record)
+        self._round_index += 1
+        return record
+
+    def _outcome(self, rnd: _Round, rows: list[DeviceRound], compute_end_s: dict, upload_end_s: dict) -> RoundOutcome:
+        """What the round that just ended hands the backend (now is its end)."""
         arrived = tuple(rnd.arrived)
-        dropped = tuple(row.device for row in rows if row.dropped)
-        outcome = RoundOutcome(
+        return RoundOutcome(
             round_index=rnd.index,
             start_time_s=rnd.start_s,
-            end_time_s=end_s,
+            end_time_s=float(self._env.now),
             arrived=arrived,
-            dropped=dropped,
+            dropped=tuple(row.device for row in rows if row.dropped),
             compute_end_s=compute_end_s,
             upload_end_s=upload_end_s,
             server_cut=rnd.server_s[0] is not None and self._cuts_the_server(rnd.server_s[0]),
             over_the_air_noise_var=(None if not arrived else getattr(self._uplink, "noise_var", None)
                                     if self._cell_links is None else self._cell_links.noise_var(arrived)),
         )
-        metrics = self.backend.complete_round(outcome)
-        record = self._totals.record(rnd.index, rnd.start_s, end_s, arrived, dropped, rows, totals, metrics, plan.info,
-                                     server_before_s=rnd.server_before_s, server_after_s=rnd.server_after_s)
-        if self.keep_records:
-            self._records.append(record)
-        self._round_index += 1
-        return record
 
     @staticmethod
     def _device_rows(rnd: _Round, duration_s: float, kappa: float) -> tuple[list[DeviceRound], dict, dict, dict]:

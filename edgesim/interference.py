@@ -217,12 +217,13 @@ class CellLinks:
         out = [self.links[c].noise_var for c in sorted(cells) if getattr(self.links[c], "noise_var", None) is not None]
         return float(sum(out)) if out else None
 
-    def begin_round(self, round_index: int, devices, gains, powers, bits, cell_gains) -> None:
+    def begin_round(self, round_index: int, devices, gains, powers, bits, cell_gains, cells=None) -> None:
         """The round's uploads split by cell, to each cell's link that decides per round; the round's gains of every
-        link to the interference field."""
+        link to the interference field. ``cells``: only these cells' links are told (a hierarchical edge round is one
+        cell's, while the others' go on; ``None``: every cell)."""
         self.field.begin_round(cell_gains)
         for c, link in enumerate(self.links):
-            if getattr(link, "rounds", False):
+            if getattr(link, "rounds", False) and (cells is None or c in cells):
                 mine = [i for i, d in enumerate(devices) if self.serving_cell[d] == c]
                 link.begin_round(round_index, [devices[i] for i in mine], [gains[i] for i in mine],
                                  [powers[i] for i in mine], [bits[i] for i in mine])

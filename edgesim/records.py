@@ -29,6 +29,9 @@ EVENT_KINDS = (
     "round_end",
     "battery_empty",
     "straggler_excluded",
+    "backhaul_start",
+    "backhaul_end",
+    "cloud_aggregate",
 )
 
 
@@ -123,6 +126,8 @@ class RoundRecord:
     ``metrics`` the backend's answer, valid at ``end_time_s``.
     ``server_before_s``/``server_after_s``: the base station's compute before
     the broadcast and after the uploads (seconds; 0 without a server phase).
+    ``level`` and ``cell``: under ``round_mode = "hierarchical"`` (:mod:`edgesim.hierarchy`) ``"edge"`` and the
+    cell whose edge server aggregated, or ``"cloud"`` and -1; every other round ``""`` and -1.
     """
 
     round_index: int
@@ -144,6 +149,8 @@ class RoundRecord:
     devices: tuple[Any, ...]
     server_before_s: float = 0.0
     server_after_s: float = 0.0
+    level: str = ""
+    cell: int = -1
 
     @property
     def duration_s(self) -> float:
@@ -204,8 +211,9 @@ class Totals:
 
     def record(self, round_index: int, start_s: float, end_s: float, arrived: tuple[int, ...],
                dropped: tuple[int, ...], rows: Sequence[Any], totals: Mapping[str, float],
-               metrics: Mapping[str, Any], info: Mapping[str, Any], **server_s: float) -> RoundRecord:
-        """Add ``totals`` (:func:`totals_of` the rows) to the run's and return the round's :class:`RoundRecord`."""
+               metrics: Mapping[str, Any], info: Mapping[str, Any], **fields: Any) -> RoundRecord:
+        """Add ``totals`` (:func:`totals_of` the rows) to the run's and return the round's :class:`RoundRecord`
+        (``fields``: its other fields, the server's seconds, a hierarchical round's level and cell)."""
         self.bits_up += totals["bits_up"]
         self.bits_down += totals["bits_down"]
         self.wasted_bits += totals["wasted_bits"]
@@ -214,7 +222,7 @@ class Totals:
             round_index=round_index, start_time_s=start_s, end_time_s=end_s, arrived=arrived, dropped=dropped,
             **totals, cum_bits_up=self.bits_up, cum_bits_down=self.bits_down, cum_wasted_bits=self.wasted_bits,
             cum_energy_j=self.energy_j, metrics={str(k): float(v) for k, v in metrics.items()},
-            info={str(k): float(v) for k, v in info.items()}, devices=tuple(rows), **server_s)
+            info={str(k): float(v) for k, v in info.items()}, devices=tuple(rows), **fields)
 
     def state_dict(self) -> dict[str, float]:
         return {"cum_bits_up": self.bits_up, "cum_bits_down": self.bits_down, "cum_wasted_bits": self.wasted_bits,

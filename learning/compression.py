@@ -345,4 +345,48 @@ def transfers_for(ctx, keys: Sequence[str]) -> Optional[Transfers]:
     """The algorithm's :class:`Transfers` under ``ctx.compression``; ``None`` when nothing is compressed
     (the algorithm then runs exactly as without compression)."""
     cfg = getattr(ctx, "compression", None) or NO_COMPRESSION
-    return None if cfg.is_none else Transfers(ctx, cfg, keys)
+    return None if cfg.devices_none else Transfers(ctx, cfg, keys)
+
+
+class Backhaul:
+    """An edge server's model to the cloud and the cloud's model back, under ``[compression] backhaul``
+    (``round_mode = "hierarchical"``, docs/model/hierarchy.md): the edge model is sent as its difference from the
+    cloud model both hold (decoded and added to it at the cloud); the cloud model is broadcast to every edge
+    server encoded once. ``bits``: what the clock charges per transfer (uncompressed: ``uncompressed_bits``).
+    Under ``"none"`` the models pass as they are."""
+
+    def __init__(self, ctx, keys: Sequence[str], uncompressed_bits: float):
+        cfg = getattr(ctx, "compression", None) or NO_COMPRESSION
+        template = ctx.template_state
+        self.ctx, self.codec = ctx, cfg.backhaul
+        self.keys = [k for k in keys if template[k].is_floating_point()]
+        self.sizes = [int(template[k].numel()) for k in self.keys]
+        full = sum(int(v.numel()) for v in template.values() if v.is_floating_point())
+        self.bits = float(uncompressed_bits) if self.codec.is_none else \
+            float(scaled_encoded_bits(self.codec, self.sizes, ctx.model_bits, full))
+
+    def up(self, index: int, cell: int, edge: Mapping[str, torch.Tensor],
+           cloud: Mapping[str, torch.Tensor]) -> Params:
+        """What the cloud rebuilds of ``cell``'s edge model at cloud aggregation ``index``:
+        ``cloud + decode(encode(edge − cloud))`` (stream ``("compress", "backhaul", index, cell)``)."""
+        if self.codec.is_none:
+            return dict(edge)
+        delta = _flat([edge[k] - cloud[k] for k in self.keys])
+        dec = decode(encode(self.codec, list(delta.split(self.sizes)),
+                            self.ctx.generator("compress", "backhaul", index, cell)))
+        out = dict(edge)
+        for k, piece in zip(self.keys, dec.split(self.sizes)):
+            out[k] = cloud[k] + piece.view_as(cloud[k]).to(cloud[k].dtype)
+        return out
+
+    def down(self, index: int, cloud: Mapping[str, torch.Tensor]) -> Params:
+        """What every edge server receives of the cloud model after aggregation ``index`` (one encoding, stream
+        ``("compress", "backhaul_down", index)``)."""
+        if self.codec.is_none:
+            return dict(cloud)
+        true = [cloud[k] for k in self.keys]
+        dec = decode(encode(self.codec, true, self.ctx.generator("compress", "backhaul_down", index)))
+        out = dict(cloud)
+        for k, piece in zip(self.keys, dec.split([t.numel() for t in true])):
+            out[k] = piece.view_as(cloud[k]).to(cloud[k].dtype)
+        return out

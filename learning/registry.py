@@ -98,6 +98,7 @@ class AlgorithmSpec:
     asynchronous: bool = False  # its backend has an ``asynchronous()`` mode (docs/model/asynchrony.md)
     chooses_devices: bool = False  # it picks its own devices each round (no [resources] scheduling policy)
     per_device_iterations: bool = False  # it trains each device its own I_k epochs (workload.local_iterations a list)
+    hierarchical: bool = False  # its backend has a ``hierarchical()`` mode (docs/model/hierarchy.md)
 
     def __post_init__(self):
         if not self.display:
@@ -152,19 +153,21 @@ def declared() -> dict[str, AlgorithmSpec]:
 
 def declare(name: str, config_cls: type, *, module: str, summary: str, display: str = "",
             check: Optional[Callable] = None, planning: Optional[PlanningHook] = None,
-            asynchronous: bool = False, chooses_devices: bool = False, per_device_iterations: bool = False) -> None:
+            asynchronous: bool = False, chooses_devices: bool = False, per_device_iterations: bool = False,
+            hierarchical: bool = False) -> None:
     """Declare ``name`` torch-free; ``module`` registers its builder with ``@register`` when imported.
     Its capabilities, declared here rather than listed by name elsewhere: ``planning`` (it decides its round
     under the budget: ``edgesim plan``'s figures and the budget check before any round), ``asynchronous`` (its
     backend offers ``asynchronous()``, a mode for ``round_mode = "fedasync"/"fedbuff"``), ``chooses_devices``
     (it picks each round's devices itself, so a ``[resources]`` scheduling policy is refused with it),
     ``per_device_iterations`` (it trains and charges each device its own ``workload.local_iterations`` I_k,
-    ``Context.epochs_of``; a list or table of them is refused with any other algorithm)."""
+    ``Context.epochs_of``; a list or table of them is refused with any other algorithm),
+    ``hierarchical`` (its backend offers ``hierarchical()``, a mode for ``round_mode = "hierarchical"``)."""
     if name in ALGORITHMS:
         raise ValueError(f"algorithm {name!r} is declared twice")
     ALGORITHMS[name] = AlgorithmSpec(name, config_cls, None, summary, display or name, module, check,
                                      planning=planning, asynchronous=asynchronous, chooses_devices=chooses_devices,
-                                     per_device_iterations=per_device_iterations)
+                                     per_device_iterations=per_device_iterations, hierarchical=hierarchical)
 
 
 def planning_hooks(names) -> dict[str, PlanningHook]:
@@ -173,17 +176,24 @@ def planning_hooks(names) -> dict[str, PlanningHook]:
 
 
 def declare_variants(variants: Mapping[str, tuple], *, module: str, check: Optional[Callable] = None,
-                     asynchronous: bool = False, per_device_iterations: bool = False) -> None:
+                     asynchronous: bool = False, per_device_iterations: bool = False,
+                     hierarchical: Callable[[type], bool] | bool = False) -> None:
     """Declare every ``name: (config class, display, summary)`` of one family (built in ``module``), each with the
-    family's capabilities."""
+    family's capabilities; ``hierarchical``: for all of them, or a test of a variant's config class."""
     for name, (config_cls, display, summary) in variants.items():
         declare(name, config_cls, module=module, summary=summary, display=display, check=check,
-                asynchronous=asynchronous, per_device_iterations=per_device_iterations)
+                asynchronous=asynchronous, per_device_iterations=per_device_iterations,
+                hierarchical=bool(hierarchical(config_cls) if callable(hierarchical) else hierarchical))
 
 
 def asynchronous_algorithms() -> tuple[str, ...]:
     """The declared algorithms with an asynchronous mode (torch-free; :func:`declare`'s ``asynchronous``)."""
     return tuple(name for name, spec in declared().items() if spec.asynchronous)
+
+
+def hierarchical_algorithms() -> tuple[str, ...]:
+    """The declared algorithms with a hierarchical mode (torch-free; :func:`declare`'s ``hierarchical``)."""
+    return tuple(name for name, spec in declared().items() if spec.hierarchical)
 
 
 def choosing_devices() -> tuple[str, ...]:

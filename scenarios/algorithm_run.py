@@ -15,6 +15,7 @@ import dataclasses
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
+from edgesim.async_rules import is_hierarchical
 from edgesim.backend import DeviceLoss, Diverged, loss_feedback
 from edgesim.budget import InfeasibleBudgetError
 from edgesim.config import ConfigError
@@ -45,6 +46,8 @@ def resolved_config(sc: Scenario) -> dict:
         out[name] = dataclasses.asdict(getattr(sc, name))
     if sc.asynchronous:
         out["async"] = dataclasses.asdict(sc.asynchrony)
+    if is_hierarchical(sc.budget.round_mode):
+        out["hierarchy"] = dataclasses.asdict(sc.hierarchy)
     if sc.availability.model != "always":
         out["availability"] = dataclasses.asdict(sc.availability)
     if not sc.resources.is_default:  # only when set: the defaults' runs keep their fingerprint
@@ -211,6 +214,22 @@ def make_simulation(sc: Scenario, backend, name: str, device_losses: Optional[Ca
     from edgesim.availability import make_availability
 
     availability = make_availability(sc.availability, sc.system.n_devices, sc.seed)
+    if is_hierarchical(sc.budget.round_mode):
+        from edgesim.hierarchy import HierarchicalSimulation
+
+        if not callable(getattr(backend, "hierarchical", None)):
+            from edgesim.learning.registry import hierarchical_algorithms
+
+            raise ConfigError(f"{sc.path}: [budget] round_mode = 'hierarchical': algorithm {name!r} "
+                              f"({type(backend).__name__}) has no hierarchical form; expected one of "
+                              f"{', '.join(hierarchical_algorithms())}")
+        try:
+            backend = backend.hierarchical()
+        except ValueError as e:
+            raise ConfigError(f"{sc.path}: [algorithms.{name}] {e}") from None
+        return HierarchicalSimulation(sc.system, sc.budget, backend, sc.hierarchy, seed=sc.seed,
+                                      availability=availability, resources=sc.resources, device_losses=device_losses,
+                                      access_options=sc.access)
     if not sc.asynchronous:
         return Simulation(sc.system, sc.budget, backend, seed=sc.seed, availability=availability,
                           resources=sc.resources, device_losses=device_losses, access_options=sc.access)

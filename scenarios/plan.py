@@ -155,6 +155,7 @@ class PlanReport:
     device_steps: dict
     warnings: tuple[str, ...] = ()
     cells: list | None = None
+    hierarchy: dict | None = None  # round_mode = "hierarchical": edgesim.hierarchy.edge_cloud_schedule
 
     @property
     def infeasible(self) -> str | None:
@@ -170,6 +171,8 @@ class PlanReport:
             extra["resources"] = self.allocation
         if self.cells is not None:
             extra["cells"] = self.cells
+        if self.hierarchy is not None:
+            extra["hierarchy"] = self.hierarchy
         return {"algorithms": list(self.algorithms), **self.plan.to_dict(), **extra, "local_steps": self.local_steps,
                 "device_local_steps": self.device_steps, "warnings": list(self.warnings)}
 
@@ -179,7 +182,7 @@ class PlanReport:
     def text(self) -> str:
         """The table ``edgesim plan`` prints (without its warnings, which go to stderr)."""
         return "\n".join(self._plan_lines() + self._cell_lines() + self._compression_lines()
-                         + self._allocation_lines())
+                         + self._allocation_lines() + self._hierarchy_lines())
 
     def __str__(self) -> str:
         return self.text()
@@ -263,9 +266,29 @@ class PlanReport:
                      f"docs/model/compression.md):"]
         for name, dirs in self.compression.items():
             up, down = dirs["uplink"], dirs["downlink"]
+            back = dirs.get("backhaul")
             lines.append(f"  {name}: uplink {up['method']} {up['bits']} bits ({up['ratio']:.3g} m, "
                          f"{_fmt(up['bits'] / rate)} s at the slowest uplink), downlink {down['method']} "
-                         f"{down['bits']} bits ({down['ratio']:.3g} m)")
+                         f"{down['bits']} bits ({down['ratio']:.3g} m)"
+                         + (f", backhaul {back['method']} {back['bits']} bits ({back['ratio']:.3g} m)" if back else ""))
+        return lines
+
+    def _hierarchy_lines(self) -> list[str]:
+        h = self.hierarchy
+        if h is None:
+            return []
+        k, clouds = h["edge_rounds"], h["cloud_rounds"]
+        after = ", ".join(str(r) for r in h["cloud_after_edge_rounds"][:8]) + (", ..." if clouds > 8 else "")
+        lines = ["", f"Edge/cloud schedule (round_mode = 'hierarchical', docs/model/hierarchy.md): κ = {k} edge "
+                     f"rounds per cloud round, {h['rounds']} edge rounds in every cell = {clouds} cloud rounds "
+                     f"(after edge rounds {after}); the cells run their edge rounds independently between them",
+                 f"{'cell':>6} {'devices':>8} {'backhaul Mbit/s':>15} {'latency s':>10} {'model one way s':>16}"]
+        for c in h["cells"]:
+            lines.append(f"{c['cell']:>6} {c['devices']:>8} {c['backhaul_bps'] / 1e6:>15.6g} "
+                         f"{c['backhaul_latency_s']:>10.6g} {c['model_one_way_s']:>16.6g}")
+        for name, b in h["backhaul_bits"].items():
+            lines.append(f"  {name}: backhaul {b['model']:.6g} bits a model, {b['cloud_round']:.6g} a cloud round "
+                         f"(every edge model up, the cloud model down), {b['run']:.6g} in the run")
         return lines
 
     def _allocation_lines(self) -> list[str]:
@@ -359,4 +382,25 @@ def plan_report(sc) -> PlanReport:
     warning = few_steps_warning(sc, steps, per_device)
     cells = cell_table(sc.system, sc.seed) if sc.system.n_cells > 1 else None
     return PlanReport(sc, tuple(scenario_algorithms(sc)), result, workload, bool(hooks), compressed, allocation,
-                      steps, per_device, (warning,) if warning else (), cells)
+                      steps, per_device, (warning,) if warning else (), cells,
+                      hierarchy_plan(sc, workload, compressed))
+
+
+def hierarchy_plan(sc, workload: WorkloadConfig, compressed: dict) -> dict | None:
+    """A hierarchical run's edge/cloud schedule (:func:`edgesim.hierarchy.edge_cloud_schedule`; ``None`` for any
+    other round mode): one model's bits over the backhaul per algorithm — its ``[compression] backhaul`` codec's, else
+    the model's."""
+    from edgesim.async_rules import is_hierarchical
+
+    if not is_hierarchical(sc.budget.round_mode):
+        return None
+    from edgesim.channel import ChannelModel
+    from edgesim.hierarchy import edge_cloud_schedule
+
+    n = sc.system.n_cells
+    serving = ChannelModel(sc.system, sc.seed).serving_cell
+    per_cell = [sum(1 for c in serving if c == cell) for cell in range(n)]
+    rounds = (sc.learning.run.rounds if sc.learning.run is not None else None) or sc.budget.rounds
+    bits = {a: float(compressed.get(a, {}).get("backhaul", {}).get("bits", workload.model_bits))
+            for a in sc.learning.run.algorithms}
+    return edge_cloud_schedule(sc.hierarchy, n, rounds, bits, per_cell)

@@ -31,6 +31,7 @@ def scenario_tables() -> dict[str, type | str]:
     from edgesim.availability import AvailabilityConfig
     from edgesim.config import BudgetConfig, SystemConfig, WorkloadConfig
     from edgesim.curve import ParametricConfig
+    from edgesim.hierarchy import HierarchyConfig
     from edgesim.learning.config import DataConfig, RunConfig, TrainConfig
     from edgesim.resources import ResourcesConfig
     from edgesim.scenarios.schema import TopLevel
@@ -38,7 +39,8 @@ def scenario_tables() -> dict[str, type | str]:
     return {"": TopLevel, "system": SystemConfig, "access": ACCESS, "budget": BudgetConfig, "workload": WorkloadConfig,
             "data": DataConfig, "train": TrainConfig, "run": RunConfig, "parametric": ParametricConfig,
             "async": AsyncConfig, "availability": AvailabilityConfig, "compression.uplink": CODEC,
-            "compression.downlink": CODEC, "resources": ResourcesConfig}
+            "compression.downlink": CODEC, "compression.backhaul": CODEC, "resources": ResourcesConfig,
+            "hierarchy": HierarchyConfig}
 
 
 def table_fields(table: str) -> dict[str, dataclasses.Field]:

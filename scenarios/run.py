@@ -103,10 +103,15 @@ def summarize(sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int, extr
             "total_wasted_bits": last.cum_wasted_bits if last else 0.0,
             "total_energy_j": last.cum_energy_j if last else 0.0,
             "every_upload_dropped": every_upload_dropped(recs),
-            "empty_rounds": [r.round_index for r in recs if not r.devices],
-            "no_device_scheduled": (not recs and sim.diverged is None) or any(not r.devices for r in recs),
+            "empty_rounds": [r.round_index for r in recs if not r.devices and r.level != "cloud"],
+            "no_device_scheduled": (not recs and sim.diverged is None) or any(not r.devices and r.level != "cloud"
+                                                                              for r in recs),
             "diverged": sim.diverged,
         }
+        clouds = [r for r in recs if r.level == "cloud"]
+        if any(r.level for r in recs):  # a hierarchical run (docs/model/hierarchy.md): its cloud rounds, backhaul
+            algs[name]["cloud_rounds"] = len(clouds)
+            algs[name]["total_backhaul_bits"] = clouds[-1].info["cum_backhaul_bits"] if clouds else 0.0
     warnings = [
         f"{name}: every upload of every round was dropped at the deadline (budget.deadline_s = "
         f"{sc.budget.round_deadline_s:g} s); nothing was learned from the devices"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from edgesim.async_rules import SYNC_MODES, is_asynchronous, round_modes
+from edgesim.async_rules import SYNC_MODES, is_asynchronous, is_hierarchical, round_modes
 from edgesim.asynchrony import AsyncConfig, check_async_system
 from edgesim.availability import AvailabilityConfig, read_trace
 from edgesim.cells import ASSOCIATIONS
@@ -40,6 +40,7 @@ from edgesim.config import (
 )
 from edgesim.config import key as scenario_key
 from edgesim.curve import ParametricConfig
+from edgesim.hierarchy import HierarchyConfig, check_hierarchy, n_cells
 from edgesim.learning.config import PARAMETRIC, RunConfig
 from edgesim.learning.config import SECTIONS as LEARNING_SECTIONS
 from edgesim.resources import ResourcesConfig
@@ -100,6 +101,7 @@ class Scenario:
     parametric: ParametricConfig = field(default_factory=ParametricConfig)
     asynchrony: AsyncConfig = field(default_factory=AsyncConfig)
     availability: AvailabilityConfig = field(default_factory=AvailabilityConfig)
+    hierarchy: HierarchyConfig = field(default_factory=HierarchyConfig)
 
     @property
     def asynchronous(self) -> bool:
@@ -196,7 +198,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     """Validate a parsed scenario mapping (``where`` names the file in messages)."""
     known = set(TOP_LEVEL_KEYS) | set(SIM_SECTIONS) | set(LEARNING_SECTIONS) | {"parametric", "compression", "async",
                                                                                 "availability", "resources", "variants",
-                                                                                "access"}
+                                                                                "access", "hierarchy"}
     for key, value in raw.items():
         if key not in known:
             raise ScenarioError(
@@ -222,6 +224,10 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
     if not learning:
         check_asynchrony(built["system"], built["budget"], asynchrony, availability, where)
     resources = build_config(ResourcesConfig, raw.get("resources", {}), f"{where}: [resources]")
+    hierarchy = build_config(HierarchyConfig, raw.get("hierarchy", {}), f"{where}: [hierarchy]")
+    if "hierarchy" in raw and not is_hierarchical(built["budget"].round_mode):
+        raise ScenarioError(f"{where}: [hierarchy] is used only by [budget] round_mode = 'hierarchical' (this run's "
+                            f"is {built['budget'].round_mode!r}); expected it left out, or that round mode")
     learned = {}
     if learning:
         run = build_config(RunConfig, raw.get("run", {}), f"{where}: [run]")
@@ -278,9 +284,20 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
             check_async_algorithms(built["budget"], learned, where)
             check_warm_start(built["system"], built["budget"], learned, where)
             check_access_learning(built["system"], learned, where)
+            check_hierarchical_algorithms(built["budget"], learned, where)
     check_workload_lengths(built["workload"], built["system"], where)
     check_resources(resources, built["system"], built["budget"], learned.get("run"), where, learned)
     run_rounds = learned["run"].rounds if learned.get("run") is not None else None
+    if is_hierarchical(built["budget"].round_mode):
+        if learning and learned["run"].backend == PARAMETRIC:
+            raise ScenarioError(f"{where}: [budget] round_mode = 'hierarchical': the parametric backend has no "
+                                f"edge or cloud model; expected [run] backend = \"torch\" (the FedAvg family)")
+        try:
+            check_hierarchy(hierarchy, n_cells(built["system"]), run_rounds or built["budget"].rounds, resources,
+                            built["system"])
+        except ConfigError as e:
+            raise e.at(f"{where}: [hierarchy]" if e.key in ("edge_rounds", "backhaul_bps", "backhaul_latency_s")
+                       else f"{where}: [{'resources' if e.key == 'scheduling' else 'system'}]") from None
     check_scenario_ends(built["system"], built["budget"], asynchrony, availability, resources, run_rounds, where)
     return Scenario(
         path=where,
@@ -292,6 +309,7 @@ def validate(raw: Mapping[str, Any], where: str, *, learning: bool = True) -> Sc
         parametric=parametric,
         asynchrony=asynchrony,
         availability=availability,
+        hierarchy=hierarchy,
         resources=resources,
         access=access,
         **built,
@@ -322,7 +340,8 @@ def add_variants(learned: dict, budget: BudgetConfig, values, algorithm_tables, 
             learned["compression"][name] = learned["compression"][v.algorithm]
         if v.round_mode is not None:
             asynchronous = tuple(m for m in round_modes() if is_asynchronous(m))
-            family = asynchronous if is_asynchronous(budget.round_mode) else SYNC_MODES
+            family = asynchronous if is_asynchronous(budget.round_mode) else \
+                (budget.round_mode,) if is_hierarchical(budget.round_mode) else SYNC_MODES
             if v.round_mode not in family:
                 raise ScenarioError(f"{at}: round_mode = {v.round_mode!r}: expected one of "
                                     f"{', '.join(map(repr, family))} (the run's [budget] round_mode is "
@@ -492,6 +511,30 @@ def check_async_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], whe
                 f"{budget.round_mode!r}): FedAsync and FedBuff combine independent device updates of one shared "
                 f"model, which only the FedAvg family does ({', '.join(asynchronous_algorithms())}); expected round_mode 'sync' or "
                 f"'deadline' for {name!r}")
+
+
+def check_hierarchical_algorithms(budget: BudgetConfig, learned: Mapping[str, Any], where: str) -> None:
+    """A hierarchical run's algorithms declare a hierarchical form (HierFAVG's; the others are refused in one line),
+    and a backhaul codec is set only for a hierarchical run."""
+    from edgesim.learning.algorithms import ALGORITHMS, hierarchical_algorithms
+    from edgesim.learning.config import algorithm_of
+
+    hierarchical = is_hierarchical(budget.round_mode)
+    for name in learned["run"].algorithms:
+        codec = learned["codecs"][name].backhaul
+        if not codec.is_none and not hierarchical:
+            raise ScenarioError(f"{where}: [compression] backhaul = {codec.label()!r} for {name!r}: only a run with "
+                                f"[budget] round_mode = 'hierarchical' has a backhaul; expected it left out")
+        base = algorithm_of(learned, name)
+        if hierarchical and (base not in ALGORITHMS or not ALGORITHMS[base].hierarchical):
+            raise ScenarioError(
+                f"{where}: [run] algorithms: {name!r} has no hierarchical form ([budget] round_mode = "
+                f"'hierarchical'): HierFAVG averages one shared model at the edge servers and the cloud, which only "
+                f"the algorithms that declare it do ({', '.join(hierarchical_algorithms())}); expected one of them "
+                f"or another round_mode for {name!r}")
+    if hierarchical and learned["run"].warm_start is not None:
+        raise ScenarioError(f"{where}: [run] warm_start = {learned['run'].warm_start!r}: a warm start's rounds are "
+                            f"flat; expected no warm start with [budget] round_mode = 'hierarchical'")
 
 
 def load_plugins(modules, where: str, algorithms=()) -> None:
@@ -694,7 +737,7 @@ def check_compression(name: str, config_cls: type, settings: Mapping[str, Any], 
     if cfg.is_none or getattr(config_cls, "COMPRESSION", None):
         return
     table = f"[algorithms.{name}.compression]" if name in settings else "[compression]"
-    direction = next(d for d in ("uplink", "downlink") if not getattr(cfg, d).is_none)
+    direction = next(d for d in ("uplink", "downlink", "backhaul") if not getattr(cfg, d).is_none)
     reason = getattr(config_cls, "COMPRESSION_REFUSED", None) or (
         "its transfers are not one model or update per device that this compression applies to")
     raise ScenarioError(f"{where}: {table} {direction} = {getattr(cfg, direction).label()!r}: algorithm {name!r} "

@@ -10,6 +10,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..async_rules import HIERARCHICAL
 from ..config import BudgetConfig, ConfigError, SystemConfig
 from . import formulas
 from .config import KINDS, ResourcesConfig
@@ -233,7 +234,7 @@ def check_round_mode(config: ResourcesConfig, round_mode: str, asynchronous: boo
     ``deadline_s``: ``[budget] deadline_s`` (an asynchronous run's latency target per update). ``stragglers``
     other than ``"keep"`` applies to rounds only (a free slot takes one device: no round's stragglers to leave
     out)."""
-    family = "async" if asynchronous else round_mode
+    family = "async" if asynchronous else "sync" if round_mode == HIERARCHICAL else round_mode  # an edge round: sync
     for kind in KINDS:
         name = getattr(config, kind)
         d = declared(kind, name)

@@ -111,6 +111,7 @@ def display_names(run_dirs: Iterable[Path]) -> dict[str, str]:
 # Columns every rounds.csv has (written by edgesim.scenarios.run), numeric in every row; accuracy may be empty.
 REQUIRED_ROUND_COLUMNS = ("algorithm", "round", "time_s", "accuracy")
 NUMERIC_ROUND_COLUMNS = ("round", "time_s", "cum_bits_up", "cum_energy_j")
+TEXT_ROUND_COLUMNS = ("level",)  # a hierarchical run's "edge"/"cloud" (NaN in the arrays; the DataFrame keeps it)
 
 
 def read_csv_rows(path: Path) -> tuple[list[str], list[dict]]:
@@ -241,6 +242,9 @@ def _read_round_rows(run_dir: Path) -> tuple[Path, dict[str, dict[str, list]], d
                 value = number_field(path, line, k, v, empty_ok=k == "accuracy")
                 check_round_value(path, line, k, v, value)
                 cols[alg][k].append(value)
+                continue
+            if k in TEXT_ROUND_COLUMNS:
+                cols[alg][k].append(np.nan)
                 continue
             try:  # every other column edgesim writes is a number, or empty where a round has none
                 cols[alg][k].append(float(v) if v != "" else np.nan)

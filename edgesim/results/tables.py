@@ -25,6 +25,9 @@ DEVICE_FIELDS = (
     "round", "device", "channel_gain", "rate_bps", "download_s", "compute_s", "upload_airtime_s", "idle_s",
     "bits_up", "bits_down", "wasted_bits", "radio_energy_j", "compute_energy_j", "arrived", "dropped",
 )
+# A hierarchical run's rounds (round_mode = "hierarchical", docs/model/hierarchy.md): after ROUND_FIELDS, each row's
+# level ("edge" or "cloud") and cell (the edge server's; -1 for the cloud). Written only when a record has a level.
+LEVEL_FIELDS = ("level", "cell")
 # Each device-round's resources (docs/model/resource_policies.md): the rounds' devices.csv columns after DEVICE_FIELDS.
 RESOURCE_FIELDS = ("bandwidth_hz", "tx_power_w", "cpu_freq_hz")
 # With imperfect CSI (system.csi): the gain each device-round was planned on and the full-band rate on it, the
@@ -33,12 +36,13 @@ PLANNED_FIELDS = ("planned_channel_gain", "planned_rate_bps")
 EVENT_FIELDS = ("algorithm", "time_s", "round", "device", "kind", "bits")
 
 
-def round_row(name: str, r, metric_keys: Sequence[str], info_keys: Sequence[str]) -> list:
-    """One ``rounds.csv`` row: ``algorithm``, :data:`ROUND_FIELDS`, then the metrics and decisions named."""
+def round_row(name: str, r, metric_keys: Sequence[str], info_keys: Sequence[str], levels: bool = False) -> list:
+    """One ``rounds.csv`` row: ``algorithm``, :data:`ROUND_FIELDS`, with ``levels`` :data:`LEVEL_FIELDS`, then the
+    metrics and decisions named."""
     return [
         name, r.round_index, r.start_time_s, r.end_time_s, r.duration_s, len(r.devices), len(r.arrived),
         len(r.dropped), r.bits_up, r.bits_down, r.cum_bits_up, r.cum_bits_down, r.cum_wasted_bits,
-        r.radio_energy_j + r.compute_energy_j, r.cum_energy_j, r.server_s,
+        r.radio_energy_j + r.compute_energy_j, r.cum_energy_j, r.server_s, *((r.level, r.cell) if levels else ()),
         *[r.metrics.get(k) for k in metric_keys], *[r.info.get(k) for k in info_keys],
     ]
 
@@ -48,6 +52,12 @@ def round_columns(records) -> tuple[list[str], list[str]]:
     metric_keys = sorted({k for r in records for k in r.metrics})
     metric_keys.sort(key=lambda k: (k != "accuracy", k))
     return metric_keys, sorted({k for r in records for k in r.info})
+
+
+def has_levels(records) -> bool:
+    """Whether ``records`` hold a hierarchical run's rounds (a level each): ``rounds.csv`` then has
+    :data:`LEVEL_FIELDS` after :data:`ROUND_FIELDS`."""
+    return any(getattr(r, "level", "") for r in records)
 
 
 def device_row(name: str, d, fields: Sequence[str]) -> list:
@@ -72,8 +82,9 @@ class LiveTables:
 
     def _append(self, name: str, rec) -> None:
         metric_keys, info_keys = round_columns([rec])
-        header = ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys)
-        self.rounds.append(header, [dict(zip(header, round_row(name, rec, metric_keys, info_keys)))])
+        levels = has_levels([rec])
+        header = ("algorithm", *ROUND_FIELDS, *(LEVEL_FIELDS if levels else ()), *metric_keys, *info_keys)
+        self.rounds.append(header, [dict(zip(header, round_row(name, rec, metric_keys, info_keys, levels)))])
         fields = self.device_header[1:]
         self.devices.append(self.device_header, [dict(zip(self.device_header, device_row(name, d, fields)))
                                                  for d in rec.devices])
@@ -94,11 +105,13 @@ class LiveTables:
 def write_tables(folder: RunFolder, runs: Mapping, device_fields: Sequence[str]) -> None:
     """The finished ``rounds.csv``, ``devices.csv`` and ``events.csv`` of ``runs`` (per algorithm, an object with
     ``records`` and ``events``), in the algorithms' order."""
-    metric_keys, info_keys = round_columns([r for s in runs.values() for r in s.records])
+    records = [r for s in runs.values() for r in s.records]
+    metric_keys, info_keys = round_columns(records)
+    levels = has_levels(records)
     folder.write_csv(
         ROUNDS,
-        ("algorithm", *ROUND_FIELDS, *metric_keys, *info_keys),
-        (round_row(name, r, metric_keys, info_keys) for name, sim in runs.items() for r in sim.records),
+        ("algorithm", *ROUND_FIELDS, *(LEVEL_FIELDS if levels else ()), *metric_keys, *info_keys),
+        (round_row(name, r, metric_keys, info_keys, levels) for name, sim in runs.items() for r in sim.records),
     )
     folder.write_csv(
         DEVICES,

@@ -200,11 +200,17 @@ class FedAvg:
     def plan_round(self, view: SystemView) -> RoundPlan:
         ctx = self.ctx
         self.selected = sample_clients(ctx, view.round_index, ctx.run_cfg.clients_per_round, view)
-        cycles = {d: self.cycles_of(d) for d in self.selected}
+        return self.plan_for(self.selected)
+
+    def plan_for(self, selected) -> RoundPlan:
+        """The round plan of ``selected``: each trains the task and sends the global keys both ways (LG-FedAvg:
+        every device receives them)."""
+        ctx = self.ctx
+        cycles = {d: self.cycles_of(d) for d in selected}
         listeners = range(ctx.n_devices) if self.cfg.local == "lg" else ()
         t = self.transfers
         up, down = (self.bits, self.bits) if t is None else (t.up_bits, t.down_bits)
-        return training_plan(self.selected, cycles, up, down, listeners=listeners)
+        return training_plan(selected, cycles, up, down, listeners=listeners)
 
     def task_for(self, devices) -> LocalTask:
         """The local task of ``devices`` (in that order): the family's task, each device its own I_k epochs when
@@ -223,8 +229,17 @@ class FedAvg:
         return task_cycles(task, self.sizes[device], self.ctx.cycles_per_sample)
 
     def complete_round(self, outcome: RoundOutcome) -> dict[str, float]:
-        ctx, sel, t, r = self.ctx, self.selected, self.transfers, outcome.round_index
-        sent, down_error = (self.global_state, None) if t is None else t.download(r, self.global_state)
+        updates, result, extra = self.learn(outcome, self.selected, self.global_state)
+        self.server_step(updates)
+        self.advance_ema()
+        return {**self.metrics(result), **extra}
+
+    def learn(self, outcome: RoundOutcome, sel, model: dict) -> tuple[list[tuple[dict, float]], object, dict]:
+        """One round's learning from the server model ``model``: ``sel`` receive it, train, and upload; the
+        (global keys' state, weight) of each upload that arrived as the server has it, the training result and
+        the compression metrics. The round of :meth:`complete_round` and of each edge server (HierFAVG)."""
+        ctx, t, r = self.ctx, self.transfers, outcome.round_index
+        sent, down_error = (model, None) if t is None else t.download(r, model)
         starts = [merge(sent, self.personal[d]) for d in sel]
         data = [self.data[d] for d in sel]
         result = train_devices(ctx, self.name, r, sel, starts, data, self.task_for(sel))
@@ -235,7 +250,7 @@ class FedAvg:
             shared.append(g)
         extra = {}
         if t is not None:  # what the server rebuilds from the encoded updates
-            shared, up_errors = t.upload(r, sel, [sent] * len(sel), shared, self.global_state)
+            shared, up_errors = t.upload(r, sel, [sent] * len(sel), shared, model)
             extra = t.metrics(up_errors, down_error)
         weights = [1.0 if self.cfg.weighting == "uniform" else float(sum(self.sizes[d].values())) for d in sel]
         updates = arrived_updates(outcome, sel, shared, weights)
@@ -243,9 +258,7 @@ class FedAvg:
         if noise_var is not None and updates:  # AirComp: the server received their sum plus the channel's noise
             generator = torch.Generator().manual_seed(ctx.seed_for(r, "over_the_air"))
             updates = [(over_the_air_average(updates, noise_var, generator), 1.0)]
-        self.server_step(updates)
-        self.advance_ema()
-        return {**self.metrics(result), **extra}
+        return updates, result, extra
 
     def advance_ema(self) -> None:
         """After an aggregation: the evaluation model's step ``ē ← d·ē + (1 − d)·w`` (nothing without ``ema_decay``)."""
@@ -264,10 +277,16 @@ class FedAvg:
         """The aggregation hook: the round's arrived uploads, ``(global keys' state, weight)`` each (none when
         every upload was dropped), become ``self.global_state``.
 
-        FedAvg: their weighted average, then the server optimizer's step. A variant overrides this method
-        alone (a robust aggregate, another server rule); the round loop stays this class's."""
+        FedAvg: their weighted average, then the server optimizer's step (:meth:`aggregate`). A variant overrides
+        this method alone (a robust aggregate, another server rule); the round loop stays this class's."""
+        self.global_state = self.aggregate(self.global_state, updates)
+
+    def aggregate(self, model: dict, updates: list[tuple[dict, float]]) -> dict:
+        """The server model after ``updates``: their weighted average, then the server optimizer's step from
+        ``model``; ``model`` itself when nothing (of weight > 0) arrived."""
         if updates and sum(w for _, w in updates) > 0:
-            self.global_state = self.server_opt.step(self.global_state, weighted_average(updates))
+            return self.server_opt.step(model, weighted_average(updates))
+        return model
 
     def asynchronous(self):
         """This backend under FedAsync/FedBuff (:class:`AsyncFedAvg`, docs/model/asynchrony.md): the family's mode
@@ -275,6 +294,13 @@ class FedAvg:
         from edgesim.learning.algorithms.fedavg.asynchronous import AsyncFedAvg  # it wraps this class
 
         return AsyncFedAvg(self)
+
+    def hierarchical(self):
+        """This backend under ``round_mode = "hierarchical"`` (:class:`HierFedAvg`, HierFAVG; docs/model/hierarchy.md):
+        an edge model per cell, a cloud model over them."""
+        from edgesim.learning.algorithms.fedavg.hierarchical import HierFedAvg  # it wraps this class
+
+        return HierFedAvg(self)
 
     def state_dict(self) -> dict:
         out = {"global": to_cpu(self.global_state), "personal": [to_cpu(p) for p in self.personal],

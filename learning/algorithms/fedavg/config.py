@@ -157,6 +157,16 @@ def check_fedavg(cfg: FedAvgConfig, facts: ScenarioFacts) -> None:
              f"at most the {facts.model_layers} weight layers of [train] model = {facts.train.model!r}")
 
 
+def has_hierarchical_form(config_cls: type) -> bool:
+    """Whether a variant has HierFAVG's form (docs/model/hierarchy.md): every key shared (``local = "none"``: a
+    device's personal keys would have no edge or cloud model) and the plain average at the server (``"sgd"`` with
+    η = 1: a server optimizer's state has no per-cell meaning in the paper) — FedAvg, FedProx and the FixMatch and
+    UDA objectives, the -SL bounds. ``ema_decay`` is checked when the mode is made."""
+    cfg = config_cls()
+    return cfg.local == "none" and cfg.server_optimizer == "sgd" and cfg.server_lr == 1.0
+
+
 declare_variants(VARIANTS, module="edgesim.learning.algorithms.fedavg.algorithm", check=check_fedavg,
                  asynchronous=True,  # FedAvg.asynchronous(): FedAsync and FedBuff
-                 per_device_iterations=True)  # FedAvg.task_for / cycles_of: each device its own I_k
+                 per_device_iterations=True,  # FedAvg.task_for / cycles_of: each device its own I_k
+                 hierarchical=has_hierarchical_form)  # FedAvg.hierarchical(): HierFAVG
