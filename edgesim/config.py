@@ -244,7 +244,8 @@ class Allowed:
 class Finite(Allowed):
     """A finite number, ``> minimum`` (``strict``) or ``>= minimum``; ``below``: also ``< below``; ``maximum``: also
     ``<= maximum``, a value above refused as ``noun`` in the interval (``"a fraction in [0, 1]"``, with ``why`` in
-    parentheses); ``auto``: the word ``"auto"`` too."""
+    parentheses); ``auto``: the word ``"auto"`` too; ``per_device``: such a number or a list of one per device
+    (``n_devices``), a bad one refused naming it (``battery_j[2]``)."""
 
     minimum: Optional[float] = None
     strict: bool = False
@@ -253,9 +254,19 @@ class Finite(Allowed):
     noun: str = "a number"
     why: str = ""
     auto: bool = False
+    per_device: bool = False
 
     def _check(self, name, value, cfg):
 
+        if self.per_device and isinstance(value, (list, tuple)):
+            if len(value) != cfg.n_devices:
+                fail(name, value, f"a number or a list of n_devices (= {cfg.n_devices}) numbers, got {len(value)}")
+            for i, v in enumerate(value):
+                self._check_one(f"{name}[{i}]", v)
+        else:
+            self._check_one(name, value)
+
+    def _check_one(self, name, value):
         if self.auto and value == "auto":
             return
         if self.auto and (isinstance(value, bool) or not isinstance(value, (int, float))):
@@ -277,7 +288,8 @@ class Finite(Allowed):
         return f"{'>' if self.strict else '>='} {_g(self.minimum)}"
 
     def _text(self):
-        return self._bound() + (' or "auto"' if self.auto else "")
+        return (self._bound() + (' or "auto"' if self.auto else "")
+                + ("; or a list of n_devices values" if self.per_device else ""))
 
 
 @dataclass(frozen=True)
@@ -310,16 +322,23 @@ class Plausible(Allowed):
 @dataclass(frozen=True)
 class Integer(Allowed):
     """An integer ``>= minimum`` (and ``<= maximum``, with ``why`` saying where that bound comes from); ``auto``:
-    the word ``"auto"`` too."""
+    the word ``"auto"`` too. ``maximum`` may be a function of the config being checked (a bound another key sets:
+    the number of cells), ``why`` then naming it in the reference's range (``integer in [1, the number of cells]``)
+    and every refusal saying the interval with its bound's value."""
 
     minimum: int = 0
-    maximum: Optional[int] = None
+    maximum: Any = None  # an int, or a function of the config returning one
     why: str = ""
     auto: bool = False
 
     def _check(self, name, value, cfg):
 
         if self.auto and value == "auto":
+            return
+        if callable(self.maximum):
+            top = self.maximum(cfg)
+            if isinstance(value, bool) or not isinstance(value, int) or not self.minimum <= value <= top:
+                fail(name, value, f"an integer in [{self.minimum}, {top}] ({self.why})")
             return
         if self.auto and (isinstance(value, bool) or not isinstance(value, int) or value < self.minimum):
             fail(name, value, f'an integer >= {self.minimum} or "auto"')
@@ -329,8 +348,8 @@ class Integer(Allowed):
             fail(name, value, f"an integer in [{self.minimum}, {self.maximum}]{why}")
 
     def _text(self):
-        bound = f"integer in [{self.minimum}, {self.maximum}]" if self.maximum is not None else \
-            f"integer >= {self.minimum}"
+        top = self.why if callable(self.maximum) else self.maximum
+        bound = f"integer in [{self.minimum}, {top}]" if self.maximum is not None else f"integer >= {self.minimum}"
         return bound + (' or "auto"' if self.auto else "")
 
 
@@ -421,6 +440,23 @@ class Items(Allowed):
         item = self.item.text()
         return (f"a list{'' if self.length is None else f' of {self.length} values'}, each "
                 + ("in " if item[:1] in "[(" else "") + item)
+
+
+@dataclass(frozen=True)
+class AnyOf(Allowed):
+    """A value one of ``rules`` accepts (``"all"``, a count or a fraction); anything else refused with ``expected``
+    (or the rules' texts joined), naming the key and the value."""
+
+    rules: tuple = ()
+
+    def _check(self, name, value, cfg):
+
+        if not any(rule.accepts(value, cfg) for rule in self.rules):
+            fail(name, value, self._text())
+
+    def _text(self):
+        words = [rule.text() for rule in self.rules]
+        return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 DISTRIBUTIONS = ("uniform",)
@@ -608,17 +644,21 @@ class SystemConfig:
 
     battery_j: Optional[Union[Number, list]] = key(
         None, "each device's energy budget for the run: a device whose battery is spent takes no further part; "
-        "unset: unlimited", unit="J", allowed=Described(words="> 0 (one value or one per device), or unset"))
+        "unset: unlimited", unit="J", allowed=Finite(minimum=0, strict=True, per_device=True, optional=True))
     csi: Optional[str] = key(None, 'what the base station knows of the channel when it plans: "perfect" (unset), '
                              '"estimated" (a relative Gaussian error) or "outdated" (the previous round\'s gains)',
                              allowed=Choice(choices=CSI_MODES, optional=True))
     csi_error_std: Optional[Number] = key(None, 'the standard deviation of the relative error of csi = "estimated"',
-                                          allowed=Described(words='>= 0 with csi = "estimated", else unset'))
+                                          allowed=Finite(minimum=0, optional=True,
+                                                         also='with csi = "estimated" (needed there)'))
     csi_correlation: Optional[Number] = key(
         None, "ρ: the correlation of each device's Rayleigh fading coefficient from one round to the next "
         "(Gauss–Markov, h_t = ρ h_{t−1} + √(1 − ρ²) w_t): under csi = \"outdated\" the correlation of the true "
         "coefficient with the one planned on (1: perfect CSI, 0: independent); needs rayleigh_fading; unset: "
-        "independent rounds", allowed=Described(words="a number in [0, 1] with rayleigh_fading, else unset"))
+        "independent rounds", allowed=Finite(
+            minimum=0, maximum=1, optional=True, also="with rayleigh_fading and one cell",
+            expected="a correlation in [0, 1] (1: the channel stays as it was, perfect CSI under csi = 'outdated'; "
+                     "0: independent rounds)"))
     cells: Optional[list] = key(
         None, "the base stations, one table each {x_m, y_m} with optional bandwidth_hz, tx_power_dbm (downlink) and "
         "cpu_hz (its edge server) overriding the system's; each cell a disc of cell_radius_m; unset: one cell at the "
@@ -634,7 +674,8 @@ class SystemConfig:
                                           registered="a plugin's rule (`edgesim list association`)"))
     frequency_reuse: int = key(1, "the band split into this many equal sub-bands, cell c on sub-band c mod n; 1: "
                                "every cell on the whole band",
-                               allowed=Described(words="integer in [1, the number of cells]"))
+                               allowed=Integer(1, maximum=lambda cfg: len(cells_of(cfg.cells) or (None,)),
+                                               why="the number of cells"))
 
     def __post_init__(self):
         check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
@@ -643,20 +684,12 @@ class SystemConfig:
         if self.channel_gain_db is None:
             check_path_gains(self.path_loss_intercept_db, self.path_loss_slope_db, self.min_distance_m,
                              self.cell_radius_m)
-        if self.battery_j is not None:
-            per_device("battery_j", self.battery_j, self.n_devices, minimum=0, strict=True)
         if self.csi == "estimated":
             if self.csi_error_std is None:
                 fail("csi_error_std", None, "a number >= 0 (the relative error's standard deviation) with csi = "
                                             "'estimated'")
-            check_number("csi_error_std", self.csi_error_std, minimum=0)
         elif self.csi_error_std is not None:
             fail("csi_error_std", self.csi_error_std, f"unset: it applies to csi = 'estimated' (csi = {self.csi!r})")
-        if self.csi_correlation is not None:
-            check_number("csi_correlation", self.csi_correlation)
-            if not 0.0 <= self.csi_correlation <= 1.0:
-                fail("csi_correlation", self.csi_correlation, "a correlation in [0, 1] (1: the channel stays as it "
-                     "was, perfect CSI under csi = 'outdated'; 0: independent rounds)")
         if self.csi_correlation is not None and (not self.rayleigh_fading or self.channel_gain_db is not None):
             fail("csi_correlation", self.csi_correlation,
                  "unset: it correlates the Rayleigh fading of consecutive rounds, and this cell has none "
@@ -667,9 +700,6 @@ class SystemConfig:
         if n_cells > 1 and self.channel_gain_db is not None:
             fail("channel_gain_db", self.channel_gain_db, f"unset with several cells (cells has {n_cells}): a fixed "
                  f"gain has no distance, so the gain to the other cells is undefined")
-        if (isinstance(self.frequency_reuse, bool) or not isinstance(self.frequency_reuse, int)
-                or not 1 <= self.frequency_reuse <= n_cells):
-            fail("frequency_reuse", self.frequency_reuse, f"an integer in [1, {n_cells}] (the number of cells)")
         if n_cells > 1 and self.csi_correlation is not None:
             fail("csi_correlation", self.csi_correlation, f"unset with several cells (cells has {n_cells}): the "
                  f"correlated fading is of one cell's links (not implemented per link of several cells)")

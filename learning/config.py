@@ -13,6 +13,7 @@ from functools import partial
 from typing import Optional, Union
 
 from edgesim.config import (
+    AnyOf,
     Choice,
     ConfigError,
     Described,
@@ -22,7 +23,6 @@ from edgesim.config import (
     Items,
     Text,
     build_config,
-    check_choice,
     check_int,
     check_keys,
     fail,
@@ -205,7 +205,8 @@ class TrainConfig:
     """
 
     model: str = scenario_key("cnn", "the model, by registered name (`edgesim list models`)",
-                     allowed=Described(words="a registered name"))  # checked below: MODELS grows with plugins
+                              allowed=Choice(choices=lambda value: MODELS.names,  # MODELS grows with plugins
+                                             registered="a plugin's model (`edgesim list models`)"))
     lr: Number = scenario_key(0.05, "local learning rate", allowed=Finite(minimum=0, strict=True))
     momentum: Number = scenario_key(0.9, "SGD momentum", allowed=Finite(minimum=0, below=1))
     weight_decay: Number = scenario_key(0.0, "L2 weight decay", allowed=Finite(minimum=0))
@@ -230,7 +231,6 @@ class TrainConfig:
                                           unit="clients", allowed=Integer(1, optional=True))
 
     def __post_init__(self):
-        check_choice("model", self.model, MODELS.names)
         check_keys(self)  # each key's own range (its metadata: edgesim.config.key); then what spans keys
         if self.nesterov and (self.optimizer != "sgd" or self.momentum == 0):
             fail("nesterov", self.nesterov, 'false unless optimizer = "sgd" with momentum > 0')
@@ -310,7 +310,9 @@ class RunConfig:
                                    allowed=Integer(1, auto=True))
     plugins: list = scenario_key(doc="modules imported first (looked for beside the scenario file, then on the Python path), "
                         "which register algorithms, models, data sets or partitions",
-                        allowed=Described(words="a list of module names"), default_factory=list)
+                        allowed=Items(item=Text("a module name"), length=None,
+                                      expected='a list of module names, such as ["my_algorithm"]'),
+                        default_factory=list)
     tracking: str = scenario_key("none", "send each round's metrics to a tracker as the run goes (mlflow, tensorboard: "
                         "extras)", allowed=Choice(choices=TRACKERS))
     sustain_rounds: Optional[int] = scenario_key(None, "a threshold counts as reached at the first round from which the "
@@ -325,10 +327,15 @@ class RunConfig:
         allowed=Integer(1, optional=True, also="at most the run's rounds"))
     eval_devices: Union[str, int, float, None] = scenario_key(
         None, "the devices evaluated: all, a count or a fraction of n_devices, a fixed sample drawn once from the "
-        "seed (docs/use/metrics.md); unset: all", allowed=Described(words='"all", 1..n_devices or (0, 1], or unset'))
+        "seed (docs/use/metrics.md); unset: all",
+        allowed=AnyOf(rules=(Choice(choices=("all",)), Integer(1), Finite(minimum=0, strict=True, maximum=1)),
+                      also="a count at most system.n_devices", optional=True,
+                      expected='"all", a number of devices >= 1 or a fraction in (0, 1]'))
     label_quality: Union[bool, int, None] = scenario_key(
         None, "the labelling diagnostic (labeling_accuracy): at every evaluated round, never, or every n-th round "
-        "and the last; unset: true", allowed=Described(words="true, false or >= 1, or unset"))
+        "and the last; unset: true", allowed=AnyOf(
+            rules=(Flag(), Integer(1)), optional=True,
+            expected="true, false or an integer >= 1 (every that many rounds and the last)"))
     client_workers: Optional[int] = scenario_key(
         None, "local worker processes that train a round's devices (docs/extend/executors.md); results are the same bytes; "
         "unset: 1, in the run's process", unit="processes", allowed=Integer(1, optional=True))
@@ -343,26 +350,15 @@ class RunConfig:
             fail("algorithms", self.algorithms, "a non-empty list of algorithm names")
         if len(set(self.algorithms)) != len(self.algorithms):
             fail("algorithms", self.algorithms, "each algorithm at most once")
-        if not isinstance(self.plugins, list) or not all(isinstance(m, str) and m for m in self.plugins):
-            fail("plugins", self.plugins, 'a list of module names, such as ["my_algorithm"]')
         check_warm_start(self.warm_start, self.rounds, self.backend)
         check_evaluation(self)
 
 
 def check_evaluation(run: "RunConfig") -> None:
-    """``eval_devices`` ("all", a count >= 1 or a fraction in (0, 1]), ``label_quality`` (true, false or an
-    integer >= 1) and ``client_workers`` (an integer >= 1); with ``eval_every`` (its rule: an integer >= 1) all four
-    left out of a physics-only run, which has no model to evaluate or train (docs/use/metrics.md,
+    """``eval_every``, ``eval_devices``, ``label_quality`` and ``client_workers`` (each checked by its rule: an
+    integer >= 1; "all", a count >= 1 or a fraction in (0, 1]; true, false or an integer >= 1; an integer >= 1) left
+    out of a physics-only run, which has no model to evaluate or train (docs/use/metrics.md,
     docs/extend/executors.md)."""
-    d = run.eval_devices
-    if d is not None and d != "all" and not (isinstance(d, int) and not isinstance(d, bool) and d >= 1) and not (
-            isinstance(d, float) and 0 < d <= 1):
-        fail("eval_devices", d, '"all", a number of devices >= 1 or a fraction in (0, 1]')
-    q = run.label_quality
-    if q is not None and not isinstance(q, bool) and not (isinstance(q, int) and q >= 1):
-        fail("label_quality", q, "true, false or an integer >= 1 (every that many rounds and the last)")
-    if run.client_workers is not None:
-        check_int("client_workers", run.client_workers, 1)
     if run.backend == PARAMETRIC:
         for key in ("eval_every", "eval_devices", "label_quality", "client_workers"):
             if getattr(run, key) is not None:
