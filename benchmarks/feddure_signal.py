@@ -3,11 +3,11 @@
     python benchmarks/feddure_signal.py [--layout iid|dir] [--steps 100 400] [--batches 8] [--seed 0]
 
 F-reg's weights move only through Eq. (5)'s hyper-gradient. To first order in η_s, raising the weight H_i of
-unlabelled row i changes the labelled loss after the virtual step (Eq. 4) by
-``∂L(φ⁻)/∂H_i = −(η_s/n)·s_i`` with ``s_i = ⟨∇_φ CE(y, f(x; φ)), ∇_φ CE(ŷ_i, f(T_s u_i; φ))⟩`` (x, y the labelled
-batch, n the unlabelled rows), so F-reg's step raises the weight of the rows with s_i > 0 and lowers the others. F-reg learns from s_i alone:
-where s_i barely separates right pseudo-labels from wrong ones, F-reg (whatever its shape) has little to learn the
-separation from, even when its input, the softmax, carries it.
+unlabelled row i changes the labelled loss after the virtual step (Eq. 4) by ``∂L(φ⁻)/∂H_i = −(η_s/n)·s_i`` with
+``s_i = ⟨∇_φ CE(y, f(x; φ)), ∇_φ CE(ŷ_i, f(T_s u_i; φ))⟩`` (x, y the labelled batch, n the unlabelled rows), so
+F-reg's step raises the weight of the rows with s_i > 0 and lowers the others. F-reg learns from s_i alone:
+where s_i barely separates right pseudo-labels from wrong ones, F-reg (whatever its shape) has little to learn
+the separation from, even when its input, the softmax, carries it.
 
 For device 0 of ``scenarios/label_scarce_cpu.toml`` (2 devices, ``small_cnn``, 50 labels and 550 unlabelled
 images a device), a model trained ``--steps`` SGD steps (lr 0.02, B = 10) on the device's labels stands in for φ
