@@ -2,13 +2,16 @@
 
     python benchmarks/label_scarce_study.py choose TUNE_SWEEP... [--column val_accuracy]  # --set lines: best rates
     python benchmarks/label_scarce_study.py final RUN_OR_SWEEP... [--baseline fedavg_labeled] [--last 3]
+    python benchmarks/label_scarce_study.py rounds RUN_OR_SWEEP... [--algorithm feddure] [--columns a,b,...]
 
 ``choose``: every run of the tuning sweeps (made with ``--set data.validation_size=N``: the accuracy column is
 the validation split's, never the test set; ``--column val_accuracy`` for runs with ``data.server_validation``)
 scored by its mean accuracy over the last 5 rounds, averaged over
 the tuning seeds; per algorithm, the learning rate with the highest score (the rate each run's ``config.toml`` says
 the algorithm trained with: ``rate_used``), printed as ``--set
-algorithms.NAME.lr=VALUE`` (one a line) and, to stderr, the whole grid.
+algorithms.NAME.lr=VALUE`` (one a line) and, to stderr, the whole grid. Where the tuning runs also vary other
+options of the method (``tuned_options``: FedDure's ``creg_lr`` and ``freg_lr``, η_s and η_w), a grid point is the
+rate with those values, and the best point's values follow as more ``--set`` lines.
 
 ``final``: per data layout (``data.partition``) and algorithm, the final test accuracy (mean of the last
 ``--last`` rounds) over the seeds, with a 95 % Student-t interval, and each algorithm's paired difference from
@@ -80,14 +83,32 @@ def _scores(df, last: int, column: str = "accuracy"):
     return out
 
 
+def tuned_options(configs: list[dict], algorithm: str) -> list[str]:
+    """The options of ``[algorithms.NAME]`` other than ``lr`` whose values differ between the runs of
+    ``configs`` (their ``config.toml``): the rest of a method's tuning grid (FedDure's η_s and η_w, ``creg_lr``
+    and ``freg_lr``, beside its ``lr``), sorted; an option a run leaves unset counts as its own value."""
+    own = [c.get("algorithms", {}).get(algorithm, {}) for c in configs]
+    keys = sorted({k for o in own for k in o if k != "lr"})
+    return [k for k in keys if len({repr(o.get(k)) for o in own}) > 1]
+
+
+def _point_text(lr: float, extra: tuple) -> str:
+    return f"{lr:g}" + "".join(f", {k} {v:g}" if isinstance(v, float) else f", {k} {v}" for k, v in extra)
+
+
 def choose(paths, column: str = "accuracy") -> None:
     scores = _scores(_runs(paths), 5, column)
     scores["lr"] = [rate_used(_config(r.run), r.algorithm) for r in scores.itertuples()]
-    # a rate that diverged in any tuning seed scores nothing: its mean is NaN, never the best
-    table = (scores.groupby(["algorithm", "lr"])["score"]
+    # a grid point is the rate and every other option of the method that the tuning runs vary (tuned_options)
+    varied = {a: tuned_options([_config(r) for r in rows.run.unique()], a) for a, rows in scores.groupby("algorithm")}
+    scores["extra"] = [tuple((k, _config(r.run)["algorithms"][r.algorithm].get(k)) for k in varied[r.algorithm])
+                       for r in scores.itertuples()]
+    # a point that diverged in any tuning seed scores nothing: its mean is NaN, never the best
+    table = (scores.groupby(["algorithm", "lr", "extra"])["score"]
              .agg(mean=lambda x: x.mean(skipna=False), count="size").reset_index())
     for alg, rows in table.groupby("algorithm"):
-        grid_line = ", ".join(f"{r.lr:g}: " + ("diverged" if np.isnan(r['mean']) else f"{100 * r['mean']:.1f}")
+        grid_line = ", ".join(_point_text(r.lr, r.extra) + ": "
+                              + ("diverged" if np.isnan(r['mean']) else f"{100 * r['mean']:.1f}")
                               + f" ({r['count']} seeds)" for _, r in rows.iterrows())
         print(f"{alg}: {grid_line}", file=sys.stderr)
         if rows["mean"].isna().all():
@@ -95,6 +116,9 @@ def choose(paths, column: str = "accuracy") -> None:
                              "no rate to choose")
         best = rows.loc[rows["mean"].idxmax()]
         print(f"--set algorithms.{alg}.lr={best.lr:g}")
+        for k, v in best.extra:  # an option the chosen point left unset stays unset (its default)
+            if v is not None:
+                print(f"--set algorithms.{alg}.{k}=" + (f"{v:g}" if isinstance(v, float) else f"{v}"))
 
 
 def _interval(x: np.ndarray) -> str:
@@ -134,6 +158,45 @@ def final(paths, baseline: str, last: int) -> None:
             print(f"| {layout} | {alg} | {seeds} | {_interval(acc.to_numpy())} | {diff} | {' | '.join(last_round)} |")
 
 
+CUT_AUC = "cut95_auc"
+
+
+def cut_auc(accuracy, share, accuracy_confident):
+    """The AUC against correctness of one confidence cut at 0.95 of the start model's labels (a weight of 1 above
+    the cut, 0 below), from the one-rule columns: with A = ``accuracy`` (share right, all rows), s = ``share``
+    (share at or above 0.95) and a = ``accuracy_confident``, ``AUC = ½ + ½(TPR − FPR)``, ``TPR = s·a/A`` (share
+    of the right labels above the cut), ``FPR = s·(1 − a)/(1 − A)`` (of the wrong ones). What the confidence
+    F-reg sees already separates, cut once; a ranking by the confidence itself separates at least as well.
+    0.5 where no row reaches the cut."""
+    a = accuracy_confident.fillna(0.0)
+    tpr = share * a / accuracy
+    fpr = share * (1.0 - a) / (1.0 - accuracy)
+    return 0.5 + 0.5 * (tpr - fpr)
+
+
+def by_round(paths, algorithm: str, columns: list[str]) -> None:
+    """Per layout and round, the mean over the seeds of each of ``columns`` for ``algorithm`` (FedDure's
+    regulators: ``freg_auc``, the AUC of F-reg's weight m against pseudo-label correctness; ``feedback_abs``, the
+    mean |d| of C-reg's feedback; ``weight_mean``, the mean m; ``cut95_auc``, :func:`cut_auc` of the start
+    model's one-rule columns), as a Markdown table; "—" where a run records none."""
+    runs = _runs(paths)
+    rows = runs[runs.algorithm == algorithm].copy()
+    if CUT_AUC in columns:
+        for c in ("start_label_accuracy", "start_label_confident_share", "start_label_accuracy_confident"):
+            if c not in rows:  # empty in every round (no row reached 0.95)
+                rows[c] = np.nan
+        rows[CUT_AUC] = cut_auc(rows["start_label_accuracy"], rows["start_label_confident_share"],
+                                rows["start_label_accuracy_confident"])
+    print("| layout | round | seeds | " + " | ".join(columns) + " |")
+    print("|---|---|---|" + "---|" * len(columns))
+    for (layout, rnd), r in rows.groupby(["layout", "round"]):
+        cells = []
+        for c in columns:
+            x = r[c].dropna() if c in r else r["round"].iloc[:0]
+            cells.append(f"{x.mean():.3f}" if len(x) else "—")
+        print(f"| {layout} | {rnd} | {r['seed'].nunique()} | " + " | ".join(cells) + " |")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -144,9 +207,15 @@ def main(argv=None) -> None:
     f.add_argument("paths", nargs="+")
     f.add_argument("--baseline", default="fedavg_labeled")
     f.add_argument("--last", type=int, default=3)
+    r = sub.add_parser("rounds")
+    r.add_argument("paths", nargs="+")
+    r.add_argument("--algorithm", default="feddure")
+    r.add_argument("--columns", default="accuracy,freg_auc,feedback_abs,feedback,weight_mean,start_label_accuracy")
     a = p.parse_args(argv)
     if a.cmd == "choose":
         choose(a.paths, a.column)
+    elif a.cmd == "rounds":
+        by_round(a.paths, a.algorithm, a.columns.split(","))
     else:
         final(a.paths, a.baseline, a.last)
 

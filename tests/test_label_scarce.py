@@ -123,3 +123,44 @@ def test_a_rate_that_diverged_in_a_tuning_seed_is_never_chosen(monkeypatch, caps
     assert "0.01: diverged (2 seeds)" in err and "0.05: 61.0 (2 seeds)" in err
     study.final(["final"], baseline="pfedme", last=3)
     assert "| feddure_iid_iid | pfedme | 3 (+1 diverged) |" in capsys.readouterr().out
+
+
+def test_choose_tunes_feddure_regulator_rates_with_its_rate(monkeypatch, capsys):
+    """FedDure's tuning grid is η × (η_s = η_w) (issue 54.2): ``choose`` scores each (lr, creg_lr, freg_lr) point
+    apart — averaging over the regulator rates would credit a rate with another point's score — and prints the best
+    point's three ``--set`` lines; a method whose runs vary only ``lr`` prints one line."""
+    import pandas as pd
+
+    study = _study()
+    rows, configs = [], {}
+    points = [("a", 0.001, 0.0005, 0.70), ("b", 0.001, 0.002, 0.60), ("c", 0.002, 0.0005, 0.50),
+              ("d", 0.002, 0.002, 0.68)]  # by lr alone 0.001 scores 65 and 0.002 59; the best point is (0.001, 5e-4)
+    for run, lr, reg, acc in points:
+        configs[run] = {"train": {"lr": 0.01}, "algorithms": {"feddure": {"lr": lr, "creg_lr": reg, "freg_lr": reg}}}
+        rows += [dict(run=run, seed=100, algorithm="feddure", round=r, accuracy=acc) for r in range(5)]
+    for run, lr, acc in [("e", 0.01, 0.6), ("f", 0.02, 0.7)]:
+        configs[run] = {"train": {"lr": 0.01}, "algorithms": {"fixavg": {"lr": lr}}}
+        rows += [dict(run=run, seed=100, algorithm="fixavg", round=r, accuracy=acc) for r in range(5)]
+    frame = pd.DataFrame(rows)
+    monkeypatch.setattr(study, "load_runs", lambda paths: frame.copy())
+    monkeypatch.setattr(study, "_layout", lambda run: "feddure_iid_iid")
+    monkeypatch.setattr(study, "_config", lambda run: configs[run])
+    study.choose(["tune"])
+    out, err = capsys.readouterr()
+    assert out.split("\n")[:4] == ["--set algorithms.feddure.lr=0.001", "--set algorithms.feddure.creg_lr=0.0005",
+                                   "--set algorithms.feddure.freg_lr=0.0005", "--set algorithms.fixavg.lr=0.02"]
+    assert "0.002, creg_lr 0.002, freg_lr 0.002: 68.0 (1 seeds)" in err
+    assert study.tuned_options([configs["e"], configs["f"]], "fixavg") == []
+
+
+def test_cut_auc_of_the_one_rule_columns():
+    """``cut_auc``: the AUC of one confidence cut at 0.95 from the one-rule columns. By hand, issue 54's audit figures
+    (72.4 % right, 53 % of rows above 0.95, 91 % of those right): TPR = 0.53·0.91/0.724 = 0.66616, FPR =
+    0.53·0.09/0.276 = 0.17283, AUC = 0.5 + 0.5·(0.66616 − 0.17283) = 0.74667. Limits: no row above the cut, or a cut
+    as accurate as the rest (a = A), separates nothing (0.5); a cut holding every right label and no wrong one, 1."""
+    import pandas as pd
+
+    study = _study()
+    auc = study.cut_auc(pd.Series([0.724, 0.7, 0.6, 0.6]), pd.Series([0.53, 0.0, 0.4, 0.6]),
+                        pd.Series([0.91, math.nan, 0.6, 1.0]))
+    assert auc.tolist() == pytest.approx([0.74667, 0.5, 0.5, 1.0], abs=1e-5)
