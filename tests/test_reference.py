@@ -229,7 +229,7 @@ def test_every_key_of_every_table_documents_the_range_its_check_enforces():
     cross = {"min_distance_m", "cell_radius_m", "path_loss_intercept_db", "path_loss_slope_db", "nesterov",
              "momentum"}  # checked together with another key in __post_init__ (a distance, a path gain, Nesterov)
     checked, tables, described = 0, set(), set()
-    for table in DESCRIBED_TABLES:
+    for table in scenario_tables():  # every table the reference lists, one added later too
         docs = {name: key_doc(f) for name, f in table_fields(table).items()}
         assert None not in docs.values(), (table, "a key without its metadata", docs)
         for name, doc in docs.items():
@@ -257,7 +257,7 @@ def test_every_key_of_every_table_documents_the_range_its_check_enforces():
                 assert "\n" not in str(e) and e.expected and f"{e.key} = " in str(e), (table, name, value, str(e))
                 checked += 1
             tables.add(table)
-    assert tables == set(DESCRIBED_TABLES)
+    assert tables == set(DESCRIBED_TABLES) | set(scenario_tables())
     assert checked > 300, checked
     assert described == set(DESCRIBED_ONLY), ("a key described in words only must have its boundary cases in "
                                               "DESCRIBED_ONLY (or a rule)", sorted(described ^ set(DESCRIBED_ONLY)))
@@ -309,6 +309,13 @@ DESCRIBED_ONLY = {
                         {**_WARM, "algorithm": "fixavg"}, {**_WARM, "extra": 1}]),
     **{f"resources.{kind}": (_POLICY, None, None, ["no_such_policy", 3])
        for kind in ("scheduling", "bandwidth", "power", "cpu_freq", "resource_blocks")},
+    **{f"hierarchy.{name}": ("one value, or a list whose length is checked against system.cells (another table)",
+                             f"{words}; or a list of one per cell", accepted, refused)
+       for name, words, accepted, refused in (
+           ("backhaul_bps", "> 0, inf allowed", [1e-9, 1e8, float("inf"), [1e8]],
+            [0, -1.0, float("nan"), "fast", True, [], [1e8, 1e8], [0]]),
+           ("backhaul_latency_s", "finite >= 0", [0, 0.01, [0.0]],
+            [-1e-9, float("inf"), float("nan"), "none", [], [0.0, 0.0], [-1]]))},
 }
 
 
@@ -318,7 +325,9 @@ def _scenario(dotted: str, value, access: str = "tdma", **resources) -> dict:
     table, name = dotted.split(".")
     raw = {"system": {"n_devices": 4, "access": access, "bandwidth_hz": 5e6}, "run": {"algorithms": ["fedavg"], "clients_per_round": 2,
                                                                  "rounds": 5}, "resources": dict(resources)}
-    raw[table][name] = value
+    if table == "hierarchy":
+        raw["budget"] = {"round_mode": "hierarchical"}
+    raw.setdefault(table, {})[name] = value
     return raw
 
 
