@@ -1,6 +1,6 @@
 """Does the signal F-reg learns from separate right pseudo-labels from wrong ones? (docs/studies/ssl_limit.md, 54.2)
 
-    python benchmarks/feddure_signal.py [--layout iid|dir] [--steps 100 400] [--batches 8] [--seed 0]
+    python benchmarks/feddure_signal.py [--layout iid|dir] [--steps 100 400] [--batches 8] [--seed 0] [--lr 0.01]
 
 F-reg's weights move only through Eq. (5)'s hyper-gradient. To first order in η_s, raising the weight H_i of
 unlabelled row i changes the labelled loss after the virtual step (Eq. 4) by ``∂L(φ⁻)/∂H_i = −(η_s/n)·s_i`` with
@@ -10,11 +10,11 @@ where s_i barely separates right pseudo-labels from wrong ones, F-reg (whatever 
 the separation from, even when its input, the softmax, carries it.
 
 For device 0 of ``scenarios/label_scarce_cpu.toml`` (2 devices, ``small_cnn``, 50 labels and 550 unlabelled
-images a device), a model trained ``--steps`` SGD steps (lr 0.02, B = 10) on the device's labels stands in for φ
-= θ_g at a round's start (momentum 0.9, the scenario's). Over ``--batches`` steps of FedDure's sampling (B = 10
-labelled, μB = 70 unlabelled rows, ŷ = argmax f(T_w u; φ), Eq. 1) it scores, against pseudo-label correctness
-[ŷ_i = y_i] (the hidden labels, measurement only), the AUC of: s_i; the confidence max softmax f(T_w u_i; φ)
-(what FixMatch thresholds); and max softmax f(T_s u_i; φ) (F-reg's input, Eq. 6).
+images a device), a model trained ``--steps`` SGD steps (``--lr``, 0.01 unless set; B = 10) on the device's
+labels stands in for φ = θ_g at a round's start (momentum 0.9, the scenario's). Over ``--batches`` steps of
+FedDure's sampling (B = 10 labelled, μB = 70 unlabelled rows, ŷ = argmax f(T_w u; φ), Eq. 1) it scores, against
+pseudo-label correctness [ŷ_i = y_i] (the hidden labels, measurement only), the AUC of: s_i; the confidence max
+softmax f(T_w u_i; φ) (what FixMatch thresholds); and max softmax f(T_s u_i; φ) (F-reg's input, Eq. 6).
 One torch thread, float32.
 """
 
@@ -46,6 +46,7 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, nargs="+", default=[100, 400])
     p.add_argument("--batches", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lr", type=float, default=0.01)
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     sc = load_scenario("scenarios/label_scarce_cpu.toml", [f'data.partition="feddure_{a.layout}_{a.layout}"',
@@ -80,7 +81,7 @@ def main(argv=None) -> None:
             th = {k: params[k] for k in names}
             g = grad(ce)(th, view(weak, c.x_lab[idx]), c.y_lab[idx])
             buf = {k: 0.9 * buf[k] + g[k] for k in names} if buf else g  # heavy-ball momentum 0.9 (the scenario's)
-            params.update({k: th[k] - 0.02 * buf[k] for k in names})
+            params.update({k: th[k] - a.lr * buf[k] for k in names})
             done += 1
         th = {k: params[k] for k in names}
         with torch.no_grad():
