@@ -14,11 +14,13 @@
     python benchmarks/access_study.py --out sweeps/access_study            # runs what is missing, then reports
     python benchmarks/access_study.py --out sweeps/access_study --report   # the tables and figures only
 
-Per arm: time and device energy (compute + radio, ``cum_energy_j``) at the first round whose mean device accuracy
-reaches each threshold (mean over seeds ± the 95 % Student-t half-width; "(k/n)" when only k seeds reach it), the
-final accuracy (the last round's), the mean round duration, and each arm's time and energy to the last threshold and
-final accuracy minus FDMA's, paired by seed. The learning runs go ``--jobs`` at a time (default 2), each an
-``edgesim run`` with one torch thread under ``nice -n 10``; their wall and CPU seconds go to ``host_times.csv``.
+Per arm: time and device energy (compute + radio, ``cum_energy_j``) to each threshold by the project's one crossing
+rule (``edgesim.results.metrics.crossing``, the rule of ``summary.json`` and ``edgesim report``): at the end of the
+first round from which the mean device accuracy stays at or above the threshold for the run's k evaluated rounds
+(``[run] sustain_rounds``, default 3) (mean over seeds ± the 95 % Student-t half-width; "(m/n)" when only m seeds
+reach it), the final accuracy (the last round's), the mean round duration, and each arm's time and energy to the last
+threshold and final accuracy minus FDMA's, paired by seed. The learning runs go ``--jobs`` at a time (default 2), each
+an ``edgesim run`` with one torch thread under ``nice -n 10``; their wall and CPU seconds go to ``host_times.csv``.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from edgesim.results.metrics import crossing, sustain_rounds
+from edgesim.results.reading import load_run, read_csv_rows
 
 HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "access_study.toml"
@@ -140,16 +145,32 @@ def diverged(folder: Path) -> str:
                      if a.get("diverged"))
 
 
-def rows_of(folder: Path, name: str = "rounds.csv") -> list[dict]:
-    with open(folder / name, newline="") as f:
-        return list(csv.DictReader(f))
+@dataclass(frozen=True)
+class Seed:
+    """One finished run of an arm: its algorithm's ``rounds.csv`` columns (arrays, as ``edgesim.results.reading``
+    reads them: a diverged run's rounds before it diverged) and the run's k of the crossing rule."""
 
+    cols: dict
+    sustain: int
 
-def first(rows: list[dict], threshold: float, column: str):
-    for r in rows:
-        if r.get("accuracy") and float(r["accuracy"]) >= threshold:
-            return float(r[column])
-    return None
+    @classmethod
+    def read(cls, folder: Path) -> "Seed":
+        run = load_run(folder)
+        if len(run.series) != 1:
+            raise SystemExit(f"{folder / 'rounds.csv'}: algorithms {', '.join(run.series)}; expected one")
+        return cls(next(iter(run.series.values())), sustain_rounds(run.config))
+
+    def to(self, threshold: float, what: str):
+        """``what`` (``"time_s"``, simulated seconds, or ``"energy_j"``, cumulative device joules) at the end of the
+        first round from which the accuracy stays ``>= threshold`` for k evaluated rounds (``crossing``: the rule of
+        ``summary.json`` and ``edgesim report``); None if never."""
+        c = crossing(self.cols, threshold, self.sustain)
+        return None if c is None else c[what]
+
+    @property
+    def final(self) -> float:
+        """The last round's accuracy."""
+        return float(self.cols["accuracy"][-1])
 
 
 def mean_ci(values: list[float]) -> str:
@@ -170,10 +191,10 @@ def cell(values: list, n: int) -> str:
 
 
 def load(out: Path, part: Part) -> dict:
-    """{arm: {seed: rounds.csv rows}} of the finished runs."""
+    """{arm: {seed: Seed}} of the finished runs."""
     runs = {}
     for arm in part.arms:
-        seeds = {s: rows_of(run_folder(out, part, arm, s)) for s in SEEDS
+        seeds = {s: Seed.read(run_folder(out, part, arm, s)) for s in SEEDS
                  if (run_folder(out, part, arm, s) / "rounds.csv").exists()}
         if seeds:
             runs[arm] = seeds
@@ -181,7 +202,7 @@ def load(out: Path, part: Part) -> dict:
 
 
 def paired(mine: dict, base: dict, value) -> list:
-    """``value(rows)`` of each seed minus FDMA's of the same seed (None where either is None)."""
+    """``value(seed)`` of each seed minus FDMA's of the same seed (None where either is None)."""
     out = []
     for s, r in mine.items():
         a, b = value(r), value(base[s]) if s in base else None
@@ -195,20 +216,16 @@ def table(runs: dict, thresholds: tuple) -> str:
             "final accuracy", "round (s)", f"Δ time to {last:g} (s)", f"Δ energy to {last:g} (J)", "Δ final accuracy"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = runs.get("fdma", {})
-
-    def final(r):
-        return float(r[-1]["accuracy"])
-
     for arm, seeds in runs.items():
         n = len(seeds)
-        times = [cell([first(r, t, "time_s") for r in seeds.values()], n) for t in thresholds]
-        energy = [cell([first(r, t, "cum_energy_j") for r in seeds.values()], n) for t in thresholds]
-        dur = cell([statistics.fmean(float(x["duration_s"]) for x in r) for r in seeds.values()], n)
+        times = [cell([r.to(t, "time_s") for r in seeds.values()], n) for t in thresholds]
+        energy = [cell([r.to(t, "energy_j") for r in seeds.values()], n) for t in thresholds]
+        dur = cell([statistics.fmean(r.cols["duration_s"]) for r in seeds.values()], n)
         deltas = ["—"] * 3 if arm == "fdma" else [
-            cell(paired(seeds, base, lambda r: first(r, last, "time_s")), n),
-            cell(paired(seeds, base, lambda r: first(r, last, "cum_energy_j")), n),
-            cell(paired(seeds, base, final), n)]
-        lines.append("| " + " | ".join([arm, *times, *energy, cell([final(r) for r in seeds.values()], n), dur,
+            cell(paired(seeds, base, lambda r: r.to(last, "time_s")), n),
+            cell(paired(seeds, base, lambda r: r.to(last, "energy_j")), n),
+            cell(paired(seeds, base, lambda r: r.final), n)]
+        lines.append("| " + " | ".join([arm, *times, *energy, cell([r.final for r in seeds.values()], n), dur,
                                         *deltas]) + " |")
     return "\n".join(lines)
 
@@ -228,7 +245,7 @@ def energy_time_figure(runs: dict, threshold: float, path: Path, title: str) -> 
     fig, ax = plt.subplots(figsize=(6, 4))
     markers = "osD^v<>pPX*h"
     for i, (arm, seeds) in enumerate(runs.items()):
-        pts = [(first(r, threshold, "time_s"), first(r, threshold, "cum_energy_j")) for r in seeds.values()]
+        pts = [(r.to(threshold, "time_s"), r.to(threshold, "energy_j")) for r in seeds.values()]
         pts = [p for p in pts if None not in p]
         if pts:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], label=arm, marker=markers[i % len(markers)])
@@ -250,7 +267,7 @@ def noise_sigma(folder: Path) -> list[float]:
     n0_w_per_hz = 10 ** (config["system"]["noise_psd_dbm_per_hz"] / 10) / 1000
     band_hz = config["system"]["bandwidth_hz"] / config["access"]["subcarriers"]
     eta: dict[int, list[float]] = {}
-    for r in rows_of(folder, "devices.csv"):
+    for r in read_csv_rows(folder / "devices.csv")[1]:
         if r["arrived"] == "True":
             eta.setdefault(int(r["round"]), []).append(float(r["tx_power_w"]) * float(r["channel_gain"]))
     return [math.sqrt(n0_w_per_hz * band_hz / min(v)) / len(v) for _, v in sorted(eta.items())]
@@ -271,10 +288,10 @@ def noise_report(out: Path, runs: dict, figures: Path) -> str:
             continue
         sigmas = [x for s in seeds for x in noise_sigma(run_folder(out, part, arm, s))]
         sigma = statistics.median(sigmas)
-        k = statistics.fmean(float(x["n_arrived"]) for r in seeds.values() for x in r)
+        k = statistics.fmean(x for r in seeds.values() for x in r.cols["n_arrived"])
         dbm = next(v.split("=")[1] for v in part.arms[arm] if v.startswith("system.tx_power_dbm"))
-        finals = [float(r[-1]["accuracy"]) for r in seeds.values()]
-        d = paired(seeds, base, lambda r: float(r[-1]["accuracy"]))
+        finals = [r.final for r in seeds.values()]
+        d = paired(seeds, base, lambda r: r.final)
         lines.append(f"| {arm} | {dbm} | {sigma:.3g} | {20 * math.log10(CNN_INIT_RMS / sigma):.1f} | {k:.1f} | "
                      f"{cell(finals, len(finals))} | {cell(d, len(d))} |")
         points.append((arm, sigma, finals))
@@ -285,7 +302,7 @@ def noise_report(out: Path, runs: dict, figures: Path) -> str:
             ax.scatter([sigma] * len(finals), finals, marker="D" if "thr" in arm else "o",
                        label=arm if "thr" in arm else None, color="C1" if "thr" in arm else "C0")
         if base:
-            fd = [float(r[-1]["accuracy"]) for r in base.values()]
+            fd = [r.final for r in base.values()]
             ax.axhspan(min(fd), max(fd), color="0.85", label="FDMA (noiseless), min–max over seeds")
         ax.set_xscale("log")
         ax.set_xlabel("noise σ on each averaged parameter (median over rounds)")
@@ -367,7 +384,7 @@ def physics_report(out: Path, figures: Path) -> str:
     path = out / "latency_vs_k.csv"
     if not path.exists():
         return ""
-    rows = rows_of(out, "latency_vs_k.csv")
+    rows = read_csv_rows(path)[1]
     schemes = list(dict.fromkeys(r["scheme"] for r in rows))
     ks = sorted({int(r["k"]) for r in rows})
 
@@ -416,7 +433,7 @@ def host_report(out: Path) -> str:
     path = out / "host_times.csv"
     if not path.exists():
         return ""
-    rows = rows_of(out, "host_times.csv")
+    rows = read_csv_rows(path)[1]
     lines = []
     for name in dict.fromkeys(r["part"] for r in rows):
         mine = [r for r in rows if r["part"] == name]

@@ -7,19 +7,20 @@ to accuracy, final and worst-device accuracy, fairness of participation, paired 
 
 Each run is ``edgesim run`` of the scenario with ``resources.scheduling`` set and the seed (placement, shadowing,
 fading, data split, draws; the policies of one seed share them: common random numbers). Per run, from its
-``rounds.csv``: the simulated time and the devices' energy (compute + radio, ``cum_energy_j``) at the first round
-whose mean device accuracy reaches each threshold, the mean accuracy of the last five rounds, the worst device's
-accuracy (``accuracy_min``) over the last five rounds; from ``devices.csv``: how many of the 20 devices ever took
-part and Jain's index ``(Σ n_k)² / (N Σ n_k²)`` of the participation counts (1: every device equally often; 1/N:
-one device only). Mean over seeds ± the 95 % Student-t half-width; Δ: the run minus ``random``'s of the same seed,
-mean ± half-width over the seeds (a seed that does not reach the threshold under either policy is left out of
-that difference and counted).
+``rounds.csv``: the simulated time and the devices' energy (compute + radio, ``cum_energy_j``) to each threshold by
+the project's one crossing rule (``edgesim.results.metrics.crossing``, the rule of ``summary.json`` and ``edgesim
+report``): at the end of the first round from which the mean device accuracy stays at or above the threshold for
+the run's k evaluated rounds (``[run] sustain_rounds``, default 3); the mean accuracy of the last five rounds, the
+worst device's accuracy (``accuracy_min``) over the last five rounds; from ``devices.csv``: how many of the 20 devices
+ever took part and Jain's index ``(Σ n_k)² / (N Σ n_k²)`` of the participation counts (1: every device equally
+often; 1/N: one device only). Mean over seeds ± the 95 % Student-t half-width; Δ: the run minus ``random``'s of the
+same seed, mean ± half-width over the seeds (a seed that does not reach the threshold under either policy is left
+out of that difference and counted).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import statistics
@@ -28,6 +29,9 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from edgesim.results.metrics import crossing, sustain_rounds
+from edgesim.results.reading import load_run, read_csv_rows
 
 SCENARIO = Path(__file__).resolve().parent / "scheduling_study.toml"
 POLICIES = ("random", "round_robin", "best_channel", "deadline_feasible", "age", "age_channel", "oort")
@@ -65,38 +69,29 @@ def run_all(out: Path, jobs: int) -> None:
     print(f"all {len(todo)} runs: {time.perf_counter() - start:.0f} s wall", flush=True)
 
 
-def rows_of(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def first(rows: list[dict], threshold: float, column: str):
-    for r in rows:
-        if r.get("accuracy") and float(r["accuracy"]) >= threshold:
-            return float(r[column])
-    return None
-
-
 def participation(folder: Path, n_devices: int = 20) -> tuple[int, float]:
     """(devices that ever took part, Jain's index of the participation counts)."""
     counts = [0] * n_devices
-    for r in rows_of(folder / "devices.csv"):
+    for r in read_csv_rows(folder / "devices.csv")[1]:
         counts[int(r["device"])] += 1
     total, squares = sum(counts), sum(c * c for c in counts)
     return sum(c > 0 for c in counts), total * total / (n_devices * squares)
 
 
 def measures(folder: Path) -> dict:
-    rows = rows_of(folder / "rounds.csv")
-    tail = rows[-TAIL:]
+    """One run's measures; time and energy to each threshold by ``crossing`` with the run's k (the rule of
+    ``summary.json`` and ``edgesim report``; None if never)."""
+    run = load_run(folder)
+    [cols] = run.series.values()  # FedAvg alone
     distinct, jain = participation(folder)
-    out = {"final_accuracy": statistics.fmean(float(r["accuracy"]) for r in tail),
-           "worst_device": statistics.fmean(float(r["accuracy_min"]) for r in tail),
-           "round_s": statistics.fmean(float(r["duration_s"]) for r in rows),
-           "energy_j": float(rows[-1]["cum_energy_j"]), "distinct": distinct, "jain": jain}
+    out = {"final_accuracy": statistics.fmean(cols["accuracy"][-TAIL:]),
+           "worst_device": statistics.fmean(cols["accuracy_min"][-TAIL:]),
+           "round_s": statistics.fmean(cols["duration_s"]),
+           "energy_j": float(cols["cum_energy_j"][-1]), "distinct": distinct, "jain": jain}
     for t in THRESHOLDS:
-        out[f"time_{t:g}"] = first(rows, t, "time_s")
-        out[f"energy_{t:g}"] = first(rows, t, "cum_energy_j")
+        c = crossing(cols, t, sustain_rounds(run.config))
+        out[f"time_{t:g}"] = None if c is None else c["time_s"]
+        out[f"energy_{t:g}"] = None if c is None else c["energy_j"]
     return out
 
 
