@@ -28,7 +28,7 @@ class FedMixConfig:
     ``lambda_s``: λ_s, the weight of the server's loss λ_s·CE(y, f_σ(x)) (Eq. 6).
     ``lambda_1``: λ₁, the weight of the clients' pseudo-label term (Eq. 7).
     ``lambda_c``: λ_c, the weight of the optional KL consistency term KL(q ‖ f_ψ(π(u))) (0: off).
-    ``lambda_2``: λ₂, the pull of ψ toward the anchor, a mean over the P entries (stiffness 2·λ₂/P each).
+    ``lambda_2``: λ₂, the weight of the pull of ψ toward its anchor (its norm and stiffness: ``pull``).
     ``n_views``: A, the random flip∘shift copies whose mean prediction q labels a sample (Eq. 8).
     ``threshold``: τ, the confidence max q a pseudo-label needs (Eq. 8).
     ``sigma_start``: where the server's σ^t starts, ``"theta"`` (the global θ^t) or ``"persist"`` (its σ^{t−1}).
