@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from cli_here import edgesim_here
 from documented_plugin import edgesim, install, write_package
 
 from edgesim.radio import shannon_rate_bps
@@ -49,7 +50,7 @@ def test_the_documented_scheme_installs_lists_and_runs(example, tmp_path):
     assert ("[access]: channel_hz = 200000.0: expected at most bandwidth_hz / n_devices = 100000.0 Hz"
             in wide.stderr)
     assert not (work / "w").exists()
-    unknown = edgesim("run", str(scenario), "--out", str(work / "x"), "-q", cwd=work)  # not installed here
+    unknown = edgesim_here("run", scenario, "--out", work / "x", "-q")  # not installed in this process
     assert unknown.returncode == 2 and "access = 'dedicated': expected one of 'tdma', 'fdma'" in unknown.stderr
 
 

@@ -7,6 +7,7 @@ import csv
 from pathlib import Path
 
 import pytest
+from cli_here import edgesim_here
 from documented_plugin import edgesim, install, write_package
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "extend" / "writing_an_async_rule.md"
@@ -28,7 +29,7 @@ def test_the_documented_rule_installs_and_runs(example, tmp_path):
         devices = list(csv.DictReader(f))
     assert sum(r["arrived"] == "True" for r in devices) == 12 * 2  # K = 2 arrivals per flush
     assert 'round_mode = "fedbuff_cutoff"' in (work / "run" / "config.toml").read_text()
-    unknown = edgesim("run", str(scenario), "--out", str(work / "x"), "-q", cwd=work)  # not installed here
+    unknown = edgesim_here("run", scenario, "--out", work / "x", "-q")  # not installed in this process
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
     assert "round_mode = 'fedbuff_cutoff': expected one of 'sync', 'deadline', 'fedasync', 'fedbuff'" in unknown.stderr
     assert not (work / "x").exists()

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_here import edgesim_here
 from conftest import TINY_SCENARIO
 from documented_plugin import edgesim, install, write_package
 
@@ -50,7 +51,7 @@ def test_the_documented_codec_installs_plans_and_runs(example, tmp_path):
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
     assert ("[compression] uplink.bits = 40: expected an integer in 2..16 (the uniform codec's bits per number)"
             in bad.stderr)
-    unknown = edgesim("run", str(scenario), "--out", str(work / "y"), "-q", cwd=work)  # not installed here
+    unknown = edgesim_here("run", scenario, "--out", work / "y", "-q")  # not installed in this process
     assert unknown.returncode == 2 and "uplink.method = 'uniform': expected one of 'none'" in unknown.stderr
 
 

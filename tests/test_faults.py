@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_here import main_here
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_safety import PHYSICS, cwd, one_error_line, phys, run, snapshot  # noqa: F401 - fixtures
@@ -199,12 +200,12 @@ def test_too_many_devices_for_the_data_names_the_key(tiny_scenario, cwd):
     (["plan", "--json", "--json", "extra", "args"], "edgesim plan"),
 ])
 def test_usage_errors_are_one_line(tmp_path, args, fragment):
-    line = _one_line(_cli(*args, cwd=tmp_path, timeout=120), 2)
+    line = _one_line(main_here(*args, cwd=tmp_path, timeout_s=120), 2)  # the entry point's main(), in this process
     assert line.startswith("error: ") and fragment in line and "╭" not in line, line
 
 
 def test_list_takes_several_kinds(tmp_path):
-    proc = _cli("list", "algorithms", "models", cwd=tmp_path, timeout=120)
+    proc = main_here("list", "algorithms", "models", cwd=tmp_path, timeout_s=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("algorithms:") and "\nmodels:" in proc.stdout and "datasets:" not in proc.stdout
 

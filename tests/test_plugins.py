@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from cli_here import edgesim_here
 from documented_plugin import edgesim, install, write_package
 from typer.testing import CliRunner
 
@@ -47,7 +48,7 @@ def test_the_documented_plugin_installs_and_runs_by_name(example, tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip() == (f"error: --set algorithms.trimmed_mean.trim=0.7: {scenario}: "
                                   f"[algorithms.trimmed_mean]: trim = 0.7: expected a fraction in [0, 0.5)")
-    unknown = edgesim("run", str(scenario), "--out", str(work / "x"), "-q", cwd=work)  # not installed here
+    unknown = edgesim_here("run", scenario, "--out", work / "x", "-q")  # not installed in this process
     assert unknown.returncode == 2 and "unknown algorithm 'trimmed_mean'" in unknown.stderr
 
 

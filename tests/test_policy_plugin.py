@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_here import edgesim_here
 from documented_plugin import edgesim, install, write_package
 
 from edgesim.resources.formulas import rate_bps
@@ -53,7 +54,7 @@ def test_the_documented_policy_installs_lists_and_runs(example, tmp_path):
     assert tdma.returncode == 2 and tdma.stderr.count("\n") == 1
     assert "bandwidth = 'airtime_share' applies to [system] access = 'fdma'" in tdma.stderr
     assert not (work / "t").exists()
-    unknown = edgesim("run", str(scenario), "--out", str(work / "x"), "-q", cwd=work)  # not installed here
+    unknown = edgesim_here("run", scenario, "--out", work / "x", "-q")  # not installed in this process
     assert unknown.returncode == 2 and "bandwidth = 'airtime_share': expected one of" in unknown.stderr
 
 

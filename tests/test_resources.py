@@ -429,7 +429,8 @@ def test_a_sweep_over_a_policy_and_its_report(tmp_path):
     runner = CliRunner()
     sweep = runner.invoke(app, ["sweep", str(scenario), "--grid", "resources.bandwidth=equal,proportional",
                                 "--set", "resources.power=fixed", "--set", "resources.cpu_freq=max",
-                                "--set", "run.rounds=3", "--out", str(tmp_path / "sw"), "-q"])
+                                "--set", "run.rounds=3", "--out", str(tmp_path / "sw"), "-q",
+                                "--jobs", "1"])  # the report is the point, not the workers (test_sweep.py's)
     assert sweep.exit_code == 0, sweep.output
     report = runner.invoke(app, ["report", str(tmp_path / "sw"), "--out", str(tmp_path / "rep")])
     assert report.exit_code == 0, report.output
@@ -586,7 +587,8 @@ def test_report_pairs_each_policy_with_the_reference_point_and_draws_energy_agai
     runner = CliRunner()
     sweep = runner.invoke(app, ["sweep", str(scenario), "--grid", "system.bandwidth_hz=1e6,1e7", "--grid",
                                 "resources={bandwidth='equal'},{cpu_freq='min_energy'}", "--seeds", "2",
-                                "--set", "run.rounds=6", "--out", str(tmp_path / "sw"), "-q", "--no-plots"])
+                                "--set", "run.rounds=6", "--out", str(tmp_path / "sw"), "-q", "--no-plots",
+                                "--jobs", "1"])  # the pairing is the point, not the workers (test_sweep.py's)
     assert sweep.exit_code == 0, sweep.output
     args = ["report", str(tmp_path / "sw"), "--out", str(tmp_path / "rep"), "--threshold", "0.5",
             "--reference", "resources.bandwidth=equal", "--reference", "resources.cpu_freq=max"]

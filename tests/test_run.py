@@ -8,6 +8,7 @@ import math
 import re
 
 import pytest
+from conftest import TINY_SCENARIO
 
 from edgesim.config import ConfigError
 from edgesim.learning.algorithms import REGISTRY
@@ -19,18 +20,25 @@ from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
 
 
-def test_same_scenario_and_seed_give_identical_rounds_csv(tiny_scenario, tmp_path):
-    sc = load_scenario(tiny_scenario)
-    a = run_scenario(sc, tmp_path / "a")
-    b = run_scenario(sc, tmp_path / "b")
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """The tiny scenario's run, made once for this file's tests that only read it."""
+    folder = tmp_path_factory.mktemp("tiny_run")
+    (folder / "tiny.toml").write_text(TINY_SCENARIO)
+    return run_scenario(load_scenario(folder / "tiny.toml"), folder / "r")
+
+
+def test_same_scenario_and_seed_give_identical_rounds_csv(tiny_scenario, tiny_run, tmp_path):
+    a = tiny_run
+    b = run_scenario(load_scenario(tiny_scenario), tmp_path / "b")
     for name in ("rounds.csv", "devices.csv", "events.csv"):
         assert (a / name).read_text() == (b / name).read_text(), name
     c = run_scenario(load_scenario(tiny_scenario, ["seed=4"]), tmp_path / "c")
     assert (a / "rounds.csv").read_text() != (c / "rounds.csv").read_text()
 
 
-def test_rounds_csv_is_on_the_simulated_clock(tiny_scenario, tmp_path):
-    out = run_scenario(load_scenario(tiny_scenario), tmp_path / "r")
+def test_rounds_csv_is_on_the_simulated_clock(tiny_run):
+    out = tiny_run
     rows = list(csv.DictReader(open(out / "rounds.csv")))
     assert {r["algorithm"] for r in rows} == {"fedavg", "fedprox", "local"}
     for alg in ("fedavg", "local"):
@@ -52,9 +60,8 @@ def test_rounds_csv_is_on_the_simulated_clock(tiny_scenario, tmp_path):
     assert display_names([out]) == {"fedavg": "FedAvg", "fedprox": "FedProx", "local": "Local"}
 
 
-def test_summary_reports_the_budget_beside_the_whole_run(tiny_scenario, tmp_path):
-    sc = load_scenario(tiny_scenario)
-    out = run_scenario(sc, tmp_path / "r")
+def test_summary_reports_the_budget_beside_the_whole_run(tiny_scenario, tiny_run, tmp_path):
+    out = tiny_run
     rows = [r for r in csv.DictReader(open(out / "rounds.csv")) if r["algorithm"] == "fedavg"]
     times = [float(r["time_s"]) for r in rows]
     accs = [float(r["accuracy"]) for r in rows]
