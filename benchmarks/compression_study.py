@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
+
+from edgesim.results.stats import mean_interval
 
 ORDER = ["none", "fp16", "qsgd8", "qsgd4", "qsgd2", "top10", "top10ef", "top1", "top1ef"]
 LABEL = {"none": "32-bit", "fp16": "fp16", "qsgd8": "QSGD 8-bit", "qsgd4": "QSGD 4-bit", "qsgd2": "QSGD 2-bit",
@@ -40,18 +41,14 @@ def setting(text: str) -> str:
     return f"top{round(float(kv['fraction']) * 100)}" + ("ef" if kv.get("error_feedback") == "true" else "")
 
 
-def t95(n: int) -> float:
-    return {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(n, 1.96)
-
-
 def cell(values: list, digits: int = 3) -> str:
-    v = [x for x in values if x is not None and not math.isnan(x)]
-    if not v:
+    """Mean ± the half-width of the 95 % Student-t interval (edgesim.results.stats.mean_interval, the report's),
+    with (finite/all) when some values are missing."""
+    iv = mean_interval(values)
+    if iv.n == 0:
         return f"— (0/{len(values)})"
-    m = statistics.mean(v)
-    half = t95(len(v)) * statistics.stdev(v) / math.sqrt(len(v)) if len(v) > 1 else None
-    text = f"{m:.{digits}g}" if half is None else f"{m:.{digits}g} ± {half:.2g}"
-    return text + ("" if len(v) == len(values) else f" ({len(v)}/{len(values)})")
+    text = f"{iv.mean:.{digits}g}" if iv.n == 1 else f"{iv.mean:.{digits}g} ± {(iv.high - iv.mean):.2g}"
+    return text + ("" if iv.n == iv.n_total else f" ({iv.n}/{iv.n_total})")
 
 
 def read(folder: Path) -> dict[str, dict]:

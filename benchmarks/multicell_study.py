@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import resource
-import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from edgesim.results.stats import mean_interval
 
 REPO = Path(__file__).resolve().parents[1]
 SCENARIO = REPO / "scenarios" / "multicell_study.toml"
@@ -54,18 +54,14 @@ def run_one(args: tuple) -> tuple[str, float, float]:
         time.perf_counter() - start
 
 
-def t95(n: int) -> float:
-    return {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776}.get(n, 1.96)
-
-
 def cell(values: list, digits: int = 3) -> str:
-    v = [x for x in values if x is not None and not math.isnan(x)]
-    if not v:
+    """Mean ± the half-width of the 95 % Student-t interval (edgesim.results.stats.mean_interval, the report's),
+    with (finite/all) when some values are missing."""
+    iv = mean_interval(values)
+    if iv.n == 0:
         return f"— (0/{len(values)})"
-    m = statistics.mean(v)
-    half = t95(len(v)) * statistics.stdev(v) / math.sqrt(len(v)) if len(v) > 1 else None
-    text = f"{m:.{digits}g}" if half is None else f"{m:.{digits}g} ± {half:.2g}"
-    return text + ("" if len(v) == len(values) else f" ({len(v)}/{len(values)})")
+    text = f"{iv.mean:.{digits}g}" if iv.n == 1 else f"{iv.mean:.{digits}g} ± {(iv.high - iv.mean):.2g}"
+    return text + ("" if iv.n == iv.n_total else f" ({iv.n}/{iv.n_total})")
 
 
 def measures(run: Path, algorithm: str) -> dict:
