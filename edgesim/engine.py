@@ -328,7 +328,7 @@ class Simulation(Clock):
                                      [float(d.work.upload_bits) for d in rnd.devices])
         return rnd
 
-    def _check_ranking(self, plan: RoundPlan, schedule: tuple[int, ...]) -> None:
+    def _check_ranking(self, plan: RoundPlan, schedule: tuple[int, ...], round_index: Optional[int] = None) -> None:
         """A scheduling policy's round: the plan's participants (devices that compute or upload; listeners that
         only download are free) must be the first of its ranking, as many as there are of them; else one line
         naming the policy, the round and the devices (an algorithm that ignores the ranking would silently run
@@ -341,7 +341,8 @@ class Simulation(Clock):
             expected = ("an algorithm that takes its devices from SystemView.schedule (common.sample_clients with the "
                         "view), or scheduling = 'random'")
             raise ConfigError(
-                f"[resources] scheduling = {name!r}: round {self._round_index}: the plan takes devices "
+                f"[resources] scheduling = {name!r}: round {self._round_index if round_index is None else round_index}: "
+                f"the plan takes devices "
                 f"{sorted(taken - first)[:5]} outside the first {len(taken)} of the policy's ranking "
                 f"{list(schedule[:len(taken)])[:10]}; expected {expected}",
                 where="[resources]", key="scheduling", value=name, expected=expected)

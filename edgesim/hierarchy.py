@@ -29,9 +29,11 @@ handed out yet; resume is byte-identical.
 Which cell a device is in comes from :func:`cell_of_devices` (the association of :mod:`edgesim.cells`); each edge
 server computes at its cell's ``cpu_hz`` (``system.cells``; unset: ``system.server_freq_hz``).
 The channel of edge round r is ``channel.gains(r)`` for every cell; the devices move (mobility) at each cloud
-aggregation by the period's duration. Not in this mode (refused before the run, one line each): a
-``[resources]`` scheduling policy other than ``"random"`` and ``system.csi`` other than ``"perfect"`` (both
-read a single round sequence), ``"deadline"`` edge rounds.
+aggregation by the period's duration. A ``[resources]`` scheduling policy ranks each cell's devices on its own (one
+:class:`~edgesim.resources.scheduling.Scheduler` per cell: its devices, its band, its history, its K), and the
+cell's edge round takes the first K of that ranking (``SystemView.schedule``). Not in this mode (refused before the
+run, one line each): ``system.csi`` other than ``"perfect"`` (the outdated and estimated channels follow a single
+round sequence), ``"deadline"`` edge rounds.
 """
 
 from __future__ import annotations
@@ -48,11 +50,13 @@ import simpy
 from ._checks import non_negative
 from .async_rules import HIERARCHICAL
 from .backend import RoundOutcome, RoundPlan, SystemView  # noqa: F401 - RoundOutcome: the protocol's
+from .cells import cell_bands_hz
 from .cells import n_cells as n_cells  # the cells of a [system]: what check_hierarchy's lists are checked against
 from .clock import cyclic_gc_paused
 from .config import ConfigError, Described, Integer, check_keys, fail, key
 from .engine import Simulation
 from .records import RoundRecord, totals_of
+from .resources.scheduling import Scheduler
 
 Number = Union[int, float]
 LEVELS = ("edge", "cloud")
@@ -153,17 +157,12 @@ class HierarchyConfig:
 def check_hierarchy(hierarchy: HierarchyConfig, n_cells: int, rounds: int, resources: Any, system: Any) -> None:
     """The ``[hierarchy]`` table against the rest of the scenario, one :class:`ConfigError` line each: per-cell lists
     of ``n_cells`` values, ``rounds`` (the run's edge rounds) a multiple of ``edge_rounds``, and what this mode does
-    not run (a scheduling policy, imperfect CSI)."""
+    not run (imperfect CSI)."""
     for name in ("backhaul_bps", "backhaul_latency_s"):
         hierarchy.per_cell(name, n_cells)
     if rounds % hierarchy.edge_rounds:
         fail("edge_rounds", hierarchy.edge_rounds, f"a divisor of the run's rounds (= {rounds}): the run ends with a "
              f"cloud aggregation, every edge_rounds-th edge round")
-    scheduling = getattr(resources, "scheduling", "random")
-    if scheduling != "random":
-        raise ConfigError(f"scheduling = {scheduling!r} with round_mode = {HIERARCHICAL!r}: a scheduling "
-                          f"policy ranks one round sequence, and each cell runs its own; expected 'random'",
-                          key="scheduling", value=scheduling, expected="'random'")
     csi = getattr(system, "csi", None) or "perfect"
     if csi != "perfect":
         raise ConfigError(f"csi = {csi!r} with round_mode = {HIERARCHICAL!r}: imperfect channel knowledge "
@@ -233,7 +232,25 @@ class HierarchicalSimulation(Simulation):
         self.edge_cpu_hz = tuple(float(system.server_freq_hz) if c.cpu_hz is None else float(c.cpu_hz)
                                  for c in system.cell_configs)  # each edge server's CPU (cycles/s)
         backend.assign_cells(self.cell_of, self.n_cells)
+        # A scheduling policy (or stragglers = "exclude") ranks each cell's devices on its own: one scheduler per
+        # cell, with that cell's history (round robin's pointer, ages, Oort's utilities), its band and its K.
+        self._cell_schedulers = None
+        if self._scheduler is not None:
+            self._cell_schedulers = [self._cell_scheduler(system, budget, backend, c) for c in range(self.n_cells)]
+            self._scheduler = None  # the flat ranking over every device is not used
         self._start_period_state()
+
+    def _cell_scheduler(self, system, budget, backend, cell: int) -> Scheduler:
+        """Cell ``cell``'s scheduler: its devices, predicted on its band; K = ``clients_per_round`` of them (all
+        when it has fewer), as the uniform draw takes."""
+        expected = getattr(backend, "expected_work", None)
+        k = getattr(backend, "clients_per_round", None)
+        members = self.members[cell]
+        scheduler = Scheduler(self.resources, system, budget, self.seed, expected() if callable(expected) else None,
+                              clients_per_round=None if k is None else min(int(k), len(members)), devices=members)
+        if self._device_band_hz is not None:
+            scheduler.bandwidth_hz = float(cell_bands_hz(system)[cell, 1])
+        return scheduler
 
     def _start_period_state(self) -> None:
         self._periods = 0  # cloud aggregations run on the clock
@@ -330,7 +347,16 @@ class HierarchicalSimulation(Simulation):
         """Edge round ``r`` of ``cell``: the synchronous round over the cell's devices, then its edge aggregation."""
         gains = self.channel.gains(r)
         view = dataclasses.replace(self.system_view(gains), round_index=r, start_time_s=float(env.now))
+        scheduler = None if self._cell_schedulers is None else self._cell_schedulers[cell]
+        if scheduler is not None:  # the cell's ranking of its own devices (their ids), on its own history
+            mine = list(self.members[cell])
+            view = dataclasses.replace(view, schedule=scheduler.schedule(
+                r, np.asarray(gains, dtype=float)[mine], np.asarray(view.uplink_rate_bps)[mine]))
+            for d in scheduler.excluded:
+                self._log.emit(env.now, r, d, "straggler_excluded")
         plan = self.backend.plan_edge(cell, self.members[cell], view)
+        if view.schedule is not None:
+            self._check_ranking(plan, view.schedule, r)
         if self.availability is not None:
             plan = self._online_only(plan, env.now)
         if self._battery_j is not None:
@@ -353,6 +379,11 @@ class HierarchicalSimulation(Simulation):
         self._keep(record)
         if self._battery_j is not None:
             self._spend(record)
+        if scheduler is not None:
+            losses = self._device_losses() if callable(self._device_losses) else None
+            arrived = set(record.arrived)
+            losses = {d: loss for d, loss in (losses or {}).items() if d in arrived and self.cell_of[d] == cell}
+            scheduler.observe(r, record.devices, {w.device: w for w in plan.work}, losses)
 
     # -- checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -370,6 +401,8 @@ class HierarchicalSimulation(Simulation):
             "handed_clouds": self._handed_clouds,
             "backhaul_bits": self._backhaul_bits,
             "pending": [record_state(r) for r in self._pending],
+            **({"cell_schedules": [s.state_dict() for s in self._cell_schedulers]}
+               if self._cell_schedulers is not None else {}),
         })
         return state
 
@@ -388,6 +421,9 @@ class HierarchicalSimulation(Simulation):
         self._backhaul_bits = float(state["backhaul_bits"])
         self._shown_s = float(state["shown_s"])
         self._pending = deque(record_from_state(d) for d in state["pending"])
+        if self._cell_schedulers is not None:
+            for scheduler, saved in zip(self._cell_schedulers, state["cell_schedules"]):
+                scheduler.load_state_dict(saved)
 
 
 def record_state(record: RoundRecord) -> dict:

@@ -162,6 +162,88 @@ def test_each_edge_round_runs_the_resource_policies_over_its_own_cell():
     assert all(r.duration_s <= budget.round_budget_s * (1 + 1e-9) for r in edges)
 
 
+# -- a scheduling policy per cell ---------------------------------------------------------------------------------
+
+
+class RankedBackend(CellsBackend):
+    """CellsBackend that takes the first ``k`` of the cell's ranking (SystemView.schedule), as HierFedAvg does."""
+
+    def __init__(self, cycles, k=1):
+        super().__init__(cycles)
+        self.k, self.chosen = k, []
+
+    def plan_edge(self, cell, devices, view):
+        taken = tuple(sorted(view.schedule[:self.k]))
+        self.chosen.append((cell, view.round_index, taken))
+        return RoundPlan(tuple(DeviceWork(d, {"train": self.cycles[d]}, UP_BITS, 0.0) for d in taken), {"K": 1})
+
+
+def ranked_sim(scheduling, rounds=4, k=1):
+    """Six devices, cells ((0, 2, 4), (1, 3, 5)) 2 km apart, Rayleigh fading; κ = 2, K = ``k`` per cell."""
+    from edgesim.resources import ResourcesConfig
+
+    system = SystemConfig(n_devices=6, bandwidth_hz=B_HZ, tx_power_dbm=P_DBM, cpu_freq_hz=1e9, cell_radius_m=200.0,
+                          shadowing_std_db=0.0, rayleigh_fading=True, placement="per_cell",
+                          cells=[{"x_m": 0.0, "y_m": 0.0}, {"x_m": 2000.0, "y_m": 0.0}])
+    budget = BudgetConfig(total_time_s=100.0, rounds=rounds, round_mode="hierarchical")
+    return HierarchicalSimulation(system, budget, RankedBackend({d: 1e8 for d in range(6)}, k),
+                                  HierarchyConfig(edge_rounds=2, backhaul_bps=1e7, backhaul_latency_s=0.1),
+                                  resources=ResourcesConfig(scheduling=scheduling))
+
+
+def test_round_robin_cycles_through_each_cells_own_devices():
+    """Each cell keeps its own pointer: cell 0 takes 0, 2, 4, 0 and cell 1 takes 1, 3, 5, 1 in edge rounds 0-3 (one
+    pointer over all six devices would take devices of the other cell, or repeat one)."""
+    sim = ranked_sim("round_robin")
+    assert sim.members == ((0, 2, 4), (1, 3, 5))
+    records = sim.run()
+    chosen = sorted(sim.backend.chosen)
+    assert chosen == [(0, 0, (0,)), (0, 1, (2,)), (0, 2, (4,)), (0, 3, (0,)),
+                      (1, 0, (1,)), (1, 1, (3,)), (1, 2, (5,)), (1, 3, (1,))]
+    edges = [r for r in records if r.level == "edge"]
+    assert all(tuple(row.device for row in r.devices) == c for r, (_, _, c) in
+               zip(sorted(edges, key=lambda r: (r.cell, r.round_index)), chosen))
+
+
+def test_best_channel_takes_each_cells_strongest_device_of_the_edge_round():
+    """Each cell's ranking is of its own devices by the edge round's gain: its strongest K = 2, every edge round."""
+    sim = ranked_sim("best_channel", k=2)
+    sim.run()
+    assert len(sim.backend.chosen) == 8
+    for cell, r, taken in sim.backend.chosen:
+        g = sim.channel.gains(r)
+        mine = sim.members[cell]
+        assert taken == tuple(sorted(sorted(mine, key=lambda d: -g[d])[:2]))
+    assert {c for c, _, _ in sim.backend.chosen} == {0, 1}
+
+
+def test_resume_mid_period_with_a_scheduling_policy_gives_the_same_records():
+    """Round robin's per-cell pointers are in the checkpoint: stopped after three records (mid-period) and resumed,
+    the same records, events and choices as the whole run."""
+    whole = ranked_sim("round_robin", rounds=6)
+    reference = whole.run()
+    first = ranked_sim("round_robin", rounds=6)
+    head = [first.run_round() for _ in range(3)]
+    state, backend_state = first.state_dict(), first.backend.state_dict()
+    second = ranked_sim("round_robin", rounds=6)
+    second.load_state_dict(state)
+    second.backend.load_state_dict(backend_state)
+    tail = second.run()
+    assert [dataclasses.astuple(r) for r in head + tail] == [dataclasses.astuple(r) for r in reference]
+    assert first.events + second.events == whole.events
+    assert first.backend.chosen + second.backend.chosen == whole.backend.chosen
+
+
+def test_a_plan_outside_the_cells_ranking_is_one_line():
+    """An algorithm that ignores the cell's ranking would run without the policy: refused in one line."""
+    sim = ranked_sim("round_robin")
+    sim.backend.plan_edge = lambda cell, devices, view: RoundPlan(
+        (DeviceWork(devices[-1], {"train": 1e8}, UP_BITS, 0.0),), {})
+    with pytest.raises(ConfigError) as e:
+        sim.run()
+    assert "\n" not in str(e.value) and "round_robin" in str(e.value) and "round 0" in str(e.value)
+
+
 # -- the learning side: κ = 1 with one cell is FedAvg -----------------------------------------------------------
 
 
@@ -184,6 +266,18 @@ def test_one_cell_one_edge_round_per_cloud_round_is_fedavg(tiny_scenario, tmp_pa
     cloud = b[b.level == "cloud"].reset_index(drop=True)
     assert list(cloud.accuracy) == list(a.accuracy) and list(cloud.time_s) == list(a.time_s)
     assert (flat / "devices.csv").read_bytes() == (hier / "devices.csv").read_bytes()
+
+
+def test_hierfedavg_takes_the_first_k_of_the_cells_ranking(tiny_scenario, tmp_path):
+    """scheduling = "round_robin", one cell of three devices, K = 2: HierFAVG's edge rounds take the first K of the
+    cell's ranking, by hand {0, 1} (pointer 0), then {2, 0} (pointer 2), not the uniform draw."""
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.schema import load_scenario
+
+    overrides = ["run.algorithms=['fedavg']", "budget.rounds=2", "system.n_devices=3", "run.clients_per_round=2",
+                 "train.model=mlp", "resources.scheduling=round_robin", "budget.round_mode=hierarchical"]
+    devices = pd.read_csv(run_scenario(load_scenario(tiny_scenario, overrides), tmp_path / "r") / "devices.csv")
+    assert [sorted(devices[devices["round"] == r].device) for r in (0, 1)] == [[0, 1], [0, 2]]
 
 
 @pytest.mark.slow

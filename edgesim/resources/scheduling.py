@@ -197,17 +197,25 @@ class Scheduler:
     policies' budget τ (s); ``None``: the round's (``[budget] deadline_s`` in
     ``"deadline"`` rounds, else T/G). An asynchronous run asks it for one free slot's
     device (:meth:`scores`; :mod:`edgesim.asynchrony`, docs/model/asynchrony.md).
+
+    ``devices``: the device ids it ranks and remembers (a hierarchical run's cell, docs/model/hierarchy.md);
+    ``None``: all of them. Its scores, gains and rates are then those devices' (in that order), its ranking and
+    :attr:`excluded` their ids, and each device's tie-breaking random number the one it has over all devices.
     """
 
     def __init__(self, config, system, budget, seed: int, expected_work=None, deadline_s=None,
-                 clients_per_round=None):
+                 clients_per_round=None, devices=None):
         from .policies import POLICIES
 
         self.config = config
         self.name = config.scheduling
         self.policy = POLICIES["scheduling"][self.name]()
         self.seed = seed
-        n = system.n_devices
+        self.n_all = int(system.n_devices)
+        self.devices = None if devices is None else np.asarray(devices, dtype=np.int64)
+        self._local = None if devices is None else {int(d): i for i, d in enumerate(self.devices)}
+        mine = slice(None) if devices is None else self.devices
+        n = self.n_all if devices is None else len(self.devices)
         self.n = n
         from .round import policy_access
 
@@ -216,10 +224,10 @@ class Scheduler:
         if deadline_s is None:
             deadline_s = budget.round_deadline_s if budget.round_mode == "deadline" else budget.round_budget_s
         self.deadline_s = float(deadline_s)
-        self.cpu_freq_hz = np.asarray(system.cpu_freqs_hz, dtype=float)
+        self.cpu_freq_hz = np.asarray(system.cpu_freqs_hz, dtype=float)[mine]
         if expected_work is not None:
-            self.expected_cycles = np.asarray(expected_work[0], dtype=float).reshape(n)
-            self.expected_bits = np.asarray(expected_work[1], dtype=float).reshape(n)
+            self.expected_cycles = np.asarray(expected_work[0], dtype=float).reshape(self.n_all)[mine]
+            self.expected_bits = np.asarray(expected_work[1], dtype=float).reshape(self.n_all)[mine]
         else:
             self.expected_cycles = self.expected_bits = None
         self.last_round = np.full(n, -1, dtype=np.int64)
@@ -236,7 +244,7 @@ class Scheduler:
         self.utility_history: list[float] = []  # each round's summed reported utility (Oort's pacer)
         self.energy_spent_j = np.zeros(n)  # each device's compute + radio energy so far (J)
         batteries = getattr(system, "batteries_j", None)
-        self.battery_j = None if batteries is None else np.asarray(batteries, dtype=float)
+        self.battery_j = None if batteries is None else np.asarray(batteries, dtype=float)[mine]
 
     @staticmethod
     def needed(config) -> bool:
@@ -257,14 +265,19 @@ class Scheduler:
     def schedule(self, round_index: int, gains, rates) -> Optional[tuple[int, ...]]:
         """The round's ranking of the devices (``None``: the algorithm's own draw)."""
         answer = self.scores(round_index, gains, rates)
-        return None if answer is None else ranked(*answer)
+        if answer is None:
+            return None
+        order = ranked(*answer)
+        return order if self.devices is None else tuple(int(self.devices[i]) for i in order)
 
     def scores(self, round_index: int, gains, rates) -> Optional[tuple[np.ndarray, np.ndarray]]:
         """The policy's score of every device and the round's common random numbers (ties), checked; ``None``:
         the algorithm's own draw. ``round_index`` keys the random numbers (an asynchronous run: the update's)."""
         from .round import PolicyError
 
-        uniform = np.random.default_rng((self.seed, round_index, STREAM_SCHEDULE)).random(self.n)
+        uniform = np.random.default_rng((self.seed, round_index, STREAM_SCHEDULE)).random(self.n_all)
+        if self.devices is not None:
+            uniform = uniform[self.devices]
         view = ScheduleView(
             round_index=round_index, n_devices=self.n, access=self.access, bandwidth_hz=self.bandwidth_hz,
             deadline_s=self.deadline_s, channel_gain=np.asarray(gains, dtype=float),
@@ -297,23 +310,26 @@ class Scheduler:
                               f"expected {self.n} numbers, one per device (-inf: not this round), none nan")
         if exclude:
             late = view.stragglers()
-            self.excluded = tuple(int(d) for d in np.flatnonzero(late))
+            late_ids = np.flatnonzero(late) if self.devices is None else self.devices[late]
+            self.excluded = tuple(int(d) for d in late_ids)
             scores = np.where(late, -np.inf, scores)
         return scores, uniform
 
     def observe(self, round_index: int, rows, work_by_device, losses=None) -> None:
         """After a round: who took part (a device with cycles or an upload), its work and its time; ``losses``
         (device → :class:`edgesim.backend.DeviceLoss`, the backend's report) set each reported device's
-        statistical utility (:func:`formulas.oort_statistical_utility`), kept until it reports again."""
+        statistical utility (:func:`formulas.oort_statistical_utility`), kept until it reports again. Device ids
+        are the run's; with ``devices``, rows and losses of other devices are not this scheduler's."""
+        mine = self._local_id
         taken = 0
         for row in rows:
             work = work_by_device.get(row.device)
-            if work is None:
+            if work is None or mine(row.device) is None:
                 continue
             cycles = float(sum(work.compute_cycles.values()))
             if cycles <= 0 and work.upload_bits <= 0:
                 continue  # a listener
-            d = row.device
+            d = mine(row.device)
             taken += 1
             self.last_round[d] = round_index
             self.rounds_taken[d] += 1
@@ -321,14 +337,22 @@ class Scheduler:
             self.upload_bits[d] = float(work.upload_bits)
             self.duration_s[d] = row.download_s + row.compute_s + row.upload_airtime_s
         for row in rows:
-            self.energy_spent_j[row.device] += row.radio_energy_j + row.compute_energy_j
+            if mine(row.device) is not None:
+                self.energy_spent_j[mine(row.device)] += row.radio_energy_j + row.compute_energy_j
         self.pointer = (self.pointer + taken) % self.n
         self.last_taken = taken
         heard = 0.0
-        for d, loss in (losses or {}).items():
-            self.utility[int(d)] = formulas.oort_statistical_utility(loss.sum_sq_loss, loss.n_samples)
-            heard += self.utility[int(d)]
+        for device, loss in (losses or {}).items():
+            d = mine(int(device))
+            if d is None:
+                continue
+            self.utility[d] = formulas.oort_statistical_utility(loss.sum_sq_loss, loss.n_samples)
+            heard += self.utility[d]
         self.utility_history.append(heard)
+
+    def _local_id(self, device: int) -> Optional[int]:
+        """Where ``device`` (the run's id) is in this scheduler's arrays; ``None``: not one of its devices."""
+        return int(device) if self._local is None else self._local.get(int(device))
 
     def started(self, index: int, device: int) -> None:
         """An asynchronous run started update ``index`` on ``device``: its age counts from here; round robin's

@@ -12,8 +12,10 @@ HierFAVG (Liu, Zhang, Song and Letaief, IEEE ICC 2020, Algorithm 1) with the fam
 
 Each edge round's devices are K = ``[run] clients_per_round`` of the cell's (all of them when it has fewer),
 drawn uniformly from the round's stream ``rng(seed, "sample", r)``: cell 0's draw first, then cell 1's, ... —
-with one cell exactly FedAvg's draw. With ``[compression] backhaul`` the edge model travels as its difference from
-the cloud model and the cloud model is broadcast encoded (:class:`edgesim.learning.compression.Backhaul`).
+with one cell exactly FedAvg's draw. With a ``[resources]`` scheduling policy, the first K of the cell's ranking
+(``SystemView.schedule``, each cell ranked on its own: :mod:`edgesim.hierarchy`), fewer when it rules devices out.
+With ``[compression] backhaul`` the edge model travels as its difference from the cloud model and the cloud model
+is broadcast encoded (:class:`edgesim.learning.compression.Backhaul`).
 
 Evaluation follows the model each device holds: after an edge aggregation every device on its cell's edge
 model (one model for all when the cells hold the same: one pass), after a cloud aggregation the cloud model.
@@ -83,7 +85,11 @@ class HierFedAvg:
 
     # -- an edge round
     def plan_edge(self, cell: int, devices: tuple[int, ...], view: SystemView) -> RoundPlan:
-        self.selected[cell] = self.draw(view.round_index)[cell]
+        if view.schedule is not None:  # a scheduling policy: the first K of the cell's ranking (fewer if it rules out)
+            k = min(self.inner.ctx.run_cfg.clients_per_round, len(self.members[cell]))
+            self.selected[cell] = tuple(sorted(int(d) for d in view.schedule[:k]))
+        else:
+            self.selected[cell] = self.draw(view.round_index)[cell]
         return self.inner.plan_for(self.selected[cell])
 
     def complete_edge(self, cell: int, outcome: RoundOutcome) -> dict[str, float]:
