@@ -311,6 +311,29 @@ def test_a_killed_hierarchical_run_resumes_to_the_same_bytes(tiny_scenario, tmp_
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
 
 
+@pytest.mark.slow
+def test_jobs_give_the_same_bytes_in_hierarchical_rounds(tiny_scenario, tmp_path):
+    """Two algorithms over two cells under κ = 2, each cell on its own backhaul: ``--jobs 2`` writes the bytes of
+    ``--jobs 1`` (issue 50.4). Slow (two runs of two algorithms); the default run covers the clock's determinism in
+    test_resume_mid_period_gives_the_same_records_and_events."""
+    from typer.testing import CliRunner
+
+    from edgesim.scenarios.cli import app
+
+    sets = ["run.algorithms=['fedavg', 'fedprox']", "budget.rounds=4", "system.n_devices=4",
+            "run.clients_per_round=2", "train.model=mlp", "budget.round_mode=hierarchical", "hierarchy.edge_rounds=2",
+            "hierarchy.backhaul_bps=[1e7, 2e7]", "system.cells=[{x_m = 0, y_m = 0}, {x_m = 400, y_m = 0}]"]
+    args = [a for s in sets for a in ("--set", s)]
+    for jobs in ("1", "2"):
+        done = CliRunner().invoke(app, ["run", str(tiny_scenario), *args, "--out", str(tmp_path / jobs),
+                                        "--jobs", jobs, "-q"])
+        assert done.exit_code == 0, done.output
+    for name in ("rounds.csv", "devices.csv", "events.csv", "cells.csv"):
+        assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), name
+    rounds = pd.read_csv(tmp_path / "1" / "rounds.csv")
+    assert set(rounds["level"]) == {"edge", "cloud"} and set(rounds["cell"]) == {-1, 0, 1}
+
+
 # -- bad input: one line each ------------------------------------------------------------------------------------
 
 
