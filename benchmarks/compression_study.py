@@ -42,13 +42,8 @@ def setting(text: str) -> str:
 
 
 def cell(values: list, digits: int = 3) -> str:
-    """Mean ± the half-width of the 95 % Student-t interval (edgesim.results.stats.mean_interval, the report's),
-    with (finite/all) when some values are missing."""
-    iv = mean_interval(values)
-    if iv.n == 0:
-        return f"— (0/{len(values)})"
-    text = f"{iv.mean:.{digits}g}" if iv.n == 1 else f"{iv.mean:.{digits}g} ± {(iv.high - iv.mean):.2g}"
-    return text + ("" if iv.n == iv.n_total else f" ({iv.n}/{iv.n_total})")
+    """Mean ± the 95 % Student-t half-width (the report's interval), with (finite/all) when some are missing."""
+    return mean_interval(values).text(digits)
 
 
 def read(folder: Path) -> dict[str, dict]:

@@ -58,6 +58,13 @@ def test_mean_interval_by_hand():
     assert mean_interval([1.0, float("nan"), 3.0]).n == 2 and mean_interval([1.0, float("nan")]).n_total == 2
 
 
+def test_an_interval_reads_as_a_table_cell():
+    assert mean_interval([1.0, 2.0, 3.0]).text() == "2 ± 2.5"  # t(0.975, 2) · 1 / √3 = 2.484
+    assert mean_interval([1.0, math.nan]).text() == "1 (1/2)"
+    assert mean_interval([math.nan, math.nan]).text() == "— (0/2)"
+    assert mean_interval([0.12345, 0.12355]).text(2) == "0.12 ± 0.00064"  # t(0.975, 1) = 12.706 · s (7.07e-5) / √2
+
+
 def test_interval_narrows_with_more_seeds_of_the_same_spread():
     few = mean_interval([0.0, 1.0] * 2)
     many = mean_interval([0.0, 1.0] * 20)

@@ -108,6 +108,18 @@ class Interval:
     def excludes_zero(self) -> bool:
         return self.n >= 2 and (self.low > 0 or self.high < 0)
 
+    def text(self, digits: int = 3) -> str:
+        """``"mean ± half-width"`` (the mean to ``digits`` significant digits, the half-width to two), the mean
+        alone for one value, ``"—"`` for none; ``" (n/n_total)"`` after it when some values were missing (a
+        study's table cell). Hand check: 1, 2, 3 → ``"2 ± 2.5"``; 1 and NaN → ``"1 (1/2)"``."""
+        if self.n == 0:
+            text = "—"
+        elif self.n == 1:
+            text = f"{self.mean:.{digits}g}"
+        else:
+            text = f"{self.mean:.{digits}g} ± {self.high - self.mean:.2g}"
+        return text + ("" if self.n == self.n_total else f" ({self.n}/{self.n_total})")
+
 
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
     """``mean ± t_{(1+c)/2, n-1} · s / √n`` over the finite values (``s``: sample standard deviation).
