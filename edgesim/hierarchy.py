@@ -273,7 +273,7 @@ class HierarchicalSimulation(Simulation):
     @property
     def now_s(self) -> float:
         """The simulated time of the last record handed out (the clock itself may have run to its period's end)."""
-        return getattr(self, "_shown_s", None) if hasattr(self, "_shown_s") else float(self._env.now)
+        return self._shown_s if hasattr(self, "_shown_s") else float(self._env.now)  # the clock's, while set up
 
     # -- running
     def run(self, rounds: Optional[int] = None, max_time_s: Optional[float] = None, on_round=None):
