@@ -145,7 +145,7 @@ def task_schedule(task: LocalTask, sizes: Mapping[str, int], generator: Generato
     seed = generator if isinstance(generator, int) else draw_seed(as_generator(generator))
     per_epoch = {s.name: math.ceil(sizes[s.name] / s.batch_size) for s in task.streams}
     lead = max(task.streams, key=lambda s: per_epoch[s.name]).name  # first of the largest
-    n_steps = task.epochs * per_epoch[lead]
+    n_steps = task_steps(task, sizes)
     out = {}
     for i, s in enumerate(task.streams):
         g = _sub_generator(seed, BATCHES, i)
@@ -154,6 +154,17 @@ def task_schedule(task: LocalTask, sizes: Mapping[str, int], generator: Generato
         else:
             out[s.name] = _cycle_schedule(sizes[s.name], s.batch_size, n_steps, g)
     return out
+
+
+def task_steps(task: LocalTask, sizes: Mapping[str, int]) -> int:
+    """A client's local steps: ``epochs × max_s ⌈n_s / B_s⌉`` (its largest stream sets the epoch; "Sampling")."""
+    return task.epochs * max((math.ceil(sizes[s.name] / s.batch_size) for s in task.streams), default=0)
+
+
+def task_rows(task: LocalTask, sizes: Mapping[str, int]) -> int:
+    """Rows a client's local training draws: ``steps × Σ_s min(B_s, n_s)`` — the work a worker is dealt for
+    it (:mod:`edgesim.learning.client_workers`); a view's rows are the same multiple of every client's."""
+    return task_steps(task, sizes) * sum(min(s.batch_size, sizes[s.name]) for s in task.streams)
 
 
 def step_keys(base_seed: int, n_steps: int) -> torch.Tensor:

@@ -12,8 +12,9 @@ from ray_head import ray_head
 from typer.testing import CliRunner
 
 from edgesim.config import ConfigError
-from edgesim.learning.client_workers import dumps, loads, merge
-from edgesim.learning.tasks import LocalTrainResult
+from edgesim.learning.client_workers import client_rows, deal, dumps, loads, merge
+from edgesim.learning.optim import SGD
+from edgesim.learning.tasks import LocalTask, LocalTrainResult, Stream
 from edgesim.scenarios.cli import app
 from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
@@ -50,6 +51,36 @@ def test_merge_puts_the_shares_back_in_the_clients_order():
     assert [float(p["w"]) for p in out.params] == [0.0, 1.0, 2.0]
     assert out.mean_loss == [0.5, 1.5, 2.5] and out.n_steps == [3, 2, 1] and out.ema is None
     assert out.aux["m"][0] == 0.1 and math.isnan(out.aux["m"][1]) and out.aux["m"][2] == 0.3  # b's client lacks it
+
+
+def test_deal_by_hand_largest_first_to_the_least_loaded():
+    # by hand: 0 (5) -> w0; 1 (4) -> w1; 2 (3) -> w1 (4 < 5, load 7); 3 (3) -> w0 (5 < 7, 8); 4 (3) -> w1 (7 < 8, 10)
+    assert deal([5, 4, 3, 3, 3], 2) == [[0, 3], [1, 2, 4]]
+    assert deal([1, 9, 1, 1], 2) == [[1], [0, 2, 3]]  # client i to worker i mod 2 would give 10 against 2
+    assert deal([2, 7], 4) == [[1], [0]]  # more workers than clients: one client each, no empty share
+    assert deal([0, 0, 0], 2) == [[0, 2], [1]]  # no work known: the clients spread by count
+
+
+def test_deal_is_a_partition_within_list_schedulings_bound():
+    rng = torch.Generator().manual_seed(5)
+    for _ in range(200):
+        k, n = int(torch.randint(1, 30, (1,), generator=rng)), int(torch.randint(1, 9, (1,), generator=rng))
+        work = torch.randint(0, 1000, (k,), generator=rng).tolist()
+        shares = deal(work, n)
+        assert len(shares) == min(n, k) and all(shares) and sorted(sum(shares, [])) == list(range(k))
+        assert all(s == sorted(s) for s in shares)
+        busiest = max(sum(work[i] for i in s) for s in shares)  # list scheduling: <= mean + the largest item
+        assert busiest <= sum(work) / len(shares) + max(work)
+
+
+def test_client_rows_by_hand():
+    task = LocalTask(loss=lambda *a: None, optimizer=SGD(0.1), epochs=2, streams=(Stream("sup", 32), Stream("un", 224)),
+                     client_epochs=(2, 3))
+    x = {"sup": {"x": torch.zeros(50, 1), "y": torch.zeros(50)}, "un": {"x": torch.zeros(150, 1)}}
+    # steps = epochs × max(⌈50/32⌉, ⌈150/224⌉) = 2 × 2; rows a step = min(32, 50) + min(224, 150) = 182
+    assert client_rows(task, 0, x) == 4 * 182
+    assert client_rows(task, 1, x) == 6 * 182  # the client's own epochs
+    assert client_rows(task, 0, {"sup": {"x": torch.zeros(0, 1)}, "un": {"x": torch.zeros(0, 1)}}) == 0
 
 
 def test_loaded_tensors_travel_as_names():
