@@ -30,7 +30,7 @@ import tomli_w
 
 from edgesim.config import ConfigError, as_written
 from edgesim.learning.config import CLIENT_POOLS, LOCAL_POOL, PARAMETRIC, RAY_POOL
-from edgesim.learning.data.datasets import DATASETS
+from edgesim.learning.data.datasets import DATASETS, loaded_once
 from edgesim.records import UPDATE_FIELDS
 from edgesim.results.files import CHECKPOINT_DIR, CONFIG, SUMMARY
 from edgesim.results.files import PROVENANCE as RUN_JSON
@@ -286,7 +286,7 @@ def run_scenario(
         raise ConfigError(f"⟨out=⟩{out}: cannot create {out.parent}: {e.strerror or e}") from None
     from edgesim.scenarios.parallel import workers_for
 
-    with RunLock(out), threads(resolve_threads(sc.learning.run.threads)), \
+    with RunLock(out), threads(resolve_threads(sc.learning.run.threads)), loaded_once(), \
             workers_for(sc, jobs, True) as workers:  # every round comes back: rounds.csv grows as the run goes
         return _run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, say=say, workers=workers,
                              formats=formats, argv=argv, clients=(client_executor, ray_address))
@@ -461,11 +461,12 @@ def plan_warnings(sc: Scenario) -> list[str]:
         return []
     from edgesim.scenarios.plan import device_steps, few_steps_warning, held_samples
 
-    # held_samples loads the data set again (make_backends loaded it already). The two counts are not the same:
+    # held_samples asks for the data set again (make_backends loaded it: the run's loaded_once gives it back). The
+    # two counts are not the same:
     # the plan's D_n is each device's supervised samples (train + labeled = len(x_sup)), while make_backends counts
     # what a device holds (x_sup + x_unl), larger wherever a partition leaves devices unlabelled data (dirichlet's
     # labeled_ratio_alpha, subset/normal, feddure_*, labels_at_server*; only "iid" at labeled_fraction = 1 agrees;
-    # tests/test_plan_report.py). The second load costs ~0.02 s of CPU on digits, so it is kept.
+    # tests/test_plan_report.py).
     w = sc.workload
     steps = {"local_iterations": w.local_iterations, "batch_size": sc.learning.train.batch_size}
     warning = few_steps_warning(sc, steps, device_steps(sc, w, held_samples(sc)))

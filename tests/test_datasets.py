@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from edgesim.learning.data.cifar import load_cifar
-from edgesim.learning.data.dataset import Dataset, DatasetError
+from edgesim.learning.data.dataset import Dataset, DatasetError, byte_counts
 from edgesim.learning.data.datasets import DATASET_NAMES, load_dataset
 from edgesim.learning.data.dbpedia import load_dbpedia
 from edgesim.learning.data.digits import load_digits
@@ -583,3 +583,39 @@ def test_devices_that_share_a_test_set_share_their_validation_set(tiny_scenario)
     first = ctx.clients[0].x_test
     assert len(first) and (first >= 0).all()
     assert all(c.x_test is first or bool((c.x_test == first).all()) for c in ctx.clients)
+
+
+def test_byte_counts_by_hand_and_as_bincount():
+    hand = byte_counts(np.array([0, 255, 255, 3, 255], dtype=np.uint8))  # odd: the last byte counted alone
+    assert hand.sum() == 5 and (hand[0], hand[3], hand[255]) == (1, 1, 3)
+    assert byte_counts(np.zeros(0, dtype=np.uint8)).tolist() == [0] * 256
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 7, 4096, 4097):
+        x = rng.integers(0, 256, size=(n, 3), dtype=np.uint8)
+        assert np.array_equal(byte_counts(x[:, 1]), np.bincount(x[:, 1], minlength=256))  # not contiguous too
+
+
+def test_loaded_once_reads_each_data_set_once_within_its_scope(monkeypatch):
+    from edgesim.learning.data import datasets
+
+    a = load_dataset("synthetic", n_train=20, n_test=10)
+    assert load_dataset("synthetic", n_train=20, n_test=10) is not a  # outside a scope: read again
+    with datasets.loaded_once():
+        b = load_dataset("synthetic", n_train=20, n_test=10)
+        with datasets.loaded_once():  # nested: the outer scope's
+            assert load_dataset("synthetic", n_train=20, n_test=10) is b
+        assert load_dataset("synthetic", n_train=30, n_test=10) is not b  # other options, another data set
+        assert load_dataset("synthetic", n_train=20, n_test=10) is b
+    assert load_dataset("synthetic", n_train=20, n_test=10) is not b  # the scope let it go
+
+
+def test_a_run_reads_its_data_set_once(monkeypatch, tiny_scenario, tmp_path):
+    from edgesim.learning.data import datasets
+    from edgesim.scenarios.run import run_scenario
+    from edgesim.scenarios.schema import load_scenario
+
+    reads = []
+    real = datasets._load
+    monkeypatch.setattr(datasets, "_load", lambda *a, **o: reads.append(a[0]) or real(*a, **o))
+    run_scenario(load_scenario(tiny_scenario, ["budget.rounds=1", 'run.algorithms=["fedavg"]']), tmp_path / "r")
+    assert reads == ["digits"]  # its plan, its model's size ("auto") and its context asked for it

@@ -27,6 +27,8 @@ the sources are silent: ``docs/use/data.md``.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -113,13 +115,44 @@ for _spec in (
 DATASET_NAMES = DATASETS.names  # kept for callers
 
 
+_LOADED: ContextVar[dict | None] = ContextVar("edgesim_loaded_datasets", default=None)
+
+
+@contextmanager
+def loaded_once():
+    """Within it, :func:`load_dataset` reads each data set once: a second call with the same name, folder and
+    options returns the first call's :class:`Dataset` (the same object: its arrays are shared, never to be
+    written). A run is one such scope (:func:`edgesim.scenarios.run.run_scenario`: its plan, its sizing and
+    its context each ask for the data set; Fashion-MNIST is ~0.4 s a read). Nested scopes share the outer one;
+    the data sets are let go when the outermost ends."""
+    if _LOADED.get() is not None:
+        yield
+        return
+    token = _LOADED.set({})
+    try:
+        yield
+    finally:
+        _LOADED.reset(token)
+
+
 def load_dataset(name: str, data_dir: str | Path | None = None, **options) -> Dataset:
     """Load a data set by name; ``options`` go to its loader (e.g. ``vocab_size`` for dbpedia).
 
     Names: those of :data:`DATASETS` (digits, mnist, fashion_mnist, cifar10,
-    cifar100, the MedMNIST flags, dbpedia, synthetic). Nothing is cached:
-    each call reads the files again.
+    cifar100, the MedMNIST flags, dbpedia, synthetic). Each call reads the files
+    again, except within :func:`loaded_once`.
     """
+    loaded = _LOADED.get()
+    key = (name, None if data_dir is None else str(Path(data_dir).resolve()), repr(sorted(options.items())))
+    if loaded is not None and key in loaded:
+        return loaded[key]
+    ds = _load(name, data_dir, **options)
+    if loaded is not None:
+        loaded[key] = ds
+    return ds
+
+
+def _load(name: str, data_dir: str | Path | None, **options) -> Dataset:
     spec = DATASETS.lookup(name)
     unknown = sorted(set(options) - set(spec.options))
     if unknown:
