@@ -197,6 +197,7 @@ def run(
     overwrite: bool = False,
     resume: bool = False,
     formats: Sequence[str] = ("png",),
+    plots: Optional[bool] = None,
     on_round: Optional[Callable] = None,
     jobs: int = 1,
     quiet: bool = False,
@@ -209,7 +210,8 @@ def run(
     replaced only with ``overwrite=True``, an unfinished one resumed with
     ``resume=True``, and a folder edgesim did not write is never touched
     (:class:`RunFolderError`). ``formats``: the figures' file types (``png``,
-    ``pdf``, ``svg``). ``on_round(algorithm, record)`` is called after each
+    ``pdf``, ``svg``); ``plots``: draw them (``None``: unless the environment has
+    ``EDGESIM_PLOTS=0``; ``edgesim plot`` draws them later). ``on_round(algorithm, record)`` is called after each
     round with the algorithm's name and its :class:`edgesim.engine.RoundRecord`
     (``record.round_index``, ``record.end_time_s`` — simulated seconds —,
     ``record.metrics["accuracy"]``, ``record.cum_bits_up``, ``record.cum_energy_j``, ...);
@@ -232,6 +234,7 @@ def run(
     _check_arg("run", "jobs", jobs, _is_count(jobs), "an integer >= 1")
     for name, flag in (("overwrite", overwrite), ("resume", resume)):
         _check_arg("run", name, flag, isinstance(flag, bool), "True or False")
+    _check_arg("run", "plots", plots, plots is None or isinstance(plots, bool), "True, False or None")
     formats = _check_formats("run", formats)
     sc = scenario if isinstance(scenario, Scenario) and not overrides else load_scenario(scenario, **overrides)
     out = Path(out) if out is not None else Path("runs") / sc.name
@@ -248,7 +251,7 @@ def run(
         bar = NotebookProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds)
         on_round = _both(bar.update, on_round)
     try:
-        return Run(run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, formats=formats, jobs=jobs,
+        return Run(run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, formats=formats, jobs=jobs, plots=plots,
                                 say=lambda line: warnings.warn(line, stacklevel=3) if "warning" in line else None))
     except ConfigError as e:
         _reraise(e)
@@ -301,7 +304,7 @@ def sweep(
     jobs: Optional[int] = None,
     threads: Optional[int] = None,
     executor: str = "local",
-    plots: bool = True,
+    plots: Optional[bool] = None,
     formats: Sequence[str] = ("png",),
     **overrides,
 ):
@@ -313,7 +316,8 @@ def sweep(
     :func:`load_scenario`, for every run. ``out`` defaults to
     ``sweeps/<name>``; started again with the same arguments, a sweep skips
     its finished runs. ``threads``: torch threads per run (``run.threads`` for
-    every run; default the scenario's, 1). The workers read the scenario from its file, so
+    every run; default the scenario's, 1). ``plots``: the sweep and its runs draw figures (``None``: unless the
+    environment has ``EDGESIM_PLOTS=0``). The workers read the scenario from its file, so
     ``scenario`` is a path. Failed runs raise :class:`SweepError` (with the
     finished runs' frame). The workers are new processes: call ``sweep``
     from a notebook, or from a script under ``if __name__ == "__main__":``.
@@ -329,7 +333,7 @@ def sweep(
     for name, value in (("jobs", jobs), ("threads", threads)):
         _check_arg("sweep", name, value, value is None or _is_count(value), "an integer >= 1, or None")
     _check_arg("sweep", "out", out, out is None or _is_path(out), "a path (a str or a pathlib.Path) or None")
-    _check_arg("sweep", "plots", plots, isinstance(plots, bool), "True or False")
+    _check_arg("sweep", "plots", plots, plots is None or isinstance(plots, bool), "True, False or None")
     formats = _check_formats("sweep", formats)
     if scenario is not None and not isinstance(scenario, (str, Path)):
         raise TypeError("sweep: scenario must be the path of a scenario file (the runs load it in their own "

@@ -42,6 +42,9 @@ SCENARIO_ARG = typer.Argument(None, help="Scenario TOML file (default: the bundl
 SET_OPT = typer.Option(None, "--set", help="Override any scenario key: --set system.bandwidth_hz=2e6 (repeatable; "
                        "lists unquoted: --set run.algorithms=fedavg,fedprox).")
 FORMAT_OPT = typer.Option("png", "--format", help="Figure formats, comma-separated: png, pdf, svg (e.g. png,pdf).")
+PLOTS_OPT = typer.Option(
+    None, "--plots/--no-plots", help="Draw the figures, or not (`edgesim plot FOLDER` draws them later from the "
+    "tables); default: draw them, unless the environment has EDGESIM_PLOTS=0.")
 STYLE_OPT = typer.Option("paper", "--style", help="Figure style: paper (a 3.4 in column, 6-8 pt fonts) or slides "
                          "(5.5 in, fonts 1.8 times as large).")
 WIDTH_OPT = typer.Option(None, "--width", help="Figure width in inches (the column width figures are sized from; "
@@ -141,6 +144,7 @@ def run(
     seed: Optional[int] = typer.Option(None, "--seed", help="Override the scenario's seed."),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=DATA_DIR_HELP),
     formats: str = FORMAT_OPT,
+    plots: Optional[bool] = PLOTS_OPT,
     style: str = STYLE_OPT,
     width: Optional[float] = WIDTH_OPT,
     resume: bool = typer.Option(
@@ -218,7 +222,7 @@ def run(
             on_round = host_time_note(progress.update, run_cfg.rounds or sc.budget.rounds, len(run_cfg.algorithms))
             folder = run_scenario(sc, out, on_round=on_round, resume=resume, overwrite=overwrite,
                                   say=lambda line: typer.echo(line, err=True), jobs=jobs, formats=figure_formats,
-                                  client_executor=executor, ray_address=ray_address)
+                                  client_executor=executor, ray_address=ray_address, plots=plots)
     except ConfigError as e:
         _fail(str(e))
     except Diverged as e:
@@ -362,7 +366,7 @@ def sweep(
     formats: str = FORMAT_OPT,
     style: str = STYLE_OPT,
     width: Optional[float] = WIDTH_OPT,
-    no_plots: bool = typer.Option(False, "--no-plots", help="Do not draw the sweep's own figures (each run folder still has its figures)."),
+    plots: Optional[bool] = PLOTS_OPT,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ) -> None:
     """Run a scenario over a parameter grid and seeds: one run folder each, plus sweep.csv and figures.
@@ -385,7 +389,7 @@ def sweep(
         spec = make_spec(scenario, grid or [], seeds, [*overrides, *_threads_override(threads)])
         out = check_out_path(out) if out is not None else default_out(spec)
         result = run_sweep(spec, out, jobs=jobs, executor=executor, ray_address=ray_address,
-                           progress=not quiet, plots=not no_plots, formats=figure_formats)
+                           progress=not quiet, plots=plots, formats=figure_formats)
     except ConfigError as e:
         _fail(str(e))
     except KeyboardInterrupt as e:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -178,6 +179,23 @@ def device_fields(sc: Scenario) -> tuple[str, ...]:
     return fields + (PLANNED_FIELDS if sc.system.csi not in (None, "perfect") else ())
 
 
+PLOTS_ENV = "EDGESIM_PLOTS"
+
+
+def plots_wanted(plots: Optional[bool] = None) -> bool:
+    """Whether a run or a sweep draws its figures: ``plots`` when given (``--plots``/``--no-plots``), else the
+    environment's :data:`PLOTS_ENV` (``1`` or ``0``; unset or empty: ``1``). Without figures a run folder holds its
+    tables, summary and logs; ``edgesim plot FOLDER`` draws the figures later from them (a sweep of many runs, or a
+    test suite, skips ~0.3 s of drawing a run). A :class:`ConfigError` names the variable for another value."""
+    if plots is not None:
+        return bool(plots)
+    text = os.environ.get(PLOTS_ENV, "").strip()
+    if text not in ("", "0", "1"):
+        raise ConfigError(f"{PLOTS_ENV}={text!r}: expected 1 (draw the figures) or 0 (do not; `edgesim plot` "
+                          f"draws them later)")
+    return text != "0"
+
+
 def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun], model_bits: int,
                   extra: Optional[dict] = None, formats: tuple[str, ...] = ("png",)) -> None:
     from edgesim.plots.curves import RUN_FIGURES, plot_run
@@ -191,8 +209,8 @@ def write_results(folder: RunFolder, sc: Scenario, sims: dict[str, AlgorithmRun]
             folder.write_json(graph_path(name, round_index), node_link(graph, round_index, time_s))
     if sc.system.n_cells > 1:  # several cells: their layout (cells.csv) and its figure, the same for every algorithm
         write_cells(folder, sc, formats)
-    if not any(sim.records for sim in sims.values()):  # every algorithm diverged in its first round: no curve
-        return
+    if not formats or not any(sim.records for sim in sims.values()):  # no figures asked for, or every algorithm
+        return  # diverged in its first round: no curve
     for stem in RUN_FIGURES:  # listed in the manifest before they are drawn (each with its data, <stem>.csv)
         for fmt in (*formats, "csv"):
             folder.path(f"{stem}.{fmt}")
@@ -208,6 +226,8 @@ def write_cells(folder: RunFolder, sc: Scenario, formats: tuple[str, ...] = ("pn
     from edgesim.results.tables import CELL_FIELDS, cell_rows
 
     folder.write_csv(CELLS, CELL_FIELDS, cell_rows(cell_table(sc.system, sc.seed), device_layout(sc.system, sc.seed)))
+    if not formats:
+        return
     for fmt in formats:
         folder.path(f"{CELLS_FIGURE}.{fmt}")
     plot_cells(folder.work, formats, title=f"{sc.name} (seed {sc.seed}): {sc.system.n_cells} cells")
@@ -243,6 +263,7 @@ def run_scenario(
     argv: Optional[list[str]] = None,
     client_executor: str = LOCAL_POOL,
     ray_address: Optional[str] = None,
+    plots: Optional[bool] = None,
 ) -> Path:
     """Run every algorithm of ``sc`` and write the run folder ``out``; returns its path.
 
@@ -257,7 +278,8 @@ def run_scenario(
     unreadable or different is refused and left untouched. ``overwrite``
     replaces an older run folder (and only that). ``say(line)`` gets one-line
     notes for the user (what ``resume`` found). ``formats``: the figures' file
-    types (``png``, ``pdf``, ``svg``). ``run.json`` records the provenance, with
+    types (``png``, ``pdf``, ``svg``); ``plots``: whether to draw them (:func:`plots_wanted`: ``None``, the
+    environment's ``EDGESIM_PLOTS``). ``run.json`` records the provenance, with
     ``argv`` as the command line (default: this process's; a sweep passes its own, since a Ray
     worker's is Ray's).
     The run trains with ``run.threads`` torch threads (:mod:`edgesim.scenarios.threads`);
@@ -278,6 +300,7 @@ def run_scenario(
                           f"expected ⟨jobs=⟩1 (the algorithms one after another)")
     if client_executor == RAY_POOL and sc.physics_only:
         raise ConfigError("⟨executor=⟩ray: a physics-only run trains no clients; expected ⟨executor=⟩local")
+    formats = formats if plots_wanted(plots) else ()
     out = Path(out)
     check_out(out, overwrite=overwrite, resume=resume)
     try:

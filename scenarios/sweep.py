@@ -266,7 +266,7 @@ def run_one(task: dict) -> dict:
 
         with busy():  # a worker's SIGTERM: the run marks its folder interrupted (an interrupt is not caught here)
             sc = load_scenario(task["scenario"], list(task["overrides"]))
-            run_scenario(sc, Path(task["out"]), resume=True, argv=task.get("argv"))
+            run_scenario(sc, Path(task["out"]), resume=True, argv=task.get("argv"), plots=task.get("plots", True))
         status = "ok"
     except OSError as e:  # a full disk ends the sweep (every other run would hit it too): said once, by the sweep
         status = as_written(f"failed: {type(e).__name__}: {e}")
@@ -490,11 +490,16 @@ def run_sweep(
     ray_address: Optional[str] = None,
     threads: Optional[int] = None,
     progress: bool = True,
-    plots: bool = True,
+    plots: Optional[bool] = None,
     stream=None,
     formats: tuple[str, ...] = ("png",),
 ) -> SweepResult:
-    """Validate every run, run those not finished, write ``sweep.csv`` (and the sweep's figures)."""
+    """Validate every run, run those not finished, write ``sweep.csv`` (and the sweep's figures). ``plots``: whether
+    the sweep and its runs draw figures (:func:`edgesim.scenarios.run.plots_wanted`: ``None``, the environment's
+    ``EDGESIM_PLOTS``)."""
+    from edgesim.scenarios.run import plots_wanted
+
+    plots = plots_wanted(plots)
     if executor not in EXECUTORS:
         raise ConfigError(f"⟨executor=⟩{executor!r}: expected one of {', '.join(EXECUTORS)}")
     if ray_address and executor != "ray":
@@ -524,7 +529,8 @@ def run_sweep(
             bar.update({"name": run.name, "status": "ok", "seconds": 0.0}, skipped=True)
         else:
             tasks.append({"scenario": spec.scenario, "overrides": list(run.overrides), "out": str(out / run.name),
-                          "name": run.name, "threads": threads, "cwd": os.getcwd(), "argv": list(sys.argv)})
+                          "name": run.name, "threads": threads, "cwd": os.getcwd(), "argv": list(sys.argv),
+                          "plots": plots})
 
     def on_done(result: dict) -> None:
         status[result["name"]] = result["status"]

@@ -15,6 +15,10 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 if SHARED_DATA.is_dir():
     os.environ.setdefault("EDGESIM_DATA", str(SHARED_DATA))
 
+# Runs and sweeps draw no figures here unless a test asks (`plots=True`, `--plots`): drawing is ~0.3 s of CPU a run,
+# ~70 s of the suite's; the tests of the figures ask for them (docs/extend/testing.md). Subprocesses inherit it.
+os.environ.setdefault("EDGESIM_PLOTS", "0")
+
 # Tests share a 2-core machine; one intra-op thread keeps tiny models fast and runs reproducible.
 torch.set_num_threads(1)
 

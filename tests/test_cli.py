@@ -107,7 +107,7 @@ def test_plan_bad_scenario_is_one_clear_error(tmp_path):
 
 def test_run_writes_the_run_folder(tiny_scenario, tmp_path):
     out = tmp_path / "run"
-    result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--seed", "5", "-q"])
+    result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--seed", "5", "-q", "--plots"])
     assert result.exit_code == 0, result.output
     for name in ("config.toml", "rounds.csv", "devices.csv", "events.csv", "summary.json", "run.json", "accuracy_vs_time.png"):
         assert (out / name).exists(), name
@@ -115,6 +115,25 @@ def test_run_writes_the_run_folder(tiny_scenario, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seed"] == 5 and set(summary["algorithms"]) == {"fedavg", "fedprox", "local"}
     assert "seed = 5" in (out / "config.toml").read_text()
+
+
+def test_no_plots_leaves_the_figures_to_edgesim_plot_and_plots_beats_the_environment(tiny_scenario, tmp_path,
+                                                                                      monkeypatch):
+    one = ["--set", "run.rounds=1", "--set", "run.algorithms=fedavg", "-q"]
+    monkeypatch.setenv("EDGESIM_PLOTS", "1")
+    assert runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "a"), *one, "--no-plots"]).exit_code == 0
+    drawn = {"accuracy_vs_time.png", "accuracy_vs_time.csv", "accuracy_vs_energy.png", "accuracy_vs_uplink_bits.png"}
+    assert not drawn & {p.name for p in (tmp_path / "a").iterdir()} and (tmp_path / "a" / "rounds.csv").is_file()
+    assert runner.invoke(app, ["plot", str(tmp_path / "a")]).exit_code == 0  # later, from the tables
+    assert drawn <= {p.name for p in (tmp_path / "a").iterdir()}
+    monkeypatch.setenv("EDGESIM_PLOTS", "0")
+    assert runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "b"), *one, "--plots"]).exit_code == 0
+    assert (tmp_path / "b" / "accuracy_vs_time.png").is_file()
+    monkeypatch.setenv("EDGESIM_PLOTS", "yes")
+    bad = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(tmp_path / "c"), *one])
+    assert bad.exit_code == 2 and bad.stderr == ("error: EDGESIM_PLOTS='yes': expected 1 (draw the figures) or 0 (do "
+                                                 "not; `edgesim plot` draws them later)\n")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "c.incomplete").exists()
 
 
 def test_run_bad_data_dir_is_a_clear_error_and_writes_nothing(tiny_scenario, tmp_path):
@@ -242,7 +261,7 @@ def test_shipped_scenarios_find_data_through_edgesim_data(tmp_path, monkeypatch)
 def test_run_and_sweep_figure_formats_and_sweep_data_dir(tiny_scenario, tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["run", str(tiny_scenario), "--out", str(out), "--set", "run.rounds=1",
-                                 "--set", "run.algorithms=fedavg", "--format", "pdf,svg", "-q"])
+                                 "--set", "run.algorithms=fedavg", "--format", "pdf,svg", "-q", "--plots"])
     assert result.exit_code == 0, result.output
     assert (out / "accuracy_vs_time.pdf").read_bytes().startswith(b"%PDF-")
     assert (out / "accuracy_vs_energy.svg").is_file() and not list(out.glob("*.png"))
@@ -250,7 +269,7 @@ def test_run_and_sweep_figure_formats_and_sweep_data_dir(tiny_scenario, tmp_path
     assert bad.exit_code == 2 and "--format 'jpg': expected one or more of png, pdf, svg" in bad.stderr
     result = runner.invoke(app, ["sweep", str(tiny_scenario), "--grid", "seed=1", "--set", "run.rounds=1",
                                  "--set", "run.algorithms=fedavg", "--jobs", "1",
-                                 "--out", str(tmp_path / "sw"), "--format", "svg", "-q"])
+                                 "--out", str(tmp_path / "sw"), "--format", "svg", "-q", "--plots"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "sw" / "accuracy_vs_time.svg").is_file()
     # --data-dir reaches every run's scenario: refused for the bundled digits (it reads no folder), and, for a data

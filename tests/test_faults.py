@@ -300,5 +300,5 @@ def test_api_arguments_are_checked_before_anything_starts(phys, cwd, call, fragm
 def test_api_formats_as_text_is_the_command_lines(phys, cwd):
     import edgesim
 
-    result = edgesim.run(str(phys), out="r", formats="png,svg")
+    result = edgesim.run(str(phys), out="r", formats="png,svg", plots=True)
     assert (result.path / "accuracy_vs_time.svg").is_file() and (result.path / "accuracy_vs_time.png").is_file()

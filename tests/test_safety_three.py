@@ -41,7 +41,7 @@ def test_overwrite_keeps_a_user_file_that_looks_like_a_run_file(phys, cwd, user_
 
 
 def test_the_manifest_lists_every_file_of_a_finished_run(phys, cwd):
-    assert run("run", phys, "--out", "R", "-q").exit_code == 0
+    assert run("run", phys, "--out", "R", "-q", "--plots").exit_code == 0
     listed = set(json.loads((cwd / "R" / MANIFEST).read_text())["files"])
     on_disk = {str(p.relative_to(cwd / "R")) for p in (cwd / "R").rglob("*") if p.is_file()} - {MANIFEST}
     assert listed == on_disk and "config.toml" in listed and "accuracy_vs_time.png" in listed and "run.json" in listed

@@ -26,7 +26,7 @@ def variant_run(tmp_path_factory):
     import edgesim
 
     out = tmp_path_factory.mktemp("variants") / "run"
-    edgesim.run(dict(SMALL), out, quiet=True, variants={
+    edgesim.run(dict(SMALL), out, quiet=True, plots=True, variants={
         "fedavg_same": {"algorithm": "fedavg"},
         "fedavg_topk": {"algorithm": "fedavg", "lr": 0.1, "compression": {"uplink": {"method": "topk", "fraction": 0.1}}},
     })
