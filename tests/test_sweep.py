@@ -43,6 +43,12 @@ def local_sweep(scenario, tmp_path_factory) -> Path:
     return out
 
 
+def test_a_sweep_without_plots_draws_no_run_figures_either(local_sweep):
+    runs = [p for p in local_sweep.iterdir() if p.is_dir()]
+    assert runs and all((r / "rounds.csv").is_file() and not list(r.glob("accuracy_vs_*")) for r in runs)
+    assert not list(local_sweep.glob("*.png"))
+
+
 def assert_same_sweep(a: Path, b: Path) -> None:
     assert (a / "sweep.csv").read_bytes() == (b / "sweep.csv").read_bytes()
     runs = [r["run"] for r in csv.DictReader(open(a / "sweep.csv"))]
