@@ -586,13 +586,13 @@ def test_devices_that_share_a_test_set_share_their_validation_set(tiny_scenario)
 
 
 def test_byte_counts_by_hand_and_as_bincount():
-    hand = byte_counts(np.array([0, 255, 255, 3, 255], dtype=np.uint8))  # odd: the last byte counted alone
+    hand = byte_counts(np.array([0, 255, 255, 3, 255], dtype=np.uint8), chunk=2)  # chunks 2, 2 and the last 1
     assert hand.sum() == 5 and (hand[0], hand[3], hand[255]) == (1, 1, 3)
     assert byte_counts(np.zeros(0, dtype=np.uint8)).tolist() == [0] * 256
     rng = np.random.default_rng(0)
-    for n in (1, 2, 7, 4096, 4097):
+    for n, chunk in ((1, 4), (2, 1), (7, 3), (4096, 1000), (4097, 1 << 18)):
         x = rng.integers(0, 256, size=(n, 3), dtype=np.uint8)
-        assert np.array_equal(byte_counts(x[:, 1]), np.bincount(x[:, 1], minlength=256))  # not contiguous too
+        assert np.array_equal(byte_counts(x[:, 1], chunk), np.bincount(x[:, 1], minlength=256))  # not contiguous
 
 
 def test_loaded_once_reads_each_data_set_once_within_its_scope(monkeypatch):

@@ -89,16 +89,15 @@ def dataset_record(ds: Dataset) -> dict:
     }
 
 
-def byte_counts(x: np.ndarray) -> np.ndarray:
+def byte_counts(x: np.ndarray, chunk: int = 1 << 18) -> np.ndarray:
     """How often each value 0..255 occurs in the uint8 array ``x`` (``np.bincount(x.ravel(), minlength=256)``,
-    exactly): two bytes at a time, as one uint16 in 65,536 bins whose rows and columns are the two bytes' values —
-    ~10× faster than counting 47 M bytes one by one (Fashion-MNIST's train split: ~0.1 s)."""
+    exactly), ``chunk`` bytes at a time: ``np.bincount`` widens its input to int64, and for Fashion-MNIST's 47 M
+    train bytes at once that is 376 MB of fresh memory whose first touch cost ~0.4 s on a KVM guest; in chunks,
+    ~0.06 s."""
     flat = np.ascontiguousarray(x).reshape(-1)
-    even = flat[: flat.size - flat.size % 2]
-    pairs = np.bincount(even.view(np.uint16), minlength=65536).reshape(256, 256)
-    counts = pairs.sum(axis=0) + pairs.sum(axis=1)  # each byte of a pair, whichever the byte order
-    if flat.size % 2:
-        counts[flat[-1]] += 1
+    counts = np.zeros(256, dtype=np.int64)
+    for start in range(0, flat.size, chunk):
+        counts += np.bincount(flat[start:start + chunk], minlength=256)
     return counts
 
 
