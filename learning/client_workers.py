@@ -3,9 +3,10 @@
 :class:`WorkerExecutor` is an executor (``run(model, task, start_params, data, generators)``, as
 :mod:`edgesim.learning.executors`): it deals the call's clients out to ``n`` workers by their work (:func:`deal`:
 rows to train, largest first, each to the least loaded worker), each of which trains its share with the run's own
-executor, and puts the results back in the clients' order. A client's training depends on its own start, data and generator only (each client's stream is
-its own: "Sampling" and "Common random numbers" in :mod:`edgesim.learning.executors`), so the result is the
-same bytes as one process training every client in turn; ``tests/test_client_workers.py`` compares run folders.
+executor, and puts the results back in the clients' order. A client's training depends on its own start, data
+and generator only (each client's stream is its own: "Sampling" and "Common random numbers" in
+:mod:`edgesim.learning.executors`), so the result is the same bytes as one process training every client in turn;
+``tests/test_client_workers.py`` compares run folders.
 
 **Loaded once.** Each worker receives the run's data — every device's tensors of the run's context, the
 server's sets — and the model once, when it starts (each worker holds its own copy: n workers hold n copies of

@@ -251,7 +251,8 @@ def run(
         bar = NotebookProgress(run_cfg.algorithms, run_cfg.rounds or sc.budget.rounds)
         on_round = _both(bar.update, on_round)
     try:
-        return Run(run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, formats=formats, jobs=jobs, plots=plots,
+        return Run(run_scenario(sc, out, on_round, resume=resume, overwrite=overwrite, formats=formats, jobs=jobs,
+                                plots=plots,
                                 say=lambda line: warnings.warn(line, stacklevel=3) if "warning" in line else None))
     except ConfigError as e:
         _reraise(e)

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-import pytest
-import torch
+# Bytecode is written, as Python does by default, even where PYTHONDONTWRITEBYTECODE is set (as on the development
+# machines): the suite starts ~100 interpreters (`edgesim` commands, --jobs and client workers, plugin installs),
+# each of which would compile edgesim's modules again (~0.25 s of CPU), and each xdist worker its test modules. Into
+# __pycache__/ folders, which git ignores. Before torch and edgesim are imported; the workers and subprocesses
+# inherit the environment (docs/extend/testing.md).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+import pytest  # noqa: E402 - after the bytecode setting
+import torch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
