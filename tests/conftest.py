@@ -15,7 +15,7 @@ sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import pytest  # noqa: E402 - after the bytecode setting
-import torch  # noqa: E402
+import torch  # noqa: E402 - after the bytecode setting
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
