@@ -4,6 +4,7 @@ FedBuff = synchronous FedAvg on the learning side, and a killed async run resume
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -204,8 +205,44 @@ def _start_async_run(scenario: Path, out: Path, *extra: str):
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-@pytest.mark.parametrize("policy", [pytest.param([], id="uniform"),
-                                    pytest.param(["resources.scheduling=age"], id="age", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("policy", [[], ["resources.scheduling=age"]], ids=["uniform", "age"])
+def test_a_crashed_async_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path, monkeypatch, policy):
+    """In this process: FedProx raises at its third aggregation (FedAvg has finished, FedProx has checkpoints), and
+    a resume ends with the bytes of an uninterrupted run — with the uniform draw and with a scheduling policy
+    choosing each free slot's device. (A killed process's resume: `test_resume.py::test_killed_run_resumes_to_the_same_bytes`;
+    both together, a SIGKILLed asynchronous run: `test_killed_async_run_resumes_to_the_same_bytes`, slow.)"""
+    from test_resume import OUTPUTS
+
+    from edgesim.learning.algorithms import REGISTRY
+
+    reference = run_scenario(load_scenario(tiny_scenario, ASYNC_CKPT + policy), tmp_path / "reference")
+    spec = REGISTRY["fedprox"]
+
+    def build(ctx, cfg):
+        backend, calls = spec.build(ctx, cfg), []
+        aggregate = backend.aggregate
+
+        def crashing(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 3:
+                raise RuntimeError("simulated crash")
+            return aggregate(*args, **kwargs)
+
+        backend.aggregate = crashing
+        return backend
+
+    with monkeypatch.context() as m:
+        m.setitem(REGISTRY, "fedprox", dataclasses.replace(spec, build=build))
+        with pytest.raises(RuntimeError, match="simulated crash"):
+            run_scenario(load_scenario(tiny_scenario, ASYNC_CKPT + policy), tmp_path / "r")
+    assert (tmp_path / "r.incomplete" / "checkpoints" / "fedprox.pt").is_file()
+    out = run_scenario(load_scenario(tiny_scenario, ASYNC_CKPT + policy), tmp_path / "r", resume=True)
+    for name in OUTPUTS:
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+@pytest.mark.slow  # ~5 s a case: two killed processes; covered by test_a_crashed_async_run_resumes_to_the_same_bytes
+@pytest.mark.parametrize("policy", [pytest.param([], id="uniform"), pytest.param(["resources.scheduling=age"], id="age")])
 def test_killed_async_run_resumes_to_the_same_bytes(tiny_scenario, tmp_path, policy):
     """SIGKILL during the first algorithm, again during the second after --resume; the last --resume finishes
     (with the uniform draw and with a scheduling policy choosing each free slot's device)."""
