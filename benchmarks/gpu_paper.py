@@ -136,7 +136,7 @@ def paper_jobs() -> list[Job]:
 # Dry run: 2 rounds, a few devices and little data, one process per run, one seed; the same code path otherwise.
 _DRY_COMMON = ("budget.rounds=2", "system.cpu_freq_hz=1e9", "train.eval_batch_size=256")
 _DRY = {
-    "a": ("system.n_devices=5", "run.clients_per_round=2", "data.size_scale=0.05", "data.test_size=20",
+    "a": ("system.n_devices=5", "run.clients_per_round=2", "data.size_scale=0.025", "data.test_size=20",
           "algorithms.dofed_spp.max_b=2", "algorithms.dofed_spp.max_k=2", "algorithms.dofed_spp.warmup_rounds=1",
           "algorithms.fedfomo.n_download=2", "algorithms.fedbe.server_samples=50"),
     "b": ("system.n_devices=4", "run.clients_per_round=2", "train.model='cnn'", "data.train_pool_size=400",
