@@ -62,7 +62,9 @@ batch_size = 16
 [run]
 algorithms = ["fedavg", "fedprox", "local"]
 clients_per_round = 3
+label_quality = false  # the labelling diagnostic, ~20 % of a tiny run's CPU: on where a test reads it
 """
+NO_LABEL_QUALITY = "label_quality = false  # the labelling diagnostic, ~20 % of a tiny run's CPU: on where a test reads it\n"
 
 
 @pytest.fixture
@@ -70,6 +72,13 @@ def tiny_scenario(tmp_path) -> Path:
     p = tmp_path / "tiny.toml"
     p.write_text(TINY_SCENARIO)
     return p
+
+
+@pytest.fixture
+def tiny_scenario_measured(tiny_scenario) -> Path:
+    """The tiny scenario with the labelling diagnostic at its default (on), for the tests that read it."""
+    tiny_scenario.write_text(tiny_scenario.read_text().replace(NO_LABEL_QUALITY, ""))
+    return tiny_scenario
 
 
 @pytest.fixture

@@ -28,6 +28,12 @@ def rows(folder, name="rounds.csv"):
 # --------------------------------------------------------------------------- batched = device by device
 
 
+@pytest.fixture
+def tiny_scenario(tiny_scenario_measured):
+    """These tests read the labelling diagnostic: the tiny scenario with it on (its default)."""
+    return tiny_scenario_measured
+
+
 def test_paired_accuracy_counts_each_model_on_its_own_rows():
     model = build_model("cnn", (1, 8, 8), 10, None, seed=0)
     states = [build_model("cnn", (1, 8, 8), 10, None, seed=s).state_dict() for s in range(4)]

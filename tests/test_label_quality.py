@@ -21,6 +21,12 @@ from edgesim.scenarios.run import run_scenario
 from edgesim.scenarios.schema import load_scenario
 
 
+@pytest.fixture
+def tiny_scenario(tiny_scenario_measured):
+    """These tests read the labelling diagnostic: the tiny scenario with it on (its default)."""
+    return tiny_scenario_measured
+
+
 def test_label_rates_and_finish_by_hand():
     # rows: right, right, wrong (not used), right (not used)
     r = label_rates(torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1, 1, 2]), torch.tensor([1.0, 1.0, 0.0, 0.0]))
