@@ -54,6 +54,8 @@ def test_the_documented_scheme_installs_lists_and_runs(example, tmp_path):
     assert unknown.returncode == 2 and "access = 'dedicated': expected one of 'tdma', 'fdma'" in unknown.stderr
 
 
+@pytest.mark.slow  # ~3 s, a process: the documented scheme installed and run by name (its airtimes checked) and
+# test_plugins.py::test_run_plugins_imports_a_module_from_the_current_folder ([run] plugins from the current folder)
 def test_run_plugins_imports_the_scheme_from_the_current_folder(example):
     scenario = example / "dedicated.toml"
     scenario.write_text(scenario.read_text().replace("[run]\n", '[run]\nplugins = ["edgesim_dedicated"]\n'))

@@ -58,6 +58,8 @@ def test_the_documented_policy_installs_lists_and_runs(example, tmp_path):
     assert unknown.returncode == 2 and "bandwidth = 'airtime_share': expected one of" in unknown.stderr
 
 
+@pytest.mark.slow  # ~3 s, a process: the documented policy installed and run by name (its bands checked) and
+# test_plugins.py::test_run_plugins_imports_a_module_from_the_current_folder ([run] plugins from the current folder)
 def test_run_plugins_imports_the_policy_from_the_current_folder(example):
     scenario = example / "airtime.toml"
     scenario.write_text(scenario.read_text().replace("[run]\n", '[run]\nplugins = ["edgesim_airtime_share"]\n'))
