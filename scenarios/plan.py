@@ -353,7 +353,16 @@ def resolved_workload(sc) -> WorkloadConfig:
 
 def plan_report(sc) -> PlanReport:
     """The :class:`PlanReport` of a loaded scenario. :class:`ConfigError` (one line naming the scenario) for what
-    the formulas refuse; an infeasible budget is a report with :attr:`PlanReport.infeasible` set."""
+    the formulas refuse; an infeasible budget is a report with :attr:`PlanReport.infeasible` set. Its workload,
+    model size and local steps each ask for the data set: it is read once
+    (:func:`edgesim.learning.data.datasets.loaded_once`)."""
+    from edgesim.learning.data.datasets import loaded_once
+
+    with loaded_once():
+        return _plan_report(sc)
+
+
+def _plan_report(sc) -> PlanReport:
     from edgesim.planning import cell_table, first_round_allocation, make_plan
 
     workload = resolved_workload(sc)

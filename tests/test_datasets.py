@@ -619,3 +619,15 @@ def test_a_run_reads_its_data_set_once(monkeypatch, tiny_scenario, tmp_path):
     monkeypatch.setattr(datasets, "_load", lambda *a, **o: reads.append(a[0]) or real(*a, **o))
     run_scenario(load_scenario(tiny_scenario, ["budget.rounds=1", 'run.algorithms=["fedavg"]']), tmp_path / "r")
     assert reads == ["digits"]  # its plan, its model's size ("auto") and its context asked for it
+
+
+def test_a_plan_reads_its_data_set_once(monkeypatch, tiny_scenario):
+    from edgesim.learning.data import datasets
+    from edgesim.scenarios.plan import plan_report
+    from edgesim.scenarios.schema import load_scenario
+
+    reads = []
+    real = datasets._load
+    monkeypatch.setattr(datasets, "_load", lambda *a, **o: reads.append(a[0]) or real(*a, **o))
+    plan_report(load_scenario(tiny_scenario))
+    assert reads == ["digits"]  # its model's size ("auto") and its local steps asked for it
