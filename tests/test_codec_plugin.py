@@ -5,8 +5,8 @@ folder on ``PYTHONPATH``), planned and run by name, its bits the ones the clock 
 from __future__ import annotations
 
 import csv
+import importlib
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -55,26 +55,32 @@ def test_the_documented_codec_installs_plans_and_runs(example, tmp_path):
     assert unknown.returncode == 2 and "uplink.method = 'uniform': expected one of 'none'" in unknown.stderr
 
 
-def test_run_plugins_imports_the_codec_and_its_parts_weigh_its_size(example):
+def test_run_plugins_imports_the_codec_and_its_parts_weigh_its_size(example, monkeypatch):
     scenario = example / "uniform.toml"
     scenario.write_text(scenario.read_text().replace("[run]\n", '[run]\nplugins = ["edgesim_uniform"]\n'))
     done = edgesim("run", str(scenario), "--out", str(example / "run"), "-q", cwd=example)
     assert done.returncode == 0, done.stderr
     assert 'method = "uniform"' in (example / "run" / "config.toml").read_text()
-    check = ("import torch, edgesim_uniform\n"
-             "from edgesim.compression import Codec, encoded_bits\n"
-             "from edgesim.learning.compression import decode, encode, payload_bits\n"
-             "x = [torch.tensor([3.0, -4.0]), torch.zeros(0), torch.tensor([0.0, 1.0, -2.0])]\n"
-             "c = Codec('uniform', bits=3)\n"
-             "e = encode(c, x)\n"
-             "print(encoded_bits(c, [2, 0, 3]), payload_bits(e), decode(e).tolist())\n")
-    out = subprocess.run([sys.executable, "-c", check], cwd=example, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    # by hand: 32·T + b·P = 32·2 + 3·5 bits; L = 2^2 − 1 = 3, q = round(3·v/m) per tensor (m = 4, then 2: 1.5 rounds
-    # to even), decoded m·q/3
-    bits, weighed, decoded = out.stdout.split(" ", 2)
-    assert (bits, weighed) == ("79", "79")
-    assert json.loads(decoded) == pytest.approx([8 / 3, -4.0, 0.0, 4 / 3, -2.0])
+    # its parts, in this process: the module imported from the example's folder, its registrations taken back after
+    import torch
+
+    from edgesim.codecs import CODECS
+    from edgesim.compression import Codec, encoded_bits
+    from edgesim.learning.compression import ENCODINGS, decode, encode, payload_bits
+
+    monkeypatch.syspath_prepend(str(example))
+    try:
+        importlib.import_module("edgesim_uniform")
+        c = Codec("uniform", bits=3)
+        e = encode(c, [torch.tensor([3.0, -4.0]), torch.zeros(0), torch.tensor([0.0, 1.0, -2.0])])
+        # by hand: 32·T + b·P = 32·2 + 3·5 bits; L = 2^2 − 1 = 3, q = round(3·v/m) per tensor (m = 4, then 2: 1.5
+        # rounds to even), decoded m·q/3
+        assert encoded_bits(c, [2, 0, 3]) == payload_bits(e) == 79
+        assert decode(e).tolist() == pytest.approx([8 / 3, -4.0, 0.0, 4 / 3, -2.0])
+    finally:
+        CODECS.pop("uniform", None)
+        ENCODINGS.pop("uniform", None)
+        sys.modules.pop("edgesim_uniform", None)
 
 
 def test_a_codec_plugin_that_takes_a_builtin_name_is_refused_naming_both(tmp_path):
