@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_here import main_here
 from conftest import TINY_SCENARIO
 from test_safety import PHYSICS, cwd, one_error_line, run  # noqa: F401 - fixtures
 
@@ -144,9 +145,15 @@ def test_jobs_2_says_what_one_process_says(tmp_path, plugin, source, code):
     (tmp_path / "s.toml").write_text(TINY_SCENARIO)
     said = {}
     for jobs in (1, 2):
-        done = _edgesim("run", "s.toml", "--out", f"r{jobs}", "-q", "--jobs", str(jobs),
-                        "--set", f'run.plugins=["{plugin}"]', "--set", "run.algorithms=['fedavg', 'local']",
-                        "--set", "budget.rounds=1", cwd=tmp_path)
+        args = ("run", "s.toml", "--out", f"r{jobs}", "-q", "--jobs", str(jobs), "--set", f'run.plugins=["{plugin}"]',
+                "--set", "run.algorithms=['fedavg', 'local']", "--set", "budget.rounds=1")
+        if jobs == 1:  # one process: this one, through the entry point's main() (the plugin module put back after)
+            try:
+                done = main_here(*args, cwd=tmp_path, timeout_s=300)
+            finally:
+                sys.modules.pop(plugin, None)
+        else:  # a process of its own, with its --jobs worker
+            done = _edgesim(*args, cwd=tmp_path)
         assert done.returncode == code, done.stderr
         said[jobs] = [line.replace(f"r{jobs}", "r") for line in done.stderr.splitlines()]
     assert said[1] == said[2]
