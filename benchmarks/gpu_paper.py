@@ -152,9 +152,17 @@ _DRY = {
 }
 
 
+# A dry job's algorithms where not all of the window's: e's twelve would take minutes here; DoFed-SPP's arena leaves
+# out FedAvg and Local (every other part runs FedAvg's code; Local is a plain loop), b leaves out FixAvg (b0 runs it
+# at the same layout).
+_DRY_ALGORITHMS = {"e_arena_clients": ("fixavg", "fedavg_sl"), "a_subset_s0": ("dofed_spp", "fedfomo", "fedbe"),
+                   "a_normal_s0": ("dofed_spp", "fedfomo", "fedbe"),
+                   "b_feddure_iid_iid": ("fedavg_labeled", "fedmatch_lc", "feddure")}
+
+
 def dry_jobs() -> list[Job]:
     """``paper_jobs`` shrunk for a CPU: seed 0 only, 2 rounds, one process a run (two client workers where the
-    job has any), a 60 s limit each, two of e's methods (FixAvg, FedAvg-SL); bfloat16
+    job has any), a 60 s limit each, some jobs' algorithms only (:data:`_DRY_ALGORITHMS`); bfloat16
     only where this CPU has bfloat16 arithmetic (elsewhere edgesim refuses it)."""
     from edgesim.learning.numerics import bfloat16_unsupported
 
@@ -165,7 +173,7 @@ def dry_jobs() -> list[Job]:
             continue
         sets = tuple("run.eval_every=2" if s.startswith("run.eval_every=") else s  # at most the run's 2 rounds
                      for s in j.sets if keep_bf16 or s != BF16) + _DRY_COMMON + _DRY[j.part]
-        algorithms = ("fixavg", "fedavg_sl") if j.part == "e" else j.algorithms  # e's twelve would take minutes here
+        algorithms = _DRY_ALGORITHMS.get(j.name, j.algorithms)
         out.append(Job(j.name, j.part, j.scenario, algorithms, 2, 0, sets, j.must_finish,
                        60.0 if j.limit_s else None, procs=1, workers=min(j.workers, 2),
                        round_timeout_s=j.round_timeout_s, alone=j.alone, enough_rounds=min(j.enough_rounds, 2)))
