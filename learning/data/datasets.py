@@ -123,7 +123,7 @@ def loaded_once():
     """Within it, :func:`load_dataset` reads each data set once: a second call with the same name, folder and
     options returns the first call's :class:`Dataset` (the same object: its arrays are shared, never to be
     written). A run is one such scope (:func:`edgesim.scenarios.run.run_scenario`: its plan, its sizing and
-    its context each ask for the data set; Fashion-MNIST is ~0.4 s a read). Nested scopes share the outer one;
+    its context each ask for the data set; Fashion-MNIST is ~0.8 s a read). Nested scopes share the outer one;
     the data sets are let go when the outermost ends."""
     if _LOADED.get() is not None:
         yield
