@@ -1,12 +1,12 @@
 """A round's clients trained in parallel: on local worker processes (``[run] client_workers``) or Ray actors.
 
 :class:`WorkerExecutor` is an executor (``run(model, task, start_params, data, generators)``, as
-:mod:`edgesim.learning.executors`): it deals the call's clients out to ``n`` workers by their work (:func:`deal`:
-rows to train, largest first, each to the least loaded worker), each of which trains its share with the run's own
-executor, and puts the results back in the clients' order. A client's training depends on its own start, data
-and generator only (each client's stream is its own: "Sampling" and "Common random numbers" in
-:mod:`edgesim.learning.executors`), so the result is the same bytes as one process training every client in turn;
-``tests/test_client_workers.py`` compares run folders.
+:mod:`edgesim.learning.executors`): it deals the call's clients out to ``n`` workers by their work
+(:func:`~edgesim.learning.balance.deal`: rows to train, largest first, each to the least loaded worker), each of
+which trains its share with the run's own executor, and puts the results back in the clients' order. A client's
+training depends on its own start, data and generator only (each client's stream is its own: "Sampling" and "Common
+random numbers" in :mod:`edgesim.learning.executors`), so the result is the same bytes as one process training every
+client in turn; ``tests/test_client_workers.py`` compares run folders.
 
 **Loaded once.** Each worker receives the run's data — every device's tensors of the run's context, the
 server's sets — and the model once, when it starts (each worker holds its own copy: n workers hold n copies of
@@ -31,6 +31,7 @@ from typing import Any, Mapping, Optional
 
 import torch
 
+from edgesim.learning.balance import deal
 from edgesim.learning.config import LOCAL_POOL
 from edgesim.learning.executors import as_generator, as_streams, task_rows
 from edgesim.learning.models import draw_seed
@@ -287,21 +288,6 @@ def client_rows(task, i: int, data) -> int:
     mine = task if task.client_epochs is None else dataclasses.replace(
         task, epochs=task.client_epochs[i], client_epochs=None)
     return task_rows(mine, sizes)
-
-
-def deal(work: list[int], n: int) -> list[list[int]]:
-    """Clients ``0..k-1`` dealt to ``min(n, k)`` workers: the largest ``work`` first (ties: the lower index), each
-    to the worker with the least work so far (ties: fewer clients, then the lower worker) — Graham's
-    longest-processing-time rule, whose busiest worker has at most 4/3 of the best split's work (Graham, SIAM J.
-    Appl. Math. 17(2), 1969). Each share in the clients' order. The deal decides where a client trains, never
-    what it computes: the result is the same bytes for any deal."""
-    shares: list[list[int]] = [[] for _ in range(min(n, len(work)))]
-    load = [0] * len(shares)
-    for i in sorted(range(len(work)), key=lambda i: (-work[i], i)):
-        w = min(range(len(shares)), key=lambda w: (load[w], len(shares[w]), w))
-        shares[w].append(i)
-        load[w] += work[i]
-    return [sorted(s) for s in shares]
 
 
 def merge(results: list[LocalTrainResult], shares: list[list[int]], k: int) -> LocalTrainResult:

@@ -118,15 +118,16 @@ def costs_longest_first(sc, build_backend: Callable, names: list[str]) -> list[t
 
 
 def assign(costs: list[tuple[str, float]], n_workers: int) -> tuple[list[str], list[str]]:
-    """(this process's algorithms, the workers'): longest first, each to the least-loaded of this process and the
-    ``n_workers`` workers (ties: this process first, it needs no start-up). Greedy LPT: within 4/3 of the best."""
-    loads = [0.0] * (n_workers + 1)  # index 0: this process
-    here, there = [], []
-    for name, cost in costs:
-        i = min(range(len(loads)), key=lambda k: (loads[k], k))
-        loads[i] += max(cost, 1.0)
-        (here if i == 0 else there).append(name)
-    return here, there
+    """(this process's algorithms, the workers'), each in ``costs``' order: longest first, each to the least-loaded of
+    this process and the ``n_workers`` workers (ties: this process first, it needs no start-up; a cost counts at
+    least 1) — :func:`edgesim.learning.balance.deal`, greedy LPT: within 4/3 of the best."""
+    from edgesim.learning.balance import deal
+
+    shares = deal([max(cost, 1.0) for _, cost in costs], n_workers + 1)  # share 0: this process
+    names = [name for name, _ in costs]
+    if not shares:
+        return [], []
+    return [names[i] for i in shares[0]], [names[i] for i in sorted(i for s in shares[1:] for i in s)]
 
 
 def _warm(raw: dict, path: str) -> None:

@@ -12,7 +12,8 @@ from ray_head import ray_head
 from typer.testing import CliRunner
 
 from edgesim.config import ConfigError
-from edgesim.learning.client_workers import client_rows, deal, dumps, loads, merge
+from edgesim.learning.balance import deal
+from edgesim.learning.client_workers import client_rows, dumps, loads, merge
 from edgesim.learning.optim import SGD
 from edgesim.learning.tasks import LocalTask, LocalTrainResult, Stream
 from edgesim.scenarios.cli import app
