@@ -247,12 +247,18 @@ class ChannelModel:
         if self.n_cells == 1:
             return self._large_scale_gain()[:, None]
         if self._cell_large_scale is None:
-            system = self._system
-            d = np.maximum(self.cell_distances_m, float(system.min_distance_m))
-            loss_db = path_loss_db(d, system.path_loss_intercept_db, system.path_loss_slope_db)
-            self._cell_large_scale = 10.0 ** (-(loss_db - self._shadowing_db) / 10.0)
-            self._cell_large_scale.flags.writeable = False
+            self._cell_large_scale = self._path_gain(self.cell_distances_m)
         return self._cell_large_scale
+
+    def _path_gain(self, distances_m: np.ndarray) -> np.ndarray:
+        """Large-scale power gain at ``distances_m`` (each at least the minimum distance), shadowing included:
+        ``10^(−(PL(d) − X_σ)/10)``, read-only."""
+        system = self._system
+        d = np.maximum(distances_m, float(system.min_distance_m))
+        loss_db = path_loss_db(d, system.path_loss_intercept_db, system.path_loss_slope_db)
+        gain = 10.0 ** (-(loss_db - self._shadowing_db) / 10.0)
+        gain.flags.writeable = False
+        return gain
 
     @property
     def n_devices(self) -> int:
@@ -327,11 +333,7 @@ class ChannelModel:
             self._large_scale = self._cell_large_scale_gain()[np.arange(self.n_devices), self._serving]
             self._large_scale.flags.writeable = False
         if self._large_scale is None:
-            system = self._system
-            d = np.maximum(self.distances_m, float(system.min_distance_m))
-            loss_db = path_loss_db(d, system.path_loss_intercept_db, system.path_loss_slope_db)
-            self._large_scale = 10.0 ** (-(loss_db - self._shadowing_db) / 10.0)
-            self._large_scale.flags.writeable = False
+            self._large_scale = self._path_gain(self.distances_m)
         return self._large_scale
 
     def advance(self, duration_s: float) -> None:
